@@ -1,0 +1,64 @@
+/* core: errors, logging, timers, small allocation helpers.
+ *
+ * Errors follow one rule everywhere in cloze: a function that can fail
+ * returns int (0 = ok, -1 = failed) and fills a caller-owned cz_error with a
+ * one-line message that says where (file, line, offset, rank) and what.
+ * The message travels up to main(), which prints it and exits non-zero. */
+#ifndef CLOZE_CORE_H
+#define CLOZE_CORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define CZ_ERROR_MAX 1024
+
+typedef struct cz_error {
+    char msg[CZ_ERROR_MAX];
+} cz_error;
+
+/* Sets err->msg from a printf format and returns -1, so that callers can
+ * write `return cz_fail(err, "%s: bad magic at offset %zu", path, off);`.
+ * err may be NULL (message dropped). */
+int cz_fail(cz_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Prefixes an existing message: "context: previous message". Returns -1. */
+int cz_fail_prefix(cz_error *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ---- logging: rank-tagged lines on stderr ---- */
+typedef enum { CZ_LOG_ERROR = 0, CZ_LOG_WARN = 1, CZ_LOG_INFO = 2, CZ_LOG_DEBUG = 3 } cz_log_level;
+
+/* Process-wide log settings are the one piece of global state we allow:
+ * logging is called from everywhere and must not need a context. Set once by
+ * main() (rank, verbosity) before any other call. */
+void cz_log_setup(int rank, cz_log_level level);
+void cz_log(cz_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#define cz_info(...) cz_log(CZ_LOG_INFO, __VA_ARGS__)
+#define cz_warn(...) cz_log(CZ_LOG_WARN, __VA_ARGS__)
+#define cz_debug(...) cz_log(CZ_LOG_DEBUG, __VA_ARGS__)
+
+/* ---- time ---- */
+double cz_now(void); /* monotonic seconds */
+
+/* Formats seconds as "1h02m03s" / "4m05s" / "6.2s" into buf. */
+const char *cz_format_duration(double seconds, char *buf, size_t len);
+
+/* ---- memory ---- */
+/* 64-byte aligned, zeroed allocation (AVX-512 loads, no false sharing).
+ * Returns NULL and fills err on failure. Free with cz_free. */
+void *cz_alloc(size_t bytes, cz_error *err);
+void cz_free(void *p);
+
+/* ---- files ---- */
+/* Writes a whole buffer to `path` safely: write to "path.tmp.<pid>", fsync,
+ * rename over path, fsync the directory. Earlier good data under `path` is
+ * never destroyed by a failed write (disk full, crash). */
+int cz_write_file_atomic(const char *path, const void *data, size_t len, cz_error *err);
+/* Reads a whole file into a cz_alloc'ed buffer (NUL-terminated for text). */
+int cz_read_file(const char *path, void **data, size_t *len, cz_error *err);
+
+/* FNV-1a 64-bit: cheap fingerprints (vocabulary, config) */
+uint64_t cz_fnv1a64(const void *data, size_t len, uint64_t seed);
+#define CZ_FNV_SEED 0xcbf29ce484222325ULL
+
+#endif

@@ -1,0 +1,58 @@
+/* data: training instances built on the fly from token shards.
+ *
+ * BERT follows create_pretraining_data.py (the original BERT code): target
+ * length with short_seq_prob, segment A from whole sentences, B the true
+ * continuation or (50%) a span of another document, truncate_seq_pair,
+ * [CLS] A [SEP] B [SEP], 15% masking with 80/10/10 replacement, optional
+ * whole-word masking. GPT: contiguous windows of seq+1 tokens across
+ * documents joined by the end-of-text token.
+ *
+ * Every random choice is a function of (seed, epoch, global sample index)
+ * through cz_rng (purpose CZ_RNG_INSTANCE / CZ_RNG_SHUFFLE), so sample g is the
+ * same whichever rank builds it and however many ranks there are. The data
+ * position of a run is one number: the next global sample index. */
+#ifndef CLOZE_DATA_H
+#define CLOZE_DATA_H
+
+#include <stdint.h>
+
+#include "cloze/config.h"
+#include "cloze/core.h"
+#include "cloze/model.h"
+#include "cloze/shard.h"
+
+/* Buffers for up to `cap` sequences of `seq` tokens; a cz_batch views them. */
+typedef struct cz_batch_buf {
+    int cap, seq, max_pred;
+    int32_t *tokens, *segments;
+    uint8_t *attn_mask;
+    int32_t *mlm_positions, *mlm_labels;
+    float *mlm_weights;
+    int32_t *nsp_labels;
+    int32_t *targets;
+    uint64_t *sample_ids;
+} cz_batch_buf;
+
+int cz_batch_buf_alloc(cz_batch_buf *b, int cap, int seq, int max_pred, cz_error *err);
+void cz_batch_buf_free(cz_batch_buf *b);
+/* A cz_batch over the first n sequences of b (dropout fields left for the caller). */
+cz_batch cz_batch_view(const cz_batch_buf *b, int n);
+
+typedef struct cz_data cz_data;
+
+/* Opens a manifest (shards are mmapped lazily: a rank touches only the pages
+ * of the samples it builds). */
+int cz_data_open(cz_data **out, const char *manifest_path, cz_arch arch, const cz_data_config *cfg,
+                 uint64_t seed, cz_error *err);
+void cz_data_close(cz_data *d);
+const cz_manifest *cz_data_manifest(const cz_data *d);
+
+/* Number of distinct samples in one epoch for sequences of length seq. */
+uint64_t cz_data_samples_per_epoch(cz_data *d, int seq);
+
+/* Builds global sample `g` (epoch = g / samples_per_epoch) with length seq and
+ * max_pred prediction slots into slot `slot` of buf. */
+int cz_data_build(cz_data *d, cz_batch_buf *buf, int slot, uint64_t g, int seq, int max_pred,
+                  cz_error *err);
+
+#endif

@@ -1,0 +1,43 @@
+/* kernels: the compute primitives of a Transformer step.
+ *
+ * Two paths for every kernel: a readable scalar reference (`*_ref`, plain
+ * loops, used by the tests as the definition) and the fast path that the model
+ * calls. Buffers are row-major, [rows x cols], fp32.
+ *
+ * Determinism rule: every reduction runs in a fixed order that does not depend
+ * on the number of threads (parallelise over independent outputs, never split
+ * one sum across threads).
+ *
+ * Owners: gemm.c (matrix products through BLIS, CPU-specific micro-kernel
+ * selection) and the elementwise/attention kernels in their own files. */
+#ifndef CLOZE_KERNELS_H
+#define CLOZE_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cloze/core.h"
+
+/* ---- GEMM ----
+ * C[m x n] = alpha * op(A) * op(B) + beta * C, row-major, with leading
+ * dimensions lda/ldb/ldc in elements (row strides). op(X) = X or X^T.
+ * All matrix products of the model go through this one call, which runs a
+ * BLIS micro-kernel chosen once at start-up (cz_gemm_setup). */
+typedef struct cz_gemm_ctx cz_gemm_ctx;
+
+typedef enum { CZ_GEMM_AUTO = 0, CZ_GEMM_BLIS_DEFAULT = 1, CZ_GEMM_REFERENCE = 2 } cz_gemm_choice;
+
+/* Picks the micro-kernel for this CPU (CPUID) and the thread count BLIS uses
+ * (threads <= 0: one). Logs what it chose. Returns NULL and fills err on
+ * failure. */
+cz_gemm_ctx *cz_gemm_setup(cz_gemm_choice choice, int threads, cz_error *err);
+void cz_gemm_free(cz_gemm_ctx *g);
+const char *cz_gemm_describe(const cz_gemm_ctx *g); /* e.g. "blis skx (AVX-512)" */
+
+void cz_gemm(const cz_gemm_ctx *g, int trans_a, int trans_b, int m, int n, int k, float alpha,
+             const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc);
+/* The definition: triple loop, double accumulation. */
+void cz_gemm_ref(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
+                 int lda, const float *b, int ldb, float beta, float *c, int ldc);
+
+#endif

@@ -1,0 +1,119 @@
+/* model: BERT (post-LN encoder, MLM + NSP heads) and GPT-1 (post-LN causal
+ * decoder, tied LM head), forward and backward in fp32.
+ *
+ * The model knows no MPI, no files and no config parser: it takes plain
+ * structs. All parameters live in ONE contiguous buffer (and gradients in a
+ * second buffer of the same layout), so that the optimizer, the all-reduce and
+ * checkpoints handle flat float arrays; named views describe the tensors.
+ * Memory for activations is planned once for (max_batch, max_seq, max_pred):
+ * nothing is allocated inside a step. */
+#ifndef CLOZE_MODEL_H
+#define CLOZE_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cloze/core.h"
+#include "cloze/kernels.h"
+
+typedef enum { CZ_ARCH_BERT = 0, CZ_ARCH_GPT = 1 } cz_arch;
+
+typedef struct cz_model_config {
+    cz_arch arch;
+    int vocab_size;
+    int hidden;           /* H */
+    int layers;           /* L */
+    int heads;            /* A; hidden % heads == 0 */
+    int intermediate;     /* FFN inner size, 4H by default */
+    int max_positions;    /* learned absolute position table size */
+    int type_vocab_size;  /* BERT segments: 2; GPT: 0 */
+    float layer_norm_eps; /* BERT 1e-12, GPT-1 1e-5 */
+    int gelu_tanh;        /* 0: exact erf GELU (BERT), 1: tanh approximation (GPT-1) */
+    float hidden_dropout; /* embeddings, attention output, FFN output: 0.1 */
+    float attn_dropout;   /* attention probabilities: 0.1 */
+    float init_range;     /* truncated normal std: 0.02 */
+} cz_model_config;
+
+/* One micro-batch, built by the data module. B sequences of T tokens. */
+typedef struct cz_batch {
+    int batch, seq;
+    const int32_t *tokens;     /* [B*T] */
+    const int32_t *segments;   /* [B*T] BERT token type ids; NULL for GPT */
+    const uint8_t *attn_mask;  /* [B*T] 1 = real token, 0 = padding; NULL = all real */
+    /* BERT heads */
+    int max_pred;                 /* P prediction slots per sequence */
+    const int32_t *mlm_positions; /* [B*P] position in [0,T) */
+    const int32_t *mlm_labels;    /* [B*P] original token id */
+    const float *mlm_weights;     /* [B*P] 1 = real slot, 0 = unused */
+    const int32_t *nsp_labels;    /* [B] 0 = IsNext, 1 = NotNext */
+    /* GPT head */
+    const int32_t *targets; /* [B*T] next token id, -1 = no loss at this position */
+    /* dropout keys: (seed, step, sample_ids[b], layer, site) -> Philox stream */
+    int train; /* 1: dropout on, 0: off */
+    uint64_t seed, step;
+    const uint64_t *sample_ids; /* [B] global sample index of each sequence */
+} cz_batch;
+
+/* Losses and counts of one forward pass. The loss that backward
+ * differentiates is `loss`:
+ *   BERT: mean CE over real masked slots (sum w*CE / sum w) + mean NSP CE over B
+ *   GPT:  mean next-token CE over positions with target >= 0 */
+typedef struct cz_losses {
+    double loss;
+    double mlm_loss, nsp_loss, lm_loss;
+    long mlm_correct, mlm_count; /* argmax == label over real slots */
+    long nsp_correct, nsp_count;
+    long lm_count;
+} cz_losses;
+
+/* A named tensor inside the flat parameter buffer. Names are Hugging Face's
+ * (bert.encoder.layer.0.attention.self.query.weight, transformer.h.0.attn...),
+ * shapes are as PyTorch stores them (Linear weight = [out, in]). */
+typedef struct cz_tensor_info {
+    char name[96];
+    size_t offset; /* in floats */
+    size_t numel;
+    int ndim;
+    int shape[2];
+    int no_decay; /* 1 for LayerNorm parameters and biases */
+} cz_tensor_info;
+
+typedef struct cz_model cz_model;
+
+/* Called by backward each time a contiguous range [offset, offset+count) of
+ * the gradient buffer is final, in the order backward produces them (heads,
+ * last layer ... first layer, embeddings). The all-reduce uses it to start
+ * communicating while backward continues. */
+typedef void (*cz_grad_ready_fn)(void *ctx, size_t offset, size_t count);
+
+int cz_model_create(cz_model **out, const cz_model_config *cfg, int max_batch, int max_seq,
+                    int max_pred, const cz_gemm_ctx *gemm, cz_error *err);
+void cz_model_free(cz_model *m);
+
+const cz_model_config *cz_model_get_config(const cz_model *m);
+size_t cz_model_num_params(const cz_model *m);
+float *cz_model_params(cz_model *m);
+float *cz_model_grads(cz_model *m);
+int cz_model_num_tensors(const cz_model *m);
+const cz_tensor_info *cz_model_tensor(const cz_model *m, int i);
+const cz_tensor_info *cz_model_find_tensor(const cz_model *m, const char *name);
+
+/* BERT init: truncated normal (std init_range, cut at 2 std), zero biases,
+ * LayerNorm gamma = 1, beta = 0; keyed by (seed, tensor index). */
+void cz_model_init_weights(cz_model *m, uint64_t seed);
+
+void cz_model_set_grad_hook(cz_model *m, cz_grad_ready_fn fn, void *ctx);
+
+/* Forward pass; keeps the activations that backward needs. */
+int cz_model_forward(cz_model *m, const cz_batch *b, cz_losses *out, cz_error *err);
+/* Backward of the last forward: ADDS grad_scale * d(loss)/d(params) to the
+ * gradient buffer (so micro-batches accumulate). */
+void cz_model_backward(cz_model *m, const cz_batch *b, float grad_scale);
+void cz_model_zero_grads(cz_model *m);
+
+/* Forward FLOPs of one sequence of T tokens with P prediction slots (matrix
+ * products only, 2 FLOPs per multiply-add), the one home of the FLOPs formula
+ * used for MFU: train step = 3x forward. */
+double cz_model_forward_flops(const cz_model_config *cfg, int seq, int max_pred);
+
+#endif

@@ -1,0 +1,102 @@
+/* shard: the binary token-shard format, the one home of its layout, shared by
+ * the writer (corpus_tools/, cloze-prep) and the reader (src/data).
+ *
+ * A shard file (little-endian):
+ *   [0, 128)           cz_shard_header
+ *   tokens_offset      n_tokens token ids, token_width bytes each (2 or 4)
+ *   sentences_offset   n_sentences + 1 u64: token index where each sentence
+ *                      starts; the last entry is n_tokens
+ *   documents_offset   n_documents + 1 u64: sentence index where each document
+ *                      starts; the last entry is n_sentences
+ * Sections start on 64-byte boundaries. payload_checksum is FNV-1a 64 over
+ * every byte after the header; header_checksum over the header's first 120
+ * bytes. Full description: docs/formats.md.
+ *
+ * A manifest is a text file, one record per line:
+ *   cloze-manifest 1
+ *   vocab <kind wordpiece|bpe> <vocab_size> <fingerprint hex> <vocab path>
+ *   special <name> <id>          (cls sep mask pad unk eot, those that exist)
+ *   shard <path relative to the manifest> <n_tokens> <n_sentences> <n_documents> <payload checksum hex>
+ */
+#ifndef CLOZE_SHARD_H
+#define CLOZE_SHARD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cloze/core.h"
+
+#define CZ_SHARD_MAGIC "CLZSHARD"
+#define CZ_SHARD_VERSION 1u
+#define CZ_SHARD_HEADER_SIZE 128u
+
+typedef struct cz_shard_header {
+    char magic[8];                /* "CLZSHARD" */
+    uint32_t version;             /* CZ_SHARD_VERSION */
+    uint32_t token_width;         /* 2 (vocab <= 65536) or 4 */
+    uint64_t vocab_fingerprint;   /* FNV-1a 64 of the vocabulary file bytes */
+    uint32_t vocab_size;
+    uint32_t flags;               /* reserved, 0 */
+    uint64_t n_tokens;
+    uint64_t n_sentences;
+    uint64_t n_documents;
+    uint64_t tokens_offset;
+    uint64_t sentences_offset;
+    uint64_t documents_offset;
+    uint64_t file_size;
+    uint64_t payload_checksum;
+    uint8_t reserved[24];
+    uint64_t header_checksum;     /* over bytes [0, 120) */
+} cz_shard_header;
+
+_Static_assert(sizeof(cz_shard_header) == CZ_SHARD_HEADER_SIZE, "shard header is 128 bytes");
+
+/* A shard opened read-only through mmap: nothing is copied. */
+typedef struct cz_shard {
+    char path[1024];
+    cz_shard_header hdr;
+    const uint8_t *map;
+    size_t map_len;
+    const void *tokens;           /* uint16_t* or uint32_t* per token_width */
+    const uint64_t *sent_start;   /* [n_sentences + 1] */
+    const uint64_t *doc_start;    /* [n_documents + 1] */
+} cz_shard;
+
+/* Opens and checks the header, sizes and offsets, and the monotonicity of the
+ * boundary tables; verify_payload = 1 also checks the payload checksum and
+ * that every token id is < vocab_size (slow: reads the whole file). Errors
+ * name the file and the offset or field. */
+int cz_shard_open(cz_shard *s, const char *path, int verify_payload, cz_error *err);
+void cz_shard_close(cz_shard *s);
+
+static inline uint32_t cz_shard_token(const cz_shard *s, uint64_t i) {
+    return s->hdr.token_width == 2 ? ((const uint16_t *)s->tokens)[i]
+                                   : ((const uint32_t *)s->tokens)[i];
+}
+
+/* Header checksum and validation of a header read from disk. */
+uint64_t cz_shard_header_checksum(const cz_shard_header *h);
+
+#define CZ_MANIFEST_MAX_SHARDS 65536
+
+typedef struct cz_manifest_shard {
+    char path[1024]; /* resolved: relative paths are relative to the manifest */
+    uint64_t n_tokens, n_sentences, n_documents, payload_checksum;
+} cz_manifest_shard;
+
+typedef struct cz_manifest {
+    char path[1024];
+    char vocab_kind[16]; /* "wordpiece" | "bpe" */
+    uint32_t vocab_size;
+    uint64_t vocab_fingerprint;
+    char vocab_path[1024];
+    /* special token ids, -1 when absent */
+    int32_t cls_id, sep_id, mask_id, pad_id, unk_id, eot_id;
+    int n_shards;
+    cz_manifest_shard *shards; /* cz_alloc'ed */
+} cz_manifest;
+
+int cz_manifest_load(cz_manifest *m, const char *path, cz_error *err);
+void cz_manifest_free(cz_manifest *m);
+
+#endif

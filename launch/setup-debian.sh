@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs what cloze needs on Debian 12 (only the missing packages) and
+# builds it into build/ (Release) — idempotent, so every entry point calls it.
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+cd "$here"
+mapfile -t pkgs < <(grep -v '^\s*#' launch/debian-packages.txt | grep -v '^\s*$')
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  echo "setup: installing ${missing[*]}" >&2
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build -j"$(nproc)" >/dev/null
+echo "setup: built $(ls build | grep -c '^cloze-') programs in build/" >&2

@@ -1,0 +1,121 @@
+#include "cloze/core.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+double cz_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+const char *cz_format_duration(double s, char *buf, size_t len) {
+    if (s < 0 || s != s) s = 0;
+    if (s < 60) {
+        snprintf(buf, len, "%.1fs", s);
+    } else if (s < 3600) {
+        snprintf(buf, len, "%dm%02ds", (int)(s / 60), (int)s % 60);
+    } else {
+        long t = (long)s;
+        snprintf(buf, len, "%ldh%02ldm%02lds", t / 3600, (t / 60) % 60, t % 60);
+    }
+    return buf;
+}
+
+void *cz_alloc(size_t bytes, cz_error *err) {
+    void *p = NULL;
+    size_t rounded = (bytes + 63) & ~(size_t)63;
+    if (rounded == 0) rounded = 64;
+    if (posix_memalign(&p, 64, rounded) != 0) {
+        cz_fail(err, "out of memory allocating %zu bytes", bytes);
+        return NULL;
+    }
+    memset(p, 0, rounded);
+    return p;
+}
+
+void cz_free(void *p) { free(p); }
+
+static int write_all(int fd, const void *data, size_t len) {
+    const char *p = data;
+    while (len > 0) {
+        ssize_t n = write(fd, p, len);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+int cz_write_file_atomic(const char *path, const void *data, size_t len, cz_error *err) {
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) return cz_fail(err, "%s: cannot create: %s", tmp, strerror(errno));
+    if (write_all(fd, data, len) != 0 || fsync(fd) != 0) {
+        int e = errno;
+        close(fd);
+        unlink(tmp);
+        return cz_fail(err, "%s: write failed: %s (earlier file kept)", path, strerror(e));
+    }
+    if (close(fd) != 0 || rename(tmp, path) != 0) {
+        int e = errno;
+        unlink(tmp);
+        return cz_fail(err, "%s: cannot rename into place: %s", path, strerror(e));
+    }
+    /* make the rename itself durable */
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", path);
+    int dfd = open(dirname(dir), O_RDONLY | O_DIRECTORY);
+    if (dfd >= 0) {
+        fsync(dfd);
+        close(dfd);
+    }
+    return 0;
+}
+
+int cz_read_file(const char *path, void **data, size_t *len, cz_error *err) {
+    *data = NULL;
+    *len = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return cz_fail(err, "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+        fclose(f);
+        return cz_fail(err, "%s: not a regular file", path);
+    }
+    size_t n = (size_t)st.st_size;
+    char *buf = cz_alloc(n + 1, err);
+    if (!buf) {
+        fclose(f);
+        return cz_fail_prefix(err, "%s", path);
+    }
+    if (n && fread(buf, 1, n, f) != n) {
+        fclose(f);
+        cz_free(buf);
+        return cz_fail(err, "%s: short read", path);
+    }
+    fclose(f);
+    buf[n] = 0;
+    *data = buf;
+    *len = n;
+    return 0;
+}
+
+uint64_t cz_fnv1a64(const void *data, size_t len, uint64_t h) {
+    const unsigned char *p = data;
+    for (size_t i = 0; i < len; i++) {
+        h ^= p[i];
+        h *= 0x100000001b3ULL;
+    }
+    return h;
+}
