@@ -77,6 +77,25 @@ static inline uint32_t cz_shard_token(const cz_shard *s, uint64_t i) {
 /* Header checksum and validation of a header read from disk. */
 uint64_t cz_shard_header_checksum(const cz_shard_header *h);
 
+/* Streaming writer: tokens go to "<path>.tmp.<pid>" as they come, boundary
+ * tables are kept in memory (8 bytes per sentence and per document) and
+ * written at the end; finish() fsyncs and renames into place, so a crash or a
+ * full disk never leaves a half-written shard under its final name. */
+typedef struct cz_shard_writer cz_shard_writer;
+
+int cz_shard_writer_open(cz_shard_writer **out, const char *path, uint32_t vocab_size,
+                         uint64_t vocab_fingerprint, cz_error *err);
+/* One document: n_sentences sentences, sentence i has sent_len[i] tokens taken
+ * in order from tokens[]. Ids must be < vocab_size. Empty documents are
+ * skipped. */
+int cz_shard_writer_add_document(cz_shard_writer *w, const uint32_t *tokens,
+                                 const uint32_t *sent_len, size_t n_sentences, cz_error *err);
+/* Writes the tables and header, fsyncs, renames; fills *hdr if not NULL. The
+ * writer is freed whether it succeeds or not. */
+int cz_shard_writer_finish(cz_shard_writer *w, cz_shard_header *hdr, cz_error *err);
+/* Removes the temporary file and frees the writer. */
+void cz_shard_writer_abort(cz_shard_writer *w);
+
 #define CZ_MANIFEST_MAX_SHARDS 65536
 
 typedef struct cz_manifest_shard {
@@ -97,6 +116,9 @@ typedef struct cz_manifest {
 } cz_manifest;
 
 int cz_manifest_load(cz_manifest *m, const char *path, cz_error *err);
+/* Writes atomically; shard paths are written relative to the manifest's
+ * directory when they lie below it. */
+int cz_manifest_write(const cz_manifest *m, const char *path, cz_error *err);
 void cz_manifest_free(cz_manifest *m);
 
 #endif
