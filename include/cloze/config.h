@@ -41,6 +41,8 @@ typedef struct cz_train_config {
     int ckpt_every;    /* 0 = only at the end */
     int keep_last;     /* checkpoints kept */
     int max_bad_steps; /* non-finite steps in a row before the run stops */
+    long stop_after_steps; /* stop (with a checkpoint) after this many steps of this
+                              invocation; 0 = run to train.steps (time-sliced jobs) */
     char run_dir[CZ_PATH_MAX];
     char gemm[16];     /* "auto", "blis", "reference" */
     double peak_gflops;/* per rank, for MFU; 0 = measure at start-up */

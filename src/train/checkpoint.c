@@ -1,0 +1,195 @@
+/* What a checkpoint holds, and resuming from one.
+ *
+ * Blobs (container in include/cloze/ckpt.h):
+ *   config   the effective configuration (libconfig text)
+ *   state    cz_run_state below: step, data position, optimizer step count
+ *   params   the flat parameter buffer (n floats, model layout)
+ *   adam_m, adam_v   the optimizer moments, gathered from their owners
+ * There is no generator state to save: every random number is a function of
+ * (seed, step, sample index) (include/cloze/rng.h), so step + data position
+ * + seed restore it exactly. */
+#include "train_internal.h"
+
+#include <limits.h>
+#include <string.h>
+
+#define CZ_RUN_STATE_VERSION 1
+
+typedef struct cz_run_state {
+    uint64_t version;
+    uint64_t step;           /* steps completed */
+    uint64_t samples_done;   /* next global sample index */
+    uint64_t optimizer_steps;
+    uint64_t bad_total;
+    uint64_t seed;
+    uint64_t n_params;
+    uint64_t world_size;     /* informational: resuming on another size is fine */
+} cz_run_state;
+
+/* MPI counts are int: move big buffers in pieces. */
+static void bcast_floats(float *buf, size_t n, MPI_Comm comm) {
+    const size_t piece = (size_t)1 << 28;
+    for (size_t off = 0; off < n; off += piece) {
+        size_t c = n - off < piece ? n - off : piece;
+        MPI_Bcast(buf + off, (int)c, MPI_FLOAT, 0, comm);
+    }
+}
+
+int cz_run_save_checkpoint(cz_run *r, cz_error *err) {
+    float *m = NULL, *v = NULL;
+    int rc = 0;
+    if (r->dist.rank == 0) {
+        m = cz_alloc(sizeof(float) * r->n_params, err);
+        v = m ? cz_alloc(sizeof(float) * r->n_params, err) : NULL;
+        if (!v) rc = -1;
+    }
+    MPI_Bcast(&rc, 1, MPI_INT, 0, r->dist.comm);
+    if (rc == 0) rc = cz_optimizer_gather_moments(r->opt, m, v, err);
+    if (rc == 0 && r->dist.rank == 0) {
+        cz_run_state st = {CZ_RUN_STATE_VERSION,
+                           (uint64_t)r->step,
+                           r->samples_done,
+                           (uint64_t)cz_optimizer_steps_done(r->opt),
+                           (uint64_t)r->bad_total,
+                           r->cfg.train.seed,
+                           r->n_params,
+                           (uint64_t)r->dist.size};
+        char *config_text = cz_config_to_string(&r->cfg);
+        size_t bytes = sizeof(float) * r->n_params;
+        cz_blob blobs[5] = {
+            {"config", config_text, config_text ? strlen(config_text) : 0},
+            {"state", &st, sizeof st},
+            {"params", cz_model_params(r->model), bytes},
+            {"adam_m", m, bytes},
+            {"adam_v", v, bytes},
+        };
+        char path[CZ_PATH_MAX + 32];
+        cz_ckpt_path(path, sizeof path, r->cfg.train.run_dir, r->step);
+        double t0 = cz_now();
+        rc = cz_ckpt_write(path, blobs, 5, err);
+        free(config_text);
+        if (rc == 0) rc = cz_ckpt_prune(r->cfg.train.run_dir, r->cfg.train.keep_last, err);
+        if (rc == 0 && !r->quiet) cz_info("checkpoint %s written in %.2fs", path, cz_now() - t0);
+    }
+    cz_free(m);
+    cz_free(v);
+    /* every rank learns whether the coordinator's write worked */
+    char msg[CZ_ERROR_MAX] = {0};
+    if (r->dist.rank == 0 && rc != 0) snprintf(msg, sizeof msg, "%s", err->msg);
+    MPI_Bcast(&rc, 1, MPI_INT, 0, r->dist.comm);
+    if (rc != 0) {
+        MPI_Bcast(msg, sizeof msg, MPI_CHAR, 0, r->dist.comm);
+        return cz_fail(err, "%s", msg);
+    }
+    return 0;
+}
+
+/* Rank 0 decides which file to resume from: 1 = found, 0 = none, -1 = error. */
+static int choose_checkpoint(cz_run *r, const char *resume, char *path, size_t len,
+                             cz_error *err) {
+    const char *dir = r->cfg.train.run_dir;
+    if (!resume) {
+        long *steps = NULL;
+        int n = 0;
+        if (cz_ckpt_list(dir, &steps, &n, err) != 0) {
+            return 0; /* no run directory yet */
+        }
+        free(steps);
+        if (n > 0)
+            return cz_fail(err,
+                           "%s already holds %d checkpoint(s): continue it with --resume auto, "
+                           "or choose another train.run_dir",
+                           dir, n);
+        return 0;
+    }
+    if (!strcmp(resume, "auto")) {
+        long step;
+        int found = cz_ckpt_find_latest(dir, path, len, &step, err);
+        if (found < 0) return -1;
+        if (!found) cz_info("--resume auto: no usable checkpoint in %s, starting fresh", dir);
+        return found;
+    }
+    snprintf(path, len, "%s", resume);
+    return cz_ckpt_verify(path, err) == 0 ? 1 : -1;
+}
+
+static int same_model(const cz_model_config *a, const cz_model_config *b) {
+    return a->arch == b->arch && a->vocab_size == b->vocab_size && a->hidden == b->hidden &&
+           a->layers == b->layers && a->heads == b->heads && a->intermediate == b->intermediate &&
+           a->max_positions == b->max_positions && a->type_vocab_size == b->type_vocab_size;
+}
+
+static int load_on_coordinator(cz_run *r, const char *path, cz_run_state *st, float **m,
+                               float **v, cz_error *err) {
+    cz_ckpt *c = NULL;
+    if (cz_ckpt_read(path, &c, err) != 0) return -1;
+    int rc = cz_ckpt_get_exact(c, "state", st, sizeof *st, err);
+    if (rc == 0 && st->version != CZ_RUN_STATE_VERSION)
+        rc = cz_fail(err, "%s: state: version %llu, this cloze reads %d", path,
+                     (unsigned long long)st->version, CZ_RUN_STATE_VERSION);
+    if (rc == 0 && st->n_params != r->n_params)
+        rc = cz_fail(err,
+                     "%s: params: %llu parameters, but the configured model has %zu; resume "
+                     "with the model configuration the checkpoint was written with",
+                     path, (unsigned long long)st->n_params, r->n_params);
+    size_t saved_len = 0;
+    const char *saved = rc == 0 ? cz_ckpt_get(c, "config", &saved_len) : NULL;
+    if (rc == 0 && saved) {
+        cz_config old;
+        char *text = strndup(saved, saved_len);
+        if (text && cz_config_from_string(&old, text, path, err) == 0 &&
+            !same_model(&old.model, &r->cfg.model))
+            rc = cz_fail(err, "%s: config: the model section differs from the current "
+                              "configuration",
+                         path);
+        free(text);
+    }
+    size_t bytes = sizeof(float) * r->n_params;
+    if (rc == 0) rc = cz_ckpt_get_exact(c, "params", cz_model_params(r->model), bytes, err);
+    if (rc == 0) {
+        *m = cz_alloc(bytes, err);
+        *v = *m ? cz_alloc(bytes, err) : NULL;
+        if (!*v) rc = -1;
+    }
+    if (rc == 0) rc = cz_ckpt_get_exact(c, "adam_m", *m, bytes, err);
+    if (rc == 0) rc = cz_ckpt_get_exact(c, "adam_v", *v, bytes, err);
+    cz_ckpt_free(c);
+    return rc;
+}
+
+int cz_run_resume(cz_run *r, const char *resume, cz_error *err) {
+    char path[CZ_PATH_MAX + 64] = {0};
+    int found = 0;
+    cz_run_state st;
+    memset(&st, 0, sizeof st);
+    float *m = NULL, *v = NULL;
+    char msg[CZ_ERROR_MAX] = {0};
+    if (r->dist.rank == 0) {
+        found = choose_checkpoint(r, resume, path, sizeof path, err);
+        if (found == 1 && load_on_coordinator(r, path, &st, &m, &v, err) != 0) found = -1;
+        if (found < 0) snprintf(msg, sizeof msg, "%s", err->msg);
+    }
+    MPI_Bcast(&found, 1, MPI_INT, 0, r->dist.comm);
+    if (found < 0) {
+        cz_free(m);
+        cz_free(v);
+        MPI_Bcast(msg, sizeof msg, MPI_CHAR, 0, r->dist.comm);
+        return cz_fail(err, "%s", msg);
+    }
+    if (found == 0) return 0;
+    MPI_Bcast(&st, sizeof st, MPI_BYTE, 0, r->dist.comm);
+    bcast_floats(cz_model_params(r->model), r->n_params, r->dist.comm);
+    int rc = cz_optimizer_scatter_moments(r->opt, m, v, err);
+    cz_free(m);
+    cz_free(v);
+    if (rc != 0) return -1;
+    cz_optimizer_set_steps_done(r->opt, (long)st.optimizer_steps);
+    r->step = (long)st.step;
+    r->samples_done = st.samples_done;
+    r->bad_total = (long)st.bad_total;
+    if (r->dist.rank == 0)
+        cz_info("resumed from %s: step %ld, sample %llu (written by %llu rank(s), now %d)", path,
+                r->step, (unsigned long long)r->samples_done, (unsigned long long)st.world_size,
+                r->dist.size);
+    return 1;
+}

@@ -1,0 +1,87 @@
+/* Progress lines on rank 0 and metrics.jsonl: the same figures twice, for a
+ * person and for a program. */
+#include "train_internal.h"
+
+#include <math.h>
+#include <string.h>
+
+void cz_metrics_open(cz_run *r) {
+    if (r->dist.rank != 0) return;
+    char path[CZ_PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/metrics.jsonl", r->cfg.train.run_dir);
+    r->metrics = fopen(path, "a");
+    if (!r->metrics) cz_warn("%s: cannot open for appending; metrics go to the log only", path);
+}
+
+void cz_metrics_close(cz_run *r) {
+    if (r->metrics) fclose(r->metrics);
+    r->metrics = NULL;
+}
+
+static double ratio(long num, long den) { return den > 0 ? (double)num / (double)den : 0.0; }
+
+void cz_metrics_step(cz_run *r, const cz_step_stats *s) {
+    if (r->dist.rank != 0) return;
+    const int bert = r->cfg.model.arch == CZ_ARCH_BERT;
+    double tokens_per_s = s->tokens / s->seconds;
+    double mfu = s->flops / s->seconds / (r->peak_gflops * 1e9 * r->dist.size);
+    double done = (double)(s->step + 1 - r->first_step);
+    double eta = done > 0 ? r->elapsed / done * (double)(r->cfg.train.steps - s->step - 1) : 0;
+    if (r->metrics) {
+        fprintf(r->metrics,
+                "{\"step\":%ld,\"loss\":%.9g,\"mlm_loss\":%.9g,\"nsp_loss\":%.9g,\"mlm_acc\":%.6f,"
+                "\"nsp_acc\":%.6f,\"lm_loss\":%.9g,\"lr\":%.9g,\"grad_norm\":%.9g,"
+                "\"skipped\":%d,\"seq\":%d,\"tokens_per_s\":%.1f,\"mfu\":%.4f,"
+                "\"step_seconds\":%.4f,\"comm_wait_seconds\":%.4f,\"samples\":%llu}\n",
+                s->step + 1, s->loss, s->mlm_loss, s->nsp_loss,
+                ratio(s->mlm_correct, s->mlm_count), ratio(s->nsp_correct, s->nsp_count),
+                s->lm_loss, s->lr, s->grad_norm, s->skipped, s->seq, tokens_per_s, mfu,
+                s->seconds, s->comm_wait, (unsigned long long)s->samples_done);
+        fflush(r->metrics);
+    }
+    if (r->quiet) return;
+    long every = r->cfg.train.log_every > 0 ? r->cfg.train.log_every : 1;
+    if ((s->step + 1) % every != 0 && s->step + 1 != r->cfg.train.steps && !s->skipped) return;
+    char eta_buf[32], head[160];
+    snprintf(head, sizeof head, "step %ld/%ld | loss %.4f", s->step + 1, r->cfg.train.steps,
+             s->loss);
+    if (bert)
+        cz_info("%s | mlm %.4f acc %.3f | nsp acc %.3f | lr %.3g | gnorm %.3f%s | %.0f tok/s | "
+                "MFU %.1f%% | ETA %s",
+                head, s->mlm_loss, ratio(s->mlm_correct, s->mlm_count),
+                ratio(s->nsp_correct, s->nsp_count), s->lr, s->grad_norm,
+                s->skipped ? " (SKIPPED: non-finite)" : "", tokens_per_s, 100 * mfu,
+                cz_format_duration(eta, eta_buf, sizeof eta_buf));
+    else
+        cz_info("%s | ppl %.2f | lr %.3g | gnorm %.3f%s | %.0f tok/s | MFU %.1f%% | ETA %s", head,
+                exp(s->lm_loss), s->lr, s->grad_norm, s->skipped ? " (SKIPPED: non-finite)" : "",
+                tokens_per_s, 100 * mfu, cz_format_duration(eta, eta_buf, sizeof eta_buf));
+}
+
+void cz_metrics_eval(cz_run *r, long step, const cz_eval_stats *e) {
+    if (r->dist.rank != 0) return;
+    const int bert = r->cfg.model.arch == CZ_ARCH_BERT;
+    double mlm_loss = e->mlm_count ? e->mlm_loss_sum / (double)e->mlm_count : 0;
+    double lm_loss = e->lm_count ? e->lm_loss_sum / (double)e->lm_count : 0;
+    if (r->metrics) {
+        if (bert)
+            fprintf(r->metrics,
+                    "{\"step\":%ld,\"eval_mlm_loss\":%.9g,\"eval_mlm_acc\":%.6f,"
+                    "\"eval_nsp_acc\":%.6f,\"eval_samples\":%ld}\n",
+                    step, mlm_loss, ratio(e->mlm_correct, e->mlm_count),
+                    ratio(e->nsp_correct, e->nsp_count), e->samples);
+        else
+            fprintf(r->metrics,
+                    "{\"step\":%ld,\"eval_lm_loss\":%.9g,\"eval_ppl\":%.6g,\"eval_samples\":%ld}\n",
+                    step, lm_loss, exp(lm_loss), e->samples);
+        fflush(r->metrics);
+    }
+    if (r->quiet) return;
+    if (bert)
+        cz_info("eval @ step %ld | held-out MLM loss %.4f acc %.4f | NSP acc %.4f | %ld samples",
+                step, mlm_loss, ratio(e->mlm_correct, e->mlm_count),
+                ratio(e->nsp_correct, e->nsp_count), e->samples);
+    else
+        cz_info("eval @ step %ld | held-out LM loss %.4f | perplexity %.2f | %ld samples", step,
+                lm_loss, exp(lm_loss), e->samples);
+}

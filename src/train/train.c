@@ -1,0 +1,437 @@
+/* The step loop. See include/cloze/train.h for the flow of one step. */
+#include "train_internal.h"
+
+#include <errno.h>
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ---- set-up ---- */
+
+static int make_dirs(const char *path, cz_error *err) {
+    char buf[CZ_PATH_MAX];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = 0;
+        if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+            return cz_fail(err, "%s: cannot create directory: %s", buf, strerror(errno));
+        *p = '/';
+    }
+    if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+        return cz_fail(err, "%s: cannot create directory: %s", buf, strerror(errno));
+    return 0;
+}
+
+/* Threads per rank: the configured number, or this node's cores divided by
+ * the ranks on this node, so that BLIS and our kernels never oversubscribe. */
+static int threads_per_rank(const cz_run *r) {
+    if (r->cfg.train.threads > 0) return r->cfg.train.threads;
+    MPI_Comm node;
+    int local = 1;
+    MPI_Comm_split_type(r->dist.comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    MPI_Comm_size(node, &local);
+    MPI_Comm_free(&node);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int t = (int)(cores / local);
+    return t > 0 ? t : 1;
+}
+
+static int make_phase(const cz_run *r, int which, cz_phase *ph, cz_error *err) {
+    const cz_data_config *d = &r->cfg.data;
+    const cz_train_config *t = &r->cfg.train;
+    ph->seq = which == 0 ? d->seq : d->phase2_seq;
+    ph->max_pred = which == 0 ? d->max_pred : d->phase2_max_pred;
+    ph->global_batch = which == 1 && d->phase2_global_batch > 0 ? d->phase2_global_batch
+                                                                 : t->global_batch;
+    ph->micro_batch = which == 1 && d->phase2_micro_batch > 0 ? d->phase2_micro_batch
+                                                               : t->micro_batch;
+    if (r->cfg.model.arch == CZ_ARCH_GPT) ph->max_pred = 0;
+    long per_step = (long)ph->micro_batch * r->dist.size;
+    if (ph->global_batch % per_step != 0)
+        return cz_fail(err,
+                       "%sglobal_batch=%d is not divisible by micro_batch x ranks = %d x %d; "
+                       "choose a global batch that is a multiple of %ld",
+                       which ? "phase 2: " : "train.", ph->global_batch, ph->micro_batch,
+                       r->dist.size, per_step);
+    ph->accum = (int)(ph->global_batch / per_step);
+    ph->micro_batches = ph->global_batch / ph->micro_batch;
+    return 0;
+}
+
+static const cz_phase *phase_at(const cz_run *r, long step) {
+    return step >= r->phase2_start ? &r->phase[1] : &r->phase[0];
+}
+
+/* Per-rank sgemm rate for MFU: the best of a few 1024^3 products with the
+ * same BLIS context the model uses. */
+static double measure_peak_gflops(const cz_gemm_ctx *g, cz_error *err) {
+    const int n = 1024;
+    float *a = cz_alloc(sizeof(float) * n * n * 3, err);
+    if (!a) return -1;
+    for (long i = 0; i < 2L * n * n; i++) a[i] = (float)((i * 7) % 13) * 0.01f;
+    double best = 0;
+    for (int rep = 0; rep < 4; rep++) {
+        double t0 = cz_now();
+        cz_gemm(g, 0, 0, n, n, n, 1.0f, a, n, a + (size_t)n * n, n, 0.0f, a + 2 * (size_t)n * n, n);
+        double dt = cz_now() - t0;
+        double rate = 2.0 * n * n * n / dt / 1e9;
+        if (rate > best) best = rate;
+    }
+    cz_free(a);
+    return best;
+}
+
+static int open_data(cz_run *r, cz_error *err) {
+    const cz_config *c = &r->cfg;
+    if (!c->data.train_manifest[0])
+        return cz_fail(err, "%s: data.train_manifest is empty: give the manifest written by "
+                            "cloze-prep shards (--set data.train_manifest=DIR/train.manifest)",
+                       c->source);
+    if (cz_data_open(&r->train_data, c->data.train_manifest, c->model.arch, &c->data,
+                     c->train.seed, err) != 0)
+        return -1;
+    const cz_manifest *m = cz_data_manifest(r->train_data);
+    if ((int)m->vocab_size != c->model.vocab_size)
+        return cz_fail(err,
+                       "model.vocab_size=%d but %s has a vocabulary of %u tokens; set "
+                       "model.vocab_size=%u",
+                       c->model.vocab_size, c->data.train_manifest, m->vocab_size, m->vocab_size);
+    if (c->data.heldout_manifest[0]) {
+        if (cz_data_open(&r->eval_data, c->data.heldout_manifest, c->model.arch, &c->data,
+                         c->train.seed, err) != 0)
+            return -1;
+        const cz_manifest *h = cz_data_manifest(r->eval_data);
+        if (h->vocab_fingerprint != m->vocab_fingerprint)
+            return cz_fail(err, "%s: vocabulary fingerprint differs from %s's",
+                           c->data.heldout_manifest, c->data.train_manifest);
+    }
+    return 0;
+}
+
+static int setup(cz_run *r, const cz_config *cfg, const cz_train_options *opt, cz_error *err) {
+    memset(r, 0, sizeof *r);
+    r->cfg = *cfg;
+    r->quiet = opt->quiet;
+    if (cz_dist_from_comm(&r->dist, MPI_COMM_WORLD, err) != 0) return -1;
+    r->threads = threads_per_rank(r);
+    omp_set_num_threads(r->threads);
+
+    const cz_train_config *t = &r->cfg.train;
+    long phase2_steps = (long)llround(r->cfg.data.phase2_fraction * (double)t->steps);
+    r->phase2_start = t->steps - phase2_steps;
+    if (make_phase(r, 0, &r->phase[0], err) != 0) return -1;
+    r->phase[1] = r->phase[0];
+    if (phase2_steps > 0 && make_phase(r, 1, &r->phase[1], err) != 0) return -1;
+
+    cz_gemm_choice choice = !strcmp(t->gemm, "reference") ? CZ_GEMM_REFERENCE
+                            : !strcmp(t->gemm, "blis") ? CZ_GEMM_BLIS_DEFAULT
+                                                       : CZ_GEMM_AUTO;
+    r->gemm = cz_gemm_setup(choice, r->threads, err);
+    if (!r->gemm) return -1;
+    if (open_data(r, err) != 0) return -1;
+
+    int max_b = r->phase[0].micro_batch > r->phase[1].micro_batch ? r->phase[0].micro_batch
+                                                                     : r->phase[1].micro_batch;
+    int max_t = r->phase[0].seq > r->phase[1].seq ? r->phase[0].seq : r->phase[1].seq;
+    int max_p = r->phase[0].max_pred > r->phase[1].max_pred ? r->phase[0].max_pred
+                                                              : r->phase[1].max_pred;
+    if (cz_model_create(&r->model, &r->cfg.model, max_b, max_t, max_p, r->gemm, err) != 0)
+        return -1;
+    if (cz_batch_buf_alloc(&r->buf, max_b, max_t, max_p, err) != 0) return -1;
+    cz_model_init_weights(r->model, t->seed);
+    r->n_params = cz_model_num_params(r->model);
+
+    int nt = cz_model_num_tensors(r->model);
+    r->ranges = cz_alloc(sizeof *r->ranges * (size_t)nt, err);
+    if (!r->ranges) return -1;
+    const cz_tensor_info *t0 = cz_model_tensor(r->model, 0);
+    if (cz_optim_ranges_from_tensors(t0, nt, &r->cfg.optim, r->ranges, err) != 0) return -1;
+    r->n_ranges = nt;
+    if (cz_optimizer_create(&r->opt, &r->dist, &r->cfg.optim, &r->cfg.dist, r->n_params,
+                            r->ranges, r->n_ranges, err) != 0)
+        return -1;
+
+    r->peak_gflops = t->peak_gflops > 0 ? t->peak_gflops : measure_peak_gflops(r->gemm, err);
+    if (r->peak_gflops < 0) return -1;
+
+    if (r->dist.rank == 0) {
+        if (make_dirs(t->run_dir, err) != 0) return -1;
+        char path[CZ_PATH_MAX + 32];
+        snprintf(path, sizeof path, "%s/config.cfg", t->run_dir);
+        if (cz_config_write(&r->cfg, path, err) != 0) return -1;
+        cz_info("%s: %s L=%d H=%d A=%d, %.2fM parameters; %d rank(s) x %d thread(s); gemm: %s "
+                "(%.0f GFLOP/s per rank)",
+                r->cfg.source, r->cfg.model.arch == CZ_ARCH_BERT ? "BERT" : "GPT",
+                r->cfg.model.layers, r->cfg.model.hidden, r->cfg.model.heads,
+                (double)r->n_params / 1e6, r->dist.size, r->threads, cz_gemm_describe(r->gemm),
+                r->peak_gflops);
+        cz_info("batch: global %d = micro %d x %d rank(s) x %d accumulation, seq %d, %ld steps%s",
+                r->phase[0].global_batch, r->phase[0].micro_batch, r->dist.size,
+                r->phase[0].accum, r->phase[0].seq, t->steps,
+                r->phase2_start < t->steps ? " (phase 2 from step ...)" : "");
+        if (r->phase2_start < t->steps)
+            cz_info("phase 2 from step %ld: seq %d, max_pred %d, global batch %d",
+                    r->phase2_start + 1, r->phase[1].seq, r->phase[1].max_pred,
+                    r->phase[1].global_batch);
+    }
+    MPI_Barrier(r->dist.comm);
+    return 0;
+}
+
+static void teardown(cz_run *r) {
+    cz_metrics_close(r);
+    cz_optimizer_free(r->opt);
+    cz_free(r->ranges);
+    cz_batch_buf_free(&r->buf);
+    cz_model_free(r->model);
+    if (r->eval_data) cz_data_close(r->eval_data);
+    if (r->train_data) cz_data_close(r->train_data);
+    if (r->gemm) cz_gemm_free(r->gemm);
+}
+
+/* ---- one micro-batch ---- */
+
+static int build_micro_batch(cz_run *r, cz_data *data, uint64_t first_sample, int n, int seq,
+                             int max_pred, cz_error *err) {
+    for (int j = 0; j < n; j++)
+        if (cz_data_build(data, &r->buf, j, first_sample + (uint64_t)j, seq, max_pred, err) != 0)
+            return -1;
+    return 0;
+}
+
+static void add_losses(cz_step_stats *s, const cz_losses *l) {
+    s->loss += l->loss;
+    s->mlm_loss += l->mlm_loss;
+    s->nsp_loss += l->nsp_loss;
+    s->lm_loss += l->lm_loss;
+    s->mlm_correct += l->mlm_correct;
+    s->mlm_count += l->mlm_count;
+    s->nsp_correct += l->nsp_correct;
+    s->nsp_count += l->nsp_count;
+}
+
+/* Sums the step's figures over ranks (same result on every rank: the
+ * non-finite verdict must be shared). Losses are means over micro-batches. */
+static void reduce_step_stats(cz_run *r, cz_step_stats *s, int micro_batches) {
+    double v[8] = {s->loss,     s->mlm_loss,          s->nsp_loss,          s->lm_loss,
+                   (double)s->mlm_correct, (double)s->mlm_count, (double)s->nsp_correct,
+                   (double)s->nsp_count};
+    MPI_Allreduce(MPI_IN_PLACE, v, 8, MPI_DOUBLE, MPI_SUM, r->dist.comm);
+    s->loss = v[0] / micro_batches;
+    s->mlm_loss = v[1] / micro_batches;
+    s->nsp_loss = v[2] / micro_batches;
+    s->lm_loss = v[3] / micro_batches;
+    s->mlm_correct = (long)v[4];
+    s->mlm_count = (long)v[5];
+    s->nsp_correct = (long)v[6];
+    s->nsp_count = (long)v[7];
+}
+
+/* Fault injection for tests (documented in docs/user-guide.md): poison this
+ * rank's gradients at the given steps to exercise the non-finite path. */
+static int nan_injected_at(long step) {
+    const char *s = getenv("CLOZE_INJECT_NAN_STEPS");
+    if (!s) return 0;
+    const char *p = s;
+    while (*p) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p) break;
+        if (v == step + 1) return 1;
+        p = *end ? end + 1 : end;
+    }
+    return 0;
+}
+
+/* ---- one optimizer step ---- */
+
+static int train_step(cz_run *r, cz_step_stats *s, cz_error *err) {
+    const cz_phase *ph = phase_at(r, r->step);
+    double t0 = cz_now();
+    memset(s, 0, sizeof *s);
+    s->step = r->step;
+    s->seq = ph->seq;
+    float *grads = cz_model_grads(r->model);
+    cz_model_zero_grads(r->model);
+    cz_grad_sync *gs = cz_optimizer_grad_sync(r->opt);
+    /* micro-batch m = a * ranks + rank holds samples base + m*b .. +b-1: the
+     * same micro-batches whatever the rank count (1 rank x accumulation 2 ==
+     * 2 ranks x accumulation 1) */
+    for (int a = 0; a < ph->accum; a++) {
+        int m = a * r->dist.size + r->dist.rank;
+        uint64_t first = r->samples_done + (uint64_t)m * (uint64_t)ph->micro_batch;
+        if (build_micro_batch(r, r->train_data, first, ph->micro_batch, ph->seq, ph->max_pred,
+                              err) != 0)
+            return -1;
+        cz_batch b = cz_batch_view(&r->buf, ph->micro_batch);
+        b.max_pred = ph->max_pred;
+        b.train = 1;
+        b.seed = r->cfg.train.seed;
+        b.step = (uint64_t)r->step;
+        cz_losses l;
+        if (cz_model_forward(r->model, &b, &l, err) != 0) return -1;
+        add_losses(s, &l);
+        int last = a == ph->accum - 1;
+        /* only the last micro-batch finishes gradients: overlap starts there */
+        if (last) {
+            cz_grad_sync_begin(gs, grads);
+            cz_model_set_grad_hook(r->model, cz_grad_sync_ready, gs);
+        } else {
+            cz_model_set_grad_hook(r->model, NULL, NULL);
+        }
+        cz_model_backward(r->model, &b, 1.0f);
+    }
+    if (nan_injected_at(r->step)) grads[0] = NAN;
+    double lr = cz_lr_at(&r->cfg.optim, r->step, r->cfg.train.steps);
+    cz_step_report rep;
+    if (cz_optimizer_step(r->opt, cz_model_params(r->model), grads, ph->micro_batches, lr, &rep,
+                          err) != 0)
+        return -1;
+    reduce_step_stats(r, s, ph->micro_batches);
+    s->lr = lr;
+    s->grad_norm = rep.grad_norm;
+    s->skipped = rep.skipped || !isfinite(s->loss);
+    s->seconds = cz_now() - t0;
+    s->comm_wait = cz_grad_sync_wait_seconds(gs);
+    s->tokens = (double)ph->global_batch * ph->seq;
+    s->flops = 3.0 * cz_model_forward_flops(&r->cfg.model, ph->seq, ph->max_pred) *
+               ph->global_batch;
+    r->samples_done += (uint64_t)ph->global_batch;
+    s->samples_done = r->samples_done;
+    return 0;
+}
+
+/* ---- evaluation on the held-out manifest: a fixed set of samples ---- */
+
+static int evaluate(cz_run *r, cz_error *err) {
+    if (!r->eval_data) return 0;
+    const cz_phase *ph = phase_at(r, r->step > 0 ? r->step - 1 : 0);
+    cz_eval_stats e;
+    memset(&e, 0, sizeof e);
+    int batches = r->cfg.train.eval_batches > 0 ? r->cfg.train.eval_batches : 1;
+    for (int m = r->dist.rank; m < batches; m += r->dist.size) {
+        uint64_t first = (uint64_t)m * (uint64_t)ph->micro_batch;
+        if (build_micro_batch(r, r->eval_data, first, ph->micro_batch, ph->seq, ph->max_pred,
+                              err) != 0)
+            return -1;
+        cz_batch b = cz_batch_view(&r->buf, ph->micro_batch);
+        b.max_pred = ph->max_pred;
+        b.train = 0;
+        cz_losses l;
+        if (cz_model_forward(r->model, &b, &l, err) != 0) return -1;
+        e.mlm_loss_sum += l.mlm_loss * (double)l.mlm_count;
+        e.lm_loss_sum += l.lm_loss * (double)l.lm_count;
+        e.mlm_correct += l.mlm_correct;
+        e.mlm_count += l.mlm_count;
+        e.nsp_correct += l.nsp_correct;
+        e.nsp_count += l.nsp_count;
+        e.lm_count += l.lm_count;
+        e.samples += ph->micro_batch;
+    }
+    double v[8] = {e.mlm_loss_sum, e.lm_loss_sum, (double)e.mlm_correct, (double)e.mlm_count,
+                   (double)e.nsp_correct, (double)e.nsp_count, (double)e.lm_count,
+                   (double)e.samples};
+    MPI_Allreduce(MPI_IN_PLACE, v, 8, MPI_DOUBLE, MPI_SUM, r->dist.comm);
+    e.mlm_loss_sum = v[0];
+    e.lm_loss_sum = v[1];
+    e.mlm_correct = (long)v[2];
+    e.mlm_count = (long)v[3];
+    e.nsp_correct = (long)v[4];
+    e.nsp_count = (long)v[5];
+    e.lm_count = (long)v[6];
+    e.samples = (long)v[7];
+    cz_metrics_eval(r, r->step, &e);
+    return 0;
+}
+
+/* ---- the loop ---- */
+
+static int stop_requested_everywhere(cz_run *r) {
+    int flag = cz_signals_pending();
+    MPI_Allreduce(MPI_IN_PLACE, &flag, 1, MPI_INT, MPI_MAX, r->dist.comm);
+    return flag;
+}
+
+static int run_loop(cz_run *r, cz_error *err) {
+    const cz_train_config *t = &r->cfg.train;
+    r->first_step = r->step;
+    double loop_start = cz_now();
+    long last_ckpt = r->step;
+    while (r->step < t->steps) {
+        if (r->step == r->phase2_start && r->step > 0 && r->dist.rank == 0)
+            cz_info("step %ld: entering phase 2 (seq %d)", r->step + 1, r->phase[1].seq);
+        cz_step_stats s;
+        if (train_step(r, &s, err) != 0) return -1;
+        r->step++;
+        r->elapsed = cz_now() - loop_start;
+        cz_metrics_step(r, &s);
+        if (s.skipped) {
+            r->bad_in_row++;
+            r->bad_total++;
+            if (r->bad_in_row >= t->max_bad_steps)
+                return cz_fail(err,
+                               "%ld non-finite steps in a row (up to step %ld; last loss %g, "
+                               "gradient norm %g): the run is diverging or the data is bad; "
+                               "lower optim.lr, raise optim.warmup_steps, or check the shards. "
+                               "Resume from the last checkpoint with --resume auto",
+                               r->bad_in_row, r->step, s.loss, s.grad_norm);
+        } else {
+            r->bad_in_row = 0;
+        }
+        if (t->eval_every > 0 && r->step % t->eval_every == 0 && r->step < t->steps &&
+            evaluate(r, err) != 0)
+            return -1;
+        int stop = stop_requested_everywhere(r);
+        int sliced = t->stop_after_steps > 0 && r->step - r->first_step >= t->stop_after_steps &&
+                     r->step < t->steps;
+        if ((t->ckpt_every > 0 && r->step % t->ckpt_every == 0) || stop || sliced) {
+            if (cz_run_save_checkpoint(r, err) != 0) return -1;
+            last_ckpt = r->step;
+        }
+        if (stop) {
+            if (r->dist.rank == 0)
+                cz_info("stop requested by signal: checkpoint at step %ld written, exiting; "
+                        "continue with --resume auto",
+                        r->step);
+            return 0;
+        }
+        if (sliced) {
+            if (r->dist.rank == 0)
+                cz_info("train.stop_after_steps=%ld reached: checkpoint at step %ld written; "
+                        "continue with --resume auto",
+                        t->stop_after_steps, r->step);
+            return 0;
+        }
+    }
+    if (evaluate(r, err) != 0) return -1;
+    if (last_ckpt != r->step && cz_run_save_checkpoint(r, err) != 0) return -1;
+    if (r->dist.rank == 0) {
+        char buf[32];
+        cz_info("done: %ld steps in %s (%ld skipped as non-finite)", t->steps,
+                cz_format_duration(r->elapsed, buf, sizeof buf), r->bad_total);
+    }
+    return 0;
+}
+
+int cz_train_run(const cz_config *cfg, const cz_train_options *opt, cz_error *err) {
+    cz_run *r = calloc(1, sizeof *r);
+    if (!r) return cz_fail(err, "out of memory");
+    cz_signals_install();
+    int rc = setup(r, cfg, opt, err);
+    if (rc == 0) {
+        int resumed = cz_run_resume(r, opt->resume, err);
+        rc = resumed < 0 ? -1 : 0;
+        if (rc == 0) {
+            cz_metrics_open(r);
+            if (!resumed && r->step == 0) rc = evaluate(r, err); /* the starting point */
+            if (rc == 0) rc = run_loop(r, err);
+        }
+    }
+    teardown(r);
+    free(r);
+    return rc;
+}

@@ -1,0 +1,78 @@
+/* train: state shared by the files of the step loop (not a public header). */
+#ifndef CLOZE_TRAIN_INTERNAL_H
+#define CLOZE_TRAIN_INTERNAL_H
+
+#include "cloze/ckpt.h"
+#include "cloze/config.h"
+#include "cloze/data.h"
+#include "cloze/dist.h"
+#include "cloze/kernels.h"
+#include "cloze/model.h"
+#include "cloze/optim.h"
+#include "cloze/train.h"
+
+/* The shape of a step in one phase of the length curriculum. */
+typedef struct cz_phase {
+    int seq, max_pred;
+    int global_batch, micro_batch;
+    int accum;         /* micro-batches per rank per step */
+    int micro_batches; /* over all ranks: global_batch / micro_batch */
+} cz_phase;
+
+typedef struct cz_run {
+    cz_config cfg;
+    cz_dist dist;
+    int threads;
+    int quiet;
+    cz_gemm_ctx *gemm;
+    cz_model *model;
+    size_t n_params;
+    cz_param_range *ranges;
+    int n_ranges;
+    cz_optimizer *opt;
+    cz_data *train_data, *eval_data;
+    cz_batch_buf buf;
+    cz_phase phase[2];
+    long phase2_start; /* first step of phase 2 (== steps when there is none) */
+    FILE *metrics;
+    double peak_gflops; /* per rank, sgemm */
+    /* position: everything a resume needs besides weights and moments */
+    long step;             /* next step to run */
+    uint64_t samples_done; /* next global sample index */
+    long bad_in_row, bad_total;
+    /* progress */
+    long first_step;
+    double elapsed;
+} cz_run;
+
+typedef struct cz_step_stats {
+    long step;
+    int seq;
+    double loss, mlm_loss, nsp_loss, lm_loss;
+    long mlm_correct, mlm_count, nsp_correct, nsp_count;
+    double lr, grad_norm;
+    int skipped;
+    double seconds, comm_wait, tokens, flops;
+    uint64_t samples_done;
+} cz_step_stats;
+
+typedef struct cz_eval_stats {
+    double mlm_loss_sum, lm_loss_sum; /* summed over counted positions */
+    long mlm_correct, mlm_count, nsp_correct, nsp_count, lm_count, samples;
+} cz_eval_stats;
+
+void cz_metrics_open(cz_run *r);
+void cz_metrics_close(cz_run *r);
+void cz_metrics_step(cz_run *r, const cz_step_stats *s);
+void cz_metrics_eval(cz_run *r, long step, const cz_eval_stats *e);
+
+/* checkpoint.c: what a checkpoint holds and how a run resumes from one */
+int cz_run_save_checkpoint(cz_run *r, cz_error *err);
+/* Returns 1 when resumed, 0 when there was nothing to resume from. */
+int cz_run_resume(cz_run *r, const char *resume, cz_error *err);
+
+/* signals.c: SIGTERM / SIGUSR1 ask for checkpoint-and-exit */
+void cz_signals_install(void);
+int cz_signals_pending(void);
+
+#endif

@@ -1,0 +1,75 @@
+# Starts and stops a real one-node Slurm (munge + slurmctld + slurmd) without
+# systemd, after ../shared/notes/slurm-localhost.md. Source it, then
+# `slurm_start DIR` / `slurm_stop`. Exports SLURM_CONF.
+slurm_start() {
+  B=$1
+  mkdir -p "$B"/{key,munge,state,spool,log,run}
+  chmod 700 "$B/key"; chmod 755 "$B/munge"   # the socket dir must be world-executable
+  mungekey -c -k "$B/key/munge.key" >/dev/null 2>&1 || return 1
+  munged -F --key-file="$B/key/munge.key" --socket="$B/munge/sock" \
+    --pid-file="$B/munge/munged.pid" --seed-file="$B/key/seed" \
+    --log-file="$B/log/munged.log" & echo $! > "$B/run/munged.bgpid"
+  for _ in $(seq 50); do [ -S "$B/munge/sock" ] && break; sleep 0.1; done
+  [ -S "$B/munge/sock" ] || { echo "slurm: munged did not start" >&2; return 1; }
+  # ports chosen per run so that two clusters never clash
+  local port=$(( 20000 + (RANDOM % 20000) * 2 ))
+  local mem=$(( $(awk '/MemTotal/ {print $2}' /proc/meminfo) / 2048 ))
+  cat > "$B/slurm.conf" <<CONF
+ClusterName=clozeci
+SlurmctldHost=localhost
+SlurmUser=root
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket=$B/munge/sock
+SlurmctldPort=$port
+SlurmdPort=$((port + 1))
+StateSaveLocation=$B/state
+SlurmdSpoolDir=$B/spool
+SlurmctldPidFile=$B/run/slurmctld.pid
+SlurmdPidFile=$B/run/slurmd.pid
+SlurmctldLogFile=$B/log/slurmctld.log
+SlurmdLogFile=$B/log/slurmd.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+MpiDefault=pmix
+MailProg=/bin/true
+ReturnToService=2
+NodeName=localhost CPUs=$(nproc) RealMemory=$mem State=UNKNOWN
+PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+CONF
+  export SLURM_CONF=$B/slurm.conf
+  slurmctld -D -i -f "$SLURM_CONF" >/dev/null 2>&1 & echo $! > "$B/run/slurmctld.bgpid"
+  slurmd -D -N localhost -f "$SLURM_CONF" >/dev/null 2>&1 & echo $! > "$B/run/slurmd.bgpid"
+  for _ in $(seq 200); do
+    sinfo -h -o %t 2>/dev/null | grep -qx idle && return 0
+    sleep 0.2
+  done
+  echo "slurm: node never became idle; logs in $B/log" >&2
+  return 1
+}
+
+slurm_stop() {
+  local d
+  for d in slurmd slurmctld munged; do
+    [ -f "$B/run/$d.bgpid" ] || continue
+    local pid; pid=$(cat "$B/run/$d.bgpid")
+    kill -TERM "$pid" 2>/dev/null
+    for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null
+    rm -f "$B/run/$d.bgpid"
+  done
+}
+
+# slurm_wait JOBID: until the job leaves PENDING/RUNNING/COMPLETING; prints the state.
+slurm_wait() {
+  local state
+  for _ in $(seq 1500); do
+    state=$(scontrol show job "$1" 2>/dev/null | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p')
+    case "$state" in PENDING|RUNNING|COMPLETING|REQUEUED|"") sleep 0.2 ;; *) echo "$state"; return 0 ;; esac
+  done
+  echo TIMEOUT
+}

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# launch/cloze.sbatch against a real one-node Slurm (munge + slurmctld +
+# slurmd started here): a 2-rank job submitted with sbatch trains and
+# checkpoints; a job signalled as on preemption (USR1 to the batch shell)
+# checkpoints, requeues itself, and its second run resumes and finishes with
+# the same losses as an uninterrupted run.
+source "$(dirname "$0")/train_common.sh"
+source "$(dirname "$0")/slurm_lib.sh"
+for tool in slurmctld slurmd munged sbatch; do
+  command -v $tool >/dev/null || { echo "SKIP: $tool not installed"; exit 77; }
+done
+work=$(mktemp -d /tmp/cloze-slurm-XXXXXX)
+data=$CLOZE_BUILD_DIR/test-data/tutorial
+prepare_corpus "$data"
+cleanup() { slurm_stop; rm -rf "$work"; }
+trap cleanup EXIT
+slurm_start "$work/slurm" || exit 1
+
+args() { tiny_args "$data" "$1"; echo --set train.global_batch=4 --set train.micro_batch=2 \
+  --set train.ckpt_every=5 --set train.steps=$2; }
+
+# 1. a plain job
+job=$(sbatch --parsable --ntasks=2 --cpus-per-task=1 --output="$work/plain.out" \
+  --chdir="$SRC" --export=ALL,CLOZE_TRAIN="$BIN/cloze-train" \
+  "$SRC/launch/cloze.sbatch" $(args "$work/plain" 12))
+state=$(slurm_wait "$job")
+[ "$state" = COMPLETED ] || { echo "FAIL: job $job ended $state"; cat "$work/plain.out"; exit 1; }
+grep -q "finished with exit 0" "$work/plain.out" || { cat "$work/plain.out"; exit 1; }
+[ -f "$work/plain/ckpt-00000012.lz4" ] || { echo "FAIL: no final checkpoint"; exit 1; }
+
+# 2. preemption: USR1 to the batch shell -> checkpoint -> requeue -> resume
+job=$(sbatch --parsable --ntasks=2 --cpus-per-task=1 --output="$work/pre.out" \
+  --chdir="$SRC" --export=ALL,CLOZE_TRAIN="$BIN/cloze-train" \
+  "$SRC/launch/cloze.sbatch" $(args "$work/pre" 60))
+for _ in $(seq 600); do [ -s "$work/pre/metrics.jsonl" ] && break; sleep 0.1; done
+sleep 1
+scancel --signal=USR1 --batch "$job"
+# the requeued job waits ~120 s (Slurm's hold-off): release it at once
+for _ in $(seq 300); do
+  grep -q "requeueing job" "$work/pre.out" 2>/dev/null && break; sleep 0.2
+done
+grep -q "requeueing job" "$work/pre.out" || { echo "FAIL: no requeue"; cat "$work/pre.out"; exit 1; }
+for _ in $(seq 100); do
+  scontrol update jobid="$job" StartTime=now >/dev/null 2>&1 && \
+    scontrol show job "$job" | grep -q "JobState=\(PENDING\|RUNNING\)" && break
+  sleep 0.2
+done
+sleep 1
+scontrol update jobid="$job" StartTime=now >/dev/null 2>&1 || true
+state=$(slurm_wait "$job")
+[ "$state" = COMPLETED ] || { echo "FAIL: requeued job ended $state"; cat "$work/pre.out"; exit 1; }
+grep -q "restart 1" "$work/pre.out" || { echo "FAIL: job did not run a second time"; cat "$work/pre.out"; exit 1; }
+mpi 2 "$BIN/cloze-train" $(args "$work/ref" 60)
+$PY "$SRC/tests/scripts/compare_metrics.py" "$work/ref/metrics.jsonl" "$work/pre/metrics.jsonl" --exact
+echo "test_slurm: ok"

@@ -1,0 +1,6 @@
+# Training runtime end to end: real mpirun jobs of cloze-train on shards made
+# by cloze-prep from a real corpus (python3.11-doc's tutorial).
+foreach(t train_layouts train_resume train_faults slurm)
+  cloze_add_script_test(test_${t} COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_${t}.sh
+                        LABELS "mpi;train" TIMEOUT 900)
+endforeach()
