@@ -11,6 +11,7 @@
 #include "train_internal.h"
 
 #include <limits.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define CZ_RUN_STATE_VERSION 1
