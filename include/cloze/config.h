@@ -101,5 +101,8 @@ int cz_config_from_string(cz_config *c, const char *text, const char *name, cz_e
 
 /* Prints every key with its default and meaning (cloze-train --help-config). */
 void cz_config_print_keys(FILE *out);
+/* The key reference of docs/config.md (markdown tables, one per section),
+ * from the same table; test_config checks the doc against it. */
+void cz_config_write_docs(FILE *out);
 
 #endif
