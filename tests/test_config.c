@@ -224,7 +224,7 @@ static void expect_file_error(const char *text, const char *want) {
 
 static void test_file_errors(void) {
     expect_file_error("model:\n{\n  layers = 6;\n  layerz = 6;\n};\n",
-                      ":4: model.layerz: unknown key");
+                      ":4: model.layerz: unknown key; did you mean model.layers?");
     expect_file_error("# comment\nmodle: { layers = 6; };\n", ":2: modle: unknown section");
     expect_file_error("model = 5;\n", ":1: model: expected a group");
     expect_file_error("model:\n{\n  layers = \"six\";\n};\n",
@@ -342,7 +342,9 @@ static void test_set(void) {
     expect_set_error("optim.lr=fast", "--set optim.lr=fast: expected a number");
     expect_set_error("optim.lr=-1", "--set optim.lr=-1: -1 is out of range");
     expect_set_error("model.arch=t5", "--set model.arch=t5: expected one of bert|gpt");
-    expect_set_error("model.layerz=6", "--set model.layerz=6: unknown key");
+    expect_set_error("model.layerz=6",
+                     "--set model.layerz=6: unknown key; did you mean model.layers?");
+    expect_set_error("optim.momentum=0.9", "--set optim.momentum=0.9: unknown key (cloze-train");
     expect_set_error("modle.layers=6", "--set modle.layers=6: unknown section modle");
     expect_set_error("layers=6", "--set layers=6: expected section.key=value");
     expect_set_error("model.layers", "--set model.layers: expected section.key=value");

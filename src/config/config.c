@@ -81,6 +81,38 @@ void cz_config_choice_word(const char *choices, int idx, char *buf, size_t len) 
     snprintf(buf, len, "%.*s", n, p);
 }
 
+/* Edit distance, for "did you mean" on unknown keys (short names only). */
+static int edit_distance(const char *a, const char *b) {
+    int la = (int)strlen(a), lb = (int)strlen(b);
+    if (la > 40 || lb > 40) return 99;
+    int prev[41], cur[41];
+    for (int j = 0; j <= lb; j++) prev[j] = j;
+    for (int i = 1; i <= la; i++) {
+        cur[0] = i;
+        for (int j = 1; j <= lb; j++) {
+            int sub = prev[j - 1] + (a[i - 1] != b[j - 1]);
+            int del = prev[j] + 1, ins = cur[j - 1] + 1;
+            cur[j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
+        }
+        memcpy(prev, cur, sizeof prev);
+    }
+    return prev[lb];
+}
+
+/* "; did you mean model.layers?" or "" */
+static void suggest(const char *group, const char *name, char *buf, size_t len) {
+    int best = 3, bi = -1; /* at most 2 edits away */
+    for (int i = 0; i < cz_config_num_keys; i++) {
+        if (strcmp(cz_config_keys[i].group, group) != 0) continue;
+        int d = edit_distance(name, cz_config_keys[i].name);
+        if (d < best) best = d, bi = i;
+    }
+    if (bi >= 0)
+        snprintf(buf, len, "; did you mean %s.%s?", group, cz_config_keys[bi].name);
+    else
+        snprintf(buf, len, " (cloze-train --help-config lists them)");
+}
+
 /* ---- range checks (shared by parsing and cz_config_validate) ---- */
 
 static int check_range(const cz_key *k, double v, char *why) {
@@ -380,8 +412,50 @@ static void resolve_derived(cz_config *c, const origin *at) {
     }
 }
 
+/* Each row's type must match the size of its field (a `long` declared as
+ * CZ_KEY_INT would be half-written). Checked on every fill: 55 compares. */
+static void check_table(void) {
+    for (int i = 0; i < cz_config_num_keys; i++) {
+        const cz_key *k = &cz_config_keys[i];
+        size_t want = 0;
+        switch (k->type) {
+        case CZ_KEY_INT:
+        case CZ_KEY_BOOL:
+        case CZ_KEY_WORD_INDEX:
+            want = sizeof(int);
+            break;
+        case CZ_KEY_LONG:
+            want = sizeof(long);
+            break;
+        case CZ_KEY_U64:
+            want = sizeof(unsigned long long);
+            break;
+        case CZ_KEY_FLOAT:
+            want = sizeof(float);
+            break;
+        case CZ_KEY_DOUBLE:
+            want = sizeof(double);
+            break;
+        case CZ_KEY_STRING:
+        case CZ_KEY_WORD:
+            want = k->size;
+            break;
+        case CZ_KEY_LIST:
+            want = (size_t)CZ_MAX_PATTERNS * LIST_ITEM;
+            break;
+        }
+        if (k->size != want ||
+            ((k->type == CZ_KEY_WORD || k->type == CZ_KEY_WORD_INDEX) && !k->choices)) {
+            fprintf(stderr, "cloze config table: %s.%s: type does not match the field\n", k->group,
+                    k->name);
+            abort();
+        }
+    }
+}
+
 /* The table defaults, before anything is derived from them. */
 static void fill_defaults(cz_config *c) {
+    check_table();
     if (cz_config_num_keys > MAX_KEYS) {
         fprintf(stderr, "cloze config table: %d keys, MAX_KEYS is %d\n", cz_config_num_keys,
                 MAX_KEYS);
@@ -418,8 +492,9 @@ static int set_one(cz_config *c, const char *assignment, origin *at, cz_error *e
             return cz_fail(
                 err, "--set %s: unknown section %s (sections: model, data, train, optim, dist)",
                 assignment, g);
-        return cz_fail(err, "--set %s: unknown key (cloze-train --help-config lists them)",
-                       assignment);
+        char hint[128];
+        suggest(g, name, hint, sizeof hint);
+        return cz_fail(err, "--set %s: unknown key%s", assignment, hint);
     }
     char why[WHY_MAX];
     if (parse_text(&cz_config_keys[i], c, skip_space(eq + 1), why))
@@ -457,11 +532,12 @@ static int apply_file(cz_config *c, config_t *cfg, load_ctx *ctx, cz_error *err)
             const char *name = config_setting_name(s);
             int line = (int)config_setting_source_line(s);
             int i = find_key(gname, strlen(gname), name);
-            if (i < 0)
-                return cz_fail(err,
-                               "%s:%d: %s.%s: unknown key (cloze-train --help-config lists "
-                               "them)",
-                               ctx->name, line, gname, name);
+            if (i < 0) {
+                char hint[128];
+                suggest(gname, name, hint, sizeof hint);
+                return cz_fail(err, "%s:%d: %s.%s: unknown key%s", ctx->name, line, gname, name,
+                               hint);
+            }
             char why[WHY_MAX];
             if (parse_setting(&cz_config_keys[i], c, s, why))
                 return cz_fail(err, "%s:%d: %s.%s: %s", ctx->name, line, gname, name, why);

@@ -15,6 +15,9 @@
     .size = sizeof(((cz_config *)0)->f)
 #define NOMAX HUGE_VAL
 
+/* model.arch is a C enum written through an int (CZ_KEY_WORD_INDEX) */
+_Static_assert(sizeof(cz_arch) == sizeof(int), "cz_arch must be int-sized");
+
 const char *const cz_config_groups[] = {"model", "data", "train", "optim", "dist"};
 const int cz_config_num_groups = 5;
 
