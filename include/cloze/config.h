@@ -83,11 +83,15 @@ void cz_config_defaults(cz_config *c);
 
 /* Loads `path` over the defaults, then applies overrides ("model.layers=6"),
  * then validates everything. Messages: "path:line: model.heads: ..." or
- * "--set model.layers=x: ...". */
+ * "--set model.layers=x: ...". path NULL: defaults + overrides only.
+ * After the file and overrides: keys not given take their GPT default when
+ * model.arch = gpt, intermediate 0 becomes 4 * hidden, and a warmup_steps
+ * given without warmup_fraction sets the fraction to 0 (docs/config.md). */
 int cz_config_load(cz_config *c, const char *path, const char *const *overrides, int n_overrides,
                    cz_error *err);
 
-/* Applies one "section.key=value" override (no validation). */
+/* Applies one "section.key=value" override: type and range of that key are
+ * checked, cross-field rules and arch-dependent defaults are not. */
 int cz_config_set(cz_config *c, const char *assignment, cz_error *err);
 
 /* Cross-field checks (hidden % heads, seq <= max_positions, ...). */
@@ -103,5 +107,8 @@ int cz_config_from_string(cz_config *c, const char *text, const char *name, cz_e
 
 /* Prints every key with its default and meaning (cloze-train --help-config). */
 void cz_config_print_keys(FILE *out);
+/* The key reference of docs/config.md (markdown tables, one per section),
+ * from the same table; test_config checks the doc against it. */
+void cz_config_write_docs(FILE *out);
 
 #endif

@@ -1,0 +1,159 @@
+/* The table of every configuration key (see keys.h). Defaults follow BERT
+ * (Devlin et al. 2018, Sec. 3 and App. A.2) and, where `def_gpt` is set,
+ * GPT-1 (Radford et al. 2018, Sec. 4.1); notes in ../shared/papers/.
+ *
+ * A default that differs by architecture applies only when the key is not
+ * given (in the file or with --set). */
+#include "keys.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stddef.h>
+
+#define KEY(g, n, t, f)                                                                            \
+    .group = g, .name = n, .type = t, .offset = offsetof(cz_config, f),                            \
+    .size = sizeof(((cz_config *)0)->f)
+#define NOMAX HUGE_VAL
+
+/* model.arch is a C enum written through an int (CZ_KEY_WORD_INDEX) */
+_Static_assert(sizeof(cz_arch) == sizeof(int), "cz_arch must be int-sized");
+
+const char *const cz_config_groups[] = {"model", "data", "train", "optim", "dist"};
+const int cz_config_num_groups = 5;
+
+const cz_key cz_config_keys[] = {
+    /* ---- model: the network (BERT Sec. 3: L/H/A; GPT-1 Sec. 4.1) ---- */
+    {KEY("model", "arch", CZ_KEY_WORD_INDEX, model.arch), .def = "bert", .choices = "bert|gpt",
+     .meaning = "bert: post-LN encoder, MLM + NSP heads; gpt: GPT-1 causal decoder, tied LM head"},
+    {KEY("model", "vocab_size", CZ_KEY_INT, model.vocab_size), .def = "30522", .def_gpt = "40478",
+     .min = 1, .max = NOMAX,
+     .meaning = "token vocabulary size; must match the tokenizer that wrote the shards"},
+    {KEY("model", "hidden", CZ_KEY_INT, model.hidden), .def = "768", .min = 1, .max = 65536,
+     .meaning = "hidden size H"},
+    {KEY("model", "layers", CZ_KEY_INT, model.layers), .def = "12", .min = 1, .max = 1024,
+     .meaning = "Transformer layers L"},
+    {KEY("model", "heads", CZ_KEY_INT, model.heads), .def = "12", .min = 1, .max = 1024,
+     .meaning = "attention heads A; hidden must be a multiple of heads"},
+    {KEY("model", "intermediate", CZ_KEY_INT, model.intermediate), .def = "0", .min = 0,
+     .max = 1 << 20, .meaning = "FFN inner size; 0 = 4 x hidden (BERT and GPT-1 use 4H)"},
+    {KEY("model", "max_positions", CZ_KEY_INT, model.max_positions), .def = "512", .min = 1,
+     .max = 1 << 20, .meaning = "rows of the learned position table: the longest sequence"},
+    {KEY("model", "type_vocab_size", CZ_KEY_INT, model.type_vocab_size), .def = "2", .def_gpt = "0",
+     .min = 0, .max = 64,
+     .meaning = "segment (token type) embeddings: 2 for BERT sentence A/B, 0 for GPT"},
+    {KEY("model", "layer_norm_eps", CZ_KEY_FLOAT, model.layer_norm_eps), .def = "1e-12",
+     .def_gpt = "1e-5", .min = 0, .max = 1, .flags = CZ_MIN_EXCL | CZ_MAX_EXCL,
+     .meaning = "LayerNorm epsilon (BERT code 1e-12, GPT-1 code 1e-5)"},
+    {KEY("model", "gelu", CZ_KEY_WORD_INDEX, model.gelu_tanh), .def = "erf", .def_gpt = "tanh",
+     .choices = "erf|tanh",
+     .meaning = "GELU form: erf = exact (BERT), tanh = approximation (GPT-1)"},
+    {KEY("model", "hidden_dropout", CZ_KEY_FLOAT, model.hidden_dropout), .def = "0.1", .min = 0,
+     .max = 1, .flags = CZ_MAX_EXCL,
+     .meaning = "dropout on embeddings, attention output and FFN output"},
+    {KEY("model", "attn_dropout", CZ_KEY_FLOAT, model.attn_dropout), .def = "0.1", .min = 0,
+     .max = 1, .flags = CZ_MAX_EXCL, .meaning = "dropout on attention probabilities"},
+    {KEY("model", "init_range", CZ_KEY_FLOAT, model.init_range), .def = "0.02", .min = 0, .max = 1,
+     .flags = CZ_MIN_EXCL, .meaning = "std of the truncated-normal weight initialisation"},
+
+    /* ---- data: instances and the BERT length curriculum (App. A.2) ---- */
+    {KEY("data", "train_manifest", CZ_KEY_STRING, data.train_manifest), .def = "",
+     .meaning = "shard manifest written by cloze-prep; required when training starts"},
+    {KEY("data", "heldout_manifest", CZ_KEY_STRING, data.heldout_manifest), .def = "",
+     .meaning = "held-out shard manifest; empty = no evaluation"},
+    {KEY("data", "seq", CZ_KEY_INT, data.seq), .def = "128", .def_gpt = "512", .min = 2,
+     .max = 1 << 20, .meaning = "tokens per sequence (max_seq_length); <= model.max_positions"},
+    {KEY("data", "max_pred", CZ_KEY_INT, data.max_pred), .def = "20", .def_gpt = "0", .min = 0,
+     .max = 1 << 20, .meaning = "masked-LM prediction slots per sequence (BERT); <= seq"},
+    {KEY("data", "masked_lm_prob", CZ_KEY_FLOAT, data.masked_lm_prob), .def = "0.15", .min = 0,
+     .max = 1, .flags = CZ_MIN_EXCL | CZ_MAX_EXCL,
+     .meaning = "fraction of tokens chosen for masked-LM prediction (BERT)"},
+    {KEY("data", "short_seq_prob", CZ_KEY_FLOAT, data.short_seq_prob), .def = "0.1", .min = 0,
+     .max = 1, .meaning = "probability of a shorter random target length (BERT)"},
+    {KEY("data", "whole_word_mask", CZ_KEY_BOOL, data.whole_word_mask), .def = "false",
+     .meaning = "mask all WordPieces of a word together"},
+    {KEY("data", "phase2_fraction", CZ_KEY_FLOAT, data.phase2_fraction), .def = "0", .min = 0,
+     .max = 1, .flags = CZ_MAX_EXCL,
+     .meaning = "last fraction of steps run at phase2_seq (BERT: 0.1); 0 = one phase"},
+    {KEY("data", "phase2_seq", CZ_KEY_INT, data.phase2_seq), .def = "512", .min = 2, .max = 1 << 20,
+     .meaning = "tokens per sequence in phase 2; <= model.max_positions"},
+    {KEY("data", "phase2_max_pred", CZ_KEY_INT, data.phase2_max_pred), .def = "80", .min = 0,
+     .max = 1 << 20, .meaning = "prediction slots per sequence in phase 2; <= phase2_seq"},
+    {KEY("data", "phase2_global_batch", CZ_KEY_INT, data.phase2_global_batch), .def = "0", .min = 0,
+     .max = NOMAX, .meaning = "sequences per step in phase 2; 0 = train.global_batch"},
+    {KEY("data", "phase2_micro_batch", CZ_KEY_INT, data.phase2_micro_batch), .def = "0", .min = 0,
+     .max = NOMAX, .meaning = "micro-batch in phase 2; 0 = train.micro_batch"},
+
+    /* ---- train: the step loop ---- */
+    {KEY("train", "steps", CZ_KEY_LONG, train.steps), .def = "1000000", .min = 1, .max = 1e15,
+     .meaning = "optimizer steps in the whole run (BERT: 1M)"},
+    {KEY("train", "global_batch", CZ_KEY_INT, train.global_batch), .def = "256", .min = 1,
+     .max = NOMAX, .meaning = "sequences per optimizer step over all ranks (BERT: 256)"},
+    {KEY("train", "micro_batch", CZ_KEY_INT, train.micro_batch), .def = "32", .min = 1,
+     .max = NOMAX,
+     .meaning = "sequences per forward/backward on one rank; divides global_batch / ranks"},
+    {KEY("train", "seed", CZ_KEY_U64, train.seed), .def = "12345", .min = 0, .max = NOMAX,
+     .meaning = "seed of every random choice (init, data, masking, dropout); < 2^63"},
+    {KEY("train", "threads", CZ_KEY_INT, train.threads), .def = "0", .min = 0, .max = 4096,
+     .meaning = "threads per rank (BLIS and kernels); 0 = cores / ranks on the node"},
+    {KEY("train", "log_every", CZ_KEY_INT, train.log_every), .def = "100", .min = 1, .max = NOMAX,
+     .meaning = "steps between log lines and metrics.jsonl records"},
+    {KEY("train", "eval_every", CZ_KEY_INT, train.eval_every), .def = "0", .min = 0, .max = NOMAX,
+     .meaning = "steps between held-out evaluations; 0 = only at the end"},
+    {KEY("train", "eval_batches", CZ_KEY_INT, train.eval_batches), .def = "100", .min = 1,
+     .max = NOMAX, .meaning = "held-out micro-batches per evaluation"},
+    {KEY("train", "ckpt_every", CZ_KEY_INT, train.ckpt_every), .def = "10000", .min = 0,
+     .max = NOMAX, .meaning = "steps between checkpoints; 0 = only at the end"},
+    {KEY("train", "keep_last", CZ_KEY_INT, train.keep_last), .def = "3", .min = 1, .max = NOMAX,
+     .meaning = "checkpoints kept in the run directory"},
+    {KEY("train", "max_bad_steps", CZ_KEY_INT, train.max_bad_steps), .def = "5", .min = 1,
+     .max = NOMAX, .meaning = "non-finite steps in a row (skipped) before the run stops"},
+    {KEY("train", "run_dir", CZ_KEY_STRING, train.run_dir), .def = "",
+     .meaning = "run directory: checkpoints, metrics, effective config; required to train"},
+    {KEY("train", "gemm", CZ_KEY_WORD, train.gemm), .def = "auto", .choices = "auto|blis|reference",
+     .meaning = "matrix products: auto = BLIS with the kernel for this CPU, reference = loops"},
+    {KEY("train", "peak_gflops", CZ_KEY_DOUBLE, train.peak_gflops), .def = "0", .min = 0,
+     .max = NOMAX, .meaning = "per-rank peak GFLOP/s for MFU; 0 = measure at start-up"},
+
+    /* ---- optim: AdamW (Loshchilov & Hutter) as in BERT App. A.2 ---- */
+    {KEY("optim", "name", CZ_KEY_WORD, optim.name), .def = "adamw", .choices = "adamw|lamb",
+     .meaning = "optimizer"},
+    {KEY("optim", "lr", CZ_KEY_DOUBLE, optim.lr), .def = "1e-4", .def_gpt = "2.5e-4", .min = 0,
+     .max = 10, .flags = CZ_MIN_EXCL, .meaning = "peak learning rate (BERT 1e-4, GPT-1 2.5e-4)"},
+    {KEY("optim", "beta1", CZ_KEY_DOUBLE, optim.beta1), .def = "0.9", .min = 0, .max = 1,
+     .flags = CZ_MAX_EXCL, .meaning = "Adam first-moment decay"},
+    {KEY("optim", "beta2", CZ_KEY_DOUBLE, optim.beta2), .def = "0.999", .min = 0, .max = 1,
+     .flags = CZ_MAX_EXCL, .meaning = "Adam second-moment decay"},
+    {KEY("optim", "eps", CZ_KEY_DOUBLE, optim.eps), .def = "1e-6", .def_gpt = "1e-8", .min = 0,
+     .max = 1, .flags = CZ_MIN_EXCL, .meaning = "Adam epsilon (BERT code 1e-6, Adam paper 1e-8)"},
+    {KEY("optim", "weight_decay", CZ_KEY_DOUBLE, optim.weight_decay), .def = "0.01", .min = 0,
+     .max = 1, .meaning = "decoupled weight decay (BERT and GPT-1: 0.01)"},
+    {KEY("optim", "bias_correction", CZ_KEY_BOOL, optim.bias_correction), .def = "false",
+     .def_gpt = "true",
+     .meaning = "Adam bias correction (BERT's AdamWeightDecayOptimizer has none)"},
+    {KEY("optim", "no_decay", CZ_KEY_LIST, optim.no_decay), .def = "LayerNorm,bias",
+     .def_gpt = "ln_,bias", .count_offset = offsetof(cz_config, optim.n_no_decay),
+     .meaning = "substrings of tensor names excluded from weight decay"},
+    {KEY("optim", "clip_norm", CZ_KEY_DOUBLE, optim.clip_norm), .def = "1", .min = 0, .max = NOMAX,
+     .meaning = "clip the global gradient norm to this; 0 = off (BERT code: 1)"},
+    {KEY("optim", "schedule", CZ_KEY_WORD, optim.schedule), .def = "linear", .def_gpt = "cosine",
+     .choices = "linear|cosine|constant",
+     .meaning = "decay after warm-up: linear (BERT), cosine (GPT-1) or constant"},
+    {KEY("optim", "warmup_steps", CZ_KEY_LONG, optim.warmup_steps), .def = "0", .min = 0,
+     .max = 1e15, .meaning = "warm-up steps; used when warmup_fraction = 0"},
+    {KEY("optim", "warmup_fraction", CZ_KEY_DOUBLE, optim.warmup_fraction), .def = "0.01", .min = 0,
+     .max = 1, .flags = CZ_MAX_EXCL,
+     .meaning = "warm-up as a fraction of train.steps (BERT: 10k/1M); 0 when warmup_steps given"},
+    {KEY("optim", "min_lr_ratio", CZ_KEY_DOUBLE, optim.min_lr_ratio), .def = "0", .min = 0,
+     .max = 1, .meaning = "floor of the decay, as a fraction of lr"},
+
+    /* ---- dist: communication and optimizer placement ---- */
+    {KEY("dist", "allreduce", CZ_KEY_WORD, dist.allreduce), .def = "ring", .choices = "ring|mpi",
+     .meaning = "gradient all-reduce: our ring over MPI point-to-point, or MPI_Allreduce"},
+    {KEY("dist", "bucket_mb", CZ_KEY_DOUBLE, dist.bucket_mb), .def = "25", .min = 0, .max = 1e6,
+     .flags = CZ_MIN_EXCL, .meaning = "gradient bucket size in MiB (overlap with backward)"},
+    {KEY("dist", "placement", CZ_KEY_WORD, dist.placement), .def = "replicated",
+     .choices = "coordinator|sharded|replicated",
+     .meaning = "where the optimizer runs: rank 0, a shard per rank, or every rank"},
+};
+
+const int cz_config_num_keys = (int)(sizeof cz_config_keys / sizeof cz_config_keys[0]);
