@@ -107,6 +107,10 @@ const cz_key cz_config_keys[] = {
      .meaning = "checkpoints kept in the run directory"},
     {KEY("train", "max_bad_steps", CZ_KEY_INT, train.max_bad_steps), .def = "5", .min = 1,
      .max = NOMAX, .meaning = "non-finite steps in a row (skipped) before the run stops"},
+    {KEY("train", "stop_after_steps", CZ_KEY_LONG, train.stop_after_steps), .def = "0", .min = 0,
+     .max = 1e15,
+     .meaning = "stop with a checkpoint after this many steps of this invocation (time-sliced "
+                "jobs); 0 = run to train.steps"},
     {KEY("train", "run_dir", CZ_KEY_STRING, train.run_dir), .def = "",
      .meaning = "run directory: checkpoints, metrics, effective config; required to train"},
     {KEY("train", "gemm", CZ_KEY_WORD, train.gemm), .def = "auto", .choices = "auto|blis|reference",
