@@ -133,6 +133,12 @@ static int setup(cz_run *r, const cz_config *cfg, const cz_train_options *opt, c
     r->gemm = cz_gemm_setup(choice, r->threads, err);
     if (!r->gemm) return -1;
     if (open_data(r, err) != 0) return -1;
+    /* build the sample index now (reads only boundary tables): the first
+     * step's time then measures training, and a bad shard fails here */
+    for (int ph = 0; ph < 2; ph++) {
+        if (cz_data_prepare(r->train_data, r->phase[ph].seq, err) != 0) return -1;
+        if (r->eval_data && cz_data_prepare(r->eval_data, r->phase[ph].seq, err) != 0) return -1;
+    }
 
     int max_b = r->phase[0].micro_batch > r->phase[1].micro_batch ? r->phase[0].micro_batch
                                                                      : r->phase[1].micro_batch;
