@@ -1,0 +1,5 @@
+# model, kernels and safetensors tests (owner: model helper)
+cloze_add_unit_test(test_kernels TIMEOUT 120)
+cloze_add_unit_test(test_model_gradcheck TIMEOUT 120)
+cloze_add_unit_test(test_model_overfit TIMEOUT 120)
+cloze_add_unit_test(test_model_safetensors TIMEOUT 60)
