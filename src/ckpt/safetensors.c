@@ -123,7 +123,7 @@ static void skip_ws(json *j) {
 
 static int jfail(json *j, const char *what) {
     /* header bytes count from 8, the first byte after the length */
-    return cz_fail(j->err, "%s: byte %zu of the header: %s", j->path, (size_t)(j->s - j->start) + 8,
+    return cz_fail(j->err, "%s: header, file byte %zu: %s", j->path, (size_t)(j->s - j->start) + 8,
                    what);
 }
 
@@ -390,32 +390,46 @@ int cz_model_load_safetensors(cz_model *m, const char *path, cz_error *err) {
 
 /* ---- config.json ---- */
 
+/* The shortest decimal that reads back as the same float (1e-12f prints as
+ * "1e-12", not "9.99999996e-13"). */
+static const char *short_float(char *buf, size_t cap, float v) {
+    for (int digits = 6; digits <= 9; digits++) {
+        snprintf(buf, cap, "%.*g", digits, (double)v);
+        if ((float)strtod(buf, NULL) == v) break;
+    }
+    return buf;
+}
+
 int cz_hf_config_write(const char *path, const cz_model_config *c, cz_error *err) {
     sbuf b = {0};
+    char hd[32], ad[32], ir[32], eps[32];
+    short_float(hd, sizeof hd, c->hidden_dropout);
+    short_float(ad, sizeof ad, c->attn_dropout);
+    short_float(ir, sizeof ir, c->init_range);
+    short_float(eps, sizeof eps, c->layer_norm_eps);
     if (c->arch == CZ_ARCH_BERT) {
         sb_printf(&b,
                   "{\n  \"architectures\": [\"BertForPreTraining\"],\n  \"model_type\": \"bert\",\n"
                   "  \"vocab_size\": %d,\n  \"hidden_size\": %d,\n  \"num_hidden_layers\": %d,\n"
                   "  \"num_attention_heads\": %d,\n  \"intermediate_size\": %d,\n"
-                  "  \"hidden_act\": \"%s\",\n  \"hidden_dropout_prob\": %.9g,\n"
-                  "  \"attention_probs_dropout_prob\": %.9g,\n"
+                  "  \"hidden_act\": \"%s\",\n  \"hidden_dropout_prob\": %s,\n"
+                  "  \"attention_probs_dropout_prob\": %s,\n"
                   "  \"max_position_embeddings\": %d,\n  \"type_vocab_size\": %d,\n"
-                  "  \"initializer_range\": %.9g,\n  \"layer_norm_eps\": %.9g,\n"
+                  "  \"initializer_range\": %s,\n  \"layer_norm_eps\": %s,\n"
                   "  \"tie_word_embeddings\": true\n}\n",
                   c->vocab_size, c->hidden, c->layers, c->heads, c->intermediate,
-                  c->gelu_tanh ? "gelu_new" : "gelu", c->hidden_dropout, c->attn_dropout,
-                  c->max_positions, c->type_vocab_size, c->init_range, c->layer_norm_eps);
+                  c->gelu_tanh ? "gelu_new" : "gelu", hd, ad, c->max_positions, c->type_vocab_size,
+                  ir, eps);
     } else {
         sb_printf(&b,
                   "{\n  \"architectures\": [\"OpenAIGPTLMHeadModel\"],\n"
                   "  \"model_type\": \"openai-gpt\",\n  \"vocab_size\": %d,\n  \"n_embd\": %d,\n"
                   "  \"n_layer\": %d,\n  \"n_head\": %d,\n  \"n_positions\": %d,\n"
-                  "  \"afn\": \"%s\",\n  \"resid_pdrop\": %.9g,\n  \"embd_pdrop\": %.9g,\n"
-                  "  \"attn_pdrop\": %.9g,\n  \"layer_norm_epsilon\": %.9g,\n"
-                  "  \"initializer_range\": %.9g,\n  \"tie_word_embeddings\": true\n}\n",
+                  "  \"afn\": \"%s\",\n  \"resid_pdrop\": %s,\n  \"embd_pdrop\": %s,\n"
+                  "  \"attn_pdrop\": %s,\n  \"layer_norm_epsilon\": %s,\n"
+                  "  \"initializer_range\": %s,\n  \"tie_word_embeddings\": true\n}\n",
                   c->vocab_size, c->hidden, c->layers, c->heads, c->max_positions,
-                  c->gelu_tanh ? "gelu" : "gelu_exact", c->hidden_dropout, c->hidden_dropout,
-                  c->attn_dropout, c->layer_norm_eps, c->init_range);
+                  c->gelu_tanh ? "gelu" : "gelu_exact", hd, hd, ad, eps, ir);
     }
     if (b.failed) {
         free(b.p);
