@@ -2,6 +2,8 @@
  * dropout off), the grad-ready hook's ranges, and the rank-layout
  * independence of dropout: with dropout on, a batch of 2 gives the same
  * gradients as the two sequences run as two batches of 1. */
+#include <omp.h>
+
 #include "test_model_fixture.h"
 
 static double loss_of(cz_model *m, const cz_batch *b) {
@@ -142,6 +144,50 @@ static void layout_independence(cz_model *m, const cz_model_config *c, const cha
     free(g0);
 }
 
+/* Gradients are bit-identical whatever the thread count (reductions run in a
+ * fixed order; dropout masks are keyed by indices, not threads). */
+static void thread_independence(cz_model *m, const cz_model_config *c, const char *label) {
+    static test_batch tb;
+    uint64_t ids[3] = {4, 1, 6};
+    make_batch(&tb, c, 2, 8, 3, 2, ids, 8);
+    tb.b.train = 1;
+    size_t np = cz_model_num_params(m);
+    float *g1 = malloc(np * sizeof *g1);
+    cz_losses l;
+    cz_error err;
+    int threads[2] = {1, 3};
+    for (int k = 0; k < 2; k++) {
+        omp_set_num_threads(threads[k]);
+        cz_model_zero_grads(m);
+        CHECK(cz_model_forward(m, &tb.b, &l, &err) == 0);
+        cz_model_backward(m, &tb.b, 1.0f);
+        if (k == 0) memcpy(g1, cz_model_grads(m), np * sizeof *g1);
+    }
+    CHECK(memcmp(g1, cz_model_grads(m), np * sizeof *g1) == 0);
+    printf("%s: gradients bit-identical with 1 and 3 threads\n", label);
+    free(g1);
+}
+
+/* The FLOPs formula against a count from the model's own tensor table:
+ * 2 T numel for every 2-D weight inside the layers (and BERT's MLM transform
+ * and pooler per use), plus the attention products and the decoder. */
+static void flops_check(cz_model *m, const cz_model_config *c, int T, int P) {
+    double layer_weights = 0;
+    for (int k = 0; k < cz_model_num_tensors(m); k++) {
+        const cz_tensor_info *t = cz_model_tensor(m, k);
+        if (t->ndim == 2 && (strstr(t->name, ".layer.") || strstr(t->name, ".h.")))
+            layer_weights += (double)t->numel;
+    }
+    double H = c->hidden, V = c->vocab_size;
+    double want = 2.0 * T * layer_weights + c->layers * 2.0 * (2.0 * T * T * H);
+    if (c->arch == CZ_ARCH_BERT)
+        want += 2.0 * P * (H * H + V * H) + 2.0 * (H * H + 2 * H);
+    else
+        want += 2.0 * T * V * H;
+    double got = cz_model_forward_flops(c, T, P);
+    CHECK(fabs(got - want) <= 1e-9 * want);
+}
+
 static void run(cz_arch arch, const char *label, const cz_gemm_ctx *gemm) {
     const int T = 8, P = 3, B = 2;
     cz_model_config c = tiny_config(arch, 50, 16, 2, 2, 16);
@@ -169,6 +215,8 @@ static void run(cz_arch arch, const char *label, const cz_gemm_ctx *gemm) {
            cz_model_num_params(m));
     cz_model_set_grad_hook(m, NULL, NULL);
     layout_independence(m, &c, label);
+    thread_independence(m, &c, label);
+    flops_check(m, &c, T, P);
     cz_model_free(m);
 }
 
