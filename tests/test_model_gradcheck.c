@@ -226,6 +226,12 @@ int main(void) {
     CHECK(gemm);
     run(CZ_ARCH_BERT, "bert", gemm);
     run(CZ_ARCH_GPT, "gpt", gemm);
+    /* deep models (BERT-large depth) get their memory planned too */
+    cz_model_config deep = tiny_config(CZ_ARCH_BERT, 30, 8, 24, 2, 16);
+    cz_model *m;
+    CHECK(cz_model_create(&m, &deep, 2, 8, 2, gemm, &err) == 0);
+    CHECK(cz_model_num_tensors(m) == 24 * 16 + 14);
+    cz_model_free(m);
     cz_gemm_free(gemm);
     printf("ok\n");
     return 0;

@@ -20,7 +20,7 @@
 #include "cloze/rng.h"
 
 #define MAX_TENSORS 1024
-#define MAX_ALLOCS 128
+#define MAX_ALLOCS 1024 /* 12 per layer + ~60: room for the 63 layers the tensor table allows */
 /* Additive score for padded keys, as Hugging Face BERT (extended attention
  * mask (1 - mask) * -10000): exp underflows to exactly 0 in fp32. */
 #define PAD_KEY_BIAS (-10000.0f)
