@@ -168,6 +168,34 @@ static void thread_independence(cz_model *m, const cz_model_config *c, const cha
     free(g1);
 }
 
+/* A batch smaller than planned (T = 6 < 8, B = 1 < 2) gives exactly what a
+ * model planned for that size gives: no stride depends on the plan. */
+static void smaller_batch(cz_model *m, const cz_model_config *c, const cz_gemm_ctx *gemm,
+                          const char *label) {
+    cz_model *m2;
+    cz_error err;
+    CHECK(cz_model_create(&m2, c, 1, 6, 3, gemm, &err) == 0);
+    size_t np = cz_model_num_params(m);
+    memcpy(cz_model_params(m2), cz_model_params(m), np * sizeof(float));
+    static test_batch tb;
+    make_batch(&tb, c, 1, 6, 3, 2, NULL, 12);
+    tb.b.train = 1;
+    cz_losses l1, l2;
+    cz_model_zero_grads(m);
+    cz_model_zero_grads(m2);
+    CHECK(cz_model_forward(m, &tb.b, &l1, &err) == 0);
+    cz_model_backward(m, &tb.b, 1.0f);
+    CHECK(cz_model_forward(m2, &tb.b, &l2, &err) == 0);
+    cz_model_backward(m2, &tb.b, 1.0f);
+    CHECK(l1.loss == l2.loss);
+    CHECK(memcmp(cz_model_grads(m), cz_model_grads(m2), np * sizeof(float)) == 0);
+    /* and a batch larger than planned is refused */
+    make_batch(&tb, c, 1, 7, 3, 2, NULL, 12);
+    CHECK(cz_model_forward(m2, &tb.b, &l2, &err) == -1);
+    printf("%s: smaller batch than planned: identical; larger: \"%s\"\n", label, err.msg);
+    cz_model_free(m2);
+}
+
 /* The FLOPs formula against a count from the model's own tensor table:
  * 2 T numel for every 2-D weight inside the layers (and BERT's MLM transform
  * and pooler per use), plus the attention products and the decoder. */
@@ -216,6 +244,7 @@ static void run(cz_arch arch, const char *label, const cz_gemm_ctx *gemm) {
     cz_model_set_grad_hook(m, NULL, NULL);
     layout_independence(m, &c, label);
     thread_independence(m, &c, label);
+    smaller_batch(m, &c, gemm, label);
     flops_check(m, &c, T, P);
     cz_model_free(m);
 }
