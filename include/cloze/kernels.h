@@ -40,4 +40,82 @@ void cz_gemm(const cz_gemm_ctx *g, int trans_a, int trans_b, int m, int n, int k
 void cz_gemm_ref(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
                  int lda, const float *b, int ldb, float beta, float *c, int ldc);
 
+/* ---- Transformer kernels (src/kernels/nn.c) ----
+ * Each kernel has a scalar reference `*_ref` (the definition, used by tests)
+ * and the fast path without suffix (OpenMP over independent rows/columns;
+ * to be vectorised later, same results up to float rounding). Reductions over
+ * rows (bias, gamma, embedding gradients) run parallel over columns and
+ * sequentially over rows, so results never depend on the thread count.
+ * "+=" in a comment means the kernel accumulates into that output. */
+
+/* y[n,:] = (x[n,:] - mean) * rstd * gamma + beta, rstd = 1/sqrt(var + eps),
+ * var the biased (population) variance over C columns (Ba et al. 2016).
+ * mean/rstd [N] are saved for the backward pass. */
+void cz_layernorm_forward(float *y, float *mean, float *rstd, const float *x, const float *gamma,
+                          const float *beta, int n, int c, float eps);
+void cz_layernorm_forward_ref(float *y, float *mean, float *rstd, const float *x,
+                              const float *gamma, const float *beta, int n, int c, float eps);
+/* dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = dy * gamma
+ * (dx is written, not accumulated); dgamma += sum_n dy*xhat, dbeta += sum_n dy. */
+void cz_layernorm_backward(float *dx, float *dgamma, float *dbeta, const float *dy, const float *x,
+                           const float *mean, const float *rstd, const float *gamma, int n, int c);
+void cz_layernorm_backward_ref(float *dx, float *dgamma, float *dbeta, const float *dy,
+                               const float *x, const float *mean, const float *rstd,
+                               const float *gamma, int n, int c);
+
+/* GELU (Hendrycks & Gimpel 2016). tanh_form = 0: x * Phi(x) with the exact
+ * erf (BERT); 1: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (GPT-1). */
+void cz_gelu_forward(float *y, const float *x, size_t n, int tanh_form);
+void cz_gelu_forward_ref(float *y, const float *x, size_t n, int tanh_form);
+/* dx = dy * gelu'(x) (written). */
+void cz_gelu_backward(float *dx, const float *x, const float *dy, size_t n, int tanh_form);
+void cz_gelu_backward_ref(float *dx, const float *x, const float *dy, size_t n, int tanh_form);
+
+/* y[i, 0:c] += bias; db += sum_i dy[i, 0:c]; rows are ld floats apart. */
+void cz_add_bias(float *y, const float *bias, int n, int c, int ld);
+void cz_bias_backward(float *db, const float *dy, int n, int c, int ld);
+void cz_bias_backward_ref(float *db, const float *dy, int n, int c, int ld);
+
+/* Attention softmax over a [t x t] score matrix in place (rows = queries,
+ * columns = keys): s[i,j] + key_bias[j] (NULL = none; BERT padding uses
+ * -10000, as Hugging Face BERT), and with causal = 1 keys j > i are excluded
+ * (probability exactly 0, GPT). */
+void cz_attn_softmax(float *s, int t, const float *key_bias, int causal);
+void cz_attn_softmax_ref(float *s, int t, const float *key_bias, int causal);
+/* Softmax backward over rows: ds = p * (dp - sum_j dp*p) (written; may alias dp). */
+void cz_softmax_backward(float *ds, const float *p, const float *dp, int rows, int cols);
+void cz_softmax_backward_ref(float *ds, const float *p, const float *dp, int rows, int cols);
+
+/* Inverted dropout keyed by a Philox stream: element i is kept iff
+ * cz_rng_uniform(s, first + i) >= p, kept values scaled by 1/(1-p).
+ * p = 0 copies. y may alias x. The backward applies the same mask to dy. */
+struct cz_rng_stream;
+void cz_dropout(float *y, const float *x, size_t n, float p, const struct cz_rng_stream *s,
+                uint64_t first);
+void cz_dropout_ref(float *y, const float *x, size_t n, float p, const struct cz_rng_stream *s,
+                    uint64_t first);
+
+/* out[i,:] = tok[ids[i]] + pos[i % t] (+ seg[segs[i]] when seg != NULL),
+ * for n = rows tokens of sequences of length t. */
+void cz_embedding_forward(float *out, const int32_t *ids, const int32_t *segs, const float *tok,
+                          const float *pos, const float *seg, int n, int t, int c);
+/* dtok[ids[i]] += dout[i], dpos[i % t] += dout[i], dseg[segs[i]] += dout[i];
+ * parallel over columns, sequential over tokens (deterministic). */
+void cz_embedding_backward(float *dtok, float *dpos, float *dseg, const float *dout,
+                           const int32_t *ids, const int32_t *segs, int n, int t, int c);
+void cz_embedding_backward_ref(float *dtok, float *dpos, float *dseg, const float *dout,
+                               const int32_t *ids, const int32_t *segs, int n, int t, int c);
+
+/* Softmax cross-entropy over rows of [n x v] logits, in place: logits become
+ * probabilities. loss[i] = -log p[label] (0 for label < 0), argmax[i] = the
+ * predicted class. Sums in double. */
+void cz_xent_forward(float *logits, double *loss, int32_t *argmax, const int32_t *labels, int n,
+                     int v);
+void cz_xent_forward_ref(float *logits, double *loss, int32_t *argmax, const int32_t *labels,
+                         int n, int v);
+/* In place: probabilities become dlogits = (p - onehot(label)) * scale[i]
+ * (rows with label < 0 or scale 0 become 0). */
+void cz_xent_backward(float *probs, const int32_t *labels, const float *scale, int n, int v);
+void cz_xent_backward_ref(float *probs, const int32_t *labels, const float *scale, int n, int v);
+
 #endif

@@ -1,0 +1,34 @@
+/* safetensors: the Hugging Face tensor file, so that a cloze model loads in
+ * transformers (BertForPreTraining / OpenAIGPTLMHeadModel) and back.
+ *
+ * Format: u64 little-endian header length, a JSON header
+ *   {"name": {"dtype": "F32", "shape": [..], "data_offsets": [begin, end]}, ...,
+ *    "__metadata__": {"key": "value"}}
+ * padded with spaces to a multiple of 8 bytes, then the raw little-endian data;
+ * offsets count from the first byte after the header. */
+#ifndef CLOZE_SAFETENSORS_H
+#define CLOZE_SAFETENSORS_H
+
+#include "cloze/core.h"
+#include "cloze/model.h"
+
+/* Writes the n tensors found at base + tensors[i].offset (floats) atomically.
+ * meta: n_meta (key, value) string pairs, stored in "__metadata__". */
+int cz_safetensors_write(const char *path, const cz_tensor_info *tensors, int n, const float *base,
+                         const char *const *meta, int n_meta, cz_error *err);
+
+/* Reads every one of the n tensors by name into base + tensors[i].offset.
+ * Checks dtype F32, the shape and the data range; tensors in the file that
+ * are not asked for are ignored (e.g. the tied cls.predictions.decoder.weight).
+ * Errors name the file and the tensor or byte offset. */
+int cz_safetensors_read(const char *path, const cz_tensor_info *tensors, int n, float *base,
+                        cz_error *err);
+
+/* The model's whole parameter buffer by its tensor names. */
+int cz_model_save_safetensors(cz_model *m, const char *path, cz_error *err);
+int cz_model_load_safetensors(cz_model *m, const char *path, cz_error *err);
+
+/* config.json with Hugging Face field names (BertConfig / OpenAIGPTConfig). */
+int cz_hf_config_write(const char *path, const cz_model_config *cfg, cz_error *err);
+
+#endif

@@ -1,0 +1,441 @@
+/* safetensors writer and reader (format: include/cloze/safetensors.h), and
+ * the Hugging Face config.json writer. The header parser understands just
+ * the JSON that safetensors uses: objects, arrays, strings, integers. */
+#include "cloze/safetensors.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- a growing text buffer ---- */
+
+typedef struct sbuf {
+    char *p;
+    size_t len, cap;
+    int failed;
+} sbuf;
+
+static void sb_printf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sb_printf(sbuf *b, const char *fmt, ...) {
+    if (b->failed) return;
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int k = vsnprintf(b->p ? b->p + b->len : NULL, b->p ? b->cap - b->len : 0, fmt, ap);
+        va_end(ap);
+        if (k < 0) {
+            b->failed = 1;
+            return;
+        }
+        if (b->p && b->len + (size_t)k < b->cap) {
+            b->len += (size_t)k;
+            return;
+        }
+        size_t cap = (b->cap ? b->cap * 2 : 4096) + (size_t)k;
+        char *np = realloc(b->p, cap);
+        if (!np) {
+            b->failed = 1;
+            return;
+        }
+        b->p = np;
+        b->cap = cap;
+    }
+}
+
+/* a JSON string literal; tensor names and metadata need only " and \ escaped */
+static void sb_json_string(sbuf *b, const char *s) {
+    sb_printf(b, "\"");
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\')
+            sb_printf(b, "\\%c", *s);
+        else if ((unsigned char)*s < 0x20)
+            sb_printf(b, "\\u%04x", (unsigned char)*s);
+        else
+            sb_printf(b, "%c", *s);
+    }
+    sb_printf(b, "\"");
+}
+
+/* ---- writer ---- */
+
+int cz_safetensors_write(const char *path, const cz_tensor_info *tensors, int n, const float *base,
+                         const char *const *meta, int n_meta, cz_error *err) {
+    sbuf h = {0};
+    size_t data_bytes = 0;
+    sb_printf(&h, "{");
+    if (n_meta > 0) {
+        sb_printf(&h, "\"__metadata__\":{");
+        for (int i = 0; i < n_meta; i++) {
+            sb_printf(&h, i ? "," : "");
+            sb_json_string(&h, meta[2 * i]);
+            sb_printf(&h, ":");
+            sb_json_string(&h, meta[2 * i + 1]);
+        }
+        sb_printf(&h, "}");
+    }
+    for (int i = 0; i < n; i++) {
+        const cz_tensor_info *t = &tensors[i];
+        sb_printf(&h, (i || n_meta > 0) ? "," : "");
+        sb_json_string(&h, t->name);
+        sb_printf(&h, ":{\"dtype\":\"F32\",\"shape\":[%d", t->shape[0]);
+        if (t->ndim == 2) sb_printf(&h, ",%d", t->shape[1]);
+        sb_printf(&h, "],\"data_offsets\":[%zu,%zu]}", data_bytes, data_bytes + t->numel * 4);
+        data_bytes += t->numel * 4;
+    }
+    sb_printf(&h, "}");
+    while (!h.failed && h.len % 8) sb_printf(&h, " "); /* data starts 8-byte aligned */
+    if (h.failed) {
+        free(h.p);
+        return cz_fail(err, "%s: out of memory for the header", path);
+    }
+    size_t total = 8 + h.len + data_bytes;
+    unsigned char *buf = cz_alloc(total, err);
+    if (!buf) {
+        free(h.p);
+        return cz_fail_prefix(err, "%s", path);
+    }
+    uint64_t hl = h.len;
+    for (int i = 0; i < 8; i++) buf[i] = (unsigned char)(hl >> (8 * i)); /* little-endian */
+    memcpy(buf + 8, h.p, h.len);
+    free(h.p);
+    unsigned char *d = buf + 8 + hl;
+    for (int i = 0; i < n; i++) {
+        memcpy(d, base + tensors[i].offset, tensors[i].numel * 4); /* x86: already LE */
+        d += tensors[i].numel * 4;
+    }
+    int rc = cz_write_file_atomic(path, buf, total, err);
+    cz_free(buf);
+    return rc;
+}
+
+/* ---- header parser ---- */
+
+typedef struct json {
+    const char *start, *s, *end;
+    const char *path;
+    cz_error *err;
+} json;
+
+static void skip_ws(json *j) {
+    while (j->s < j->end && (*j->s == ' ' || *j->s == '\n' || *j->s == '\r' || *j->s == '\t'))
+        j->s++;
+}
+
+static int jfail(json *j, const char *what) {
+    /* header bytes count from 8, the first byte after the length */
+    return cz_fail(j->err, "%s: header, file byte %zu: %s", j->path, (size_t)(j->s - j->start) + 8,
+                   what);
+}
+
+static int expect(json *j, char c) {
+    skip_ws(j);
+    if (j->s >= j->end || *j->s != c) {
+        char what[32];
+        snprintf(what, sizeof what, "expected '%c'", c);
+        return jfail(j, what);
+    }
+    j->s++;
+    return 0;
+}
+
+/* Reads a string into out (truncated to cap-1; escapes \" \\ \/ only). */
+static int parse_string(json *j, char *out, size_t cap) {
+    if (expect(j, '"')) return -1;
+    size_t k = 0;
+    while (j->s < j->end && *j->s != '"') {
+        char c = *j->s++;
+        if (c == '\\') {
+            if (j->s >= j->end) break;
+            c = *j->s++;
+            if (c != '"' && c != '\\' && c != '/') return jfail(j, "unsupported string escape");
+        }
+        if (k + 1 < cap) out[k++] = c;
+    }
+    if (j->s >= j->end) return jfail(j, "unterminated string");
+    j->s++;
+    out[k] = 0;
+    return 0;
+}
+
+static int parse_u64(json *j, uint64_t *v) {
+    skip_ws(j);
+    if (j->s >= j->end || *j->s < '0' || *j->s > '9') return jfail(j, "expected an integer");
+    uint64_t x = 0;
+    while (j->s < j->end && *j->s >= '0' && *j->s <= '9') {
+        if (x > (UINT64_MAX - 9) / 10) return jfail(j, "integer too large");
+        x = x * 10 + (uint64_t)(*j->s++ - '0');
+    }
+    *v = x;
+    return 0;
+}
+
+/* [a, b, ...] of at most cap integers */
+static int parse_int_array(json *j, uint64_t *v, int cap, int *count) {
+    if (expect(j, '[')) return -1;
+    *count = 0;
+    skip_ws(j);
+    if (j->s < j->end && *j->s == ']') {
+        j->s++;
+        return 0;
+    }
+    for (;;) {
+        uint64_t x = 0;
+        if (parse_u64(j, &x)) return -1;
+        if (*count == cap) return jfail(j, "array too long");
+        v[(*count)++] = x;
+        skip_ws(j);
+        if (j->s < j->end && *j->s == ',') {
+            j->s++;
+            continue;
+        }
+        return expect(j, ']');
+    }
+}
+
+/* skips one value of any kind (the metadata object) */
+static int skip_value(json *j, int depth) {
+    skip_ws(j);
+    if (j->s >= j->end) return jfail(j, "unexpected end");
+    if (depth > 16) return jfail(j, "nested too deep");
+    char c = *j->s;
+    if (c == '"') {
+        char tmp[8];
+        return parse_string(j, tmp, sizeof tmp);
+    }
+    if (c == '{' || c == '[') {
+        char close = c == '{' ? '}' : ']';
+        j->s++;
+        skip_ws(j);
+        if (j->s < j->end && *j->s == close) {
+            j->s++;
+            return 0;
+        }
+        for (;;) {
+            if (c == '{') {
+                char tmp[8];
+                if (parse_string(j, tmp, sizeof tmp) || expect(j, ':')) return -1;
+            }
+            if (skip_value(j, depth + 1)) return -1;
+            skip_ws(j);
+            if (j->s < j->end && *j->s == ',') {
+                j->s++;
+                continue;
+            }
+            return expect(j, close);
+        }
+    }
+    while (j->s < j->end && *j->s != ',' && *j->s != '}' && *j->s != ']') j->s++;
+    return 0;
+}
+
+typedef struct entry {
+    char name[160];
+    char dtype[16];
+    uint64_t shape[8], offsets[2];
+    int ndim, n_offsets;
+} entry;
+
+static int parse_entry(json *j, entry *e) {
+    if (expect(j, '{')) return -1;
+    e->dtype[0] = 0;
+    e->ndim = e->n_offsets = -1;
+    for (;;) {
+        char key[32];
+        if (parse_string(j, key, sizeof key) || expect(j, ':')) return -1;
+        int rc;
+        if (!strcmp(key, "dtype"))
+            rc = parse_string(j, e->dtype, sizeof e->dtype);
+        else if (!strcmp(key, "shape"))
+            rc = parse_int_array(j, e->shape, 8, &e->ndim);
+        else if (!strcmp(key, "data_offsets"))
+            rc = parse_int_array(j, e->offsets, 2, &e->n_offsets);
+        else
+            rc = skip_value(j, 1);
+        if (rc) return -1;
+        skip_ws(j);
+        if (j->s < j->end && *j->s == ',') {
+            j->s++;
+            continue;
+        }
+        if (expect(j, '}')) return -1;
+        break;
+    }
+    if (!e->dtype[0] || e->ndim < 0 || e->n_offsets != 2)
+        return cz_fail(j->err, "%s: tensor %s: dtype, shape or data_offsets missing", j->path,
+                       e->name);
+    return 0;
+}
+
+/* Copies one entry's data into the tensor t after checking it. */
+static int load_entry(const char *path, const entry *e, const cz_tensor_info *t,
+                      const unsigned char *data, uint64_t data_len, float *base, cz_error *err) {
+    if (strcmp(e->dtype, "F32"))
+        return cz_fail(err, "%s: tensor %s: dtype %s, expected F32", path, t->name, e->dtype);
+    int shape_ok = e->ndim == t->ndim && (uint64_t)t->shape[0] == e->shape[0] &&
+                   (t->ndim < 2 || (uint64_t)t->shape[1] == e->shape[1]);
+    if (!shape_ok) {
+        char got[96] = "";
+        for (int i = 0; i < e->ndim && i < 8; i++)
+            snprintf(got + strlen(got), sizeof got - strlen(got), "%s%llu", i ? "," : "",
+                     (unsigned long long)e->shape[i]);
+        char want[48];
+        if (t->ndim == 2)
+            snprintf(want, sizeof want, "%d,%d", t->shape[0], t->shape[1]);
+        else
+            snprintf(want, sizeof want, "%d", t->shape[0]);
+        return cz_fail(err, "%s: tensor %s: shape [%s], expected [%s]", path, t->name, got, want);
+    }
+    uint64_t b = e->offsets[0], end = e->offsets[1];
+    if (end < b || end - b != (uint64_t)t->numel * 4)
+        return cz_fail(err, "%s: tensor %s: data_offsets [%llu,%llu] do not hold %zu floats", path,
+                       t->name, (unsigned long long)b, (unsigned long long)end, t->numel);
+    if (end > data_len)
+        return cz_fail(err, "%s: tensor %s: data ends at byte %llu, file has %llu (truncated?)",
+                       path, t->name, (unsigned long long)end, (unsigned long long)data_len);
+    memcpy(base + t->offset, data + b, t->numel * 4);
+    return 0;
+}
+
+int cz_safetensors_read(const char *path, const cz_tensor_info *tensors, int n, float *base,
+                        cz_error *err) {
+    void *file;
+    size_t len;
+    if (cz_read_file(path, &file, &len, err)) return -1;
+    const unsigned char *u = file;
+    int rc = -1;
+    char *found = NULL;
+    if (len < 8) {
+        cz_fail(err, "%s: %zu bytes, too short for the 8-byte header length", path, len);
+        goto done;
+    }
+    uint64_t hl = 0;
+    for (int i = 0; i < 8; i++) hl |= (uint64_t)u[i] << (8 * i);
+    if (hl > len - 8) {
+        cz_fail(err, "%s: header length %llu exceeds the file (%zu bytes)", path,
+                (unsigned long long)hl, len);
+        goto done;
+    }
+    found = calloc((size_t)n + 1, 1);
+    if (!found) {
+        cz_fail(err, "%s: out of memory", path);
+        goto done;
+    }
+    json j = {(const char *)u + 8, (const char *)u + 8, (const char *)u + 8 + hl, path, err};
+    const unsigned char *data = u + 8 + hl;
+    uint64_t data_len = len - 8 - hl;
+    if (expect(&j, '{')) goto done;
+    skip_ws(&j);
+    int empty = j.s < j.end && *j.s == '}';
+    while (!empty) {
+        entry e;
+        if (parse_string(&j, e.name, sizeof e.name) || expect(&j, ':')) goto done;
+        if (!strcmp(e.name, "__metadata__")) {
+            if (skip_value(&j, 1)) goto done;
+        } else {
+            if (parse_entry(&j, &e)) goto done;
+            for (int i = 0; i < n; i++) {
+                if (strcmp(tensors[i].name, e.name)) continue;
+                if (load_entry(path, &e, &tensors[i], data, data_len, base, err)) goto done;
+                found[i] = 1;
+            }
+        }
+        skip_ws(&j);
+        if (j.s < j.end && *j.s == ',') {
+            j.s++;
+            continue;
+        }
+        if (expect(&j, '}')) goto done;
+        break;
+    }
+    for (int i = 0; i < n; i++)
+        if (!found[i]) {
+            cz_fail(err, "%s: tensor %s missing", path, tensors[i].name);
+            goto done;
+        }
+    rc = 0;
+done:
+    free(found);
+    cz_free(file);
+    return rc;
+}
+
+/* ---- model convenience ---- */
+
+static int model_tensor_list(cz_model *m, cz_tensor_info **out, cz_error *err) {
+    int n = cz_model_num_tensors(m);
+    *out = cz_alloc((size_t)n * sizeof **out, err);
+    if (!*out) return -1;
+    for (int i = 0; i < n; i++) (*out)[i] = *cz_model_tensor(m, i);
+    return n;
+}
+
+int cz_model_save_safetensors(cz_model *m, const char *path, cz_error *err) {
+    cz_tensor_info *t;
+    int n = model_tensor_list(m, &t, err);
+    if (n < 0) return -1;
+    const char *meta[] = {"format", "pt", "producer", "cloze"};
+    int rc = cz_safetensors_write(path, t, n, cz_model_params(m), meta, 2, err);
+    cz_free(t);
+    return rc;
+}
+
+int cz_model_load_safetensors(cz_model *m, const char *path, cz_error *err) {
+    cz_tensor_info *t;
+    int n = model_tensor_list(m, &t, err);
+    if (n < 0) return -1;
+    int rc = cz_safetensors_read(path, t, n, cz_model_params(m), err);
+    cz_free(t);
+    return rc;
+}
+
+/* ---- config.json ---- */
+
+/* The shortest decimal that reads back as the same float (1e-12f prints as
+ * "1e-12", not "9.99999996e-13"). */
+static const char *short_float(char *buf, size_t cap, float v) {
+    for (int digits = 6; digits <= 9; digits++) {
+        snprintf(buf, cap, "%.*g", digits, (double)v);
+        if ((float)strtod(buf, NULL) == v) break;
+    }
+    return buf;
+}
+
+int cz_hf_config_write(const char *path, const cz_model_config *c, cz_error *err) {
+    sbuf b = {0};
+    char hd[32], ad[32], ir[32], eps[32];
+    short_float(hd, sizeof hd, c->hidden_dropout);
+    short_float(ad, sizeof ad, c->attn_dropout);
+    short_float(ir, sizeof ir, c->init_range);
+    short_float(eps, sizeof eps, c->layer_norm_eps);
+    if (c->arch == CZ_ARCH_BERT) {
+        sb_printf(&b,
+                  "{\n  \"architectures\": [\"BertForPreTraining\"],\n  \"model_type\": \"bert\",\n"
+                  "  \"vocab_size\": %d,\n  \"hidden_size\": %d,\n  \"num_hidden_layers\": %d,\n"
+                  "  \"num_attention_heads\": %d,\n  \"intermediate_size\": %d,\n"
+                  "  \"hidden_act\": \"%s\",\n  \"hidden_dropout_prob\": %s,\n"
+                  "  \"attention_probs_dropout_prob\": %s,\n"
+                  "  \"max_position_embeddings\": %d,\n  \"type_vocab_size\": %d,\n"
+                  "  \"initializer_range\": %s,\n  \"layer_norm_eps\": %s,\n"
+                  "  \"tie_word_embeddings\": true\n}\n",
+                  c->vocab_size, c->hidden, c->layers, c->heads, c->intermediate,
+                  c->gelu_tanh ? "gelu_new" : "gelu", hd, ad, c->max_positions, c->type_vocab_size,
+                  ir, eps);
+    } else {
+        sb_printf(&b,
+                  "{\n  \"architectures\": [\"OpenAIGPTLMHeadModel\"],\n"
+                  "  \"model_type\": \"openai-gpt\",\n  \"vocab_size\": %d,\n  \"n_embd\": %d,\n"
+                  "  \"n_layer\": %d,\n  \"n_head\": %d,\n  \"n_positions\": %d,\n"
+                  "  \"afn\": \"%s\",\n  \"resid_pdrop\": %s,\n  \"embd_pdrop\": %s,\n"
+                  "  \"attn_pdrop\": %s,\n  \"layer_norm_epsilon\": %s,\n"
+                  "  \"initializer_range\": %s,\n  \"tie_word_embeddings\": true\n}\n",
+                  c->vocab_size, c->hidden, c->layers, c->heads, c->max_positions,
+                  c->gelu_tanh ? "gelu" : "gelu_exact", hd, hd, ad, eps, ir);
+    }
+    if (b.failed) {
+        free(b.p);
+        return cz_fail(err, "%s: out of memory", path);
+    }
+    int rc = cz_write_file_atomic(path, b.p, b.len, err);
+    free(b.p);
+    return rc;
+}

@@ -1,0 +1,337 @@
+/* Transformer kernels other than GEMM: LayerNorm, GELU, bias, attention
+ * softmax, dropout, embeddings, cross-entropy.
+ *
+ * Each kernel is written once as a per-row (or per-column) function; `*_ref`
+ * runs it in a plain loop, the fast path runs the same function under OpenMP
+ * over independent rows or columns. Reductions across rows (bias, gamma,
+ * embedding gradients) are parallel over columns with a sequential row loop,
+ * so every sum has one fixed order whatever the thread count. */
+#include "cloze/kernels.h"
+
+#include <float.h>
+#include <math.h>
+#include <string.h>
+
+#include "cloze/rng.h"
+
+/* ---- LayerNorm (Ba, Kiros & Hinton 2016; BERT/GPT post-LN) ---- */
+
+static void layernorm_row(float *y, float *mean, float *rstd, const float *x, const float *gamma,
+                          const float *beta, int c, float eps) {
+    double s = 0;
+    for (int j = 0; j < c; j++) s += x[j];
+    double m = s / c;
+    double v = 0;
+    for (int j = 0; j < c; j++) v += (x[j] - m) * (x[j] - m);
+    v /= c;
+    double r = 1.0 / sqrt(v + eps);
+    for (int j = 0; j < c; j++) y[j] = (float)((x[j] - m) * r) * gamma[j] + beta[j];
+    *mean = (float)m;
+    *rstd = (float)r;
+}
+
+void cz_layernorm_forward_ref(float *y, float *mean, float *rstd, const float *x,
+                              const float *gamma, const float *beta, int n, int c, float eps) {
+    for (int i = 0; i < n; i++)
+        layernorm_row(y + (size_t)i * c, mean + i, rstd + i, x + (size_t)i * c, gamma, beta, c,
+                      eps);
+}
+
+void cz_layernorm_forward(float *y, float *mean, float *rstd, const float *x, const float *gamma,
+                          const float *beta, int n, int c, float eps) {
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < n; i++)
+        layernorm_row(y + (size_t)i * c, mean + i, rstd + i, x + (size_t)i * c, gamma, beta, c,
+                      eps);
+}
+
+static void layernorm_dx_row(float *dx, const float *dy, const float *x, float mean, float rstd,
+                             const float *gamma, int c) {
+    double sg = 0, sgx = 0;
+    for (int j = 0; j < c; j++) {
+        double xhat = (x[j] - mean) * rstd;
+        double g = (double)dy[j] * gamma[j];
+        sg += g;
+        sgx += g * xhat;
+    }
+    sg /= c;
+    sgx /= c;
+    for (int j = 0; j < c; j++) {
+        double xhat = (x[j] - mean) * rstd;
+        double g = (double)dy[j] * gamma[j];
+        dx[j] = (float)(rstd * (g - sg - xhat * sgx));
+    }
+}
+
+static void layernorm_dparam_col(float *dgamma, float *dbeta, const float *dy, const float *x,
+                                 const float *mean, const float *rstd, int n, int c, int j) {
+    double dg = 0, db = 0;
+    for (int i = 0; i < n; i++) {
+        float d = dy[(size_t)i * c + j];
+        dg += (double)d * ((x[(size_t)i * c + j] - mean[i]) * rstd[i]);
+        db += d;
+    }
+    dgamma[j] += (float)dg;
+    dbeta[j] += (float)db;
+}
+
+void cz_layernorm_backward_ref(float *dx, float *dgamma, float *dbeta, const float *dy,
+                               const float *x, const float *mean, const float *rstd,
+                               const float *gamma, int n, int c) {
+    for (int i = 0; i < n; i++)
+        layernorm_dx_row(dx + (size_t)i * c, dy + (size_t)i * c, x + (size_t)i * c, mean[i],
+                         rstd[i], gamma, c);
+    for (int j = 0; j < c; j++) layernorm_dparam_col(dgamma, dbeta, dy, x, mean, rstd, n, c, j);
+}
+
+void cz_layernorm_backward(float *dx, float *dgamma, float *dbeta, const float *dy, const float *x,
+                           const float *mean, const float *rstd, const float *gamma, int n, int c) {
+#pragma omp parallel
+    {
+#pragma omp for schedule(static)
+        for (int i = 0; i < n; i++)
+            layernorm_dx_row(dx + (size_t)i * c, dy + (size_t)i * c, x + (size_t)i * c, mean[i],
+                             rstd[i], gamma, c);
+#pragma omp for schedule(static)
+        for (int j = 0; j < c; j++) layernorm_dparam_col(dgamma, dbeta, dy, x, mean, rstd, n, c, j);
+    }
+}
+
+/* ---- GELU ---- */
+
+#define CZ_SQRT_2_OVER_PI 0.7978845608028654
+#define CZ_INV_SQRT_2 0.7071067811865476
+#define CZ_INV_SQRT_2PI 0.3989422804014327
+
+static inline float gelu(float xf, int tanh_form) {
+    double x = xf;
+    if (tanh_form)
+        return (float)(0.5 * x * (1.0 + tanh(CZ_SQRT_2_OVER_PI * (x + 0.044715 * x * x * x))));
+    return (float)(0.5 * x * (1.0 + erf(x * CZ_INV_SQRT_2)));
+}
+
+static inline float gelu_grad(float xf, int tanh_form) {
+    double x = xf;
+    if (tanh_form) {
+        double u = CZ_SQRT_2_OVER_PI * (x + 0.044715 * x * x * x);
+        double th = tanh(u);
+        double du = CZ_SQRT_2_OVER_PI * (1.0 + 3.0 * 0.044715 * x * x);
+        return (float)(0.5 * (1.0 + th) + 0.5 * x * (1.0 - th * th) * du);
+    }
+    /* d/dx [x Phi(x)] = Phi(x) + x phi(x) */
+    return (float)(0.5 * (1.0 + erf(x * CZ_INV_SQRT_2)) + x * CZ_INV_SQRT_2PI * exp(-0.5 * x * x));
+}
+
+void cz_gelu_forward_ref(float *y, const float *x, size_t n, int tanh_form) {
+    for (size_t i = 0; i < n; i++) y[i] = gelu(x[i], tanh_form);
+}
+
+void cz_gelu_forward(float *y, const float *x, size_t n, int tanh_form) {
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) y[i] = gelu(x[i], tanh_form);
+}
+
+void cz_gelu_backward_ref(float *dx, const float *x, const float *dy, size_t n, int tanh_form) {
+    for (size_t i = 0; i < n; i++) dx[i] = dy[i] * gelu_grad(x[i], tanh_form);
+}
+
+void cz_gelu_backward(float *dx, const float *x, const float *dy, size_t n, int tanh_form) {
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) dx[i] = dy[i] * gelu_grad(x[i], tanh_form);
+}
+
+/* ---- bias ---- */
+
+void cz_add_bias(float *y, const float *bias, int n, int c, int ld) {
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < c; j++) y[(size_t)i * ld + j] += bias[j];
+}
+
+static void bias_col(float *db, const float *dy, int n, int ld, int j) {
+    double s = 0;
+    for (int i = 0; i < n; i++) s += dy[(size_t)i * ld + j];
+    db[j] += (float)s;
+}
+
+void cz_bias_backward_ref(float *db, const float *dy, int n, int c, int ld) {
+    for (int j = 0; j < c; j++) bias_col(db, dy, n, ld, j);
+}
+
+void cz_bias_backward(float *db, const float *dy, int n, int c, int ld) {
+#pragma omp parallel for schedule(static)
+    for (int j = 0; j < c; j++) bias_col(db, dy, n, ld, j);
+}
+
+/* ---- attention softmax ---- */
+
+static void attn_softmax_row(float *s, int i, int t, const float *key_bias, int causal) {
+    int end = causal ? i + 1 : t; /* keys j >= end are excluded */
+    float mx = -FLT_MAX;
+    for (int j = 0; j < end; j++) {
+        if (key_bias) s[j] += key_bias[j];
+        if (s[j] > mx) mx = s[j];
+    }
+    double sum = 0;
+    for (int j = 0; j < end; j++) {
+        s[j] = expf(s[j] - mx);
+        sum += s[j];
+    }
+    float inv = (float)(1.0 / sum);
+    for (int j = 0; j < end; j++) s[j] *= inv;
+    for (int j = end; j < t; j++) s[j] = 0.0f;
+}
+
+void cz_attn_softmax_ref(float *s, int t, const float *key_bias, int causal) {
+    for (int i = 0; i < t; i++) attn_softmax_row(s + (size_t)i * t, i, t, key_bias, causal);
+}
+
+void cz_attn_softmax(float *s, int t, const float *key_bias, int causal) {
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < t; i++) attn_softmax_row(s + (size_t)i * t, i, t, key_bias, causal);
+}
+
+static void softmax_backward_row(float *ds, const float *p, const float *dp, int cols) {
+    double dot = 0;
+    for (int j = 0; j < cols; j++) dot += (double)dp[j] * p[j];
+    for (int j = 0; j < cols; j++) ds[j] = (float)(p[j] * (dp[j] - dot));
+}
+
+void cz_softmax_backward_ref(float *ds, const float *p, const float *dp, int rows, int cols) {
+    for (int i = 0; i < rows; i++)
+        softmax_backward_row(ds + (size_t)i * cols, p + (size_t)i * cols, dp + (size_t)i * cols,
+                             cols);
+}
+
+void cz_softmax_backward(float *ds, const float *p, const float *dp, int rows, int cols) {
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < rows; i++)
+        softmax_backward_row(ds + (size_t)i * cols, p + (size_t)i * cols, dp + (size_t)i * cols,
+                             cols);
+}
+
+/* ---- dropout (Srivastava et al. 2014, inverted scaling) ---- */
+
+void cz_dropout_ref(float *y, const float *x, size_t n, float p, const cz_rng_stream *s,
+                    uint64_t first) {
+    float scale = p > 0.0f ? 1.0f / (1.0f - p) : 1.0f;
+    for (size_t i = 0; i < n; i++) {
+        int keep = p <= 0.0f || cz_rng_uniform(s, first + i) >= p;
+        y[i] = keep ? x[i] * scale : 0.0f;
+    }
+}
+
+/* Same mask as the reference, one Philox block (4 words) per 4 elements
+ * instead of one block per element. */
+void cz_dropout(float *y, const float *x, size_t n, float p, const cz_rng_stream *s,
+                uint64_t first) {
+    if (p <= 0.0f) {
+        if (y != x) memcpy(y, x, n * sizeof *y);
+        return;
+    }
+    float scale = 1.0f / (1.0f - p);
+    /* blocks covering element indices [first, first + n) */
+    uint64_t b0 = first >> 2, b1 = (first + n + 3) >> 2;
+#pragma omp parallel for schedule(static)
+    for (uint64_t b = b0; b < b1; b++) {
+        uint32_t w[4];
+        cz_philox4x32(s, b, w);
+        for (int k = 0; k < 4; k++) {
+            uint64_t idx = 4 * b + (uint64_t)k;
+            if (idx < first || idx >= first + n) continue;
+            size_t i = (size_t)(idx - first);
+            float u = (float)(w[k] >> 8) * (1.0f / 16777216.0f);
+            y[i] = u >= p ? x[i] * scale : 0.0f;
+        }
+    }
+}
+
+/* ---- embeddings ---- */
+
+void cz_embedding_forward(float *out, const int32_t *ids, const int32_t *segs, const float *tok,
+                          const float *pos, const float *seg, int n, int t, int c) {
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < n; i++) {
+        const float *te = tok + (size_t)ids[i] * c;
+        const float *pe = pos + (size_t)(i % t) * c;
+        float *o = out + (size_t)i * c;
+        for (int j = 0; j < c; j++) o[j] = te[j] + pe[j];
+        if (seg) {
+            const float *se = seg + (size_t)segs[i] * c;
+            for (int j = 0; j < c; j++) o[j] += se[j];
+        }
+    }
+}
+
+static void embedding_backward_col(float *dtok, float *dpos, float *dseg, const float *dout,
+                                   const int32_t *ids, const int32_t *segs, int n, int t, int c,
+                                   int j) {
+    for (int i = 0; i < n; i++) {
+        float d = dout[(size_t)i * c + j];
+        dtok[(size_t)ids[i] * c + j] += d;
+        dpos[(size_t)(i % t) * c + j] += d;
+        if (dseg) dseg[(size_t)segs[i] * c + j] += d;
+    }
+}
+
+void cz_embedding_backward_ref(float *dtok, float *dpos, float *dseg, const float *dout,
+                               const int32_t *ids, const int32_t *segs, int n, int t, int c) {
+    for (int j = 0; j < c; j++)
+        embedding_backward_col(dtok, dpos, dseg, dout, ids, segs, n, t, c, j);
+}
+
+void cz_embedding_backward(float *dtok, float *dpos, float *dseg, const float *dout,
+                           const int32_t *ids, const int32_t *segs, int n, int t, int c) {
+#pragma omp parallel for schedule(static)
+    for (int j = 0; j < c; j++)
+        embedding_backward_col(dtok, dpos, dseg, dout, ids, segs, n, t, c, j);
+}
+
+/* ---- softmax cross-entropy ---- */
+
+static void xent_row(float *z, double *loss, int32_t *argmax, int32_t label, int v) {
+    float mx = z[0];
+    int am = 0;
+    for (int j = 1; j < v; j++)
+        if (z[j] > mx) {
+            mx = z[j];
+            am = j;
+        }
+    double sum = 0;
+    for (int j = 0; j < v; j++) sum += exp((double)z[j] - mx);
+    double logsum = log(sum);
+    *loss = label >= 0 ? logsum - ((double)z[label] - mx) : 0.0;
+    *argmax = am;
+    for (int j = 0; j < v; j++) z[j] = (float)exp((double)z[j] - mx - logsum);
+}
+
+void cz_xent_forward_ref(float *logits, double *loss, int32_t *argmax, const int32_t *labels, int n,
+                         int v) {
+    for (int i = 0; i < n; i++)
+        xent_row(logits + (size_t)i * v, loss + i, argmax + i, labels[i], v);
+}
+
+void cz_xent_forward(float *logits, double *loss, int32_t *argmax, const int32_t *labels, int n,
+                     int v) {
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < n; i++)
+        xent_row(logits + (size_t)i * v, loss + i, argmax + i, labels[i], v);
+}
+
+static void xent_backward_row(float *p, int32_t label, float scale, int v) {
+    if (label < 0 || scale == 0.0f) {
+        memset(p, 0, (size_t)v * sizeof *p);
+        return;
+    }
+    for (int j = 0; j < v; j++) p[j] *= scale;
+    p[label] -= scale;
+}
+
+void cz_xent_backward_ref(float *probs, const int32_t *labels, const float *scale, int n, int v) {
+    for (int i = 0; i < n; i++) xent_backward_row(probs + (size_t)i * v, labels[i], scale[i], v);
+}
+
+void cz_xent_backward(float *probs, const int32_t *labels, const float *scale, int n, int v) {
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < n; i++) xent_backward_row(probs + (size_t)i * v, labels[i], scale[i], v);
+}

@@ -1,0 +1,815 @@
+/* BERT (Devlin et al. 2018) and GPT-1 (Radford et al. 2018): post-LN
+ * Transformer blocks (Vaswani et al. 2017), forward and backward in fp32.
+ *
+ * Block (both models, notes: ../shared/papers/{bert,gpt}-paper-notes.txt):
+ *   h = LN(x + Drop(Attn(x)))        Attn = softmax(Q K^T / sqrt(d) + mask) V, per head
+ *   y = LN(h + Drop(W2 GELU(W1 h + b1) + b2))
+ * Activations are row-major [tokens x features], token n = b*T + t.
+ *
+ * Parameter layout: one flat buffer, tensors in the order backward finishes
+ * them: heads, layer L-1, ..., layer 0, embeddings (the tied word embedding is
+ * last to finish because the embedding lookup adds to it at the very end).
+ * The gradient buffer has the same layout; backward calls the grad hook with
+ * each finished range, in buffer order. */
+#include "cloze/model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cloze/rng.h"
+
+#define MAX_TENSORS 1024
+#define MAX_ALLOCS 1024 /* 12 per layer + ~60: room for the 63 layers the tensor table allows */
+/* Additive score for padded keys, as Hugging Face BERT (extended attention
+ * mask (1 - mask) * -10000): exp underflows to exactly 0 in fp32. */
+#define PAD_KEY_BIAS (-10000.0f)
+
+/* dropout sites: the c of the dropout stream is layer << 8 | site */
+enum { SITE_EMBED = 0, SITE_ATTN_PROBS = 1, SITE_ATTN_OUT = 2, SITE_FFN_OUT = 3 };
+
+enum { KIND_WEIGHT, KIND_BIAS, KIND_LN_GAMMA, KIND_LN_BETA };
+
+/* A linear map y = x W^T + b (torch Linear, W [out,in]) or y = x W + b
+ * (Hugging Face Conv1D used by GPT, W [in,out]); w and b are float offsets. */
+typedef struct lin {
+    size_t w, b;
+    int in, out, conv1d;
+} lin;
+
+typedef struct layer {
+    lin qkv[3]; /* BERT: query, key, value; GPT: qkv[0] = fused c_attn */
+    int n_qkv;
+    lin attn_out, ffn_in, ffn_out;
+    size_t ln1_g, ln1_b, ln2_g, ln2_b;
+    size_t begin, end; /* range in the flat buffer */
+    /* activations (max sizes) */
+    float *qkv_act; /* [N, 3H] */
+    float *probs;   /* [B, A, T, T] softmax output before dropout */
+    float *ctx;     /* [N, H] */
+    float *r1, *h1; /* [N, H] residual sum before LN1, LN1 output */
+    float *mean1, *rstd1, *mean2, *rstd2;
+    float *u, *g; /* [N, I] FFN pre-activation and GELU output */
+    float *r2;    /* [N, H] residual sum before LN2 */
+} layer;
+
+struct cz_model {
+    cz_model_config cfg;
+    int max_b, max_t, max_p;
+    const cz_gemm_ctx *gemm;
+    cz_tensor_info *tensors;
+    int n_tensors;
+    int *tensor_kind;
+    size_t n_params;
+    float *params, *grads;
+    cz_grad_ready_fn hook;
+    void *hook_ctx;
+
+    /* parameter offsets */
+    size_t wte, wpe, wtt, lne_g, lne_b; /* embeddings (wtt, lne only BERT) */
+    size_t emb_begin, emb_end, heads_begin, heads_end;
+    lin mlm_dense, pooler, nsp;
+    size_t mlm_ln_g, mlm_ln_b, mlm_bias;
+    layer *layers;
+
+    /* activations */
+    float **x;      /* [L+1] layer inputs [N, H]; x[L] = encoder output */
+    float *emb_sum; /* [N, H] token + position (+ segment) */
+    float *emb_ln;  /* [N, H] BERT: LayerNorm of emb_sum before dropout */
+    float *emb_mean, *emb_rstd;
+    float *key_bias;                 /* [B*T] */
+    float *scratch_tt, *scratch_tt2; /* [T, T] */
+    float *tmp_h;                    /* [N, H] */
+    /* BERT heads */
+    float *mlm_h, *mlm_u, *mlm_g, *mlm_z, *mlm_mean, *mlm_rstd; /* [BP, H] / [BP] */
+    float *cls, *pooled, *nsp_logits;                           /* [B, H], [B, 2] */
+    /* loss rows: BERT MLM (BP rows) or GPT LM (N rows); NSP (B rows) */
+    float *logits; /* [rows, V] */
+    double *row_loss, *nsp_loss;
+    int32_t *row_label, *row_argmax, *nsp_argmax;
+    float *row_scale, *nsp_scale;
+    /* gradient scratch */
+    float *dx, *dy, *dr, *df, *dh1, *dctx, *di, *dqkv, *dmlm, *dmlm2, *dcls;
+
+    void *allocs[MAX_ALLOCS];
+    int n_allocs;
+};
+
+/* ---- creation: the parameter table ---- */
+
+static size_t add_tensor(cz_model *m, const char *name, int s0, int s1, int kind) {
+    cz_tensor_info *t = &m->tensors[m->n_tensors];
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->offset = m->n_params;
+    t->ndim = s1 > 0 ? 2 : 1;
+    t->shape[0] = s0;
+    t->shape[1] = s1 > 0 ? s1 : 0;
+    t->numel = (size_t)s0 * (size_t)(s1 > 0 ? s1 : 1);
+    t->no_decay = kind != KIND_WEIGHT;
+    m->tensor_kind[m->n_tensors] = kind;
+    m->n_tensors++;
+    m->n_params += t->numel;
+    return t->offset;
+}
+
+/* prefix.weight and prefix.bias of a linear map */
+static lin add_lin(cz_model *m, const char *prefix, int in, int out, int conv1d) {
+    char name[96];
+    lin l = {0, 0, in, out, conv1d};
+    snprintf(name, sizeof name, "%s.weight", prefix);
+    l.w = conv1d ? add_tensor(m, name, in, out, KIND_WEIGHT)
+                 : add_tensor(m, name, out, in, KIND_WEIGHT);
+    snprintf(name, sizeof name, "%s.bias", prefix);
+    l.b = add_tensor(m, name, out, 0, KIND_BIAS);
+    return l;
+}
+
+static void add_ln(cz_model *m, const char *prefix, size_t *g, size_t *b) {
+    char name[96];
+    int h = m->cfg.hidden;
+    snprintf(name, sizeof name, "%s.weight", prefix);
+    *g = add_tensor(m, name, h, 0, KIND_LN_GAMMA);
+    snprintf(name, sizeof name, "%s.bias", prefix);
+    *b = add_tensor(m, name, h, 0, KIND_LN_BETA);
+}
+
+static void build_bert_table(cz_model *m) {
+    const cz_model_config *c = &m->cfg;
+    int h = c->hidden, in = c->intermediate;
+    char p[96];
+    m->heads_begin = m->n_params;
+    m->mlm_dense = add_lin(m, "cls.predictions.transform.dense", h, h, 0);
+    add_ln(m, "cls.predictions.transform.LayerNorm", &m->mlm_ln_g, &m->mlm_ln_b);
+    m->mlm_bias = add_tensor(m, "cls.predictions.bias", c->vocab_size, 0, KIND_BIAS);
+    m->pooler = add_lin(m, "bert.pooler.dense", h, h, 0);
+    m->nsp = add_lin(m, "cls.seq_relationship", h, 2, 0);
+    m->heads_end = m->n_params;
+    for (int l = c->layers - 1; l >= 0; l--) {
+        layer *ly = &m->layers[l];
+        ly->begin = m->n_params;
+        const char *qkv_names[3] = {"query", "key", "value"};
+        for (int k = 0; k < 3; k++) {
+            snprintf(p, sizeof p, "bert.encoder.layer.%d.attention.self.%s", l, qkv_names[k]);
+            ly->qkv[k] = add_lin(m, p, h, h, 0);
+        }
+        ly->n_qkv = 3;
+        snprintf(p, sizeof p, "bert.encoder.layer.%d.attention.output.dense", l);
+        ly->attn_out = add_lin(m, p, h, h, 0);
+        snprintf(p, sizeof p, "bert.encoder.layer.%d.attention.output.LayerNorm", l);
+        add_ln(m, p, &ly->ln1_g, &ly->ln1_b);
+        snprintf(p, sizeof p, "bert.encoder.layer.%d.intermediate.dense", l);
+        ly->ffn_in = add_lin(m, p, h, in, 0);
+        snprintf(p, sizeof p, "bert.encoder.layer.%d.output.dense", l);
+        ly->ffn_out = add_lin(m, p, in, h, 0);
+        snprintf(p, sizeof p, "bert.encoder.layer.%d.output.LayerNorm", l);
+        add_ln(m, p, &ly->ln2_g, &ly->ln2_b);
+        ly->end = m->n_params;
+    }
+    m->emb_begin = m->n_params;
+    m->wte = add_tensor(m, "bert.embeddings.word_embeddings.weight", c->vocab_size, h, KIND_WEIGHT);
+    m->wpe = add_tensor(m, "bert.embeddings.position_embeddings.weight", c->max_positions, h,
+                        KIND_WEIGHT);
+    m->wtt = add_tensor(m, "bert.embeddings.token_type_embeddings.weight", c->type_vocab_size, h,
+                        KIND_WEIGHT);
+    add_ln(m, "bert.embeddings.LayerNorm", &m->lne_g, &m->lne_b);
+    m->emb_end = m->n_params;
+}
+
+static void build_gpt_table(cz_model *m) {
+    const cz_model_config *c = &m->cfg;
+    int h = c->hidden, in = c->intermediate;
+    char p[96];
+    m->heads_begin = m->heads_end = m->n_params; /* LM head is the tied embedding */
+    for (int l = c->layers - 1; l >= 0; l--) {
+        layer *ly = &m->layers[l];
+        ly->begin = m->n_params;
+        snprintf(p, sizeof p, "transformer.h.%d.attn.c_attn", l);
+        ly->qkv[0] = add_lin(m, p, h, 3 * h, 1);
+        ly->n_qkv = 1;
+        snprintf(p, sizeof p, "transformer.h.%d.attn.c_proj", l);
+        ly->attn_out = add_lin(m, p, h, h, 1);
+        snprintf(p, sizeof p, "transformer.h.%d.ln_1", l);
+        add_ln(m, p, &ly->ln1_g, &ly->ln1_b);
+        snprintf(p, sizeof p, "transformer.h.%d.mlp.c_fc", l);
+        ly->ffn_in = add_lin(m, p, h, in, 1);
+        snprintf(p, sizeof p, "transformer.h.%d.mlp.c_proj", l);
+        ly->ffn_out = add_lin(m, p, in, h, 1);
+        snprintf(p, sizeof p, "transformer.h.%d.ln_2", l);
+        add_ln(m, p, &ly->ln2_g, &ly->ln2_b);
+        ly->end = m->n_params;
+    }
+    m->emb_begin = m->n_params;
+    m->wte = add_tensor(m, "transformer.tokens_embed.weight", c->vocab_size, h, KIND_WEIGHT);
+    m->wpe = add_tensor(m, "transformer.positions_embed.weight", c->max_positions, h, KIND_WEIGHT);
+    m->emb_end = m->n_params;
+}
+
+/* ---- creation: memory ---- */
+
+static void *take(cz_model *m, size_t bytes, cz_error *err) {
+    if (m->n_allocs == MAX_ALLOCS) {
+        cz_fail(err, "model: too many buffers");
+        return NULL;
+    }
+    void *p = cz_alloc(bytes ? bytes : 64, err);
+    if (p) m->allocs[m->n_allocs++] = p;
+    return p;
+}
+
+#define TAKE(ptr, count)                                                                           \
+    do {                                                                                           \
+        if (!((ptr) = take(m, (size_t)(count) * sizeof *(ptr), err))) goto fail;                   \
+    } while (0)
+
+static int check_config(const cz_model_config *c, int max_b, int max_t, int max_p, cz_error *err) {
+    if (c->arch != CZ_ARCH_BERT && c->arch != CZ_ARCH_GPT)
+        return cz_fail(err, "model: arch %d is neither BERT nor GPT", (int)c->arch);
+    if (c->vocab_size < 2 || c->hidden < 1 || c->layers < 1 || c->heads < 1 || c->intermediate < 1)
+        return cz_fail(err, "model: vocab_size, hidden, layers, heads, intermediate must be > 0");
+    if (c->hidden % c->heads)
+        return cz_fail(err, "model: hidden %d is not a multiple of heads %d", c->hidden, c->heads);
+    if (c->arch == CZ_ARCH_BERT && c->type_vocab_size < 1)
+        return cz_fail(err, "model: BERT needs type_vocab_size >= 1");
+    if (max_b < 1 || max_t < 1 || max_t > c->max_positions)
+        return cz_fail(err, "model: max_seq %d must be in [1, max_positions %d], batch %d >= 1",
+                       max_t, c->max_positions, max_b);
+    if (c->arch == CZ_ARCH_BERT && (max_p < 1 || max_p > max_t))
+        return cz_fail(err, "model: max_pred %d must be in [1, max_seq %d]", max_p, max_t);
+    if (c->hidden_dropout < 0 || c->hidden_dropout >= 1 || c->attn_dropout < 0 ||
+        c->attn_dropout >= 1)
+        return cz_fail(err, "model: dropout rates must be in [0, 1)");
+    return 0;
+}
+
+int cz_model_create(cz_model **out, const cz_model_config *cfg, int max_batch, int max_seq,
+                    int max_pred, const cz_gemm_ctx *gemm, cz_error *err) {
+    *out = NULL;
+    if (check_config(cfg, max_batch, max_seq, max_pred, err)) return -1;
+    cz_model *m = cz_alloc(sizeof *m, err);
+    if (!m) return -1;
+    m->cfg = *cfg;
+    m->max_b = max_batch;
+    m->max_t = max_seq;
+    m->max_p = cfg->arch == CZ_ARCH_BERT ? max_pred : 0;
+    m->gemm = gemm;
+    int bert = cfg->arch == CZ_ARCH_BERT;
+    int L = cfg->layers, H = cfg->hidden, I = cfg->intermediate, A = cfg->heads,
+        V = cfg->vocab_size, T = max_seq, B = max_batch, P = m->max_p;
+    size_t N = (size_t)B * T, BP = (size_t)B * P;
+
+    TAKE(m->tensors, MAX_TENSORS);
+    TAKE(m->tensor_kind, MAX_TENSORS);
+    TAKE(m->layers, L);
+    if (L * 16 + 16 > MAX_TENSORS) {
+        cz_fail(err, "model: %d layers exceed the tensor table", L);
+        goto fail;
+    }
+    if (bert)
+        build_bert_table(m);
+    else
+        build_gpt_table(m);
+    TAKE(m->params, m->n_params);
+    TAKE(m->grads, m->n_params);
+
+    TAKE(m->x, L + 1);
+    for (int l = 0; l <= L; l++) TAKE(m->x[l], N * H);
+    for (int l = 0; l < L; l++) {
+        layer *ly = &m->layers[l];
+        TAKE(ly->qkv_act, N * 3 * H);
+        TAKE(ly->probs, (size_t)B * A * T * T);
+        TAKE(ly->ctx, N * H);
+        TAKE(ly->r1, N * H);
+        TAKE(ly->h1, N * H);
+        TAKE(ly->r2, N * H);
+        TAKE(ly->u, N * I);
+        TAKE(ly->g, N * I);
+        TAKE(ly->mean1, N);
+        TAKE(ly->rstd1, N);
+        TAKE(ly->mean2, N);
+        TAKE(ly->rstd2, N);
+    }
+    TAKE(m->emb_sum, N * H);
+    TAKE(m->emb_ln, N * H);
+    TAKE(m->emb_mean, N);
+    TAKE(m->emb_rstd, N);
+    TAKE(m->key_bias, N);
+    TAKE(m->scratch_tt, (size_t)T * T);
+    TAKE(m->scratch_tt2, (size_t)T * T);
+    TAKE(m->tmp_h, N * H);
+    size_t rows = bert ? BP : N;
+    TAKE(m->logits, rows * V);
+    TAKE(m->row_loss, rows);
+    TAKE(m->row_label, rows);
+    TAKE(m->row_argmax, rows);
+    TAKE(m->row_scale, rows);
+    if (bert) {
+        TAKE(m->mlm_h, BP * H);
+        TAKE(m->mlm_u, BP * H);
+        TAKE(m->mlm_g, BP * H);
+        TAKE(m->mlm_z, BP * H);
+        TAKE(m->mlm_mean, BP);
+        TAKE(m->mlm_rstd, BP);
+        TAKE(m->dmlm, BP * H);
+        TAKE(m->dmlm2, BP * H);
+        TAKE(m->cls, (size_t)B * H);
+        TAKE(m->pooled, (size_t)B * H);
+        TAKE(m->dcls, (size_t)B * H);
+        TAKE(m->nsp_logits, (size_t)B * 2);
+        TAKE(m->nsp_loss, B);
+        TAKE(m->nsp_argmax, B);
+        TAKE(m->nsp_scale, B);
+    }
+    TAKE(m->dx, N * H);
+    TAKE(m->dy, N * H);
+    TAKE(m->dr, N * H);
+    TAKE(m->df, N * H);
+    TAKE(m->dh1, N * H);
+    TAKE(m->dctx, N * H);
+    TAKE(m->di, N * I);
+    TAKE(m->dqkv, N * 3 * H);
+    *out = m;
+    return 0;
+fail:
+    cz_model_free(m);
+    return -1;
+}
+
+void cz_model_free(cz_model *m) {
+    if (!m) return;
+    for (int i = m->n_allocs - 1; i >= 0; i--) cz_free(m->allocs[i]);
+    cz_free(m);
+}
+
+const cz_model_config *cz_model_get_config(const cz_model *m) {
+    return &m->cfg;
+}
+size_t cz_model_num_params(const cz_model *m) {
+    return m->n_params;
+}
+float *cz_model_params(cz_model *m) {
+    return m->params;
+}
+float *cz_model_grads(cz_model *m) {
+    return m->grads;
+}
+int cz_model_num_tensors(const cz_model *m) {
+    return m->n_tensors;
+}
+const cz_tensor_info *cz_model_tensor(const cz_model *m, int i) {
+    return i >= 0 && i < m->n_tensors ? &m->tensors[i] : NULL;
+}
+const cz_tensor_info *cz_model_find_tensor(const cz_model *m, const char *name) {
+    for (int i = 0; i < m->n_tensors; i++)
+        if (!strcmp(m->tensors[i].name, name)) return &m->tensors[i];
+    return NULL;
+}
+
+void cz_model_set_grad_hook(cz_model *m, cz_grad_ready_fn fn, void *ctx) {
+    m->hook = fn;
+    m->hook_ctx = ctx;
+}
+
+void cz_model_zero_grads(cz_model *m) {
+    memset(m->grads, 0, m->n_params * sizeof *m->grads);
+}
+
+/* Truncated normal: draw i of tensor k takes the first of the normals
+ * (seed, INIT, k) at 64*i, 64*i+1, ... that lies within 2 std (a pure
+ * function of (seed, k, i); P(64 rejections) ~ 0.0455^64). */
+void cz_model_init_weights(cz_model *m, uint64_t seed) {
+    float std = m->cfg.init_range;
+    for (int k = 0; k < m->n_tensors; k++) {
+        const cz_tensor_info *t = &m->tensors[k];
+        float *w = m->params + t->offset;
+        int kind = m->tensor_kind[k];
+        if (kind != KIND_WEIGHT) {
+            float v = kind == KIND_LN_GAMMA ? 1.0f : 0.0f;
+            for (size_t i = 0; i < t->numel; i++) w[i] = v;
+            continue;
+        }
+        cz_rng_stream s = cz_rng_stream_make(seed, CZ_RNG_INIT, (uint64_t)k, 0, 0);
+#pragma omp parallel for schedule(static)
+        for (size_t i = 0; i < t->numel; i++) {
+            double z = 0;
+            for (int a = 0; a < 64; a++) {
+                z = cz_rng_normal(&s, 64 * (uint64_t)i + (uint64_t)a);
+                if (fabs(z) <= 2.0) break;
+            }
+            if (fabs(z) > 2.0) z = 0;
+            w[i] = (float)(std * z);
+        }
+    }
+}
+
+/* ---- building blocks ---- */
+
+#define PARAM(off) (m->params + (off))
+#define GRAD(off) (m->grads + (off))
+
+/* y[:, 0:out] (row stride ldy) = x W^T + b, or x W + b for Conv1D */
+static void lin_forward(const cz_model *m, const lin *l, const float *x, int ldx, int n, float *y,
+                        int ldy) {
+    const float *w = m->params + l->w;
+    if (l->conv1d)
+        cz_gemm(m->gemm, 0, 0, n, l->out, l->in, 1.0f, x, ldx, w, l->out, 0.0f, y, ldy);
+    else
+        cz_gemm(m->gemm, 0, 1, n, l->out, l->in, 1.0f, x, ldx, w, l->in, 0.0f, y, ldy);
+    cz_add_bias(y, m->params + l->b, n, l->out, ldy);
+}
+
+/* dW += dy^T x (Linear) or x^T dy (Conv1D); db += column sums of dy;
+ * dx = dx_beta * dx + dy W (Linear) or dy W^T (Conv1D); dx may be NULL. */
+static void lin_backward(cz_model *m, const lin *l, const float *dy, int ldy, const float *x,
+                         int ldx, int n, float *dx, int lddx, float dx_beta) {
+    const float *w = m->params + l->w;
+    float *dw = m->grads + l->w;
+    if (l->conv1d) {
+        cz_gemm(m->gemm, 1, 0, l->in, l->out, n, 1.0f, x, ldx, dy, ldy, 1.0f, dw, l->out);
+        if (dx)
+            cz_gemm(m->gemm, 0, 1, n, l->in, l->out, 1.0f, dy, ldy, w, l->out, dx_beta, dx, lddx);
+    } else {
+        cz_gemm(m->gemm, 1, 0, l->out, l->in, n, 1.0f, dy, ldy, x, ldx, 1.0f, dw, l->in);
+        if (dx)
+            cz_gemm(m->gemm, 0, 0, n, l->in, l->out, 1.0f, dy, ldy, w, l->in, dx_beta, dx, lddx);
+    }
+    cz_bias_backward(m->grads + l->b, dy, n, l->out, ldy);
+}
+
+static cz_rng_stream dropout_stream(const cz_batch *b, int seq, int layer_idx, int site) {
+    uint64_t sid = b->sample_ids ? b->sample_ids[seq] : (uint64_t)seq;
+    return cz_rng_stream_make(b->seed, CZ_RNG_DROPOUT, b->step, sid,
+                              ((uint64_t)layer_idx << 8) | (uint64_t)site);
+}
+
+/* Dropout of a [B*T, cols] activation, one stream per sequence, element
+ * index within the sequence's [T, cols] block: the mask of a sequence does
+ * not depend on which other sequences share its batch. Backward applies the
+ * same call to the gradient. */
+static void dropout_rows(const cz_batch *b, float p, int layer_idx, int site, float *y,
+                         const float *x, int cols) {
+    size_t per = (size_t)b->seq * cols;
+    if (!b->train || p <= 0.0f) {
+        if (y != x) memcpy(y, x, (size_t)b->batch * per * sizeof *y);
+        return;
+    }
+    for (int s = 0; s < b->batch; s++) {
+        cz_rng_stream st = dropout_stream(b, s, layer_idx, site);
+        cz_dropout(y + s * per, x + s * per, per, p, &st, 0);
+    }
+}
+
+static void add_into(float *y, const float *a, const float *b, size_t n) {
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) y[i] = a[i] + b[i];
+}
+
+/* ---- attention ---- */
+
+static int attn_dropping(const cz_model *m, const cz_batch *b) {
+    return b->train && m->cfg.attn_dropout > 0.0f;
+}
+
+static void attention_forward(cz_model *m, layer *ly, int l, const cz_batch *b) {
+    int T = b->seq, H = m->cfg.hidden, A = m->cfg.heads, d = H / A;
+    float scale = 1.0f / sqrtf((float)d);
+    int causal = m->cfg.arch == CZ_ARCH_GPT;
+    for (int s = 0; s < b->batch; s++) {
+        cz_rng_stream st = dropout_stream(b, s, l, SITE_ATTN_PROBS);
+        const float *kb = b->attn_mask ? m->key_bias + (size_t)s * T : NULL;
+        for (int h = 0; h < A; h++) {
+            const float *q = ly->qkv_act + (size_t)s * T * 3 * H + h * d;
+            const float *k = q + H, *v = q + 2 * H;
+            float *p = ly->probs + ((size_t)s * A + h) * T * T;
+            cz_gemm(m->gemm, 0, 1, T, T, d, scale, q, 3 * H, k, 3 * H, 0.0f, p, T);
+            cz_attn_softmax(p, T, kb, causal);
+            const float *pd = p;
+            if (attn_dropping(m, b)) {
+                cz_dropout(m->scratch_tt, p, (size_t)T * T, m->cfg.attn_dropout, &st,
+                           (uint64_t)h * T * T);
+                pd = m->scratch_tt;
+            }
+            float *ctx = ly->ctx + (size_t)s * T * H + h * d;
+            cz_gemm(m->gemm, 0, 0, T, d, T, 1.0f, pd, T, v, 3 * H, 0.0f, ctx, H);
+        }
+    }
+}
+
+/* From dctx [N, H] to dqkv [N, 3H]. */
+static void attention_backward(cz_model *m, layer *ly, int l, const cz_batch *b) {
+    int T = b->seq, H = m->cfg.hidden, A = m->cfg.heads, d = H / A;
+    float scale = 1.0f / sqrtf((float)d);
+    for (int s = 0; s < b->batch; s++) {
+        cz_rng_stream st = dropout_stream(b, s, l, SITE_ATTN_PROBS);
+        for (int h = 0; h < A; h++) {
+            size_t row0 = (size_t)s * T;
+            const float *q = ly->qkv_act + row0 * 3 * H + h * d;
+            const float *k = q + H, *v = q + 2 * H;
+            float *dq = m->dqkv + row0 * 3 * H + h * d;
+            float *dk = dq + H, *dv = dq + 2 * H;
+            const float *dctx = m->dctx + row0 * H + h * d;
+            const float *p = ly->probs + ((size_t)s * A + h) * T * T;
+            const float *pd = p;
+            uint64_t first = (uint64_t)h * T * T;
+            if (attn_dropping(m, b)) {
+                cz_dropout(m->scratch_tt, p, (size_t)T * T, m->cfg.attn_dropout, &st, first);
+                pd = m->scratch_tt;
+            }
+            float *dp = m->scratch_tt2;
+            /* ctx = Pd V: dV = Pd^T dctx, dPd = dctx V^T */
+            cz_gemm(m->gemm, 1, 0, T, d, T, 1.0f, pd, T, dctx, H, 0.0f, dv, 3 * H);
+            cz_gemm(m->gemm, 0, 1, T, T, d, 1.0f, dctx, H, v, 3 * H, 0.0f, dp, T);
+            if (attn_dropping(m, b))
+                cz_dropout(dp, dp, (size_t)T * T, m->cfg.attn_dropout, &st, first);
+            cz_softmax_backward(dp, p, dp, T, T);
+            /* S = scale Q K^T: dQ = scale dS K, dK = scale dS^T Q */
+            cz_gemm(m->gemm, 0, 0, T, d, T, scale, dp, T, k, 3 * H, 0.0f, dq, 3 * H);
+            cz_gemm(m->gemm, 1, 0, T, d, T, scale, dp, T, q, 3 * H, 0.0f, dk, 3 * H);
+        }
+    }
+}
+
+/* ---- forward ---- */
+
+static void layer_forward(cz_model *m, int l, const cz_batch *b) {
+    layer *ly = &m->layers[l];
+    const cz_model_config *c = &m->cfg;
+    int n = b->batch * b->seq, H = c->hidden, I = c->intermediate;
+    const float *x = m->x[l];
+    for (int k = 0; k < ly->n_qkv; k++)
+        lin_forward(m, &ly->qkv[k], x, H, n, ly->qkv_act + k * H, 3 * H);
+    attention_forward(m, ly, l, b);
+    lin_forward(m, &ly->attn_out, ly->ctx, H, n, m->tmp_h, H);
+    dropout_rows(b, c->hidden_dropout, l, SITE_ATTN_OUT, m->tmp_h, m->tmp_h, H);
+    add_into(ly->r1, x, m->tmp_h, (size_t)n * H);
+    cz_layernorm_forward(ly->h1, ly->mean1, ly->rstd1, ly->r1, PARAM(ly->ln1_g), PARAM(ly->ln1_b),
+                         n, H, c->layer_norm_eps);
+    lin_forward(m, &ly->ffn_in, ly->h1, H, n, ly->u, I);
+    cz_gelu_forward(ly->g, ly->u, (size_t)n * I, c->gelu_tanh);
+    lin_forward(m, &ly->ffn_out, ly->g, I, n, m->tmp_h, H);
+    dropout_rows(b, c->hidden_dropout, l, SITE_FFN_OUT, m->tmp_h, m->tmp_h, H);
+    add_into(ly->r2, ly->h1, m->tmp_h, (size_t)n * H);
+    cz_layernorm_forward(m->x[l + 1], ly->mean2, ly->rstd2, ly->r2, PARAM(ly->ln2_g),
+                         PARAM(ly->ln2_b), n, H, c->layer_norm_eps);
+}
+
+static void embeddings_forward(cz_model *m, const cz_batch *b) {
+    const cz_model_config *c = &m->cfg;
+    int n = b->batch * b->seq, H = c->hidden;
+    int bert = c->arch == CZ_ARCH_BERT;
+    cz_embedding_forward(m->emb_sum, b->tokens, b->segments, PARAM(m->wte), PARAM(m->wpe),
+                         bert ? PARAM(m->wtt) : NULL, n, b->seq, H);
+    const float *pre = m->emb_sum;
+    if (bert) {
+        cz_layernorm_forward(m->emb_ln, m->emb_mean, m->emb_rstd, m->emb_sum, PARAM(m->lne_g),
+                             PARAM(m->lne_b), n, H, c->layer_norm_eps);
+        pre = m->emb_ln;
+    }
+    dropout_rows(b, c->hidden_dropout, 0, SITE_EMBED, m->x[0], pre, H);
+}
+
+/* MLM: transform (dense + GELU + LN) of the hidden states at the masked
+ * positions, decoder tied to the word embeddings plus an output bias;
+ * NSP: pooler (dense + tanh) of [CLS], then a 2-way classifier. */
+static void bert_heads_forward(cz_model *m, const cz_batch *b, cz_losses *out) {
+    const cz_model_config *c = &m->cfg;
+    int H = c->hidden, V = c->vocab_size, T = b->seq, P = b->max_pred, B = b->batch;
+    int rows = B * P;
+    const float *xf = m->x[c->layers];
+    for (int r = 0; r < rows; r++) {
+        int s = r / P;
+        memcpy(m->mlm_h + (size_t)r * H, xf + ((size_t)s * T + b->mlm_positions[r]) * H,
+               H * sizeof(float));
+        m->row_label[r] = b->mlm_weights[r] > 0.0f ? b->mlm_labels[r] : -1;
+    }
+    lin_forward(m, &m->mlm_dense, m->mlm_h, H, rows, m->mlm_u, H);
+    cz_gelu_forward(m->mlm_g, m->mlm_u, (size_t)rows * H, c->gelu_tanh);
+    cz_layernorm_forward(m->mlm_z, m->mlm_mean, m->mlm_rstd, m->mlm_g, PARAM(m->mlm_ln_g),
+                         PARAM(m->mlm_ln_b), rows, H, c->layer_norm_eps);
+    cz_gemm(m->gemm, 0, 1, rows, V, H, 1.0f, m->mlm_z, H, PARAM(m->wte), H, 0.0f, m->logits, V);
+    cz_add_bias(m->logits, PARAM(m->mlm_bias), rows, V, V);
+    cz_xent_forward(m->logits, m->row_loss, m->row_argmax, m->row_label, rows, V);
+    double wsum = 0, lsum = 0;
+    long correct = 0, count = 0;
+    for (int r = 0; r < rows; r++) {
+        if (m->row_label[r] < 0) continue;
+        double w = b->mlm_weights[r];
+        wsum += w;
+        lsum += w * m->row_loss[r];
+        count++;
+        correct += m->row_argmax[r] == m->row_label[r];
+    }
+    out->mlm_loss = wsum > 0 ? lsum / wsum : 0.0;
+    out->mlm_correct = correct;
+    out->mlm_count = count;
+    for (int r = 0; r < rows; r++)
+        m->row_scale[r] = wsum > 0 && m->row_label[r] >= 0 ? (float)(b->mlm_weights[r] / wsum) : 0;
+
+    for (int s = 0; s < B; s++)
+        memcpy(m->cls + (size_t)s * H, xf + (size_t)s * T * H, H * sizeof(float));
+    lin_forward(m, &m->pooler, m->cls, H, B, m->pooled, H);
+    for (size_t i = 0; i < (size_t)B * H; i++) m->pooled[i] = tanhf(m->pooled[i]);
+    lin_forward(m, &m->nsp, m->pooled, H, B, m->nsp_logits, 2);
+    cz_xent_forward(m->nsp_logits, m->nsp_loss, m->nsp_argmax, b->nsp_labels, B, 2);
+    double nsum = 0;
+    long ncorrect = 0;
+    for (int s = 0; s < B; s++) {
+        nsum += m->nsp_loss[s];
+        ncorrect += m->nsp_argmax[s] == b->nsp_labels[s];
+        m->nsp_scale[s] = 1.0f / (float)B;
+    }
+    out->nsp_loss = nsum / B;
+    out->nsp_correct = ncorrect;
+    out->nsp_count = B;
+    out->loss = out->mlm_loss + out->nsp_loss;
+}
+
+static void gpt_head_forward(cz_model *m, const cz_batch *b, cz_losses *out) {
+    const cz_model_config *c = &m->cfg;
+    int H = c->hidden, V = c->vocab_size, n = b->batch * b->seq;
+    cz_gemm(m->gemm, 0, 1, n, V, H, 1.0f, m->x[c->layers], H, PARAM(m->wte), H, 0.0f, m->logits, V);
+    cz_xent_forward(m->logits, m->row_loss, m->row_argmax, b->targets, n, V);
+    double lsum = 0;
+    long count = 0;
+    for (int i = 0; i < n; i++)
+        if (b->targets[i] >= 0) {
+            lsum += m->row_loss[i];
+            count++;
+        }
+    for (int i = 0; i < n; i++) m->row_scale[i] = count ? 1.0f / (float)count : 0.0f;
+    out->lm_loss = count ? lsum / count : 0.0;
+    out->lm_count = count;
+    out->loss = out->lm_loss;
+}
+
+static int check_batch(const cz_model *m, const cz_batch *b, cz_error *err) {
+    const cz_model_config *c = &m->cfg;
+    if (b->batch < 1 || b->batch > m->max_b || b->seq < 1 || b->seq > m->max_t)
+        return cz_fail(err, "model: batch %dx%d exceeds the planned %dx%d", b->batch, b->seq,
+                       m->max_b, m->max_t);
+    int n = b->batch * b->seq;
+    for (int i = 0; i < n; i++) {
+        if (b->tokens[i] < 0 || b->tokens[i] >= c->vocab_size)
+            return cz_fail(err, "model: token %d at %d outside vocab %d", b->tokens[i], i,
+                           c->vocab_size);
+        if (c->arch == CZ_ARCH_BERT && b->segments &&
+            (b->segments[i] < 0 || b->segments[i] >= c->type_vocab_size))
+            return cz_fail(err, "model: segment %d at %d outside [0,%d)", b->segments[i], i,
+                           c->type_vocab_size);
+        if (c->arch == CZ_ARCH_GPT && b->targets[i] >= c->vocab_size)
+            return cz_fail(err, "model: target %d at %d outside vocab", b->targets[i], i);
+    }
+    if (c->arch == CZ_ARCH_BERT) {
+        if (!b->segments || !b->mlm_positions || !b->mlm_labels || !b->mlm_weights ||
+            !b->nsp_labels)
+            return cz_fail(err, "model: BERT batch lacks segments, MLM or NSP arrays");
+        if (b->max_pred < 1 || b->max_pred > m->max_p)
+            return cz_fail(err, "model: max_pred %d exceeds the planned %d", b->max_pred, m->max_p);
+        for (int r = 0; r < b->batch * b->max_pred; r++) {
+            if (b->mlm_positions[r] < 0 || b->mlm_positions[r] >= b->seq ||
+                (b->mlm_weights[r] > 0 &&
+                 (b->mlm_labels[r] < 0 || b->mlm_labels[r] >= c->vocab_size)))
+                return cz_fail(err, "model: MLM slot %d: position %d / label %d out of range", r,
+                               b->mlm_positions[r], b->mlm_labels[r]);
+        }
+        for (int s = 0; s < b->batch; s++)
+            if (b->nsp_labels[s] < 0 || b->nsp_labels[s] > 1)
+                return cz_fail(err, "model: NSP label %d of sequence %d", b->nsp_labels[s], s);
+    } else if (!b->targets) {
+        return cz_fail(err, "model: GPT batch lacks targets");
+    }
+    return 0;
+}
+
+int cz_model_forward(cz_model *m, const cz_batch *b, cz_losses *out, cz_error *err) {
+    memset(out, 0, sizeof *out);
+    if (check_batch(m, b, err)) return -1;
+    int n = b->batch * b->seq;
+    if (b->attn_mask)
+        for (int i = 0; i < n; i++) m->key_bias[i] = b->attn_mask[i] ? 0.0f : PAD_KEY_BIAS;
+    embeddings_forward(m, b);
+    for (int l = 0; l < m->cfg.layers; l++) layer_forward(m, l, b);
+    if (m->cfg.arch == CZ_ARCH_BERT)
+        bert_heads_forward(m, b, out);
+    else
+        gpt_head_forward(m, b, out);
+    return 0;
+}
+
+/* ---- backward ---- */
+
+static void grad_ready(cz_model *m, size_t begin, size_t end) {
+    if (m->hook && end > begin) m->hook(m->hook_ctx, begin, end - begin);
+}
+
+/* Heads backward: leaves d(encoder output) in m->dy. */
+static void bert_heads_backward(cz_model *m, const cz_batch *b, float grad_scale) {
+    const cz_model_config *c = &m->cfg;
+    int H = c->hidden, V = c->vocab_size, T = b->seq, P = b->max_pred, B = b->batch;
+    int rows = B * P, n = B * T;
+    for (int r = 0; r < rows; r++) m->row_scale[r] *= grad_scale;
+    cz_xent_backward(m->logits, m->row_label, m->row_scale, rows, V); /* logits -> dlogits */
+    cz_bias_backward(GRAD(m->mlm_bias), m->logits, rows, V, V);
+    cz_gemm(m->gemm, 1, 0, V, H, rows, 1.0f, m->logits, V, m->mlm_z, H, 1.0f, GRAD(m->wte), H);
+    cz_gemm(m->gemm, 0, 0, rows, H, V, 1.0f, m->logits, V, PARAM(m->wte), H, 0.0f, m->dmlm, H);
+    cz_layernorm_backward(m->dmlm2, GRAD(m->mlm_ln_g), GRAD(m->mlm_ln_b), m->dmlm, m->mlm_g,
+                          m->mlm_mean, m->mlm_rstd, PARAM(m->mlm_ln_g), rows, H);
+    cz_gelu_backward(m->dmlm2, m->mlm_u, m->dmlm2, (size_t)rows * H, c->gelu_tanh);
+    lin_backward(m, &m->mlm_dense, m->dmlm2, H, m->mlm_h, H, rows, m->dmlm, H, 0.0f);
+    memset(m->dy, 0, (size_t)n * H * sizeof(float));
+    for (int r = 0; r < rows; r++) { /* sequential: a position may repeat */
+        int s = r / P;
+        float *d = m->dy + ((size_t)s * T + b->mlm_positions[r]) * H;
+        const float *g = m->dmlm + (size_t)r * H;
+        for (int j = 0; j < H; j++) d[j] += g[j];
+    }
+
+    for (int s = 0; s < B; s++) m->nsp_scale[s] *= grad_scale;
+    cz_xent_backward(m->nsp_logits, b->nsp_labels, m->nsp_scale, B, 2);
+    lin_backward(m, &m->nsp, m->nsp_logits, 2, m->pooled, H, B, m->dcls, H, 0.0f);
+    for (size_t i = 0; i < (size_t)B * H; i++) /* tanh' = 1 - tanh^2 */
+        m->dcls[i] *= 1.0f - m->pooled[i] * m->pooled[i];
+    lin_backward(m, &m->pooler, m->dcls, H, m->cls, H, B, m->pooled, H, 0.0f);
+    for (int s = 0; s < B; s++) {
+        float *d = m->dy + (size_t)s * T * H;
+        for (int j = 0; j < H; j++) d[j] += m->pooled[(size_t)s * H + j];
+    }
+}
+
+static void gpt_head_backward(cz_model *m, const cz_batch *b, float grad_scale) {
+    const cz_model_config *c = &m->cfg;
+    int H = c->hidden, V = c->vocab_size, n = b->batch * b->seq;
+    for (int i = 0; i < n; i++) m->row_scale[i] *= grad_scale;
+    cz_xent_backward(m->logits, b->targets, m->row_scale, n, V);
+    cz_gemm(m->gemm, 1, 0, V, H, n, 1.0f, m->logits, V, m->x[c->layers], H, 1.0f, GRAD(m->wte), H);
+    cz_gemm(m->gemm, 0, 0, n, H, V, 1.0f, m->logits, V, PARAM(m->wte), H, 0.0f, m->dy, H);
+}
+
+/* d(layer output) in m->dy -> d(layer input) in m->dx; then swaps them. */
+static void layer_backward(cz_model *m, int l, const cz_batch *b) {
+    layer *ly = &m->layers[l];
+    const cz_model_config *c = &m->cfg;
+    int n = b->batch * b->seq, H = c->hidden, I = c->intermediate;
+    size_t nh = (size_t)n * H;
+    cz_layernorm_backward(m->dr, GRAD(ly->ln2_g), GRAD(ly->ln2_b), m->dy, ly->r2, ly->mean2,
+                          ly->rstd2, PARAM(ly->ln2_g), n, H);
+    memcpy(m->dh1, m->dr, nh * sizeof(float)); /* residual */
+    dropout_rows(b, c->hidden_dropout, l, SITE_FFN_OUT, m->df, m->dr, H);
+    lin_backward(m, &ly->ffn_out, m->df, H, ly->g, I, n, m->di, I, 0.0f);
+    cz_gelu_backward(m->di, ly->u, m->di, (size_t)n * I, c->gelu_tanh);
+    lin_backward(m, &ly->ffn_in, m->di, I, ly->h1, H, n, m->dh1, H, 1.0f);
+    cz_layernorm_backward(m->dr, GRAD(ly->ln1_g), GRAD(ly->ln1_b), m->dh1, ly->r1, ly->mean1,
+                          ly->rstd1, PARAM(ly->ln1_g), n, H);
+    memcpy(m->dx, m->dr, nh * sizeof(float)); /* residual */
+    dropout_rows(b, c->hidden_dropout, l, SITE_ATTN_OUT, m->df, m->dr, H);
+    lin_backward(m, &ly->attn_out, m->df, H, ly->ctx, H, n, m->dctx, H, 0.0f);
+    attention_backward(m, ly, l, b);
+    for (int k = 0; k < ly->n_qkv; k++)
+        lin_backward(m, &ly->qkv[k], m->dqkv + k * H, 3 * H, m->x[l], H, n, m->dx, H, 1.0f);
+    float *t = m->dx;
+    m->dx = m->dy;
+    m->dy = t;
+}
+
+static void embeddings_backward(cz_model *m, const cz_batch *b) {
+    const cz_model_config *c = &m->cfg;
+    int n = b->batch * b->seq, H = c->hidden;
+    int bert = c->arch == CZ_ARCH_BERT;
+    dropout_rows(b, c->hidden_dropout, 0, SITE_EMBED, m->dx, m->dy, H);
+    float *d = m->dx;
+    if (bert) {
+        cz_layernorm_backward(m->dr, GRAD(m->lne_g), GRAD(m->lne_b), m->dx, m->emb_sum, m->emb_mean,
+                              m->emb_rstd, PARAM(m->lne_g), n, H);
+        d = m->dr;
+    }
+    cz_embedding_backward(GRAD(m->wte), GRAD(m->wpe), bert ? GRAD(m->wtt) : NULL, d, b->tokens,
+                          b->segments, n, b->seq, H);
+}
+
+void cz_model_backward(cz_model *m, const cz_batch *b, float grad_scale) {
+    if (m->cfg.arch == CZ_ARCH_BERT)
+        bert_heads_backward(m, b, grad_scale);
+    else
+        gpt_head_backward(m, b, grad_scale);
+    grad_ready(m, m->heads_begin, m->heads_end);
+    for (int l = m->cfg.layers - 1; l >= 0; l--) {
+        layer_backward(m, l, b);
+        grad_ready(m, m->layers[l].begin, m->layers[l].end);
+    }
+    embeddings_backward(m, b);
+    grad_ready(m, m->emb_begin, m->emb_end);
+}
+
+/* ---- FLOPs ---- */
+
+/* Matrix products of one forward pass over one sequence, 2 FLOPs per
+ * multiply-add: per layer T (8 H^2 + 4 H I) for the Q, K, V, output and FFN
+ * maps, plus 4 T^2 H for Q K^T and P V (full T x T, also when causal, since
+ * that is what the GEMMs compute); heads: BERT P (2 H^2 + 2 H V) for the MLM
+ * transform and decoder plus 2 H^2 + 4 H for pooler and NSP; GPT 2 T H V. */
+double cz_model_forward_flops(const cz_model_config *c, int seq, int max_pred) {
+    double H = c->hidden, I = c->intermediate, V = c->vocab_size, T = seq, P = max_pred;
+    double per_layer = T * (8.0 * H * H + 4.0 * H * I) + 4.0 * T * T * H;
+    double heads = c->arch == CZ_ARCH_BERT ? P * (2.0 * H * H + 2.0 * H * V) + 2.0 * H * H + 4.0 * H
+                                           : 2.0 * T * H * V;
+    return c->layers * per_layer + heads;
+}

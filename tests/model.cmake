@@ -1,0 +1,15 @@
+# model, kernels and safetensors tests (owner: model helper)
+cloze_add_unit_test(test_kernels TIMEOUT 120)
+cloze_add_unit_test(test_model_gradcheck TIMEOUT 120)
+cloze_add_unit_test(test_model_overfit TIMEOUT 120)
+cloze_add_unit_test(test_model_safetensors TIMEOUT 60)
+
+# The PyTorch comparison: model_dump writes weights, batch, loss and grads;
+# tests/reference/model_reference.py recomputes them in plain torch.
+add_executable(model_dump ${CLOZE_TEST_DIR}/model_dump.c)
+target_link_libraries(model_dump PRIVATE cloze)
+if(CLOZE_PYTHON)
+  cloze_add_script_test(model_reference
+    COMMAND ${CLOZE_PYTHON} ${CLOZE_TEST_DIR}/reference/model_reference.py $<TARGET_FILE:model_dump>
+    LABELS python TIMEOUT 300)
+endif()

@@ -1,0 +1,141 @@
+/* model_dump <bert|gpt> <dir>: the C side of the PyTorch comparison
+ * (tests/reference/model_reference.py). Builds a small model, writes
+ *   dir/config.json          Hugging Face config (cz_hf_config_write)
+ *   dir/weights.safetensors  the initial weights
+ *   dir/batch.txt            the batch, one "name v1 v2 ..." line per array
+ *   dir/grads.safetensors    d(loss)/d(params) at the initial weights
+ *   dir/result.txt           "loss/mlm/nsp/lm <value>" and "adamw <step> <loss>"
+ * then runs 10 AdamW steps on the same batch (dropout off), logging the loss
+ * before each step and after the last. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cloze/safetensors.h"
+#include "test_model_fixture.h"
+
+/* AdamW (Loshchilov & Hutter 2019) as torch.optim.AdamW: decoupled decay
+ * p *= 1 - lr*wd (weights only), then p -= lr * m_hat / (sqrt(v_hat) + eps). */
+typedef struct adamw {
+    double lr, b1, b2, eps, wd;
+    double *m, *v;
+    long t;
+} adamw;
+
+static void adamw_step(adamw *o, cz_model *model) {
+    o->t++;
+    double c1 = 1 - pow(o->b1, (double)o->t), c2 = 1 - pow(o->b2, (double)o->t);
+    float *p = cz_model_params(model), *g = cz_model_grads(model);
+    for (int k = 0; k < cz_model_num_tensors(model); k++) {
+        const cz_tensor_info *t = cz_model_tensor(model, k);
+        double wd = t->no_decay ? 0.0 : o->wd;
+        for (size_t i = t->offset; i < t->offset + t->numel; i++) {
+            o->m[i] = o->b1 * o->m[i] + (1 - o->b1) * g[i];
+            o->v[i] = o->b2 * o->v[i] + (1 - o->b2) * (double)g[i] * g[i];
+            double w = p[i] * (1 - o->lr * wd);
+            w -= o->lr * (o->m[i] / c1) / (sqrt(o->v[i] / c2) + o->eps);
+            p[i] = (float)w;
+        }
+    }
+}
+
+static void put_ints(FILE *f, const char *name, const int32_t *v, int n) {
+    fprintf(f, "%s", name);
+    for (int i = 0; i < n; i++) fprintf(f, " %d", v[i]);
+    fprintf(f, "\n");
+}
+
+static void die(const char *what, const cz_error *err) {
+    fprintf(stderr, "model_dump: %s: %s\n", what, err->msg);
+    exit(1);
+}
+
+int main(int argc, char **argv) {
+    if (argc != 3 || (strcmp(argv[1], "bert") && strcmp(argv[1], "gpt"))) {
+        fprintf(stderr, "usage: model_dump <bert|gpt> <dir>\n");
+        return 2;
+    }
+    int bert = !strcmp(argv[1], "bert");
+    const char *dir = argv[2];
+    const int B = 3, T = 32, P = 5;
+    cz_model_config c = bert ? tiny_config(CZ_ARCH_BERT, 30522, 128, 2, 2, 64)
+                             : tiny_config(CZ_ARCH_GPT, 5000, 128, 4, 4, 64);
+    cz_error err;
+    cz_gemm_ctx *gemm = cz_gemm_setup(CZ_GEMM_AUTO, 1, &err);
+    if (!gemm) die("gemm", &err);
+    cz_model *m;
+    if (cz_model_create(&m, &c, B, T, P, gemm, &err)) die("create", &err);
+    cz_model_init_weights(m, 2024);
+    /* LayerNorm and bias parameters away from 1 / 0, so that their paths count */
+    for (int k = 0; k < cz_model_num_tensors(m); k++) {
+        const cz_tensor_info *t = cz_model_tensor(m, k);
+        if (!t->no_decay) continue;
+        cz_rng_stream r = cz_rng_stream_make(6, CZ_RNG_TEST, (uint64_t)k, 2, 0);
+        for (size_t i = 0; i < t->numel; i++)
+            cz_model_params(m)[t->offset + i] += 0.05f * (float)cz_rng_normal(&r, i);
+    }
+    static test_batch tb;
+    make_batch(&tb, &c, B, T, P, 5, NULL, 77);
+
+    char path[1024];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    if (cz_hf_config_write(path, &c, &err)) die("config", &err);
+    snprintf(path, sizeof path, "%s/weights.safetensors", dir);
+    if (cz_model_save_safetensors(m, path, &err)) die("weights", &err);
+    snprintf(path, sizeof path, "%s/batch.txt", dir);
+    FILE *f = fopen(path, "w");
+    if (!f) return 1;
+    fprintf(f, "shape %d %d %d\n", B, T, P);
+    put_ints(f, "tokens", tb.tokens, B * T);
+    int32_t mask[4096];
+    for (int i = 0; i < B * T; i++) mask[i] = tb.mask[i];
+    put_ints(f, "attn_mask", mask, B * T);
+    if (bert) {
+        put_ints(f, "segments", tb.segments, B * T);
+        put_ints(f, "mlm_positions", tb.mlm_pos, B * P);
+        put_ints(f, "mlm_labels", tb.mlm_lab, B * P);
+        int32_t w[1024];
+        for (int i = 0; i < B * P; i++) w[i] = (int32_t)tb.mlm_w[i];
+        put_ints(f, "mlm_weights", w, B * P);
+        put_ints(f, "nsp_labels", tb.nsp, B);
+    } else {
+        put_ints(f, "targets", tb.targets, B * T);
+    }
+    fclose(f);
+
+    cz_losses l;
+    cz_model_zero_grads(m);
+    if (cz_model_forward(m, &tb.b, &l, &err)) die("forward", &err);
+    cz_model_backward(m, &tb.b, 1.0f);
+    /* the gradient buffer has the parameter layout: same tensor table */
+    cz_tensor_info *tl = malloc((size_t)cz_model_num_tensors(m) * sizeof *tl);
+    for (int k = 0; k < cz_model_num_tensors(m); k++) tl[k] = *cz_model_tensor(m, k);
+    snprintf(path, sizeof path, "%s/grads.safetensors", dir);
+    if (cz_safetensors_write(path, tl, cz_model_num_tensors(m), cz_model_grads(m), NULL, 0, &err))
+        die("grads", &err);
+    free(tl);
+
+    snprintf(path, sizeof path, "%s/result.txt", dir);
+    f = fopen(path, "w");
+    if (!f) return 1;
+    fprintf(f, "loss %.10g\nmlm %.10g\nnsp %.10g\nlm %.10g\n", l.loss, l.mlm_loss, l.nsp_loss,
+            l.lm_loss);
+    size_t np = cz_model_num_params(m);
+    adamw o = {1e-3, 0.9, 0.999, 1e-6, 0.01, calloc(np, sizeof(double)), calloc(np, sizeof(double)),
+               0};
+    for (int step = 0; step <= 10; step++) {
+        cz_model_zero_grads(m);
+        if (cz_model_forward(m, &tb.b, &l, &err)) die("forward", &err);
+        fprintf(f, "adamw %d %.10g\n", step, l.loss);
+        if (step == 10) break;
+        cz_model_backward(m, &tb.b, 1.0f);
+        adamw_step(&o, m);
+    }
+    fclose(f);
+    free(o.m);
+    free(o.v);
+    cz_model_free(m);
+    cz_gemm_free(gemm);
+    return 0;
+}

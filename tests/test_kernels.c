@@ -1,0 +1,380 @@
+/* Kernels: each fast path against its scalar reference, and each backward
+ * against central finite differences of its forward.
+ *
+ * Finite differences run on the float kernels with an objective
+ * f = sum_i w_i out_i (w random) accumulated in double. Inputs are O(1) and
+ * h = 1e-2: rounding of the float outputs puts ~1e-6 noise on f, i.e. ~5e-5
+ * on (f(x+h) - f(x-h)) / 2h, and the truncation error is O(h^2 f''') ~ 1e-4,
+ * hence the tolerance 1e-3 + 1e-2 |analytic|. A wrong formula (a missing
+ * term, a wrong sign or factor) is off by O(|analytic|). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cloze/kernels.h"
+#include "cloze/rng.h"
+
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);               \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
+
+static void fill_normal(float *x, size_t n, uint64_t key, float scale) {
+    cz_rng_stream s = cz_rng_stream_make(7, CZ_RNG_TEST, key, 0, 0);
+    for (size_t i = 0; i < n; i++) x[i] = scale * (float)cz_rng_normal(&s, i);
+}
+
+static double max_rel_diff(const float *a, const float *b, size_t n) {
+    double d = 0, mx = 1e-30;
+    for (size_t i = 0; i < n; i++) {
+        if (fabs((double)a[i] - b[i]) > d) d = fabs((double)a[i] - b[i]);
+        if (fabs(b[i]) > mx) mx = fabs(b[i]);
+    }
+    return d / mx;
+}
+
+/* the objective and its finite difference in one input element */
+typedef double (*objective_fn)(void *ctx);
+
+static void fd_check(const char *what, objective_fn f, void *ctx, float *x, size_t n,
+                     const float *analytic) {
+    const float h = 1e-2f;
+    double worst = 0;
+    for (size_t i = 0; i < n; i++) {
+        float keep = x[i];
+        x[i] = keep + h;
+        double fp = f(ctx);
+        x[i] = keep - h;
+        double fm = f(ctx);
+        x[i] = keep;
+        double num = (fp - fm) / (2.0 * h);
+        double tol = 1e-3 + 1e-2 * fabs(analytic[i]);
+        double e = fabs(num - analytic[i]) / tol;
+        if (e > worst) worst = e;
+        if (e > 1)
+            fprintf(stderr, "%s[%zu]: numeric %.6g analytic %.6g\n", what, i, num, analytic[i]);
+        CHECK(e <= 1);
+    }
+    printf("%-28s fd ok (%zu elements, worst error/tolerance %.3f)\n", what, n, worst);
+}
+
+static double weighted(const float *out, const float *w, size_t n) {
+    double s = 0;
+    for (size_t i = 0; i < n; i++) s += (double)w[i] * out[i];
+    return s;
+}
+
+/* ---- LayerNorm ---- */
+
+enum { LN_N = 4, LN_C = 12 };
+typedef struct ln_ctx {
+    float x[LN_N * LN_C], g[LN_C], b[LN_C], w[LN_N * LN_C];
+    float y[LN_N * LN_C], mean[LN_N], rstd[LN_N];
+} ln_ctx;
+
+static double ln_obj(void *p) {
+    ln_ctx *c = p;
+    cz_layernorm_forward_ref(c->y, c->mean, c->rstd, c->x, c->g, c->b, LN_N, LN_C, 1e-5f);
+    return weighted(c->y, c->w, LN_N * LN_C);
+}
+
+static void test_layernorm(void) {
+    static ln_ctx c;
+    fill_normal(c.x, LN_N * LN_C, 1, 2.0f);
+    for (int i = 0; i < LN_C; i++) c.x[i] += 3.0f; /* a row with a large mean */
+    fill_normal(c.g, LN_C, 2, 1.0f);
+    fill_normal(c.b, LN_C, 3, 1.0f);
+    fill_normal(c.w, LN_N * LN_C, 4, 1.0f);
+    float dx[LN_N * LN_C], dg[LN_C] = {0}, db[LN_C] = {0};
+    ln_obj(&c);
+    cz_layernorm_backward_ref(dx, dg, db, c.w, c.x, c.mean, c.rstd, c.g, LN_N, LN_C);
+    fd_check("layernorm dx", ln_obj, &c, c.x, LN_N * LN_C, dx);
+    fd_check("layernorm dgamma", ln_obj, &c, c.g, LN_C, dg);
+    fd_check("layernorm dbeta", ln_obj, &c, c.b, LN_C, db);
+
+    /* fast vs reference on a larger shape */
+    enum { N = 67, C = 96 };
+    static float x[N * C], g[C], b[C], y1[N * C], y2[N * C], m1[N], m2[N], r1[N], r2[N];
+    static float dy[N * C], dx1[N * C], dx2[N * C], dg1[C], dg2[C], db1[C], db2[C];
+    fill_normal(x, N * C, 5, 1.5f);
+    fill_normal(g, C, 6, 1.0f);
+    fill_normal(b, C, 7, 1.0f);
+    fill_normal(dy, N * C, 8, 1.0f);
+    cz_layernorm_forward_ref(y1, m1, r1, x, g, b, N, C, 1e-12f);
+    cz_layernorm_forward(y2, m2, r2, x, g, b, N, C, 1e-12f);
+    CHECK(max_rel_diff(y2, y1, N * C) < 1e-6 && max_rel_diff(r2, r1, N) < 1e-6);
+    cz_layernorm_backward_ref(dx1, dg1, db1, dy, x, m1, r1, g, N, C);
+    cz_layernorm_backward(dx2, dg2, db2, dy, x, m1, r1, g, N, C);
+    CHECK(max_rel_diff(dx2, dx1, N * C) < 1e-6 && max_rel_diff(dg2, dg1, C) < 1e-6 &&
+          max_rel_diff(db2, db1, C) < 1e-6);
+    printf("%-28s fast == ref\n", "layernorm");
+}
+
+/* ---- GELU ---- */
+
+enum { GE_N = 64 };
+typedef struct gelu_ctx {
+    float x[GE_N], y[GE_N], w[GE_N];
+    int tanh_form;
+} gelu_ctx;
+
+static double gelu_obj(void *p) {
+    gelu_ctx *c = p;
+    cz_gelu_forward_ref(c->y, c->x, GE_N, c->tanh_form);
+    return weighted(c->y, c->w, GE_N);
+}
+
+static void test_gelu(void) {
+    for (int form = 0; form < 2; form++) {
+        static gelu_ctx c;
+        c.tanh_form = form;
+        fill_normal(c.x, GE_N, 10, 2.0f);
+        fill_normal(c.w, GE_N, 11, 1.0f);
+        float dx[GE_N];
+        cz_gelu_backward_ref(dx, c.x, c.w, GE_N, form);
+        fd_check(form ? "gelu (tanh) dx" : "gelu (erf) dx", gelu_obj, &c, c.x, GE_N, dx);
+        /* known values: gelu(1) = Phi(1) = 0.8413447; tanh form 0.8411920 */
+        float one = 1.0f, y;
+        cz_gelu_forward_ref(&y, &one, 1, form);
+        CHECK(fabs(y - (form ? 0.8411920f : 0.8413447f)) < 1e-6);
+        enum { N = 10007 };
+        static float x[N], y1[N], y2[N], dy[N], d1[N], d2[N];
+        fill_normal(x, N, 12, 3.0f);
+        fill_normal(dy, N, 13, 1.0f);
+        cz_gelu_forward_ref(y1, x, N, form);
+        cz_gelu_forward(y2, x, N, form);
+        cz_gelu_backward_ref(d1, x, dy, N, form);
+        cz_gelu_backward(d2, x, dy, N, form);
+        CHECK(max_rel_diff(y2, y1, N) < 1e-6 && max_rel_diff(d2, d1, N) < 1e-6);
+    }
+    printf("%-28s fast == ref\n", "gelu");
+}
+
+/* ---- attention softmax with padding and causal masks ---- */
+
+enum { SM_T = 6 };
+typedef struct sm_ctx {
+    float s[SM_T * SM_T], p[SM_T * SM_T], w[SM_T * SM_T], key_bias[SM_T];
+    int causal, use_bias;
+} sm_ctx;
+
+static double sm_obj(void *p) {
+    sm_ctx *c = p;
+    memcpy(c->p, c->s, sizeof c->s);
+    cz_attn_softmax_ref(c->p, SM_T, c->use_bias ? c->key_bias : NULL, c->causal);
+    return weighted(c->p, c->w, SM_T * SM_T);
+}
+
+static void test_softmax(void) {
+    for (int mode = 0; mode < 3; mode++) {
+        static sm_ctx c;
+        c.causal = mode == 2;
+        c.use_bias = mode == 1;
+        fill_normal(c.s, SM_T * SM_T, 20, 2.0f);
+        fill_normal(c.w, SM_T * SM_T, 21, 1.0f);
+        for (int j = 0; j < SM_T; j++) c.key_bias[j] = j >= SM_T - 2 ? -10000.0f : 0.0f;
+        sm_obj(&c);
+        /* masks: padded keys and future keys get probability 0, rows sum to 1 */
+        for (int i = 0; i < SM_T; i++) {
+            double sum = 0;
+            for (int j = 0; j < SM_T; j++) {
+                float pij = c.p[i * SM_T + j];
+                sum += pij;
+                if ((c.use_bias && j >= SM_T - 2) || (c.causal && j > i)) CHECK(pij == 0.0f);
+            }
+            CHECK(fabs(sum - 1) < 1e-6);
+        }
+        float ds[SM_T * SM_T];
+        cz_softmax_backward_ref(ds, c.p, c.w, SM_T, SM_T);
+        const char *names[3] = {"softmax dscores", "softmax dscores (padding)",
+                                "softmax dscores (causal)"};
+        fd_check(names[mode], sm_obj, &c, c.s, SM_T * SM_T, ds);
+
+        enum { T = 53 };
+        static float s1[T * T], s2[T * T], kb[T], dp[T * T], d1[T * T], d2[T * T];
+        fill_normal(s1, T * T, 22, 3.0f);
+        memcpy(s2, s1, sizeof s1);
+        for (int j = 0; j < T; j++) kb[j] = j % 7 == 3 ? -10000.0f : 0.0f;
+        cz_attn_softmax_ref(s1, T, c.use_bias ? kb : NULL, c.causal);
+        cz_attn_softmax(s2, T, c.use_bias ? kb : NULL, c.causal);
+        CHECK(max_rel_diff(s2, s1, T * T) < 1e-6);
+        fill_normal(dp, T * T, 23, 1.0f);
+        cz_softmax_backward_ref(d1, s1, dp, T, T);
+        cz_softmax_backward(d2, s1, dp, T, T);
+        CHECK(max_rel_diff(d2, d1, T * T) < 1e-6);
+    }
+    printf("%-28s fast == ref\n", "softmax");
+}
+
+/* ---- dropout ---- */
+
+static void test_dropout(void) {
+    enum { N = 1 << 20 };
+    static float x[N], y1[N], y2[N], y3[N];
+    for (size_t i = 0; i < N; i++) x[i] = 1.0f + (float)(i % 13);
+    const float p = 0.1f;
+    cz_rng_stream s = cz_rng_stream_make(1, CZ_RNG_DROPOUT, 3, 17, 2 << 8 | 1);
+    cz_dropout_ref(y1, x, N, p, &s, 0);
+    cz_dropout(y2, x, N, p, &s, 0);
+    CHECK(memcmp(y1, y2, sizeof y1) == 0); /* the same mask, bit for bit */
+    /* rate: dropped fraction within 5 sigma of p; kept values scaled by 1/(1-p) */
+    size_t dropped = 0;
+    for (size_t i = 0; i < N; i++) {
+        if (y1[i] == 0.0f)
+            dropped++;
+        else
+            CHECK(fabsf(y1[i] - x[i] / (1.0f - p)) <= 1e-6f * y1[i]);
+    }
+    double rate = (double)dropped / N, sigma = sqrt(p * (1 - p) / N);
+    printf("%-28s rate %.5f (p %.2f, sigma %.5f)\n", "dropout", rate, p, sigma);
+    CHECK(fabs(rate - p) < 5 * sigma);
+    /* a sub-range with an unaligned first index gets the same mask elements */
+    const size_t k = 4093;
+    cz_dropout(y3, x + k, N - k, p, &s, k);
+    CHECK(memcmp(y3, y1 + k, (N - k) * sizeof *y3) == 0);
+    /* another stream (other sample) gives another mask; in place works */
+    cz_rng_stream s2 = cz_rng_stream_make(1, CZ_RNG_DROPOUT, 3, 18, 2 << 8 | 1);
+    memcpy(y3, x, sizeof x);
+    cz_dropout(y3, y3, N, p, &s2, 0);
+    size_t same = 0;
+    for (size_t i = 0; i < N; i++) same += (y3[i] == 0.0f) == (y1[i] == 0.0f);
+    CHECK(same < N - N / 20);
+    /* p = 0 is the identity */
+    cz_dropout(y3, x, N, 0.0f, &s, 0);
+    CHECK(memcmp(y3, x, sizeof x) == 0);
+}
+
+/* ---- embeddings ---- */
+
+enum { EM_V = 7, EM_T = 4, EM_S = 2, EM_C = 5, EM_N = 8 };
+typedef struct emb_ctx {
+    float tok[EM_V * EM_C], pos[EM_T * EM_C], seg[EM_S * EM_C], out[EM_N * EM_C], w[EM_N * EM_C];
+    int32_t ids[EM_N], segs[EM_N];
+} emb_ctx;
+
+static double emb_obj(void *p) {
+    emb_ctx *c = p;
+    cz_embedding_forward(c->out, c->ids, c->segs, c->tok, c->pos, c->seg, EM_N, EM_T, EM_C);
+    return weighted(c->out, c->w, EM_N * EM_C);
+}
+
+static void test_embedding(void) {
+    static emb_ctx c;
+    fill_normal(c.tok, sizeof c.tok / 4, 30, 1.0f);
+    fill_normal(c.pos, sizeof c.pos / 4, 31, 1.0f);
+    fill_normal(c.seg, sizeof c.seg / 4, 32, 1.0f);
+    fill_normal(c.w, sizeof c.w / 4, 33, 1.0f);
+    const int32_t ids[EM_N] = {3, 1, 3, 6, 0, 3, 2, 1}; /* repeated ids accumulate */
+    for (int i = 0; i < EM_N; i++) {
+        c.ids[i] = ids[i];
+        c.segs[i] = (i % EM_T) >= 2;
+    }
+    float dtok[EM_V * EM_C] = {0}, dpos[EM_T * EM_C] = {0}, dseg[EM_S * EM_C] = {0};
+    cz_embedding_backward_ref(dtok, dpos, dseg, c.w, c.ids, c.segs, EM_N, EM_T, EM_C);
+    fd_check("embedding dtok", emb_obj, &c, c.tok, EM_V * EM_C, dtok);
+    fd_check("embedding dpos", emb_obj, &c, c.pos, EM_T * EM_C, dpos);
+    fd_check("embedding dseg", emb_obj, &c, c.seg, EM_S * EM_C, dseg);
+    float dtok2[EM_V * EM_C] = {0}, dpos2[EM_T * EM_C] = {0}, dseg2[EM_S * EM_C] = {0};
+    cz_embedding_backward(dtok2, dpos2, dseg2, c.w, c.ids, c.segs, EM_N, EM_T, EM_C);
+    CHECK(memcmp(dtok, dtok2, sizeof dtok) == 0 && memcmp(dpos, dpos2, sizeof dpos) == 0 &&
+          memcmp(dseg, dseg2, sizeof dseg) == 0);
+    printf("%-28s fast == ref\n", "embedding backward");
+}
+
+/* ---- cross-entropy ---- */
+
+enum { CE_N = 5, CE_V = 9 };
+typedef struct ce_ctx {
+    float z[CE_N * CE_V], p[CE_N * CE_V], scale[CE_N];
+    double loss[CE_N];
+    int32_t labels[CE_N], am[CE_N];
+} ce_ctx;
+
+static double ce_obj(void *p) {
+    ce_ctx *c = p;
+    memcpy(c->p, c->z, sizeof c->z);
+    cz_xent_forward_ref(c->p, c->loss, c->am, c->labels, CE_N, CE_V);
+    double s = 0;
+    for (int i = 0; i < CE_N; i++) s += c->scale[i] * c->loss[i];
+    return s;
+}
+
+static void test_xent(void) {
+    static ce_ctx c;
+    fill_normal(c.z, CE_N * CE_V, 40, 2.0f);
+    const int32_t labels[CE_N] = {0, 8, -1, 4, 4};
+    const float scale[CE_N] = {0.5f, 1.0f, 1.0f, 0.0f, 2.0f};
+    memcpy(c.labels, labels, sizeof labels);
+    memcpy(c.scale, scale, sizeof scale);
+    ce_obj(&c);
+    /* loss = logsumexp(z) - z[label], computed independently here in double */
+    for (int i = 0; i < CE_N; i++) {
+        if (labels[i] < 0) {
+            CHECK(c.loss[i] == 0);
+            continue;
+        }
+        double mx = -1e30, s = 0;
+        int am = 0;
+        for (int j = 0; j < CE_V; j++)
+            if (c.z[i * CE_V + j] > mx) mx = c.z[i * CE_V + j], am = j;
+        for (int j = 0; j < CE_V; j++) s += exp(c.z[i * CE_V + j] - mx);
+        CHECK(fabs(c.loss[i] - (mx + log(s) - c.z[i * CE_V + labels[i]])) < 1e-6);
+        CHECK(c.am[i] == am);
+    }
+    float d[CE_N * CE_V];
+    memcpy(d, c.p, sizeof d);
+    cz_xent_backward_ref(d, c.labels, c.scale, CE_N, CE_V);
+    fd_check("cross-entropy dlogits", ce_obj, &c, c.z, CE_N * CE_V, d);
+
+    enum { N = 37, V = 1001 };
+    static float z1[N * V], z2[N * V], sc[N];
+    static double l1[N], l2[N];
+    static int32_t lab[N], a1[N], a2[N];
+    fill_normal(z1, N * V, 41, 3.0f);
+    memcpy(z2, z1, sizeof z1);
+    for (int i = 0; i < N; i++) lab[i] = i % 5 == 2 ? -1 : (i * 37) % V, sc[i] = 0.1f * i;
+    cz_xent_forward_ref(z1, l1, a1, lab, N, V);
+    cz_xent_forward(z2, l2, a2, lab, N, V);
+    CHECK(max_rel_diff(z2, z1, N * V) < 1e-6 && memcmp(a1, a2, sizeof a1) == 0);
+    for (int i = 0; i < N; i++) CHECK(fabs(l1[i] - l2[i]) <= 1e-9 * (1 + l1[i]));
+    cz_xent_backward_ref(z1, lab, sc, N, V);
+    cz_xent_backward(z2, lab, sc, N, V);
+    CHECK(max_rel_diff(z2, z1, N * V) < 1e-6);
+    printf("%-28s fast == ref\n", "cross-entropy");
+}
+
+/* ---- bias ---- */
+
+static void test_bias(void) {
+    enum { N = 300, C = 17, LD = 40 };
+    static float dy[N * LD], db1[C], db2[C];
+    fill_normal(dy, N * LD, 50, 1.0f);
+    cz_bias_backward_ref(db1, dy, N, C, LD);
+    cz_bias_backward(db2, dy, N, C, LD);
+    CHECK(memcmp(db1, db2, sizeof db1) == 0);
+    for (int j = 0; j < C; j++) {
+        double s = 0;
+        for (int i = 0; i < N; i++) s += dy[i * LD + j];
+        CHECK(fabs(db1[j] - s) < 1e-5);
+    }
+    static float y[N * LD];
+    cz_add_bias(y, db1, N, C, LD);
+    CHECK(y[5 * LD + 3] == db1[3] && y[5 * LD + C] == 0.0f); /* columns past c untouched */
+    printf("%-28s ok\n", "bias");
+}
+
+int main(void) {
+    test_layernorm();
+    test_gelu();
+    test_softmax();
+    test_dropout();
+    test_embedding();
+    test_xent();
+    test_bias();
+    printf("ok\n");
+    return 0;
+}

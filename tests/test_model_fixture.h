@@ -1,0 +1,104 @@
+/* Shared by the model tests: tiny configurations and synthetic batches. */
+#ifndef CLOZE_TEST_MODEL_FIXTURE_H
+#define CLOZE_TEST_MODEL_FIXTURE_H
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cloze/model.h"
+#include "cloze/rng.h"
+
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);               \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
+
+static inline cz_model_config tiny_config(cz_arch arch, int vocab, int hidden, int layers,
+                                          int heads, int positions) {
+    cz_model_config c;
+    memset(&c, 0, sizeof c);
+    c.arch = arch;
+    c.vocab_size = vocab;
+    c.hidden = hidden;
+    c.layers = layers;
+    c.heads = heads;
+    c.intermediate = 4 * hidden;
+    c.max_positions = positions;
+    c.type_vocab_size = arch == CZ_ARCH_BERT ? 2 : 0;
+    c.layer_norm_eps = arch == CZ_ARCH_BERT ? 1e-12f : 1e-5f;
+    c.gelu_tanh = arch == CZ_ARCH_GPT;
+    c.hidden_dropout = 0.1f;
+    c.attn_dropout = 0.1f;
+    c.init_range = 0.02f;
+    return c;
+}
+
+/* Storage of one synthetic batch. */
+typedef struct test_batch {
+    int32_t tokens[4096], segments[4096], targets[4096];
+    uint8_t mask[4096];
+    int32_t mlm_pos[1024], mlm_lab[1024], nsp[64];
+    float mlm_w[1024];
+    uint64_t ids[64];
+    cz_batch b;
+} test_batch;
+
+/* B sequences of T tokens; sequence s has its last `pad` tokens padded when
+ * s is odd; BERT: P slots per sequence, the last one unused (weight 0), so
+ * every sequence has P-1 real slots. GPT: next-token targets, -1 at the end
+ * and on padding. Contents are a function of (seed, sample id) only, so a
+ * sequence is the same whichever batch it sits in. */
+static inline void make_batch(test_batch *tb, const cz_model_config *c, int B, int T, int P,
+                              int pad, const uint64_t *sample_ids, uint64_t seed) {
+    memset(tb, 0, sizeof *tb);
+    for (int s = 0; s < B; s++) {
+        uint64_t id = sample_ids ? sample_ids[s] : (uint64_t)s;
+        tb->ids[s] = id;
+        cz_rng_stream r = cz_rng_stream_make(seed, CZ_RNG_TEST, id, 0, 0);
+        int len = (id % 2) ? T - pad : T;
+        for (int t = 0; t < T; t++) {
+            int i = s * T + t;
+            tb->tokens[i] = (int32_t)cz_rng_below(&r, 2 * (uint64_t)t, (uint64_t)c->vocab_size);
+            tb->segments[i] = t >= T / 2;
+            tb->mask[i] = t < len;
+        }
+        for (int t = 0; t < T; t++) {
+            int i = s * T + t;
+            tb->targets[i] = (t + 1 < len) ? tb->tokens[i + 1] : -1;
+        }
+        for (int p = 0; p < P; p++) {
+            int k = s * P + p;
+            tb->mlm_pos[k] = 1 + (int)((p * 3 + id) % (uint64_t)(len - 1));
+            tb->mlm_lab[k] =
+                (int32_t)cz_rng_below(&r, 1000 + 2 * (uint64_t)p, (uint64_t)c->vocab_size);
+            tb->mlm_w[k] = p < P - 1 ? 1.0f : 0.0f;
+        }
+        tb->nsp[s] = (int32_t)(id % 2);
+    }
+    cz_batch *b = &tb->b;
+    b->batch = B;
+    b->seq = T;
+    b->tokens = tb->tokens;
+    b->attn_mask = tb->mask;
+    if (c->arch == CZ_ARCH_BERT) {
+        b->segments = tb->segments;
+        b->max_pred = P;
+        b->mlm_positions = tb->mlm_pos;
+        b->mlm_labels = tb->mlm_lab;
+        b->mlm_weights = tb->mlm_w;
+        b->nsp_labels = tb->nsp;
+    } else {
+        b->targets = tb->targets;
+    }
+    b->train = 0;
+    b->seed = 1234;
+    b->step = 5;
+    b->sample_ids = tb->ids;
+}
+
+#endif

@@ -1,0 +1,267 @@
+/* Finite differences through the whole model (BERT and GPT, tiny configs,
+ * dropout off), the grad-ready hook's ranges, and the rank-layout
+ * independence of dropout: with dropout on, a batch of 2 gives the same
+ * gradients as the two sequences run as two batches of 1. */
+#include <omp.h>
+
+#include "test_model_fixture.h"
+
+static double loss_of(cz_model *m, const cz_batch *b) {
+    cz_losses l;
+    cz_error err;
+    CHECK(cz_model_forward(m, b, &l, &err) == 0);
+    return l.loss;
+}
+
+/* For each tensor: the derivative along d = g/|g| + r (r a random unit
+ * vector inside the tensor) from central differences must match g . d.
+ * The g/|g| part checks the size of g, the random part its direction. Float
+ * forward: loss rounding ~1e-6 over 2h = 2e-2 gives ~5e-5 noise; truncation
+ * error O(h^2). Tolerance 2e-4 + 2e-2 |g.d|. */
+static void gradcheck(cz_model *m, const cz_batch *b, const char *label) {
+    size_t np = cz_model_num_params(m);
+    float *w = cz_model_params(m), *g = cz_model_grads(m);
+    cz_losses l;
+    cz_error err;
+    cz_model_zero_grads(m);
+    CHECK(cz_model_forward(m, b, &l, &err) == 0);
+    cz_model_backward(m, b, 1.0f);
+    float *gcopy = malloc(np * sizeof *gcopy), *dir = malloc(np * sizeof *dir);
+    memcpy(gcopy, g, np * sizeof *g);
+    double worst = 0;
+    for (int k = 0; k < cz_model_num_tensors(m); k++) {
+        const cz_tensor_info *t = cz_model_tensor(m, k);
+        cz_rng_stream r = cz_rng_stream_make(99, CZ_RNG_TEST, (uint64_t)k, 0, 0);
+        double gn = 0, rn = 0;
+        for (size_t i = 0; i < t->numel; i++) {
+            gn += (double)gcopy[t->offset + i] * gcopy[t->offset + i];
+            dir[i] = (float)cz_rng_normal(&r, i);
+            rn += (double)dir[i] * dir[i];
+        }
+        gn = sqrt(gn);
+        rn = sqrt(rn);
+        double ana = 0;
+        for (size_t i = 0; i < t->numel; i++) {
+            dir[i] = (float)(dir[i] / rn + (gn > 0 ? gcopy[t->offset + i] / gn : 0));
+            ana += (double)dir[i] * gcopy[t->offset + i];
+        }
+        const float h = 1e-2f;
+        for (size_t i = 0; i < t->numel; i++) w[t->offset + i] += h * dir[i];
+        double lp = loss_of(m, b);
+        for (size_t i = 0; i < t->numel; i++) w[t->offset + i] -= 2 * h * dir[i];
+        double lm = loss_of(m, b);
+        for (size_t i = 0; i < t->numel; i++) w[t->offset + i] += h * dir[i];
+        double num = (lp - lm) / (2 * h);
+        double diff = fabs(num - ana), tol = 2e-4 + 2e-2 * fabs(ana);
+        if (diff / tol > worst) worst = diff / tol;
+        if (diff > tol)
+            fprintf(stderr, "%s: %s: |g| %.3g numeric %.6g analytic %.6g\n", label, t->name, gn,
+                    num, ana);
+        CHECK(diff <= tol);
+    }
+    printf("%s: %d tensors, worst error / tolerance %.3f, loss %.6f\n", label,
+           cz_model_num_tensors(m), worst, l.loss);
+    free(gcopy);
+    free(dir);
+}
+
+typedef struct hook_log {
+    size_t next;
+    int calls;
+    int ok;
+} hook_log;
+
+static void hook(void *ctx, size_t offset, size_t count) {
+    hook_log *h = ctx;
+    if (offset != h->next || count == 0) h->ok = 0;
+    h->next = offset + count;
+    h->calls++;
+}
+
+static double max_abs(const float *a, size_t n) {
+    double mx = 0;
+    for (size_t i = 0; i < n; i++)
+        if (fabs(a[i]) > mx) mx = fabs(a[i]);
+    return mx;
+}
+
+static double max_abs_diff(const float *a, const float *b, size_t n) {
+    double mx = 0;
+    for (size_t i = 0; i < n; i++)
+        if (fabs((double)a[i] - b[i]) > mx) mx = fabs((double)a[i] - b[i]);
+    return mx;
+}
+
+/* Batch of 2 vs two batches of 1, dropout on. Both sequences have the same
+ * number of loss terms (P-1 MLM slots; GPT: same target count since both
+ * get the same padding), so the mean over the batch is the average of the
+ * per-sequence means and grad(batch) = 0.5 grad(a) + 0.5 grad(b). */
+static void layout_independence(cz_model *m, const cz_model_config *c, const char *label) {
+    const int T = 8, P = 3;
+    size_t np = cz_model_num_params(m);
+    uint64_t ids[2] = {7, 9}; /* both odd: both padded identically */
+    static test_batch both, one_a, one_b;
+    make_batch(&both, c, 2, T, P, 2, ids, 42);
+    make_batch(&one_a, c, 1, T, P, 2, ids, 42);
+    make_batch(&one_b, c, 1, T, P, 2, ids + 1, 42);
+    both.b.train = one_a.b.train = one_b.b.train = 1;
+    cz_losses l2, la, lb;
+    cz_error err;
+    float *g = cz_model_grads(m);
+    float *g2 = malloc(np * sizeof *g2), *g0 = malloc(np * sizeof *g0);
+
+    cz_model_zero_grads(m);
+    CHECK(cz_model_forward(m, &both.b, &l2, &err) == 0);
+    cz_model_backward(m, &both.b, 1.0f);
+    memcpy(g2, g, np * sizeof *g);
+
+    cz_model_zero_grads(m);
+    CHECK(cz_model_forward(m, &one_a.b, &la, &err) == 0);
+    cz_model_backward(m, &one_a.b, 0.5f);
+    CHECK(cz_model_forward(m, &one_b.b, &lb, &err) == 0);
+    cz_model_backward(m, &one_b.b, 0.5f);
+    double rel = max_abs_diff(g, g2, np) / max_abs(g2, np);
+    double lrel = fabs(0.5 * (la.loss + lb.loss) - l2.loss) / l2.loss;
+    printf("%s: dropout on, batch of 2 vs 2 x 1: loss rel diff %.2e, grad rel diff %.2e\n", label,
+           lrel, rel);
+    CHECK(lrel < 1e-6);
+    CHECK(rel < 1e-5);
+
+    /* not vacuous: dropout changes the gradients, and another step changes the mask */
+    both.b.train = 0;
+    cz_model_zero_grads(m);
+    CHECK(cz_model_forward(m, &both.b, &l2, &err) == 0);
+    cz_model_backward(m, &both.b, 1.0f);
+    memcpy(g0, g, np * sizeof *g);
+    CHECK(max_abs_diff(g0, g2, np) / max_abs(g2, np) > 1e-2);
+    both.b.train = 1;
+    both.b.step++;
+    cz_model_zero_grads(m);
+    CHECK(cz_model_forward(m, &both.b, &l2, &err) == 0);
+    cz_model_backward(m, &both.b, 1.0f);
+    CHECK(max_abs_diff(g, g2, np) / max_abs(g2, np) > 1e-2);
+    free(g2);
+    free(g0);
+}
+
+/* Gradients are bit-identical whatever the thread count (reductions run in a
+ * fixed order; dropout masks are keyed by indices, not threads). */
+static void thread_independence(cz_model *m, const cz_model_config *c, const char *label) {
+    static test_batch tb;
+    uint64_t ids[3] = {4, 1, 6};
+    make_batch(&tb, c, 2, 8, 3, 2, ids, 8);
+    tb.b.train = 1;
+    size_t np = cz_model_num_params(m);
+    float *g1 = malloc(np * sizeof *g1);
+    cz_losses l;
+    cz_error err;
+    int threads[2] = {1, 3};
+    for (int k = 0; k < 2; k++) {
+        omp_set_num_threads(threads[k]);
+        cz_model_zero_grads(m);
+        CHECK(cz_model_forward(m, &tb.b, &l, &err) == 0);
+        cz_model_backward(m, &tb.b, 1.0f);
+        if (k == 0) memcpy(g1, cz_model_grads(m), np * sizeof *g1);
+    }
+    CHECK(memcmp(g1, cz_model_grads(m), np * sizeof *g1) == 0);
+    printf("%s: gradients bit-identical with 1 and 3 threads\n", label);
+    free(g1);
+}
+
+/* A batch smaller than planned (T = 6 < 8, B = 1 < 2) gives exactly what a
+ * model planned for that size gives: no stride depends on the plan. */
+static void smaller_batch(cz_model *m, const cz_model_config *c, const cz_gemm_ctx *gemm,
+                          const char *label) {
+    cz_model *m2;
+    cz_error err;
+    CHECK(cz_model_create(&m2, c, 1, 6, 3, gemm, &err) == 0);
+    size_t np = cz_model_num_params(m);
+    memcpy(cz_model_params(m2), cz_model_params(m), np * sizeof(float));
+    static test_batch tb;
+    make_batch(&tb, c, 1, 6, 3, 2, NULL, 12);
+    tb.b.train = 1;
+    cz_losses l1, l2;
+    cz_model_zero_grads(m);
+    cz_model_zero_grads(m2);
+    CHECK(cz_model_forward(m, &tb.b, &l1, &err) == 0);
+    cz_model_backward(m, &tb.b, 1.0f);
+    CHECK(cz_model_forward(m2, &tb.b, &l2, &err) == 0);
+    cz_model_backward(m2, &tb.b, 1.0f);
+    CHECK(l1.loss == l2.loss);
+    CHECK(memcmp(cz_model_grads(m), cz_model_grads(m2), np * sizeof(float)) == 0);
+    /* and a batch larger than planned is refused */
+    make_batch(&tb, c, 1, 7, 3, 2, NULL, 12);
+    CHECK(cz_model_forward(m2, &tb.b, &l2, &err) == -1);
+    printf("%s: smaller batch than planned: identical; larger: \"%s\"\n", label, err.msg);
+    cz_model_free(m2);
+}
+
+/* The FLOPs formula against a count from the model's own tensor table:
+ * 2 T numel for every 2-D weight inside the layers (and BERT's MLM transform
+ * and pooler per use), plus the attention products and the decoder. */
+static void flops_check(cz_model *m, const cz_model_config *c, int T, int P) {
+    double layer_weights = 0;
+    for (int k = 0; k < cz_model_num_tensors(m); k++) {
+        const cz_tensor_info *t = cz_model_tensor(m, k);
+        if (t->ndim == 2 && (strstr(t->name, ".layer.") || strstr(t->name, ".h.")))
+            layer_weights += (double)t->numel;
+    }
+    double H = c->hidden, V = c->vocab_size;
+    double want = 2.0 * T * layer_weights + c->layers * 2.0 * (2.0 * T * T * H);
+    if (c->arch == CZ_ARCH_BERT)
+        want += 2.0 * P * (H * H + V * H) + 2.0 * (H * H + 2 * H);
+    else
+        want += 2.0 * T * V * H;
+    double got = cz_model_forward_flops(c, T, P);
+    CHECK(fabs(got - want) <= 1e-9 * want);
+}
+
+static void run(cz_arch arch, const char *label, const cz_gemm_ctx *gemm) {
+    const int T = 8, P = 3, B = 2;
+    cz_model_config c = tiny_config(arch, 50, 16, 2, 2, 16);
+    c.init_range = 0.2f; /* large weights: the nonlinearities are exercised */
+    cz_model *m;
+    cz_error err;
+    CHECK(cz_model_create(&m, &c, B, T, P, gemm, &err) == 0);
+    cz_model_init_weights(m, 11);
+    /* non-trivial LayerNorm and bias parameters */
+    for (int k = 0; k < cz_model_num_tensors(m); k++) {
+        const cz_tensor_info *t = cz_model_tensor(m, k);
+        if (!t->no_decay) continue;
+        cz_rng_stream r = cz_rng_stream_make(5, CZ_RNG_TEST, (uint64_t)k, 1, 0);
+        for (size_t i = 0; i < t->numel; i++)
+            cz_model_params(m)[t->offset + i] += 0.1f * (float)cz_rng_normal(&r, i);
+    }
+    static test_batch tb;
+    make_batch(&tb, &c, B, T, P, 2, NULL, 3);
+
+    hook_log hl = {0, 0, 1};
+    cz_model_set_grad_hook(m, hook, &hl);
+    gradcheck(m, &tb.b, label);
+    CHECK(hl.ok && hl.next == cz_model_num_params(m) && hl.calls >= c.layers + 1);
+    printf("%s: grad hook: %d contiguous ranges covering %zu params\n", label, hl.calls,
+           cz_model_num_params(m));
+    cz_model_set_grad_hook(m, NULL, NULL);
+    layout_independence(m, &c, label);
+    thread_independence(m, &c, label);
+    smaller_batch(m, &c, gemm, label);
+    flops_check(m, &c, T, P);
+    cz_model_free(m);
+}
+
+int main(void) {
+    cz_error err;
+    cz_gemm_ctx *gemm = cz_gemm_setup(CZ_GEMM_AUTO, 1, &err);
+    CHECK(gemm);
+    run(CZ_ARCH_BERT, "bert", gemm);
+    run(CZ_ARCH_GPT, "gpt", gemm);
+    /* deep models (BERT-large depth) get their memory planned too */
+    cz_model_config deep = tiny_config(CZ_ARCH_BERT, 30, 8, 24, 2, 16);
+    cz_model *m;
+    CHECK(cz_model_create(&m, &deep, 2, 8, 2, gemm, &err) == 0);
+    CHECK(cz_model_num_tensors(m) == 24 * 16 + 14);
+    cz_model_free(m);
+    cz_gemm_free(gemm);
+    printf("ok\n");
+    return 0;
+}
