@@ -4,8 +4,8 @@
  * Container (little-endian), the frame's decompressed content:
  *   "CLZCKPT1"  u32 count  u32 0
  *   per blob:   u32 name_len, name bytes, u64 size, u64 fnv1a64(data), data
- *   trailer:    u64 fnv1a64 of every byte before it
- * The LZ4 frame carries its content size and an xxh32 content checksum.
+ * The LZ4 frame carries its content size and an xxh32 content checksum over
+ * all of it (headers included); the per-blob checksum names the bad blob.
  * Files in a run directory are named ckpt-<step, 8 digits>.lz4. */
 #ifndef CLOZE_CKPT_H
 #define CLOZE_CKPT_H
@@ -41,9 +41,11 @@ int cz_ckpt_get_exact(const cz_ckpt *c, const char *name, void *dst, size_t size
  * name the file and the offset (compressed or container) and field. */
 int cz_ckpt_verify(const char *path, cz_error *err);
 
-/* Blob names and sizes without keeping the data (streams, verifies). */
+/* Blob names and sizes without keeping the data (streams and verifies the
+ * whole file). data is given for blobs of at most CZ_CKPT_SMALL bytes
+ * (step counters, config text), NULL for larger ones. */
+#define CZ_CKPT_SMALL 65536
 typedef void (*cz_ckpt_blob_fn)(void *ctx, const char *name, size_t size, const void *data);
-/* Calls fn for each blob with the whole blob in memory (one blob at a time). */
 int cz_ckpt_scan(const char *path, cz_ckpt_blob_fn fn, void *ctx, cz_error *err);
 
 /* ---- run directories ---- */

@@ -35,7 +35,8 @@ int cz_optim_ranges_from_tensors(const cz_tensor_info *t, int n, const cz_optim_
  *   linear:   lr * max(min_lr_ratio, (total - step) / (total - warmup))   (BERT)
  *   cosine:   lr * (min + (1 - min) * 0.5 * (1 + cos(pi * progress)))     (GPT)
  *   constant: lr
- * with progress = (step - warmup) / (total - warmup) in [0, 1]. */
+ * (warmup applies to every schedule) with progress = (step - warmup) / (total - warmup) in [0, 1].
+ */
 long cz_lr_warmup_steps(const cz_optim_config *cfg, long total_steps);
 double cz_lr_at(const cz_optim_config *cfg, long step, long total_steps);
 
@@ -60,6 +61,14 @@ typedef struct cz_adam_coef {
  * Ranges give no_decay per element. */
 void cz_adamw_update(const cz_adam_coef *k, const cz_param_range *ranges, int n_ranges,
                      float *params, const float *grads, float *m, float *v, size_t lo, size_t hi);
+
+/* LAMB (You et al. 2019, Alg. 2), two passes per tensor:
+ * direction: u = AdamW's u (moments updated, weight decay added), stored in
+ *            u[0..count), returns sum(w^2), sum(u^2) in double, in order;
+ * apply:     w -= (lr * trust) * u, trust = ||w|| / ||u|| (1 if either is 0). */
+void cz_lamb_direction(const cz_adam_coef *k, int no_decay, const float *params, const float *grads,
+                       float *m, float *v, float *u, size_t count, double *w_sq, double *u_sq);
+void cz_lamb_apply(float lr_trust, float *params, const float *u, size_t count);
 
 /* ---- optimizer placement: the one call after backward ----
  * coordinator: gradients reduced to rank 0 (ring reduce-scatter + gather),
