@@ -2,3 +2,9 @@
 cloze_add_unit_test(test_ckpt)
 set_tests_properties(test_ckpt PROPERTIES DEPENDS cloze-ckpt)
 add_dependencies(test_ckpt cloze-ckpt)
+
+add_executable(test_dist ${CLOZE_TEST_DIR}/test_dist.c)
+target_link_libraries(test_dist PRIVATE cloze)
+foreach(np 1 2 3 4 5)
+  cloze_add_mpi_test(test_dist_np${np} ${np} test_dist TIMEOUT 120)
+endforeach()
