@@ -384,7 +384,7 @@ static int move_sharded(cz_optimizer *o, float *full, float *packed, int gather,
 }
 
 int cz_optimizer_gather_moments(cz_optimizer *o, float *m_out, float *v_out, cz_error *err) {
-    if (o->place == CZ_PLACE_SHARDED && o->dist.size > 1)
+    if (o->place == CZ_PLACE_SHARDED) /* packed in bucket order, even on 1 rank */
         return move_sharded(o, m_out, o->m, 1, err) != 0 ? -1
                                                          : move_sharded(o, v_out, o->v, 1, err);
     if (o->dist.rank == 0) {
@@ -396,7 +396,7 @@ int cz_optimizer_gather_moments(cz_optimizer *o, float *m_out, float *v_out, cz_
 
 int cz_optimizer_scatter_moments(cz_optimizer *o, const float *m_in, const float *v_in,
                                  cz_error *err) {
-    if (o->place == CZ_PLACE_SHARDED && o->dist.size > 1)
+    if (o->place == CZ_PLACE_SHARDED) /* packed in bucket order, even on 1 rank */
         return move_sharded(o, (float *)m_in, o->m, 0, err) != 0
                    ? -1
                    : move_sharded(o, (float *)v_in, o->v, 0, err);
