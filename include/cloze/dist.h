@@ -44,7 +44,7 @@ void cz_dist_chunk(size_t n, int p, int c, size_t *off, size_t *count);
 /* ---- ring collectives over MPI point-to-point (one bucket = whole buffer) ----
  * Pipelined: each ring step moves its chunk in pieces of at most
  * CZ_RING_PIPE floats so that sending one piece overlaps adding the last. */
-#define CZ_RING_PIPE (1 << 18)
+#define CZ_RING_PIPE (1 << 16)
 /* In place sum over ranks; identical bits on every rank. Any n (0, < p). */
 int cz_ring_allreduce(const cz_dist *d, float *buf, size_t n, cz_error *err);
 /* In place: afterwards chunk `rank` (cz_dist_chunk(n, size, rank)) of buf
