@@ -1,7 +1,6 @@
 # dist / optim / ckpt tests.
 cloze_add_unit_test(test_ckpt)
-set_tests_properties(test_ckpt PROPERTIES DEPENDS cloze-ckpt)
-add_dependencies(test_ckpt cloze-ckpt)
+add_dependencies(test_ckpt cloze-ckpt) # it runs the cloze-ckpt program
 
 add_executable(test_dist ${CLOZE_TEST_DIR}/test_dist.c)
 target_link_libraries(test_dist PRIVATE cloze)

@@ -85,6 +85,19 @@ static void test_allreduce(const cz_dist *d, size_t n, int t) {
         CHECK(bad_order == 0, "allreduce n=%zu: %zu elements not in ring order", n, bad_order);
         CHECK(same_on_all_ranks(d, buf, n), "allreduce n=%zu: ranks differ", n);
     }
+    /* "mpi" path: the library's order, within rounding of the double sum */
+    fill(buf, n, 0, d->rank, t);
+    CHECK(cz_allreduce(d, CZ_ALLREDUCE_MPI, buf, n, &err) == 0, "%s", err.msg);
+    size_t bad_mpi = 0;
+    for (size_t i = 0; i < n; i++) {
+        double ref = 0, mag = 0;
+        for (int r = 0; r < p; r++) {
+            ref += input(0, r, i, t);
+            mag += fabs(input(0, r, i, t));
+        }
+        bad_mpi += fabs(buf[i] - ref) > 1e-6 * p * mag + 1e-30;
+    }
+    CHECK(bad_mpi == 0, "mpi allreduce n=%zu: %zu off", n, bad_mpi);
     /* reduce-scatter alone: my chunk is the sum */
     fill(buf, n, 0, d->rank, t);
     CHECK(cz_ring_reduce_scatter(d, buf, n, &err) == 0, "%s", err.msg);

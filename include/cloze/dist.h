@@ -62,6 +62,9 @@ int cz_ring_allgather_comm(MPI_Comm comm, float *buf, size_t n, cz_error *err);
  * placements is only promised for "ring"). */
 typedef enum { CZ_ALLREDUCE_RING = 0, CZ_ALLREDUCE_MPI = 1 } cz_allreduce_algo;
 int cz_allreduce_algo_parse(const char *name, cz_allreduce_algo *out, cz_error *err);
+/* Whole-buffer sum over ranks with the chosen algorithm (ring: identical
+ * bits on every rank; mpi: MPI_Allreduce in pieces of at most 2^28 floats). */
+int cz_allreduce(const cz_dist *d, cz_allreduce_algo algo, float *buf, size_t n, cz_error *err);
 
 /* ---- the bucket layout ---- */
 typedef struct cz_bucket_layout {

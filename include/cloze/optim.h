@@ -109,7 +109,9 @@ typedef struct cz_step_report {
     double lr;
 } cz_step_report;
 
-/* Call cz_grad_sync_begin(grads) before backward, and this after it: it
+/* Call cz_grad_sync_begin(cz_optimizer_grad_sync(o), grads) before the
+ * backward of the LAST micro-batch of the step (earlier micro-batches only
+ * accumulate; the hook is ignored outside begin/finish), and this after it: it
  * finishes the gradient sync, scales the sum by 1/micro_batches (the number
  * of micro-batches summed over ALL ranks), takes the global norm, clips to
  * clip_norm, applies the update with learning rate lr, and leaves the new

@@ -133,3 +133,14 @@ int cz_ring_allreduce(const cz_dist *d, float *buf, size_t n, cz_error *err) {
     if (cz_ring_reduce_scatter_comm(d->comm, buf, n, err) != 0) return -1;
     return cz_ring_allgather_comm(d->comm, buf, n, err);
 }
+
+int cz_allreduce(const cz_dist *d, cz_allreduce_algo algo, float *buf, size_t n, cz_error *err) {
+    if (algo == CZ_ALLREDUCE_RING) return cz_ring_allreduce(d, buf, n, err);
+    const size_t block = (size_t)1 << 28;
+    for (size_t off = 0; off < n; off += block) {
+        int len = (int)(n - off < block ? n - off : block);
+        if (MPI_Allreduce(MPI_IN_PLACE, buf + off, len, MPI_FLOAT, MPI_SUM, d->comm) != MPI_SUCCESS)
+            return cz_fail(err, "MPI_Allreduce failed at offset %zu", off);
+    }
+    return 0;
+}
