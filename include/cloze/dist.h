@@ -54,7 +54,8 @@ int cz_ring_reduce_scatter(const cz_dist *d, float *buf, size_t n, cz_error *err
 int cz_ring_allgather(const cz_dist *d, float *buf, size_t n, cz_error *err);
 /* Same collectives on an explicit communicator (the grad-sync thread uses
  * its own duplicate so its messages never meet the main thread's). */
-int cz_ring_reduce_scatter_comm(MPI_Comm comm, float *buf, size_t n, cz_error *err);
+/* tmp: scratch of at least ceil(n / p) floats, or NULL (allocated per call). */
+int cz_ring_reduce_scatter_comm(MPI_Comm comm, float *buf, size_t n, float *tmp, cz_error *err);
 int cz_ring_allgather_comm(MPI_Comm comm, float *buf, size_t n, cz_error *err);
 
 /* dist.allreduce: "ring" (ours, deterministic) or "mpi" (MPI_Allreduce,

@@ -33,7 +33,7 @@ struct cz_grad_sync {
     pthread_cond_t cv;
     double wait_seconds;
     int *counts, *displs; /* gather/reduce-scatter tables (p entries) */
-    float *scratch;       /* MPI_Reduce_scatter output (one chunk) */
+    float *scratch;       /* one chunk: ring receive buffer / MPI_Reduce_scatter output */
 };
 
 static int bucket_complete(const cz_grad_sync *gs, int k) {
@@ -63,7 +63,7 @@ static int reduce_bucket(cz_grad_sync *gs, int k, cz_error *err) {
     float *b = gs->grads + off;
     if (gs->p == 1) return 0;
     if (gs->algo == CZ_ALLREDUCE_RING) {
-        if (cz_ring_reduce_scatter_comm(gs->comm, b, count, err) != 0) return -1;
+        if (cz_ring_reduce_scatter_comm(gs->comm, b, count, gs->scratch, err) != 0) return -1;
         if (gs->mode == CZ_SYNC_ALLREDUCE) return cz_ring_allgather_comm(gs->comm, b, count, err);
         if (gs->mode == CZ_SYNC_REDUCE) return gather_to_root(gs, b, count, err);
         return 0;

@@ -44,7 +44,8 @@ static int post_recvs(MPI_Comm comm, float *dst, size_t count, int from, int tag
     return 0;
 }
 
-int cz_ring_reduce_scatter_comm(MPI_Comm comm, float *buf, size_t n, cz_error *err) {
+int cz_ring_reduce_scatter_comm(MPI_Comm comm, float *buf, size_t n, float *scratch,
+                                cz_error *err) {
     int rank, p;
     MPI_Comm_rank(comm, &rank);
     MPI_Comm_size(comm, &p);
@@ -52,7 +53,7 @@ int cz_ring_reduce_scatter_comm(MPI_Comm comm, float *buf, size_t n, cz_error *e
     size_t max_chunk, dummy;
     cz_dist_chunk(n, p, 0, &dummy, &max_chunk);
     size_t np = n_pieces(max_chunk);
-    float *tmp = cz_alloc(max_chunk * sizeof(float), err);
+    float *tmp = scratch ? scratch : cz_alloc(max_chunk * sizeof(float), err);
     MPI_Request *sreq = calloc(np + 1, sizeof *sreq), *rreq = calloc(np + 1, sizeof *rreq);
     int rc = 0;
     if (!tmp || !sreq || !rreq) {
@@ -86,7 +87,7 @@ int cz_ring_reduce_scatter_comm(MPI_Comm comm, float *buf, size_t n, cz_error *e
         }
     }
 out:
-    cz_free(tmp);
+    if (!scratch) cz_free(tmp);
     free(sreq);
     free(rreq);
     return rc;
@@ -122,7 +123,7 @@ int cz_ring_allgather_comm(MPI_Comm comm, float *buf, size_t n, cz_error *err) {
 }
 
 int cz_ring_reduce_scatter(const cz_dist *d, float *buf, size_t n, cz_error *err) {
-    return cz_ring_reduce_scatter_comm(d->comm, buf, n, err);
+    return cz_ring_reduce_scatter_comm(d->comm, buf, n, NULL, err);
 }
 
 int cz_ring_allgather(const cz_dist *d, float *buf, size_t n, cz_error *err) {
@@ -130,7 +131,7 @@ int cz_ring_allgather(const cz_dist *d, float *buf, size_t n, cz_error *err) {
 }
 
 int cz_ring_allreduce(const cz_dist *d, float *buf, size_t n, cz_error *err) {
-    if (cz_ring_reduce_scatter_comm(d->comm, buf, n, err) != 0) return -1;
+    if (cz_ring_reduce_scatter_comm(d->comm, buf, n, NULL, err) != 0) return -1;
     return cz_ring_allgather_comm(d->comm, buf, n, err);
 }
 
