@@ -1,0 +1,61 @@
+/* ckpt: checkpoints as one standard LZ4 frame per file (`lz4 -d` opens it),
+ * holding a small container of named binary blobs.
+ *
+ * Container (little-endian), the frame's decompressed content:
+ *   "CLZCKPT1"  u32 count  u32 0
+ *   per blob:   u32 name_len, name bytes, u64 size, u64 fnv1a64(data), data
+ * The LZ4 frame carries its content size and an xxh32 content checksum over
+ * all of it (headers included); the per-blob checksum names the bad blob.
+ * Files in a run directory are named ckpt-<step, 8 digits>.lz4. */
+#ifndef CLOZE_CKPT_H
+#define CLOZE_CKPT_H
+
+#include "cloze/core.h"
+
+#define CZ_CKPT_MAGIC "CLZCKPT1"
+#define CZ_CKPT_NAME_MAX 255
+
+typedef struct cz_blob {
+    const char *name;
+    const void *data;
+    size_t size;
+} cz_blob;
+
+/* Streams the blobs through the LZ4 frame compressor into "path.tmp.<pid>",
+ * fsyncs, renames over path, fsyncs the directory. On any failure the tmp
+ * file is removed and an earlier file under path is left untouched. */
+int cz_ckpt_write(const char *path, const cz_blob *blobs, int n, cz_error *err);
+
+/* A checkpoint read fully into memory (each blob its own cz_alloc). */
+typedef struct cz_ckpt cz_ckpt;
+int cz_ckpt_read(const char *path, cz_ckpt **out, cz_error *err);
+void cz_ckpt_free(cz_ckpt *c);
+int cz_ckpt_count(const cz_ckpt *c);
+const char *cz_ckpt_name(const cz_ckpt *c, int i);
+/* Looks a blob up by name; NULL when absent. *size may be NULL. */
+const void *cz_ckpt_get(const cz_ckpt *c, const char *name, size_t *size);
+/* Copies blob `name` into dst, which must hold exactly `size` bytes. */
+int cz_ckpt_get_exact(const cz_ckpt *c, const char *name, void *dst, size_t size, cz_error *err);
+
+/* Full decompression and every checksum, without keeping the data. Errors
+ * name the file and the offset (compressed or container) and field. */
+int cz_ckpt_verify(const char *path, cz_error *err);
+
+/* Blob names and sizes without keeping the data (streams and verifies the
+ * whole file). data is given for blobs of at most CZ_CKPT_SMALL bytes
+ * (step counters, config text), NULL for larger ones. */
+#define CZ_CKPT_SMALL 65536
+typedef void (*cz_ckpt_blob_fn)(void *ctx, const char *name, size_t size, const void *data);
+int cz_ckpt_scan(const char *path, cz_ckpt_blob_fn fn, void *ctx, cz_error *err);
+
+/* ---- run directories ---- */
+void cz_ckpt_path(char *buf, size_t len, const char *run_dir, long step);
+/* Steps of the ckpt-*.lz4 files in run_dir, ascending (malloc'ed, free()). */
+int cz_ckpt_list(const char *run_dir, long **steps, int *n, cz_error *err);
+/* Newest checkpoint that verifies: returns 1 and fills path/step; 0 when
+ * none; -1 on error. Each skipped bad file is logged as a warning. */
+int cz_ckpt_find_latest(const char *run_dir, char *path, size_t len, long *step, cz_error *err);
+/* Deletes all but the keep_last newest checkpoints (keep_last >= 1). */
+int cz_ckpt_prune(const char *run_dir, int keep_last, cz_error *err);
+
+#endif

@@ -1,0 +1,134 @@
+/* optim: AdamW and LAMB on flat float buffers, learning-rate schedules,
+ * gradient-norm clipping, and the optimizer placement across ranks
+ * (coordinator / sharded / replicated) behind one call per step.
+ *
+ * Names stay out of dist: the weight-decay rule is turned into a list of
+ * (offset, numel, no_decay) ranges here, once, from the model's tensors. */
+#ifndef CLOZE_OPTIM_H
+#define CLOZE_OPTIM_H
+
+#include "cloze/config.h"
+#include "cloze/core.h"
+#include "cloze/dist.h"
+#include "cloze/model.h"
+
+/* One tensor of the flat buffer: LAMB's trust ratio is per range, weight
+ * decay is skipped where no_decay. Ranges must be sorted by offset, disjoint,
+ * and cover [0, n). */
+typedef struct cz_param_range {
+    size_t offset, numel;
+    int no_decay;
+} cz_param_range;
+
+/* 1 when `name` contains one of cfg->no_decay patterns (plain substring:
+ * "LayerNorm" matches ...attention.output.LayerNorm.weight; "bias" matches
+ * every bias). */
+int cz_optim_name_no_decay(const cz_optim_config *cfg, const char *name);
+/* Fills ranges[0..n) from the model's tensor table (sorted by offset). */
+int cz_optim_ranges_from_tensors(const cz_tensor_info *t, int n, const cz_optim_config *cfg,
+                                 cz_param_range *ranges, cz_error *err);
+
+/* ---- schedules ----
+ * step counts from 0 (the first update uses step 0). warmup = warmup_steps,
+ * or warmup_fraction * total_steps when warmup_fraction > 0.
+ *   warmup:   lr * (step + 1) / warmup          for step < warmup
+ *   linear:   lr * max(min_lr_ratio, (total - step) / (total - warmup))   (BERT)
+ *   cosine:   lr * (min + (1 - min) * 0.5 * (1 + cos(pi * progress)))     (GPT)
+ *   constant: lr
+ * (warmup applies to every schedule) with progress = (step - warmup) / (total - warmup) in [0, 1].
+ */
+long cz_lr_warmup_steps(const cz_optim_config *cfg, long total_steps);
+double cz_lr_at(const cz_optim_config *cfg, long step, long total_steps);
+
+/* ---- the update rule on one slice ---- */
+typedef enum { CZ_OPT_ADAMW = 0, CZ_OPT_LAMB = 1 } cz_optim_kind;
+int cz_optim_kind_parse(const char *name, cz_optim_kind *out, cz_error *err);
+
+/* Per-element AdamW (Loshchilov & Hutter 2019, Alg. 2; BERT's
+ * AdamWeightDecayOptimizer when bias_correction = 0), all in float:
+ *   g = grad * gscale
+ *   m = b1 m + (1-b1) g ;  v = b2 v + (1-b2) g^2
+ *   u = (m / c1) / (sqrt(v / c2) + eps)   (c1 = 1-b1^t, c2 = 1-b2^t, or 1)
+ *   u += wd * w         unless no_decay   (decoupled: not added to g)
+ *   w -= lr * u                           (LAMB: lr * trust(tensor) * u) */
+typedef struct cz_adam_coef {
+    float lr, beta1, beta2, eps, wd;
+    float c1, c2; /* bias corrections, 1 when off */
+    float gscale; /* micro-batch averaging * clipping */
+} cz_adam_coef;
+
+/* AdamW on [lo, hi) of the buffers; m, v point at the moments of element lo.
+ * Ranges give no_decay per element. */
+void cz_adamw_update(const cz_adam_coef *k, const cz_param_range *ranges, int n_ranges,
+                     float *params, const float *grads, float *m, float *v, size_t lo, size_t hi);
+
+/* LAMB (You et al. 2019, Alg. 2), two passes per tensor:
+ * direction: u = AdamW's u (moments updated, weight decay added), stored in
+ *            u[0..count), returns sum(w^2), sum(u^2) in double, in order;
+ * apply:     w -= (lr * trust) * u, trust = ||w|| / ||u|| (1 if either is 0). */
+void cz_lamb_direction(const cz_adam_coef *k, int no_decay, const float *params, const float *grads,
+                       float *m, float *v, float *u, size_t count, double *w_sq, double *u_sq);
+void cz_lamb_apply(float lr_trust, float *params, const float *u, size_t count);
+
+/* ---- optimizer placement: the one call after backward ----
+ * coordinator: gradients reduced to rank 0 (ring reduce-scatter + gather),
+ *              rank 0 keeps the moments, updates, broadcasts the weights.
+ * sharded:     ZeRO-1 (Rajbhandari et al. 2020, Pos): ring reduce-scatter,
+ *              rank r updates its pieces (chunk r of every bucket) with its
+ *              slice of the moments, ring all-gather of the weights.
+ * replicated:  ring all-reduce, every rank updates everything.
+ * All three give bitwise-identical weights with allreduce = "ring": the
+ * gradient sums come from the same ring reduce-scatter, the norms from the
+ * same fixed decomposition (one double partial per piece and tensor, summed
+ * in piece order), and each element's update is the same float arithmetic.
+ * LAMB's per-tensor norms in sharded mode: each rank computes its pieces'
+ * partials, the partial table is exchanged (each entry is non-zero on one
+ * rank only, so the exchange adds exact zeros), then summed in piece order. */
+typedef enum {
+    CZ_PLACE_COORDINATOR = 0,
+    CZ_PLACE_SHARDED = 1,
+    CZ_PLACE_REPLICATED = 2
+} cz_placement;
+int cz_placement_parse(const char *name, cz_placement *out, cz_error *err);
+
+typedef struct cz_optimizer cz_optimizer;
+
+/* n = parameter count; ranges as above (copied). Creates the grad sync
+ * (bucket size dist->bucket_mb MiB) whose hook the train loop registers with
+ * cz_model_set_grad_hook(m, cz_grad_sync_ready, cz_optimizer_grad_sync(o)). */
+int cz_optimizer_create(cz_optimizer **out, const cz_dist *d, const cz_optim_config *ocfg,
+                        const cz_dist_config *dcfg, size_t n, const cz_param_range *ranges,
+                        int n_ranges, cz_error *err);
+void cz_optimizer_free(cz_optimizer *o);
+cz_grad_sync *cz_optimizer_grad_sync(cz_optimizer *o);
+
+typedef struct cz_step_report {
+    double grad_norm;  /* global norm of the averaged gradient, before clipping */
+    double clip_scale; /* factor applied (1 when not clipped) */
+    int skipped;       /* 1: non-finite norm; weights, moments, step count untouched */
+    double lr;
+} cz_step_report;
+
+/* Call cz_grad_sync_begin(cz_optimizer_grad_sync(o), grads) before the
+ * backward of the LAST micro-batch of the step (earlier micro-batches only
+ * accumulate; the hook is ignored outside begin/finish), and this after it: it
+ * finishes the gradient sync, scales the sum by 1/micro_batches (the number
+ * of micro-batches summed over ALL ranks), takes the global norm, clips to
+ * clip_norm, applies the update with learning rate lr, and leaves the new
+ * weights in params on every rank. grads is scratch afterwards. Same report
+ * on every rank. */
+int cz_optimizer_step(cz_optimizer *o, float *params, float *grads, int micro_batches, double lr,
+                      cz_step_report *rep, cz_error *err);
+
+/* Number of updates applied so far (the t of bias correction). */
+long cz_optimizer_steps_done(const cz_optimizer *o);
+void cz_optimizer_set_steps_done(cz_optimizer *o, long t);
+
+/* Checkpoints: collective. Gathers the full moments (n floats each) to rank 0
+ * into m_out, v_out (only rank 0's pointers are used). */
+int cz_optimizer_gather_moments(cz_optimizer *o, float *m_out, float *v_out, cz_error *err);
+/* Collective: rank 0's full moments are distributed to their owners. */
+int cz_optimizer_scatter_moments(cz_optimizer *o, const float *m_in, const float *v_in,
+                                 cz_error *err);
+
+#endif

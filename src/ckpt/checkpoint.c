@@ -1,0 +1,488 @@
+/* ckpt: named blobs in one standard LZ4 frame (format in include/cloze/ckpt.h).
+ *
+ * Writing streams: the container is fed to LZ4F_compressUpdate in pieces of
+ * CKPT_IO bytes straight from the caller's blobs, so memory stays at one
+ * compressed piece however big the model. Reading streams the other way,
+ * decompressing straight into the destination blob. */
+#include "cloze/ckpt.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <lz4frame.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define CKPT_IO (1u << 20)
+#define CKPT_READ (1u << 16) /* compressed bytes read at a time */
+
+/* ---------------- writing ---------------- */
+
+typedef struct writer {
+    const char *path, *tmp;
+    int fd;
+    LZ4F_cctx *cctx;
+    char *out;
+    size_t out_cap;
+} writer;
+
+static int write_all(int fd, const void *data, size_t len) {
+    const char *p = data;
+    while (len > 0) {
+        ssize_t n = write(fd, p, len);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        p += n;
+        len -= (size_t)n;
+    }
+    return 0;
+}
+
+static int emit(writer *w, size_t n, cz_error *err) {
+    if (write_all(w->fd, w->out, n) != 0)
+        return cz_fail(err, "%s: write failed: %s (earlier file kept)", w->path, strerror(errno));
+    return 0;
+}
+
+static int feed(writer *w, const void *data, size_t len, cz_error *err) {
+    const char *p = data;
+    while (len > 0) {
+        size_t piece = len < CKPT_IO ? len : CKPT_IO;
+        size_t n = LZ4F_compressUpdate(w->cctx, w->out, w->out_cap, p, piece, NULL);
+        if (LZ4F_isError(n))
+            return cz_fail(err, "%s: lz4 compression: %s", w->path, LZ4F_getErrorName(n));
+        if (n && emit(w, n, err) != 0) return -1;
+        p += piece;
+        len -= piece;
+    }
+    return 0;
+}
+
+static void put_u32(unsigned char *b, uint32_t x) {
+    for (int i = 0; i < 4; i++) b[i] = (unsigned char)(x >> (8 * i));
+}
+static void put_u64(unsigned char *b, uint64_t x) {
+    for (int i = 0; i < 8; i++) b[i] = (unsigned char)(x >> (8 * i));
+}
+static uint32_t get_u32(const unsigned char *b) {
+    uint32_t x = 0;
+    for (int i = 0; i < 4; i++) x |= (uint32_t)b[i] << (8 * i);
+    return x;
+}
+static uint64_t get_u64(const unsigned char *b) {
+    uint64_t x = 0;
+    for (int i = 0; i < 8; i++) x |= (uint64_t)b[i] << (8 * i);
+    return x;
+}
+
+static int write_frame(writer *w, const cz_blob *blobs, int n, cz_error *err) {
+    uint64_t total = 16;
+    for (int i = 0; i < n; i++) total += 4 + strlen(blobs[i].name) + 16 + blobs[i].size;
+    LZ4F_preferences_t prefs;
+    memset(&prefs, 0, sizeof prefs);
+    prefs.frameInfo.blockSizeID = LZ4F_max4MB;
+    prefs.frameInfo.contentChecksumFlag = LZ4F_contentChecksumEnabled;
+    /* a checksum per block too: damage is reported at the block it hit
+     * (within CKPT_READ bytes), not only at the end of the frame */
+    prefs.frameInfo.blockChecksumFlag = LZ4F_blockChecksumEnabled;
+    prefs.frameInfo.contentSize = total;
+    size_t e = LZ4F_createCompressionContext(&w->cctx, LZ4F_VERSION);
+    if (LZ4F_isError(e)) return cz_fail(err, "%s: lz4: %s", w->path, LZ4F_getErrorName(e));
+    w->out_cap = LZ4F_compressBound(CKPT_IO, &prefs) + LZ4F_HEADER_SIZE_MAX;
+    w->out = malloc(w->out_cap);
+    if (!w->out) return cz_fail(err, "%s: out of memory", w->path);
+    size_t h = LZ4F_compressBegin(w->cctx, w->out, w->out_cap, &prefs);
+    if (LZ4F_isError(h)) return cz_fail(err, "%s: lz4: %s", w->path, LZ4F_getErrorName(h));
+    if (emit(w, h, err) != 0) return -1;
+    unsigned char head[16];
+    memcpy(head, CZ_CKPT_MAGIC, 8);
+    put_u32(head + 8, (uint32_t)n);
+    put_u32(head + 12, 0);
+    if (feed(w, head, 16, err) != 0) return -1;
+    for (int i = 0; i < n; i++) {
+        unsigned char bh[4 + CZ_CKPT_NAME_MAX + 16];
+        size_t nl = strlen(blobs[i].name);
+        put_u32(bh, (uint32_t)nl);
+        memcpy(bh + 4, blobs[i].name, nl);
+        put_u64(bh + 4 + nl, blobs[i].size);
+        put_u64(bh + 12 + nl, cz_fnv1a64(blobs[i].data, blobs[i].size, CZ_FNV_SEED));
+        if (feed(w, bh, 20 + nl, err) != 0 || feed(w, blobs[i].data, blobs[i].size, err) != 0)
+            return -1;
+    }
+    size_t t = LZ4F_compressEnd(w->cctx, w->out, w->out_cap, NULL);
+    if (LZ4F_isError(t)) return cz_fail(err, "%s: lz4: %s", w->path, LZ4F_getErrorName(t));
+    return emit(w, t, err);
+}
+
+static void fsync_dir_of(const char *path) {
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", path);
+    int dfd = open(dirname(dir), O_RDONLY | O_DIRECTORY);
+    if (dfd >= 0) {
+        fsync(dfd);
+        close(dfd);
+    }
+}
+
+int cz_ckpt_write(const char *path, const cz_blob *blobs, int n, cz_error *err) {
+    for (int i = 0; i < n; i++) {
+        size_t nl = strlen(blobs[i].name);
+        if (nl == 0 || nl > CZ_CKPT_NAME_MAX)
+            return cz_fail(err, "%s: blob %d: name length %zu not in 1..%d", path, i, nl,
+                           CZ_CKPT_NAME_MAX);
+    }
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    writer w = {path, tmp, -1, NULL, NULL, 0};
+    w.fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (w.fd < 0)
+        return cz_fail(err, "%s: cannot create: %s (earlier file kept)", tmp, strerror(errno));
+    int rc = write_frame(&w, blobs, n, err);
+    if (rc == 0 && fsync(w.fd) != 0)
+        rc = cz_fail(err, "%s: fsync failed: %s (earlier file kept)", path, strerror(errno));
+    if (close(w.fd) != 0 && rc == 0)
+        rc = cz_fail(err, "%s: close failed: %s (earlier file kept)", path, strerror(errno));
+    if (rc == 0 && rename(tmp, path) != 0)
+        rc = cz_fail(err, "%s: cannot rename into place: %s", path, strerror(errno));
+    if (rc != 0)
+        unlink(tmp);
+    else
+        fsync_dir_of(path);
+    LZ4F_freeCompressionContext(w.cctx);
+    free(w.out);
+    return rc;
+}
+
+/* ---------------- reading ---------------- */
+
+typedef struct reader {
+    const char *path;
+    FILE *f;
+    LZ4F_dctx *dctx;
+    unsigned char *in;
+    size_t in_pos, in_len;
+    uint64_t in_off;  /* compressed bytes consumed (file offset) */
+    uint64_t out_off; /* container bytes produced */
+    int frame_done;
+} reader;
+
+/* Decompresses exactly len container bytes into dst. */
+static int rd(reader *r, void *dst, size_t len, const char *what, cz_error *err) {
+    unsigned char *d = dst;
+    size_t got = 0;
+    while (got < len) {
+        if (r->frame_done)
+            return cz_fail(err, "%s: container offset %llu: %s: frame ends early", r->path,
+                           (unsigned long long)r->out_off, what);
+        if (r->in_pos == r->in_len) {
+            r->in_len = fread(r->in, 1, CKPT_READ, r->f);
+            r->in_pos = 0;
+            if (r->in_len == 0)
+                return cz_fail(
+                    err, "%s: truncated at compressed offset %llu (container offset %llu, in %s)",
+                    r->path, (unsigned long long)r->in_off, (unsigned long long)r->out_off, what);
+        }
+        size_t dst_size = len - got, src_size = r->in_len - r->in_pos;
+        size_t h = LZ4F_decompress(r->dctx, d + got, &dst_size, r->in + r->in_pos, &src_size, NULL);
+        if (LZ4F_isError(h))
+            return cz_fail(err,
+                           "%s: compressed offset %llu (container offset %llu, in %s): lz4: %s",
+                           r->path, (unsigned long long)r->in_off, (unsigned long long)r->out_off,
+                           what, LZ4F_getErrorName(h));
+        r->in_pos += src_size;
+        r->in_off += src_size;
+        got += dst_size;
+        r->out_off += dst_size;
+        if (h == 0) r->frame_done = 1;
+    }
+    return 0;
+}
+
+/* After the container: the frame must end (content checksum checked by
+ * liblz4) with nothing behind it. */
+static int rd_finish(reader *r, cz_error *err) {
+    unsigned char extra;
+    while (!r->frame_done) {
+        if (r->in_pos == r->in_len) {
+            r->in_len = fread(r->in, 1, CKPT_READ, r->f);
+            r->in_pos = 0;
+            if (r->in_len == 0)
+                return cz_fail(
+                    err, "%s: truncated at compressed offset %llu (frame end/checksum missing)",
+                    r->path, (unsigned long long)r->in_off);
+        }
+        size_t dst_size = 1, src_size = r->in_len - r->in_pos;
+        size_t h = LZ4F_decompress(r->dctx, &extra, &dst_size, r->in + r->in_pos, &src_size, NULL);
+        if (LZ4F_isError(h))
+            return cz_fail(err, "%s: compressed offset %llu (frame end): lz4: %s", r->path,
+                           (unsigned long long)r->in_off, LZ4F_getErrorName(h));
+        if (dst_size)
+            return cz_fail(err, "%s: container offset %llu: data after the last blob", r->path,
+                           (unsigned long long)r->out_off);
+        r->in_pos += src_size;
+        r->in_off += src_size;
+        if (h == 0) r->frame_done = 1;
+    }
+    if (r->in_pos != r->in_len || fread(&extra, 1, 1, r->f) == 1)
+        return cz_fail(err, "%s: compressed offset %llu: bytes after the LZ4 frame", r->path,
+                       (unsigned long long)r->in_off);
+    return 0;
+}
+
+struct cz_ckpt {
+    int n;
+    char **names;
+    void **data;
+    size_t *sizes;
+};
+
+/* Parses the whole file. keep != NULL: blobs are kept there; else each blob
+ * is hashed in pieces and (if small) handed to fn. */
+static int parse(const char *path, cz_ckpt *keep, cz_ckpt_blob_fn fn, void *ctx, cz_error *err) {
+    reader r = {path, NULL, NULL, NULL, 0, 0, 0, 0, 0};
+    unsigned char *scratch = NULL;
+    int rc = -1;
+    r.f = fopen(path, "rb");
+    if (!r.f) return cz_fail(err, "%s: cannot open: %s", path, strerror(errno));
+    r.in = malloc(CKPT_IO);
+    scratch = malloc(CKPT_IO);
+    if (!r.in || !scratch) {
+        cz_fail(err, "%s: out of memory", path);
+        goto out;
+    }
+    size_t e = LZ4F_createDecompressionContext(&r.dctx, LZ4F_VERSION);
+    if (LZ4F_isError(e)) {
+        cz_fail(err, "%s: lz4: %s", path, LZ4F_getErrorName(e));
+        goto out;
+    }
+    unsigned char head[16];
+    if (rd(&r, head, 16, "header", err) != 0) goto out;
+    if (memcmp(head, CZ_CKPT_MAGIC, 8) != 0) {
+        cz_fail(err, "%s: container offset 0: bad magic (not a cloze checkpoint)", path);
+        goto out;
+    }
+    int n = (int)get_u32(head + 8);
+    if (n < 0 || n > 1000000) {
+        cz_fail(err, "%s: container offset 8: blob count %d is implausible", path, n);
+        goto out;
+    }
+    if (keep) {
+        keep->names = calloc((size_t)n + 1, sizeof(char *));
+        keep->data = calloc((size_t)n + 1, sizeof(void *));
+        keep->sizes = calloc((size_t)n + 1, sizeof(size_t));
+        if (!keep->names || !keep->data || !keep->sizes) {
+            cz_fail(err, "%s: out of memory", path);
+            goto out;
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        unsigned char b[CZ_CKPT_NAME_MAX + 1 + 16];
+        uint64_t at = r.out_off;
+        if (rd(&r, b, 4, "blob header", err) != 0) goto out;
+        uint32_t nl = get_u32(b);
+        if (nl == 0 || nl > CZ_CKPT_NAME_MAX) {
+            cz_fail(err, "%s: container offset %llu: blob %d: name length %u is invalid", path,
+                    (unsigned long long)at, i, nl);
+            goto out;
+        }
+        char name[CZ_CKPT_NAME_MAX + 1];
+        if (rd(&r, name, nl, "blob name", err) != 0 || rd(&r, b, 16, "blob header", err) != 0)
+            goto out;
+        name[nl] = 0;
+        uint64_t size = get_u64(b), want = get_u64(b + 8), h = CZ_FNV_SEED;
+        uint64_t data_at = r.out_off;
+        char what[CZ_CKPT_NAME_MAX + 16];
+        snprintf(what, sizeof what, "blob '%s'", name);
+        if (keep) {
+            void *dst = cz_alloc(size + 1, err);
+            if (!dst) {
+                cz_fail_prefix(err, "%s: blob '%s' (%llu bytes)", path, name,
+                               (unsigned long long)size);
+                goto out;
+            }
+            keep->data[i] = dst;
+            keep->sizes[i] = size;
+            keep->names[i] = strdup(name);
+            keep->n = i + 1;
+            if (rd(&r, dst, size, what, err) != 0) goto out;
+            h = cz_fnv1a64(dst, size, h);
+        } else {
+            void *small = size <= CZ_CKPT_SMALL ? malloc(size + 1) : NULL;
+            for (uint64_t left = size; left > 0;) {
+                size_t piece = left < CKPT_IO ? (size_t)left : CKPT_IO;
+                if (rd(&r, scratch, piece, what, err) != 0) {
+                    free(small);
+                    goto out;
+                }
+                if (small) memcpy((char *)small + (size - left), scratch, piece);
+                h = cz_fnv1a64(scratch, piece, h);
+                left -= piece;
+            }
+            if (fn) fn(ctx, name, size, small);
+            free(small);
+        }
+        if (h != want) {
+            cz_fail(err, "%s: container offset %llu: blob '%s': checksum mismatch", path,
+                    (unsigned long long)data_at, name);
+            goto out;
+        }
+    }
+    rc = rd_finish(&r, err);
+out:
+    if (r.dctx) LZ4F_freeDecompressionContext(r.dctx);
+    fclose(r.f);
+    free(r.in);
+    free(scratch);
+    return rc;
+}
+
+int cz_ckpt_read(const char *path, cz_ckpt **out, cz_error *err) {
+    *out = NULL;
+    cz_ckpt *c = calloc(1, sizeof *c);
+    if (!c) return cz_fail(err, "%s: out of memory", path);
+    if (parse(path, c, NULL, NULL, err) != 0) {
+        cz_ckpt_free(c);
+        return -1;
+    }
+    *out = c;
+    return 0;
+}
+
+void cz_ckpt_free(cz_ckpt *c) {
+    if (!c) return;
+    for (int i = 0; i < c->n; i++) {
+        free(c->names[i]);
+        cz_free(c->data[i]);
+    }
+    free(c->names);
+    free(c->data);
+    free(c->sizes);
+    free(c);
+}
+
+int cz_ckpt_count(const cz_ckpt *c) {
+    return c->n;
+}
+const char *cz_ckpt_name(const cz_ckpt *c, int i) {
+    return c->names[i];
+}
+
+const void *cz_ckpt_get(const cz_ckpt *c, const char *name, size_t *size) {
+    for (int i = 0; i < c->n; i++)
+        if (strcmp(c->names[i], name) == 0) {
+            if (size) *size = c->sizes[i];
+            return c->data[i];
+        }
+    return NULL;
+}
+
+int cz_ckpt_get_exact(const cz_ckpt *c, const char *name, void *dst, size_t size, cz_error *err) {
+    size_t have;
+    const void *p = cz_ckpt_get(c, name, &have);
+    if (!p) return cz_fail(err, "checkpoint: blob '%s' is missing", name);
+    if (have != size)
+        return cz_fail(err, "checkpoint: blob '%s' has %zu bytes, expected %zu", name, have, size);
+    memcpy(dst, p, size);
+    return 0;
+}
+
+int cz_ckpt_verify(const char *path, cz_error *err) {
+    return parse(path, NULL, NULL, NULL, err);
+}
+
+int cz_ckpt_scan(const char *path, cz_ckpt_blob_fn fn, void *ctx, cz_error *err) {
+    return parse(path, NULL, fn, ctx, err);
+}
+
+/* ---------------- run directories ---------------- */
+
+void cz_ckpt_path(char *buf, size_t len, const char *run_dir, long step) {
+    snprintf(buf, len, "%s/ckpt-%08ld.lz4", run_dir, step);
+}
+
+/* "ckpt-" at least 8 digits ".lz4", nothing else (tmp files do not match). */
+static int parse_name(const char *name, long *step) {
+    if (strncmp(name, "ckpt-", 5) != 0) return 0;
+    const char *p = name + 5;
+    size_t digits = strspn(p, "0123456789");
+    if (digits < 8 || digits > 18 || strcmp(p + digits, ".lz4") != 0) return 0;
+    *step = strtol(p, NULL, 10);
+    return 1;
+}
+
+static int cmp_long(const void *a, const void *b) {
+    long x = *(const long *)a, y = *(const long *)b;
+    return (x > y) - (x < y);
+}
+
+int cz_ckpt_list(const char *run_dir, long **steps, int *n, cz_error *err) {
+    *steps = NULL;
+    *n = 0;
+    DIR *d = opendir(run_dir);
+    if (!d) return cz_fail(err, "%s: cannot open run directory: %s", run_dir, strerror(errno));
+    int cap = 16;
+    long *s = malloc((size_t)cap * sizeof *s);
+    struct dirent *e;
+    while (s && (e = readdir(d)) != NULL) {
+        long step;
+        if (!parse_name(e->d_name, &step)) continue;
+        if (*n == cap) {
+            cap *= 2;
+            long *t = realloc(s, (size_t)cap * sizeof *s);
+            if (!t) {
+                free(s);
+                s = NULL;
+                break;
+            }
+            s = t;
+        }
+        s[(*n)++] = step;
+    }
+    closedir(d);
+    if (!s) return cz_fail(err, "%s: out of memory listing checkpoints", run_dir);
+    qsort(s, (size_t)*n, sizeof *s, cmp_long);
+    *steps = s;
+    return 0;
+}
+
+int cz_ckpt_find_latest(const char *run_dir, char *path, size_t len, long *step, cz_error *err) {
+    long *steps;
+    int n;
+    if (cz_ckpt_list(run_dir, &steps, &n, err) != 0) return -1;
+    int found = 0;
+    for (int i = n - 1; i >= 0 && !found; i--) {
+        cz_ckpt_path(path, len, run_dir, steps[i]);
+        cz_error e;
+        if (cz_ckpt_verify(path, &e) == 0) {
+            *step = steps[i];
+            found = 1;
+        } else {
+            cz_warn("skipping bad checkpoint: %s", e.msg);
+        }
+    }
+    free(steps);
+    return found;
+}
+
+int cz_ckpt_prune(const char *run_dir, int keep_last, cz_error *err) {
+    if (keep_last < 1)
+        return cz_fail(err, "checkpoint prune: keep_last = %d, need >= 1", keep_last);
+    long *steps;
+    int n;
+    if (cz_ckpt_list(run_dir, &steps, &n, err) != 0) return -1;
+    int rc = 0;
+    for (int i = 0; i < n - keep_last; i++) {
+        char p[4096];
+        cz_ckpt_path(p, sizeof p, run_dir, steps[i]);
+        if (unlink(p) != 0 && errno != ENOENT) {
+            rc = cz_fail(err, "%s: cannot delete: %s", p, strerror(errno));
+            break;
+        }
+    }
+    free(steps);
+    return rc;
+}

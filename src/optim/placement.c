@@ -1,0 +1,417 @@
+/* optim: where the optimizer runs (coordinator / sharded / replicated) and
+ * the step that follows backward: finish the gradient sync, average, global
+ * norm, clip, update, bring the new weights to every rank.
+ *
+ * Everything is organised by "segments": the intersections of the tensors
+ * (cz_param_range) with the pieces of the bucket layout (bucket k, chunk c;
+ * see dist.h). A segment belongs to one tensor and is owned by one rank.
+ * Norms are one double partial per segment, summed in segment order, so the
+ * same bits come out whether one rank computed every partial (coordinator,
+ * replicated) or each rank its own (sharded: the partial table is summed
+ * over ranks with each entry non-zero on exactly one rank, x + 0 = x, so
+ * the exchange is exact in any order). */
+#include "cloze/optim.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct segment {
+    size_t off, count; /* in the flat buffer */
+    size_t moff;       /* in this rank's moment arrays (when it holds them) */
+    int range;         /* tensor index */
+    int owner;         /* chunk index = rank that owns it under sharding */
+} segment;
+
+struct cz_optimizer {
+    cz_dist dist;
+    cz_optim_config cfg;
+    cz_optim_kind kind;
+    cz_placement place;
+    cz_allreduce_algo algo;
+    size_t n;
+    cz_param_range *ranges;
+    int n_ranges;
+    cz_grad_sync *gs;
+    cz_bucket_layout layout;
+    segment *seg;
+    int n_seg;
+    size_t *bucket_moff; /* sharded: moment offset of this rank's piece of bucket k */
+    float *m, *v, *u;    /* moments (and LAMB's direction) for the segments this rank updates */
+    size_t n_moments;
+    double *part, *part2; /* per-segment partial sums */
+    double *trust;        /* LAMB, per tensor */
+    long t;
+};
+
+int cz_placement_parse(const char *name, cz_placement *out, cz_error *err) {
+    if (strcmp(name, "coordinator") == 0)
+        *out = CZ_PLACE_COORDINATOR;
+    else if (strcmp(name, "sharded") == 0)
+        *out = CZ_PLACE_SHARDED;
+    else if (strcmp(name, "replicated") == 0)
+        *out = CZ_PLACE_REPLICATED;
+    else
+        return cz_fail(err, "dist.placement: \"%s\" is not one of coordinator, sharded, replicated",
+                       name);
+    return 0;
+}
+
+/* Does this rank update segment s? */
+static int mine(const cz_optimizer *o, const segment *s) {
+    if (o->place == CZ_PLACE_REPLICATED) return 1;
+    if (o->place == CZ_PLACE_COORDINATOR) return o->dist.rank == 0;
+    return s->owner == o->dist.rank;
+}
+
+static int build_segments(cz_optimizer *o, cz_error *err) {
+    const cz_bucket_layout *l = &o->layout;
+    int cap = o->n_ranges + l->n_buckets * l->p + 1;
+    o->seg = calloc((size_t)cap, sizeof *o->seg);
+    o->bucket_moff = calloc((size_t)l->n_buckets + 1, sizeof *o->bucket_moff);
+    if (!o->seg || !o->bucket_moff) return cz_fail(err, "optim: out of memory");
+    size_t packed = 0;
+    for (int k = 0; k < l->n_buckets; k++) {
+        for (int c = 0; c < l->p; c++) {
+            size_t poff, pcount;
+            cz_piece_range(l, k, c, &poff, &pcount);
+            if (c == o->dist.rank) o->bucket_moff[k] = packed;
+            if (pcount == 0) continue;
+            /* first tensor that ends after poff (ranges are sorted) */
+            int lo = 0, hi = o->n_ranges - 1;
+            while (lo < hi) {
+                int mid = (lo + hi) / 2;
+                if (o->ranges[mid].offset + o->ranges[mid].numel <= poff)
+                    lo = mid + 1;
+                else
+                    hi = mid;
+            }
+            for (int r = lo; r < o->n_ranges && o->ranges[r].offset < poff + pcount; r++) {
+                size_t a = o->ranges[r].offset > poff ? o->ranges[r].offset : poff;
+                size_t b = o->ranges[r].offset + o->ranges[r].numel;
+                if (b > poff + pcount) b = poff + pcount;
+                if (b <= a) continue;
+                if (o->n_seg == cap) return cz_fail(err, "optim: segment table overflow");
+                segment *s = &o->seg[o->n_seg++];
+                s->off = a;
+                s->count = b - a;
+                s->range = r;
+                s->owner = c;
+                s->moff = a;
+                if (o->place == CZ_PLACE_SHARDED && c == o->dist.rank) {
+                    s->moff = packed;
+                    packed += s->count;
+                }
+            }
+        }
+    }
+    if (o->place == CZ_PLACE_SHARDED)
+        o->n_moments = packed;
+    else if (o->place == CZ_PLACE_REPLICATED || o->dist.rank == 0)
+        o->n_moments = o->n;
+    else
+        o->n_moments = 0;
+    return 0;
+}
+
+int cz_optimizer_create(cz_optimizer **out, const cz_dist *d, const cz_optim_config *ocfg,
+                        const cz_dist_config *dcfg, size_t n, const cz_param_range *ranges,
+                        int n_ranges, cz_error *err) {
+    *out = NULL;
+    cz_optimizer *o = calloc(1, sizeof *o);
+    if (!o) return cz_fail(err, "optim: out of memory");
+    o->dist = *d;
+    o->cfg = *ocfg;
+    o->n = n;
+    o->n_ranges = n_ranges;
+    if (cz_optim_kind_parse(ocfg->name, &o->kind, err) != 0 ||
+        cz_placement_parse(dcfg->placement, &o->place, err) != 0 ||
+        cz_allreduce_algo_parse(dcfg->allreduce, &o->algo, err) != 0)
+        goto fail;
+    size_t expect = 0;
+    for (int r = 0; r < n_ranges; r++) {
+        if (ranges[r].offset != expect) {
+            cz_fail(
+                err,
+                "optim: tensor range %d starts at %zu, expected %zu (ranges must tile the buffer)",
+                r, ranges[r].offset, expect);
+            goto fail;
+        }
+        expect += ranges[r].numel;
+    }
+    if (expect != n) {
+        cz_fail(err, "optim: tensor ranges cover %zu floats, the buffer has %zu", expect, n);
+        goto fail;
+    }
+    o->ranges = malloc(((size_t)n_ranges + 1) * sizeof *ranges);
+    if (!o->ranges) {
+        cz_fail(err, "optim: out of memory");
+        goto fail;
+    }
+    memcpy(o->ranges, ranges, (size_t)n_ranges * sizeof *ranges);
+    cz_sync_mode mode = o->place == CZ_PLACE_COORDINATOR ? CZ_SYNC_REDUCE
+                        : o->place == CZ_PLACE_SHARDED   ? CZ_SYNC_REDUCE_SCATTER
+                                                         : CZ_SYNC_ALLREDUCE;
+    if (cz_grad_sync_create(&o->gs, d, n, dcfg->bucket_mb * 1024.0 * 1024.0, mode, o->algo, err) !=
+        0)
+        goto fail;
+    o->layout = *cz_grad_sync_layout(o->gs);
+    if (build_segments(o, err) != 0) goto fail;
+    size_t nm = o->n_moments + 1;
+    o->m = cz_alloc(nm * sizeof(float), err);
+    o->v = o->m ? cz_alloc(nm * sizeof(float), err) : NULL;
+    o->u = o->v && o->kind == CZ_OPT_LAMB ? cz_alloc(nm * sizeof(float), err) : NULL;
+    o->part = cz_alloc(((size_t)o->n_seg + 1) * sizeof(double), err);
+    o->part2 = cz_alloc(((size_t)o->n_seg + 1) * sizeof(double), err);
+    o->trust = cz_alloc(((size_t)n_ranges + 1) * sizeof(double), err);
+    if (!o->v || (o->kind == CZ_OPT_LAMB && !o->u) || !o->part || !o->part2 || !o->trust) goto fail;
+    *out = o;
+    return 0;
+fail:
+    cz_optimizer_free(o);
+    return -1;
+}
+
+void cz_optimizer_free(cz_optimizer *o) {
+    if (!o) return;
+    cz_grad_sync_free(o->gs);
+    free(o->ranges);
+    free(o->seg);
+    free(o->bucket_moff);
+    cz_free(o->m);
+    cz_free(o->v);
+    cz_free(o->u);
+    cz_free(o->part);
+    cz_free(o->part2);
+    cz_free(o->trust);
+    free(o);
+}
+
+cz_grad_sync *cz_optimizer_grad_sync(cz_optimizer *o) {
+    return o->gs;
+}
+long cz_optimizer_steps_done(const cz_optimizer *o) {
+    return o->t;
+}
+void cz_optimizer_set_steps_done(cz_optimizer *o, long t) {
+    o->t = t;
+}
+
+/* Makes the per-segment partials complete on every rank (see top). */
+static int exchange_partials(cz_optimizer *o, double *part, cz_error *err) {
+    if (o->dist.size == 1 || o->place == CZ_PLACE_REPLICATED) return 0;
+    int rc = o->place == CZ_PLACE_SHARDED
+                 ? MPI_Allreduce(MPI_IN_PLACE, part, o->n_seg, MPI_DOUBLE, MPI_SUM, o->dist.comm)
+                 : MPI_Bcast(part, o->n_seg, MPI_DOUBLE, 0, o->dist.comm);
+    return rc == MPI_SUCCESS ? 0 : cz_fail(err, "optim: exchange of norm partials failed");
+}
+
+/* Averages this rank's segments of grads in place (g *= scale, float) and
+ * returns the global norm of the result. */
+static int global_norm(cz_optimizer *o, float *grads, float scale, double *norm, cz_error *err) {
+    memset(o->part, 0, (size_t)o->n_seg * sizeof(double));
+    for (int i = 0; i < o->n_seg; i++) {
+        const segment *s = &o->seg[i];
+        if (!mine(o, s)) continue;
+        float *g = grads + s->off;
+        double acc = 0;
+        for (size_t j = 0; j < s->count; j++) {
+            g[j] = g[j] * scale;
+            acc += (double)g[j] * g[j];
+        }
+        o->part[i] = acc;
+    }
+    if (exchange_partials(o, o->part, err) != 0) return -1;
+    double total = 0;
+    for (int i = 0; i < o->n_seg; i++) total += o->part[i];
+    *norm = sqrt(total);
+    return 0;
+}
+
+static void make_coef(const cz_optimizer *o, double lr, float clip, cz_adam_coef *k) {
+    const cz_optim_config *c = &o->cfg;
+    long t = o->t + 1; /* the update being made */
+    k->lr = (float)lr;
+    k->beta1 = (float)c->beta1;
+    k->beta2 = (float)c->beta2;
+    k->eps = (float)c->eps;
+    k->wd = (float)c->weight_decay;
+    k->c1 = c->bias_correction ? (float)(1.0 - pow(c->beta1, (double)t)) : 1.0f;
+    k->c2 = c->bias_correction ? (float)(1.0 - pow(c->beta2, (double)t)) : 1.0f;
+    k->gscale = clip;
+}
+
+static int lamb_update(cz_optimizer *o, const cz_adam_coef *k, float *params, const float *grads,
+                       cz_error *err) {
+    memset(o->part, 0, (size_t)o->n_seg * sizeof(double));
+    memset(o->part2, 0, (size_t)o->n_seg * sizeof(double));
+    for (int i = 0; i < o->n_seg; i++) {
+        const segment *s = &o->seg[i];
+        if (!mine(o, s)) continue;
+        cz_lamb_direction(k, o->ranges[s->range].no_decay, params + s->off, grads + s->off,
+                          o->m + s->moff, o->v + s->moff, o->u + s->moff, s->count, &o->part[i],
+                          &o->part2[i]);
+    }
+    if (o->place == CZ_PLACE_SHARDED &&
+        (exchange_partials(o, o->part, err) != 0 || exchange_partials(o, o->part2, err) != 0))
+        return -1;
+    /* per tensor: sums over its segments in segment order */
+    double *wsq = calloc((size_t)o->n_ranges + 1, sizeof(double));
+    double *usq = calloc((size_t)o->n_ranges + 1, sizeof(double));
+    if (!wsq || !usq) {
+        free(wsq);
+        free(usq);
+        return cz_fail(err, "optim: out of memory");
+    }
+    for (int i = 0; i < o->n_seg; i++) {
+        wsq[o->seg[i].range] += o->part[i];
+        usq[o->seg[i].range] += o->part2[i];
+    }
+    for (int r = 0; r < o->n_ranges; r++) {
+        double wn = sqrt(wsq[r]), un = sqrt(usq[r]);
+        o->trust[r] = wn > 0 && un > 0 ? wn / un : 1.0;
+    }
+    free(wsq);
+    free(usq);
+    for (int i = 0; i < o->n_seg; i++) {
+        const segment *s = &o->seg[i];
+        if (!mine(o, s)) continue;
+        cz_lamb_apply((float)((double)k->lr * o->trust[s->range]), params + s->off, o->u + s->moff,
+                      s->count);
+    }
+    return 0;
+}
+
+/* New weights from their updaters to every rank. */
+static int distribute_params(cz_optimizer *o, float *params, cz_error *err) {
+    if (o->dist.size == 1 || o->place == CZ_PLACE_REPLICATED) return 0;
+    if (o->place == CZ_PLACE_COORDINATOR) {
+        const size_t block = (size_t)1 << 28;
+        for (size_t off = 0; off < o->n; off += block) {
+            size_t len = o->n - off < block ? o->n - off : block;
+            if (MPI_Bcast(params + off, (int)len, MPI_FLOAT, 0, o->dist.comm) != MPI_SUCCESS)
+                return cz_fail(err, "optim: broadcast of weights failed at offset %zu", off);
+        }
+        return 0;
+    }
+    int p = o->dist.size;
+    int *counts = calloc((size_t)p, sizeof(int)), *displs = calloc((size_t)p, sizeof(int));
+    int rc = counts && displs ? 0 : cz_fail(err, "optim: out of memory");
+    for (int k = 0; rc == 0 && k < o->layout.n_buckets; k++) {
+        size_t off, count;
+        cz_bucket_range(&o->layout, k, &off, &count);
+        if (o->algo == CZ_ALLREDUCE_RING) {
+            rc = cz_ring_allgather_comm(o->dist.comm, params + off, count, err);
+            continue;
+        }
+        for (int c = 0; c < p; c++) {
+            size_t co, cc;
+            cz_dist_chunk(count, p, c, &co, &cc);
+            counts[c] = (int)cc;
+            displs[c] = (int)co;
+        }
+        if (MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_FLOAT, params + off, counts, displs, MPI_FLOAT,
+                           o->dist.comm) != MPI_SUCCESS)
+            rc = cz_fail(err, "optim: all-gather of weights failed (bucket %d)", k);
+    }
+    free(counts);
+    free(displs);
+    return rc;
+}
+
+int cz_optimizer_step(cz_optimizer *o, float *params, float *grads, int micro_batches, double lr,
+                      cz_step_report *rep, cz_error *err) {
+    memset(rep, 0, sizeof *rep);
+    rep->lr = lr;
+    rep->clip_scale = 1;
+    if (cz_grad_sync_finish(o->gs, err) != 0) return -1;
+    if (micro_batches < 1)
+        return cz_fail(err, "optim: micro_batches = %d, need >= 1", micro_batches);
+    double norm;
+    if (global_norm(o, grads, (float)(1.0 / micro_batches), &norm, err) != 0) return -1;
+    rep->grad_norm = norm;
+    if (!isfinite(norm)) {
+        rep->skipped = 1; /* every rank saw the same norm: all skip together */
+        return 0;
+    }
+    /* clip_by_global_norm (BERT optimization.py): g * c / max(norm, c) */
+    double c = o->cfg.clip_norm;
+    if (c > 0 && norm > c) rep->clip_scale = c / norm;
+    cz_adam_coef k;
+    make_coef(o, lr, (float)rep->clip_scale, &k);
+    if (o->kind == CZ_OPT_LAMB) {
+        if (lamb_update(o, &k, params, grads, err) != 0) return -1;
+    } else {
+        for (int i = 0; i < o->n_seg; i++) {
+            const segment *s = &o->seg[i];
+            if (!mine(o, s)) continue;
+            cz_adamw_update(&k, &o->ranges[s->range], 1, params, grads, o->m + s->moff,
+                            o->v + s->moff, s->off, s->off + s->count);
+        }
+    }
+    o->t++;
+    return distribute_params(o, params, err);
+}
+
+/* Sharded moments move bucket by bucket: this rank's piece of bucket k is
+ * contiguous in its packed arrays at bucket_moff[k]. */
+static int move_sharded(cz_optimizer *o, float *full, float *packed, int gather, cz_error *err) {
+    int p = o->dist.size;
+    int *counts = calloc((size_t)p, sizeof(int)), *displs = calloc((size_t)p, sizeof(int));
+    int rc = counts && displs ? 0 : cz_fail(err, "optim: out of memory");
+    for (int k = 0; rc == 0 && k < o->layout.n_buckets; k++) {
+        size_t boff, bcount;
+        cz_bucket_range(&o->layout, k, &boff, &bcount);
+        for (int c = 0; c < p; c++) {
+            size_t co, cc;
+            cz_dist_chunk(bcount, p, c, &co, &cc);
+            counts[c] = (int)cc;
+            displs[c] = (int)co;
+        }
+        float *root = o->dist.rank == 0 ? full + boff : NULL;
+        float *mine_ = packed + o->bucket_moff[k];
+        int r = gather ? MPI_Gatherv(mine_, counts[o->dist.rank], MPI_FLOAT, root, counts, displs,
+                                     MPI_FLOAT, 0, o->dist.comm)
+                       : MPI_Scatterv(root, counts, displs, MPI_FLOAT, mine_, counts[o->dist.rank],
+                                      MPI_FLOAT, 0, o->dist.comm);
+        if (r != MPI_SUCCESS)
+            rc = cz_fail(err, "optim: moments %s failed (bucket %d)", gather ? "gather" : "scatter",
+                         k);
+    }
+    free(counts);
+    free(displs);
+    return rc;
+}
+
+int cz_optimizer_gather_moments(cz_optimizer *o, float *m_out, float *v_out, cz_error *err) {
+    if (o->place == CZ_PLACE_SHARDED) /* packed in bucket order, even on 1 rank */
+        return move_sharded(o, m_out, o->m, 1, err) != 0 ? -1
+                                                         : move_sharded(o, v_out, o->v, 1, err);
+    if (o->dist.rank == 0) {
+        memcpy(m_out, o->m, o->n * sizeof(float));
+        memcpy(v_out, o->v, o->n * sizeof(float));
+    }
+    return 0;
+}
+
+int cz_optimizer_scatter_moments(cz_optimizer *o, const float *m_in, const float *v_in,
+                                 cz_error *err) {
+    if (o->place == CZ_PLACE_SHARDED) /* packed in bucket order, even on 1 rank */
+        return move_sharded(o, (float *)m_in, o->m, 0, err) != 0
+                   ? -1
+                   : move_sharded(o, (float *)v_in, o->v, 0, err);
+    if (o->dist.rank == 0) {
+        memcpy(o->m, m_in, o->n * sizeof(float));
+        memcpy(o->v, v_in, o->n * sizeof(float));
+    }
+    if (o->place == CZ_PLACE_REPLICATED && o->dist.size > 1) {
+        const size_t block = (size_t)1 << 28;
+        for (size_t off = 0; off < o->n; off += block) {
+            int len = (int)(o->n - off < block ? o->n - off : block);
+            if (MPI_Bcast(o->m + off, len, MPI_FLOAT, 0, o->dist.comm) != MPI_SUCCESS ||
+                MPI_Bcast(o->v + off, len, MPI_FLOAT, 0, o->dist.comm) != MPI_SUCCESS)
+                return cz_fail(err, "optim: moments broadcast failed at offset %zu", off);
+        }
+    }
+    return 0;
+}

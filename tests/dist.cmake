@@ -1,0 +1,19 @@
+# dist / optim / ckpt tests.
+cloze_add_unit_test(test_ckpt)
+add_dependencies(test_ckpt cloze-ckpt) # it runs the cloze-ckpt program
+
+add_executable(test_dist ${CLOZE_TEST_DIR}/test_dist.c)
+target_link_libraries(test_dist PRIVATE cloze)
+foreach(np 1 2 3 4 5)
+  cloze_add_mpi_test(test_dist_np${np} ${np} test_dist TIMEOUT 120)
+endforeach()
+
+cloze_add_unit_test(test_optim)
+cloze_add_script_test(test_optim_torch COMMAND ${CLOZE_PYTHON} ${CLOZE_TEST_DIR}/test_optim_torch.py
+                      LABELS python TIMEOUT 120)
+
+add_executable(test_optim_dist ${CLOZE_TEST_DIR}/test_optim_dist.c)
+target_link_libraries(test_optim_dist PRIVATE cloze)
+foreach(np 1 2 3 4 5)
+  cloze_add_mpi_test(test_optim_dist_np${np} ${np} test_optim_dist TIMEOUT 120)
+endforeach()

@@ -1,0 +1,318 @@
+/* ckpt: round trip, the real `lz4 -d` opens our files, truncated and
+ * corrupted files are detected with file + offset, a failed write keeps the
+ * earlier checkpoint, find-latest skips a bad newest file, prune keeps
+ * keep_last, and the cloze-ckpt program's verify/info. */
+#include "cloze/ckpt.h"
+#include "cloze/rng.h"
+
+#include <lz4frame.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static int failures = 0;
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                   \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fprintf(stderr, "\n");                                                                 \
+            failures++;                                                                            \
+        }                                                                                          \
+    } while (0)
+
+static char dir[256];
+
+enum { NP = 100003 };
+static float params[NP];
+static int64_t step_value = 10;
+static const char config_text[] = "model: { layers = 2; };";
+
+static void make_blobs(cz_blob b[4]) {
+    cz_rng_stream s = cz_rng_stream_make(7, CZ_RNG_TEST, 0, 0, 0);
+    /* half smooth (compressible) half random, like trained weights are not */
+    for (int i = 0; i < NP; i++)
+        params[i] = i < NP / 2 ? (float)(i % 100) : (float)cz_rng_normal(&s, (uint64_t)i);
+    b[0] = (cz_blob){"step", &step_value, sizeof step_value};
+    b[1] = (cz_blob){"params", params, sizeof params};
+    b[2] = (cz_blob){"config", config_text, sizeof config_text};
+    b[3] = (cz_blob){"empty", "", 0};
+}
+
+static long file_size(const char *p) {
+    struct stat st;
+    return stat(p, &st) == 0 ? (long)st.st_size : -1;
+}
+
+static int copy_prefix(const char *src, const char *dst, long len, long flip_at) {
+    void *data;
+    size_t n;
+    cz_error err;
+    if (cz_read_file(src, &data, &n, &err) != 0) return -1;
+    if (flip_at >= 0 && flip_at < (long)n) ((unsigned char *)data)[flip_at] ^= 0x5a;
+    FILE *f = fopen(dst, "wb");
+    fwrite(data, 1, len < 0 ? n : (size_t)len, f);
+    fclose(f);
+    cz_free(data);
+    return 0;
+}
+
+static void test_round_trip(const char *path) {
+    cz_blob b[4];
+    make_blobs(b);
+    cz_error err;
+    CHECK(cz_ckpt_write(path, b, 4, &err) == 0, "write: %s", err.msg);
+    CHECK(cz_ckpt_verify(path, &err) == 0, "verify: %s", err.msg);
+    cz_ckpt *c = NULL;
+    CHECK(cz_ckpt_read(path, &c, &err) == 0, "read: %s", err.msg);
+    if (!c) return;
+    CHECK(cz_ckpt_count(c) == 4, "count %d", cz_ckpt_count(c));
+    for (int i = 0; i < 4; i++) {
+        size_t size = 1;
+        const void *p = cz_ckpt_get(c, b[i].name, &size);
+        CHECK(p && size == b[i].size && memcmp(p, b[i].data, size) == 0, "blob %s differs",
+              b[i].name);
+        CHECK(strcmp(cz_ckpt_name(c, i), b[i].name) == 0, "order of blob %d", i);
+    }
+    CHECK(cz_ckpt_get(c, "nope", NULL) == NULL, "absent blob found");
+    int64_t st = 0;
+    CHECK(cz_ckpt_get_exact(c, "params", &st, sizeof st, &err) != 0 && strstr(err.msg, "params"),
+          "size mismatch not reported");
+    cz_ckpt_free(c);
+    CHECK(file_size(path) < (long)sizeof params, "no compression: %ld", file_size(path));
+}
+
+/* The stock lz4 tool decompresses the file; we parse the result here,
+ * independently of checkpoint.c, and find our blobs in it. */
+static void test_lz4_tool(const char *path) {
+    if (access("/usr/bin/lz4", X_OK) != 0) {
+        fprintf(stderr, "skip: no /usr/bin/lz4\n");
+        return;
+    }
+    char out[512], cmd[1200];
+    snprintf(out, sizeof out, "%s/plain.bin", dir);
+    snprintf(cmd, sizeof cmd, "/usr/bin/lz4 -d -q -f '%s' '%s'", path, out);
+    CHECK(system(cmd) == 0, "lz4 -d failed on %s", path);
+    void *data;
+    size_t n;
+    cz_error err;
+    if (cz_read_file(out, &data, &n, &err) != 0) {
+        CHECK(0, "%s", err.msg);
+        return;
+    }
+    const unsigned char *p = data;
+    CHECK(n > 16 && memcmp(p, "CLZCKPT1", 8) == 0, "magic after lz4 -d");
+    uint32_t count;
+    memcpy(&count, p + 8, 4);
+    CHECK(count == 4, "count %u", count);
+    size_t off = 16;
+    int found_params = 0;
+    for (uint32_t i = 0; i < count && off < n; i++) {
+        uint32_t nl;
+        uint64_t size;
+        memcpy(&nl, p + off, 4);
+        char name[256] = {0};
+        memcpy(name, p + off + 4, nl);
+        memcpy(&size, p + off + 4 + nl, 8);
+        off += 4 + nl + 16;
+        if (strcmp(name, "params") == 0)
+            found_params = size == sizeof params && memcmp(p + off, params, size) == 0;
+        off += size;
+    }
+    CHECK(found_params, "params blob not found intact in lz4 -d output");
+    CHECK(off == n, "container length %zu vs %zu", off, n);
+    cz_free(data);
+}
+
+static void test_damage(const char *path) {
+    char bad[512];
+    snprintf(bad, sizeof bad, "%s/bad.lz4", dir);
+    long len = file_size(path);
+    long cuts[] = {3, 10, len / 2, len - 5, len - 1};
+    cz_error err;
+    for (int i = 0; i < 5; i++) {
+        copy_prefix(path, bad, cuts[i], -1);
+        int rc = cz_ckpt_verify(bad, &err);
+        CHECK(rc != 0, "truncated to %ld bytes not detected", cuts[i]);
+        CHECK(rc != 0 && strstr(err.msg, bad) && strstr(err.msg, "offset"),
+              "message lacks file/offset: %s", err.msg);
+    }
+    long flips[] = {4, 20, len / 3, len / 2, len - 6, len - 2};
+    for (int i = 0; i < 6; i++) {
+        copy_prefix(path, bad, -1, flips[i]);
+        int rc = cz_ckpt_verify(bad, &err);
+        CHECK(rc != 0, "byte %ld flipped not detected", flips[i]);
+        CHECK(rc != 0 && strstr(err.msg, bad) && strstr(err.msg, "offset"),
+              "message lacks file/offset: %s", err.msg);
+    }
+    /* garbage after the frame */
+    copy_prefix(path, bad, -1, -1);
+    FILE *f = fopen(bad, "ab");
+    fputs("junk", f);
+    fclose(f);
+    CHECK(cz_ckpt_verify(bad, &err) != 0, "trailing bytes not detected");
+}
+
+/* A container whose blob checksum is wrong but whose LZ4 frame is valid:
+ * only our per-blob checksum can catch it, and it names the blob. */
+static void test_blob_checksum(void) {
+    unsigned char c[16 + 4 + 1 + 16 + 3];
+    memcpy(c, "CLZCKPT1", 8);
+    uint32_t one = 1, zero = 0, nl = 1;
+    memcpy(c + 8, &one, 4);
+    memcpy(c + 12, &zero, 4);
+    memcpy(c + 16, &nl, 4);
+    c[20] = 'x';
+    uint64_t size = 3, h = cz_fnv1a64("abc", 3, CZ_FNV_SEED) ^ 1;
+    memcpy(c + 21, &size, 8);
+    memcpy(c + 29, &h, 8);
+    memcpy(c + 37, "abc", 3);
+    char buf[1024], path[512];
+    size_t n = LZ4F_compressFrame(buf, sizeof buf, c, sizeof c, NULL);
+    CHECK(!LZ4F_isError(n), "compressFrame");
+    snprintf(path, sizeof path, "%s/sum.lz4", dir);
+    FILE *f = fopen(path, "wb");
+    fwrite(buf, 1, n, f);
+    fclose(f);
+    cz_error err;
+    CHECK(cz_ckpt_verify(path, &err) != 0 && strstr(err.msg, "'x'") &&
+              strstr(err.msg, "checksum") && strstr(err.msg, "offset 37"),
+          "blob checksum: %s", err.msg);
+}
+
+static int count_tmp_files(void) {
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "ls '%s' | grep -c '\\.tmp\\.' > /dev/null", dir);
+    return system(cmd) == 0; /* grep exit 0: found */
+}
+
+static void test_failed_write_keeps_old(const char *path) {
+    /* RLIMIT_FSIZE makes the disk "full" even for root (read-only dirs are
+     * not, for root). A 4 MiB random blob cannot be compressed under 1 MiB. */
+    size_t nbig = 1 << 20;
+    float *big = malloc(nbig * sizeof(float));
+    cz_rng_stream s = cz_rng_stream_make(9, CZ_RNG_TEST, 0, 0, 0);
+    for (size_t i = 0; i < nbig; i++) big[i] = (float)cz_rng_normal(&s, i);
+    cz_blob b = {"params", big, nbig * sizeof(float)};
+    struct rlimit old, lim;
+    getrlimit(RLIMIT_FSIZE, &old);
+    lim = old;
+    lim.rlim_cur = 1 << 20;
+    signal(SIGXFSZ, SIG_IGN);
+    setrlimit(RLIMIT_FSIZE, &lim);
+    cz_error err;
+    int rc = cz_ckpt_write(path, &b, 1, &err);
+    setrlimit(RLIMIT_FSIZE, &old);
+    CHECK(rc != 0 && strstr(err.msg, path), "write past the size limit succeeded or unnamed: %s",
+          err.msg);
+    CHECK(cz_ckpt_verify(path, &err) == 0, "earlier file damaged: %s", err.msg);
+    cz_ckpt *c;
+    if (cz_ckpt_read(path, &c, &err) == 0) {
+        size_t size;
+        CHECK(cz_ckpt_get(c, "params", &size) && size == sizeof params, "earlier content lost");
+        cz_ckpt_free(c);
+    }
+    CHECK(!count_tmp_files(), "tmp file left behind");
+    /* a directory that does not exist */
+    char nowhere[512];
+    snprintf(nowhere, sizeof nowhere, "%s/no/such/ckpt.lz4", dir);
+    CHECK(cz_ckpt_write(nowhere, &b, 1, &err) != 0 && strstr(err.msg, "no/such"), "bad dir: %s",
+          err.msg);
+    free(big);
+}
+
+static void test_run_dir(void) {
+    char run[400], p[600];
+    snprintf(run, sizeof run, "%s/run", dir);
+    mkdir(run, 0755);
+    cz_error err;
+    long steps[] = {10, 20, 30, 40};
+    for (int i = 0; i < 4; i++) {
+        int64_t st = steps[i];
+        cz_blob b[2] = {{"step", &st, sizeof st}, {"params", params, 4000}};
+        cz_ckpt_path(p, sizeof p, run, steps[i]);
+        CHECK(cz_ckpt_write(p, b, 2, &err) == 0, "%s", err.msg);
+    }
+    /* names that are not checkpoints are ignored */
+    snprintf(p, sizeof p, "%s/ckpt-00000050.lz4.tmp.123", run);
+    FILE *f = fopen(p, "w");
+    fclose(f);
+    snprintf(p, sizeof p, "%s/ckpt-12.lz4", run);
+    f = fopen(p, "w");
+    fclose(f);
+    long *list;
+    int n;
+    CHECK(cz_ckpt_list(run, &list, &n, &err) == 0 && n == 4 && list[0] == 10 && list[3] == 40,
+          "list: n=%d", n);
+    free(list);
+    /* newest corrupted: skipped with a warning */
+    char newest[600], found[600];
+    cz_ckpt_path(newest, sizeof newest, run, 40);
+    copy_prefix(newest, newest, file_size(newest) - 3, -1);
+    long step = -1;
+    CHECK(cz_ckpt_find_latest(run, found, sizeof found, &step, &err) == 1 && step == 30,
+          "find latest: step %ld", step);
+    CHECK(cz_ckpt_prune(run, 2, &err) == 0, "%s", err.msg);
+    CHECK(cz_ckpt_list(run, &list, &n, &err) == 0 && n == 2 && list[0] == 30 && list[1] == 40,
+          "prune kept n=%d", n);
+    free(list);
+    char empty[400];
+    snprintf(empty, sizeof empty, "%s/empty", dir);
+    mkdir(empty, 0755);
+    CHECK(cz_ckpt_find_latest(empty, found, sizeof found, &step, &err) == 0, "empty run dir");
+}
+
+static int run_cmd(const char *cmd) {
+    int st = system(cmd);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static void test_program(const char *good) {
+    const char *bd = getenv("CLOZE_BUILD_DIR");
+    if (!bd) return;
+    char cmd[1200], bad[512], out[512];
+    snprintf(bad, sizeof bad, "%s/bad.lz4", dir);
+    snprintf(out, sizeof out, "%s/info.txt", dir);
+    copy_prefix(good, bad, file_size(good) / 2, -1);
+    snprintf(cmd, sizeof cmd, "%s/cloze-ckpt verify '%s' > /dev/null", bd, good);
+    CHECK(run_cmd(cmd) == 0, "cloze-ckpt verify good");
+    snprintf(cmd, sizeof cmd, "%s/cloze-ckpt verify '%s' 2> /dev/null", bd, bad);
+    CHECK(run_cmd(cmd) == 1, "cloze-ckpt verify bad");
+    snprintf(cmd, sizeof cmd, "%s/cloze-ckpt info '%s' > '%s'", bd, good, out);
+    CHECK(run_cmd(cmd) == 0, "cloze-ckpt info");
+    void *txt;
+    size_t n;
+    cz_error err;
+    if (cz_read_file(out, &txt, &n, &err) == 0) {
+        CHECK(strstr(txt, "step 10") && strstr(txt, "params") && strstr(txt, "400012 bytes"),
+              "info output:\n%s", (char *)txt);
+        cz_free(txt);
+    }
+    snprintf(cmd, sizeof cmd, "%s/cloze-ckpt --help > /dev/null", bd);
+    CHECK(run_cmd(cmd) == 0, "--help");
+}
+
+int main(void) {
+    cz_log_setup(0, CZ_LOG_WARN);
+    snprintf(dir, sizeof dir, "/tmp/cloze_test_ckpt.XXXXXX");
+    if (!mkdtemp(dir)) return 1;
+    char path[512];
+    snprintf(path, sizeof path, "%s/ckpt-00000010.lz4", dir);
+    test_round_trip(path);
+    test_lz4_tool(path);
+    test_damage(path);
+    test_blob_checksum();
+    test_failed_write_keeps_old(path);
+    test_run_dir();
+    test_program(path);
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    if (failures) return 1;
+    printf("ok\n");
+    return 0;
+}
