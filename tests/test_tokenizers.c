@@ -361,6 +361,22 @@ int main(void) {
     test_paragraph(wp, "vocab/golden/swift-transformers/bert_uncased_encoded.json", 1);
     cz_tokenizer_free(wp);
 
+    cz_tokenizer *bpe = NULL;
+    char merges[8192];
+    snprintf(path, sizeof path, "%s/vocab/gpt2/encoder.json", data_dir);
+    snprintf(merges, sizeof merges, "%s/vocab/gpt2/vocab.bpe", data_dir);
+    if (cz_tokenizer_load_bpe(&bpe, path, merges, &err)) {
+        fprintf(stderr, "FAIL: %s\n", err.msg);
+        return 1;
+    }
+    CHECK(cz_tokenizer_vocab_size(bpe) == 50257, "bpe vocab size %u", cz_tokenizer_vocab_size(bpe));
+    CHECK(cz_tokenizer_token_id(bpe, "<|endoftext|>") == 50256, "<|endoftext|> id");
+    test_llama_golden(bpe, "vocab/golden/llama.cpp/ggml-vocab-gpt-2.gguf.inp",
+                      "vocab/golden/llama.cpp/ggml-vocab-gpt-2.gguf.out");
+    test_multilingual(bpe, "vocab/golden/swift-transformers/multilingual_gpt2.json", 0);
+    test_paragraph(bpe, "vocab/golden/swift-transformers/gpt2_encoded_tokens.json", 0);
+    cz_tokenizer_free(bpe);
+
     if (failures) {
         fprintf(stderr, "%d failures\n", failures);
         return 1;
