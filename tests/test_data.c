@@ -248,6 +248,22 @@ static void test_determinism(const char *manifest) {
     }
     CHECK(same == K, "only %d of %d samples identical when built in another order", same, K);
     CHECK(differ_seed > K * 9 / 10, "another seed changed only %d of %d samples", differ_seed, K);
+    /* threads building one batch after cz_data_prepare, as a trainer would */
+    cz_data *d4;
+    CHECK(cz_data_open(&d4, manifest, CZ_ARCH_BERT, &cfg, 7, &err) == 0, "%s", err.msg);
+    CHECK(cz_data_prepare(d4, T, &err) == 0, "%s", err.msg);
+    cz_batch_buf_free(&b);
+    cz_batch_buf_alloc(&b, K, T, P, &err);
+    int build_failed = 0, same_threads = 0;
+#pragma omp parallel for num_threads(4) schedule(dynamic, 1) reduction(+ : build_failed)
+    for (int g = 0; g < K; g++) {
+        cz_error e;
+        build_failed += cz_data_build(d4, &b, g, (uint64_t)g, T, P, &e) != 0;
+    }
+    for (int g = 0; g < K; g++) same_threads += same_bytes(&a, g, &b, g);
+    CHECK(build_failed == 0 && same_threads == K, "4 threads: %d failed, %d of %d identical",
+          build_failed, same_threads, K);
+    cz_data_close(d4);
     cz_batch view = cz_batch_view(&a, 5);
     CHECK(view.batch == 5 && view.seq == T && view.max_pred == P && view.tokens == a.tokens &&
               view.sample_ids[3] == 3,

@@ -30,7 +30,6 @@ typedef struct anchor_index {
     uint64_t n;            /* anchors (= samples per epoch) */
     uint64_t *shard_first; /* [n_shards + 1] first anchor of each shard */
     uint64_t *sent;        /* [n] start sentence (shard-local) of each anchor */
-    int32_t *scratch;      /* [3 * seq] masking work space */
 } anchor_index;
 
 struct cz_data {
@@ -172,7 +171,6 @@ static uint64_t cut_anchors(const cz_shard *s, uint64_t max_num_tokens, uint64_t
 static void index_free(anchor_index *ix) {
     cz_free(ix->shard_first);
     cz_free(ix->sent);
-    cz_free(ix->scratch);
     memset(ix, 0, sizeof *ix);
 }
 
@@ -192,8 +190,7 @@ static anchor_index *index_get(cz_data *d, int seq, cz_error *err) {
     }
     int ns = d->man.n_shards;
     ix->shard_first = cz_alloc((size_t)(ns + 1) * sizeof(uint64_t), err);
-    ix->scratch = cz_alloc((size_t)3 * (size_t)seq * sizeof(int32_t), err);
-    if (!ix->shard_first || !ix->scratch) goto fail;
+    if (!ix->shard_first) goto fail;
     /* Only the boundary tables are read here (8 bytes per sentence); token
      * pages are touched by the samples that use them. */
     for (int k = 0; k < ns; k++) {
@@ -286,10 +283,9 @@ static int choose_pair(const cz_shard *s, uint64_t s0, int seq, double short_seq
 /* create_masked_lm_predictions on row[0, n): picks whole words (or single
  * pieces) in random order until num_to_predict positions are chosen, and
  * replaces each position: 80% [MASK], 10% kept, 10% a random vocabulary id. */
-static void mask_row(const cz_data *d, anchor_index *ix, int32_t *row, int n, int max_pred,
+static void mask_row(const cz_data *d, int32_t *scratch, int32_t *row, int n, int max_pred,
                      cz_rng_cursor *c, int32_t *positions, int32_t *labels, float *weights) {
-    int32_t *group_start = ix->scratch, *group_len = ix->scratch + ix->seq;
-    int32_t *chosen = ix->scratch + 2 * ix->seq;
+    int32_t *group_start = scratch, *group_len = scratch + n, *chosen = scratch + 2 * n;
     int n_groups = 0;
     for (int i = 0; i < n; i++) {
         if (row[i] == d->man.cls_id || row[i] == d->man.sep_id) continue;
@@ -382,9 +378,14 @@ static int build_bert(cz_data *d, cz_batch_buf *buf, int slot, uint64_t g, int s
         if (i >= n) row[i] = d->man.pad_id;
         buf->targets[(size_t)slot * (size_t)seq + (size_t)i] = -1;
     }
+    /* work space per call (a few KB), so that threads can build samples of
+     * one batch in parallel once cz_data_prepare has run */
+    int32_t *scratch = cz_alloc((size_t)3 * (size_t)n * sizeof(int32_t), err);
+    if (!scratch) return -1;
     size_t p0 = (size_t)slot * (size_t)max_pred;
-    mask_row(d, ix, row, n, max_pred, &c, buf->mlm_positions + p0, buf->mlm_labels + p0,
+    mask_row(d, scratch, row, n, max_pred, &c, buf->mlm_positions + p0, buf->mlm_labels + p0,
              buf->mlm_weights + p0);
+    cz_free(scratch);
     buf->nsp_labels[slot] = label;
     return 0;
 }
@@ -588,6 +589,13 @@ uint64_t cz_data_samples_per_epoch(cz_data *d, int seq) {
         return 0;
     }
     return ix->n;
+}
+
+int cz_data_prepare(cz_data *d, int seq, cz_error *err) {
+    if (d->arch == CZ_ARCH_BERT) return index_get(d, seq, err) ? 0 : -1;
+    for (int k = 0; k < d->man.n_shards; k++)
+        if (d->stream_start[k + 1] > d->stream_start[k] && !shard_get(d, k, err)) return -1;
+    return 0;
 }
 
 int cz_data_locate(cz_data *d, uint64_t g, int seq, uint64_t *epoch, uint64_t *item,
