@@ -274,12 +274,12 @@ int cz_shard_writer_open(cz_shard_writer **out, const char *path, uint32_t vocab
     }
     w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (w->fd < 0) {
-        int e = errno;
+        cz_fail(err, "%s: cannot create: %s", w->tmp, strerror(errno));
         free(w->buf);
         free(w->sent_start);
         free(w->doc_start);
         free(w);
-        return cz_fail(err, "%s: cannot create: %s", w->tmp, strerror(e));
+        return -1;
     }
     /* The header is written last, in place, once the sizes are known. */
     if (lseek(w->fd, CZ_SHARD_HEADER_SIZE, SEEK_SET) < 0) {
