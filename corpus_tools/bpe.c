@@ -275,7 +275,7 @@ static size_t contraction(const unsigned char *s, size_t len, size_t i) {
 }
 
 /* End of the regex match starting at s[i]. */
-static size_t next_piece(const unsigned char *s, size_t len, size_t i) {
+size_t cz_gpt2_piece_end(const unsigned char *s, size_t len, size_t i) {
     size_t c = contraction(s, len, i);
     if (c) return i + c;
     size_t j, k;
@@ -362,7 +362,7 @@ int cz_bpe_encode(const cz_tokenizer *t, const char *text, size_t len, cz_ids *o
     const unsigned char *s = (const unsigned char *)text;
     size_t i = 0;
     while (i < len) {
-        size_t e = next_piece(s, len, i);
+        size_t e = cz_gpt2_piece_end(s, len, i);
         if (bpe_piece(t, s + i, e - i, out, err)) return -1;
         i = e;
     }

@@ -58,6 +58,16 @@ int cz_wordpiece_encode(const cz_tokenizer *t, const char *text, size_t len, cz_
 char *cz_wordpiece_decode(const cz_tokenizer *t, const uint32_t *ids, size_t n);
 int cz_bpe_encode(const cz_tokenizer *t, const char *text, size_t len, cz_ids *out, cz_error *err);
 char *cz_bpe_decode(const cz_tokenizer *t, const uint32_t *ids, size_t n);
+/* BERT's BasicTokenizer: calls fn for each word of text (normalised UTF-8,
+ * offs[k] = byte offset of code point k, offs[ncp] = length). A word longer
+ * than o->max_word_chars arrives with ncp = max_word_chars + 1 and only its
+ * first max_word_chars code points. fn returns 0 or -1 (stops the split). */
+typedef int (*cz_word_fn)(void *ctx, const char *word, const uint32_t *offs, int ncp);
+int cz_bert_split(const cz_tokenizer_options *o, const char *text, size_t len, cz_word_fn fn,
+                  void *ctx, cz_error *err);
+/* GPT-2's pre-tokeniser regex: end of the piece that starts at s[i]. */
+size_t cz_gpt2_piece_end(const unsigned char *s, size_t len, size_t i);
+
 /* Builds id_to_token and vocab_size from t->vocab. */
 int cz_tokenizer_index_ids(cz_tokenizer *t, cz_error *err);
 

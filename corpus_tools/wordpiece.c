@@ -68,16 +68,6 @@ int cz_tokenizer_load_wordpiece(cz_tokenizer **out, const char *vocab_path,
         goto fail;
     }
     if (cz_tokenizer_index_ids(t, err)) goto fail;
-    for (int c = 0; c < 128; c++) {
-        unsigned char cls = WP_CHAR;
-        if (c == ' ' || c == '\t' || c == '\n' || c == '\r')
-            cls = WP_SPACE;
-        else if (c < 32 || c == 127)
-            cls = WP_DROP;
-        else if (cz_is_bert_punct((uint32_t)c))
-            cls = WP_PUNCT;
-        t->ascii_class[c] = cls;
-    }
     cz_free(data);
     *out = t;
     return 0;
@@ -88,12 +78,23 @@ fail:
     return -1;
 }
 
+static inline int ascii_class(unsigned c) {
+    if ((c | 0x20) - 'a' < 26 || c - '0' < 10) return WP_CHAR;
+    if (c == ' ' || c == '\t' || c == '\n' || c == '\r') return WP_SPACE;
+    if (c < 32 || c == 127) return WP_DROP;
+    if ((c >= 33 && c <= 47) || (c >= 58 && c <= 64) || (c >= 91 && c <= 96) || c >= 123)
+        return WP_PUNCT;
+    return WP_CHAR;
+}
+
 /* The word being built: its normalised bytes and the byte offset of each code
  * point (the matcher works in code points, as Python slices characters). */
 typedef struct wp_word {
     char *buf;
     uint32_t *offs;
     int ncp, max;
+    cz_word_fn fn;
+    void *ctx;
 } wp_word;
 
 static void word_add(wp_word *w, uint32_t cp) {
@@ -109,38 +110,19 @@ static void word_add(wp_word *w, uint32_t cp) {
     }
 }
 
-static int word_flush(const cz_tokenizer *t, wp_word *w, cz_ids *out, cz_error *err) {
+static inline int word_flush(wp_word *w) {
     int ncp = w->ncp;
     if (!ncp) return 0;
     w->ncp = 0;
-    if (ncp > w->max) return cz_ids_push(out, (uint32_t)t->unk_id, err);
-    size_t mark = out->n;
-    int start = 0;
-    while (start < ncp) {
-        const cz_strtab *tab = start ? &t->cont : &t->vocab;
-        int limit = start + (int)(start ? t->max_cont_chars : t->max_start_chars);
-        int end = ncp < limit ? ncp : limit;
-        int32_t id = -1;
-        for (; end > start; end--) {
-            id = cz_strtab_get(tab, w->buf + w->offs[start], w->offs[end] - w->offs[start]);
-            if (id >= 0) break;
-        }
-        if (id < 0) {
-            out->n = mark;
-            return cz_ids_push(out, (uint32_t)t->unk_id, err);
-        }
-        if (cz_ids_push(out, (uint32_t)id, err)) return -1;
-        start = end;
-    }
-    return 0;
+    return w->fn(w->ctx, w->buf, w->offs, ncp);
 }
 
-int cz_wordpiece_encode(const cz_tokenizer *t, const char *text, size_t len, cz_ids *out,
-                        cz_error *err) {
-    int max = t->opt.max_word_chars, lower = t->opt.lower_case;
+int cz_bert_split(const cz_tokenizer_options *o, const char *text, size_t len, cz_word_fn fn,
+                  void *ctx, cz_error *err) {
+    int max = o->max_word_chars < 1 ? 1 : o->max_word_chars, lower = o->lower_case;
     char small_buf[4 * 128 + 8];
     uint32_t small_offs[128 + 1];
-    wp_word w = {small_buf, small_offs, 0, max};
+    wp_word w = {small_buf, small_offs, 0, max, fn, ctx};
     if (max > 128) {
         w.buf = malloc(4 * (size_t)max + 8);
         w.offs = malloc(((size_t)max + 1) * sizeof *w.offs);
@@ -157,17 +139,17 @@ int cz_wordpiece_encode(const cz_tokenizer *t, const char *text, size_t len, cz_
         unsigned c = s[i];
         if (c < 0x80) {
             i++;
-            switch (t->ascii_class[c]) {
+            switch (ascii_class(c)) {
             case WP_CHAR:
                 word_add(&w, lower && c >= 'A' && c <= 'Z' ? c + 32 : c);
                 break;
             case WP_SPACE:
-                rc = word_flush(t, &w, out, err);
+                rc = word_flush(&w);
                 break;
             case WP_PUNCT:
-                rc = word_flush(t, &w, out, err);
+                rc = word_flush(&w);
                 word_add(&w, c);
-                rc |= word_flush(t, &w, out, err);
+                rc |= word_flush(&w);
                 break;
             default:
                 break;
@@ -177,27 +159,65 @@ int cz_wordpiece_encode(const cz_tokenizer *t, const char *text, size_t len, cz_
         uint32_t cp = cz_utf8_next(s, len, &i);
         if (cp == 0xFFFD || cz_is_bert_control(cp)) continue;
         if (cz_is_bert_space(cp)) {
-            rc = word_flush(t, &w, out, err);
+            rc = word_flush(&w);
             continue;
         }
         uint32_t norm[18];
         int k = cz_bert_normalize_char(cp, lower, lower, norm);
-        int cjk = t->opt.tokenize_chinese && cz_is_cjk(cp);
-        if (cjk) rc |= word_flush(t, &w, out, err);
+        int cjk = o->tokenize_chinese && cz_is_cjk(cp);
+        if (cjk) rc |= word_flush(&w);
         for (int j = 0; j < k; j++) {
             if (cz_is_bert_punct(norm[j])) {
-                rc |= word_flush(t, &w, out, err);
+                rc |= word_flush(&w);
                 word_add(&w, norm[j]);
-                rc |= word_flush(t, &w, out, err);
+                rc |= word_flush(&w);
             } else {
                 word_add(&w, norm[j]);
             }
         }
-        if (cjk) rc |= word_flush(t, &w, out, err);
+        if (cjk) rc |= word_flush(&w);
     }
-    if (rc == 0) rc = word_flush(t, &w, out, err);
+    if (rc == 0) rc = word_flush(&w);
     if (w.buf != small_buf) free(w.buf), free(w.offs);
     return rc ? -1 : 0;
+}
+
+typedef struct wp_match {
+    const cz_tokenizer *t;
+    cz_ids *out;
+    cz_error *err;
+} wp_match;
+
+/* Greedy longest-match-first of one word (WordpieceTokenizer.tokenize). */
+static int match_word(void *ctx, const char *word, const uint32_t *offs, int ncp) {
+    wp_match *m = ctx;
+    const cz_tokenizer *t = m->t;
+    if (ncp > t->opt.max_word_chars) return cz_ids_push(m->out, (uint32_t)t->unk_id, m->err);
+    size_t mark = m->out->n;
+    int start = 0;
+    while (start < ncp) {
+        const cz_strtab *tab = start ? &t->cont : &t->vocab;
+        int limit = start + (int)(start ? t->max_cont_chars : t->max_start_chars);
+        int end = ncp < limit ? ncp : limit;
+        int32_t id = -1;
+        for (; end > start; end--) {
+            id = cz_strtab_get(tab, word + offs[start], offs[end] - offs[start]);
+            if (id >= 0) break;
+        }
+        if (id < 0) {
+            m->out->n = mark;
+            return cz_ids_push(m->out, (uint32_t)t->unk_id, m->err);
+        }
+        if (cz_ids_push(m->out, (uint32_t)id, m->err)) return -1;
+        start = end;
+    }
+    return 0;
+}
+
+int cz_wordpiece_encode(const cz_tokenizer *t, const char *text, size_t len, cz_ids *out,
+                        cz_error *err) {
+    wp_match m = {t, out, err};
+    return cz_bert_split(&t->opt, text, len, match_word, &m, err);
 }
 
 char *cz_wordpiece_decode(const cz_tokenizer *t, const uint32_t *ids, size_t n) {

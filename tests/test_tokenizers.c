@@ -331,7 +331,122 @@ static void test_paragraph(const cz_tokenizer *t, const char *rel, int strip_cls
     jfree(&d);
 }
 
-int main(void) {
+/* ---- vocabulary learning ---- */
+static int files_equal(const char *a, const char *b) {
+    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
+    int eq = fa && fb;
+    while (eq) {
+        int ca = fgetc(fa), cb = fgetc(fb);
+        if (ca != cb) eq = 0;
+        if (ca == EOF || cb == EOF) break;
+    }
+    if (fa) fclose(fa);
+    if (fb) fclose(fb);
+    return eq;
+}
+
+static const char *learn_books[] = {"corpus/gutenberg/pg11.txt", "corpus/gutenberg/pg16.txt",
+                                    "corpus/gutenberg/pg1342.txt", "corpus/gutenberg/pg98.txt"};
+#define N_LEARN_BOOKS 4
+
+static void book_paths(char paths[][4096], const char **ptrs) {
+    for (int k = 0; k < N_LEARN_BOOKS; k++) {
+        snprintf(paths[k], 4096, "%s/%s", data_dir, learn_books[k]);
+        ptrs[k] = paths[k];
+    }
+}
+
+/* Tokens of a held-out book with a vocabulary learned on others: the [UNK]
+ * share, tokens per byte, and (GPT-2) the byte-exact round trip. */
+static void held_out_check(const cz_tokenizer *t, const char *what, double max_unk,
+                           double max_tok_per_byte) {
+    size_t len;
+    char *text = slurp(data_dir, "corpus/gutenberg/pg5200.txt", &len);
+    if (!text) return;
+    cz_ids ids = {0};
+    cz_error err;
+    CHECK(cz_tokenizer_encode(t, text, len, &ids, &err) == 0, "%s: %s", what, err.msg);
+    int32_t unk = cz_tokenizer_token_id(t, "[UNK]");
+    size_t n_unk = 0;
+    for (size_t k = 0; k < ids.n; k++) n_unk += unk >= 0 && ids.ids[k] == (uint32_t)unk;
+    double unk_rate = ids.n ? (double)n_unk / (double)ids.n : 1;
+    double tpb = (double)ids.n / (double)len;
+    CHECK(unk_rate <= max_unk, "%s: [UNK] rate %.4f", what, unk_rate);
+    CHECK(tpb <= max_tok_per_byte, "%s: %.3f tokens per byte", what, tpb);
+    if (cz_tokenizer_kind_of(t) == CZ_TOK_BPE) {
+        char *dec = cz_tokenizer_decode(t, ids.ids, ids.n);
+        CHECK(dec && strlen(dec) == len && memcmp(dec, text, len) == 0,
+              "%s: decode(encode(book)) differs", what);
+        free(dec);
+    }
+    printf("  %s on pg5200: %zu tokens, %.3f tokens/byte, [UNK] rate %.5f\n", what, ids.n, tpb,
+           unk_rate);
+    cz_ids_free(&ids);
+    cz_free(text);
+}
+
+static void test_learn_wordpiece(const char *tmp) {
+    char paths[N_LEARN_BOOKS][4096], v1[4200], v2[4200];
+    const char *files[N_LEARN_BOOKS];
+    book_paths(paths, files);
+    snprintf(v1, sizeof v1, "%s/wp1.txt", tmp);
+    snprintf(v2, sizeof v2, "%s/wp2.txt", tmp);
+    cz_error err;
+    double t0 = cz_now();
+    CHECK(cz_learn_wordpiece(files, N_LEARN_BOOKS, 6000, 1, v1, &err) == 0, "learn: %s", err.msg);
+    double t1 = cz_now();
+    CHECK(cz_learn_wordpiece(files, N_LEARN_BOOKS, 6000, 1, v2, &err) == 0, "learn: %s", err.msg);
+    CHECK(files_equal(v1, v2), "two WordPiece learning runs differ");
+    cz_tokenizer *t = NULL;
+    cz_tokenizer_options o;
+    cz_tokenizer_options_default(&o);
+    if (cz_tokenizer_load_wordpiece(&t, v1, &o, &err)) {
+        CHECK(0, "load learned vocab: %s", err.msg);
+        return;
+    }
+    CHECK(cz_tokenizer_vocab_size(t) == 6000, "learned vocab size %u", cz_tokenizer_vocab_size(t));
+    CHECK(strcmp(cz_tokenizer_token(t, 0), "[PAD]") == 0, "[PAD] at 0");
+    CHECK(strcmp(cz_tokenizer_token(t, 1), "[unused0]") == 0, "[unused0] at 1");
+    CHECK(strcmp(cz_tokenizer_token(t, 99), "[unused98]") == 0, "[unused98] at 99");
+    CHECK(cz_tokenizer_token_id(t, "[UNK]") == 100 && cz_tokenizer_token_id(t, "[CLS]") == 101 &&
+              cz_tokenizer_token_id(t, "[SEP]") == 102 && cz_tokenizer_token_id(t, "[MASK]") == 103,
+          "BERT special ids");
+    CHECK(cz_tokenizer_token_id(t, "the") >= 0 && cz_tokenizer_token_id(t, "##s") >= 0,
+          "common pieces learned");
+    printf("  learned WordPiece 6000 from 4 books in %.2f s\n", t1 - t0);
+    held_out_check(t, "learned WordPiece", 0.002, 0.30);
+    cz_tokenizer_free(t);
+}
+
+static void test_learn_bpe(const char *tmp) {
+    char paths[N_LEARN_BOOKS][4096], e1[4200], m1[4200], e2[4200], m2[4200];
+    const char *files[N_LEARN_BOOKS];
+    book_paths(paths, files);
+    snprintf(e1, sizeof e1, "%s/enc1.json", tmp);
+    snprintf(m1, sizeof m1, "%s/merges1.bpe", tmp);
+    snprintf(e2, sizeof e2, "%s/enc2.json", tmp);
+    snprintf(m2, sizeof m2, "%s/merges2.bpe", tmp);
+    cz_error err;
+    double t0 = cz_now();
+    CHECK(cz_learn_bpe(files, N_LEARN_BOOKS, 4000, e1, m1, &err) == 0, "learn bpe: %s", err.msg);
+    double t1 = cz_now();
+    CHECK(cz_learn_bpe(files, N_LEARN_BOOKS, 4000, e2, m2, &err) == 0, "learn bpe: %s", err.msg);
+    CHECK(files_equal(e1, e2) && files_equal(m1, m2), "two BPE learning runs differ");
+    cz_tokenizer *t = NULL;
+    if (cz_tokenizer_load_bpe(&t, e1, m1, &err)) {
+        CHECK(0, "load learned BPE: %s", err.msg);
+        return;
+    }
+    CHECK(cz_tokenizer_vocab_size(t) == 4000, "learned BPE size %u", cz_tokenizer_vocab_size(t));
+    CHECK(cz_tokenizer_token_id(t, "<|endoftext|>") == 3999, "<|endoftext|> last");
+    CHECK(cz_tokenizer_token_id(t, "!") == 0 && cz_tokenizer_token_id(t, "\xc4\xa0") == 220,
+          "byte tokens in GPT-2's order");
+    printf("  learned BPE 4000 from 4 books in %.2f s\n", t1 - t0);
+    held_out_check(t, "learned BPE", 0, 0.30);
+    cz_tokenizer_free(t);
+}
+
+int main(int argc, char **argv) {
     const char *d = getenv("CLOZE_SHARED_DATA"), *s = getenv("CLOZE_SOURCE_DIR");
     if (!d || access(d, R_OK) != 0) {
         printf("skip: CLOZE_SHARED_DATA not set or not readable\n");
@@ -376,6 +491,17 @@ int main(void) {
     test_multilingual(bpe, "vocab/golden/swift-transformers/multilingual_gpt2.json", 0);
     test_paragraph(bpe, "vocab/golden/swift-transformers/gpt2_encoded_tokens.json", 0);
     cz_tokenizer_free(bpe);
+
+    char tmp[] = "/tmp/cloze_tok_XXXXXX";
+    if (!mkdtemp(tmp)) {
+        fprintf(stderr, "FAIL: mkdtemp\n");
+        return 1;
+    }
+    test_learn_wordpiece(tmp);
+    test_learn_bpe(tmp);
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
+    if (system(cmd) != 0) fprintf(stderr, "warning: could not remove %s\n", tmp);
 
     if (failures) {
         fprintf(stderr, "%d failures\n", failures);
