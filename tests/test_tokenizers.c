@@ -331,6 +331,111 @@ static void test_paragraph(const cz_tokenizer *t, const char *rel, int strip_cls
     jfree(&d);
 }
 
+/* ---- goldens made by tests/scripts/make_goldens.py ---- */
+static char *gunzip_file(const char *path, size_t *len) {
+    gzFile f = gzopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 1 << 20, n = 0;
+    char *buf = malloc(cap + 1);
+    int got;
+    while (buf && (got = gzread(f, buf + n, (unsigned)(cap - n))) > 0) {
+        n += (size_t)got;
+        if (n == cap) {
+            cap *= 2;
+            buf = realloc(buf, cap + 1);
+        }
+    }
+    gzclose(f);
+    if (buf) buf[n] = 0;
+    *len = n;
+    return buf;
+}
+
+/* Lines of a shared/data file: pointers to their starts and lengths
+ * (without "\r\n"). */
+typedef struct text_lines {
+    char *data;
+    char **start;
+    size_t *len, n;
+} text_lines;
+
+static int load_lines(const char *rel, text_lines *tl) {
+    size_t len;
+    memset(tl, 0, sizeof *tl);
+    tl->data = slurp(data_dir, rel, &len);
+    if (!tl->data) return -1;
+    size_t cap = 1;
+    for (size_t i = 0; i < len; i++) cap += tl->data[i] == '\n';
+    tl->start = malloc(cap * sizeof *tl->start);
+    tl->len = malloc(cap * sizeof *tl->len);
+    for (size_t i = 0; i < len;) {
+        size_t e = i;
+        while (e < len && tl->data[e] != '\n') e++;
+        size_t l = e - i;
+        if (l && tl->data[i + l - 1] == '\r') l--;
+        tl->start[tl->n] = tl->data + i, tl->len[tl->n++] = l;
+        i = e + 1;
+    }
+    return 0;
+}
+
+static void free_lines(text_lines *tl) {
+    cz_free(tl->data);
+    free(tl->start), free(tl->len);
+}
+
+/* Every golden line must match; GPT-2 must also decode back byte-exactly. */
+static void test_golden_file(const cz_tokenizer *t, const char *golden) {
+    char path[8192];
+    snprintf(path, sizeof path, "%s/tests/golden/%s", src_dir, golden);
+    size_t glen;
+    char *g = gunzip_file(path, &glen);
+    CHECK(g != NULL, "cannot read %s", path);
+    if (!g) return;
+    text_lines tl = {0};
+    int have_src = 0;
+    size_t units = 0, good = 0, round = 0, bytes = 0;
+    uint32_t *want = malloc(65536 * sizeof *want);
+    char *text = malloc(1 << 20);
+    for (char *p = g; p < g + glen;) {
+        char *e = strchr(p, '\n');
+        if (!e) e = g + glen;
+        if (p[0] == 'S' && p[1] == ' ') {
+            if (have_src) free_lines(&tl);
+            *e = 0;
+            have_src = load_lines(p + 2, &tl) == 0;
+        } else if (have_src) {
+            char *q;
+            unsigned long k = strtoul(p, &q, 10);
+            size_t n = parse_ids_line(q, e, want, 65536);
+            if (k >= 1 && k <= tl.n && tl.len[k - 1] + 2 < (1 << 20)) {
+                size_t l = tl.len[k - 1];
+                memcpy(text, tl.start[k - 1], l);
+                text[l++] = '\n';
+                text[l] = 0;
+                units++, bytes += l;
+                good += check_encode(t, golden, text, l, want, n);
+                if (cz_tokenizer_kind_of(t) == CZ_TOK_BPE) {
+                    char *dec = cz_tokenizer_decode(t, want, n);
+                    round += dec && strcmp(dec, text) == 0;
+                    free(dec);
+                }
+            } else {
+                CHECK(0, "%s: line %lu not in the source", golden, k);
+            }
+        }
+        p = e + 1;
+    }
+    CHECK(units > 10000, "%s: only %zu lines", golden, units);
+    CHECK(good == units, "%s: %zu/%zu lines identical", golden, good, units);
+    if (cz_tokenizer_kind_of(t) == CZ_TOK_BPE)
+        CHECK(round == units, "%s: decode round trip %zu/%zu", golden, round, units);
+    printf("  %s: %zu/%zu lines (%zu bytes) identical%s\n", golden, good, units, bytes,
+           cz_tokenizer_kind_of(t) == CZ_TOK_BPE ? ", all decode byte-exact" : "");
+    if (have_src) free_lines(&tl);
+    free(want), free(text), free(g);
+}
+
 /* ---- vocabulary learning ---- */
 static int files_equal(const char *a, const char *b) {
     FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
@@ -348,6 +453,11 @@ static int files_equal(const char *a, const char *b) {
 static const char *learn_books[] = {"corpus/gutenberg/pg11.txt", "corpus/gutenberg/pg16.txt",
                                     "corpus/gutenberg/pg1342.txt", "corpus/gutenberg/pg98.txt"};
 #define N_LEARN_BOOKS 4
+
+/* Text for the cased vocabulary stored in tests/golden/cased_vocab.txt. */
+static const char *cased_books[] = {"corpus/gutenberg/pg1342.txt", "corpus/gutenberg/pg2701.txt",
+                                    "corpus/gutenberg/pg4300.txt", "corpus/gutenberg/pg345.txt"};
+#define N_CASED_BOOKS 4
 
 static void book_paths(char paths[][4096], const char **ptrs) {
     for (int k = 0; k < N_LEARN_BOOKS; k++) {
@@ -455,6 +565,20 @@ int main(int argc, char **argv) {
     snprintf(data_dir, sizeof data_dir, "%s", d);
     snprintf(src_dir, sizeof src_dir, "%s", s ? s : ".");
     cz_error err;
+    if (argc == 3 && strcmp(argv[1], "--write-cased-vocab") == 0) {
+        /* tests/scripts/make_goldens.py: the cased vocabulary the HF golden uses */
+        char paths[N_CASED_BOOKS][4096];
+        const char *files[N_CASED_BOOKS];
+        for (int k = 0; k < N_CASED_BOOKS; k++) {
+            snprintf(paths[k], 4096, "%s/%s", data_dir, cased_books[k]);
+            files[k] = paths[k];
+        }
+        if (cz_learn_wordpiece(files, N_CASED_BOOKS, 8000, 0, argv[2], &err)) {
+            fprintf(stderr, "%s\n", err.msg);
+            return 1;
+        }
+        return 0;
+    }
     char path[8192];
     cz_tokenizer *wp = NULL;
     cz_tokenizer_options o;
@@ -474,6 +598,18 @@ int main(int argc, char **argv) {
     test_squad_questions(wp);
     test_multilingual(wp, "vocab/golden/swift-transformers/multilingual_bge-small-en-v1.5.json", 1);
     test_paragraph(wp, "vocab/golden/swift-transformers/bert_uncased_encoded.json", 1);
+    test_golden_file(wp, "wordpiece_uncased.txt.gz");
+    cz_tokenizer_free(wp);
+
+    /* Cased: a vocabulary our learner made (stored), tokenized by HF with
+     * do_lower_case=False for the golden. */
+    o.lower_case = 0;
+    snprintf(path, sizeof path, "%s/tests/golden/cased_vocab.txt", src_dir);
+    if (cz_tokenizer_load_wordpiece(&wp, path, &o, &err)) {
+        fprintf(stderr, "FAIL: %s\n", err.msg);
+        return 1;
+    }
+    test_golden_file(wp, "wordpiece_cased.txt.gz");
     cz_tokenizer_free(wp);
 
     cz_tokenizer *bpe = NULL;
@@ -490,6 +626,7 @@ int main(int argc, char **argv) {
                       "vocab/golden/llama.cpp/ggml-vocab-gpt-2.gguf.out");
     test_multilingual(bpe, "vocab/golden/swift-transformers/multilingual_gpt2.json", 0);
     test_paragraph(bpe, "vocab/golden/swift-transformers/gpt2_encoded_tokens.json", 0);
+    test_golden_file(bpe, "gpt2.txt.gz");
     cz_tokenizer_free(bpe);
 
     char tmp[] = "/tmp/cloze_tok_XXXXXX";
