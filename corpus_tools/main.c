@@ -352,8 +352,9 @@ static void print_document(const cz_shard *s, const cz_tokenizer *tok, uint64_t 
         }
         for (uint64_t i = a; i < b; i++) ids[i - a] = cz_shard_token(s, i);
         char *text = cz_tokenizer_decode(tok, ids, (size_t)(b - a));
-        /* BPE sentences after the first carry their separating space */
-        printf("%s\n", text ? text + (text[0] == ' ') : "(decode failed)");
+        /* BPE sentences after the first carry their separating space or
+         * paragraph break */
+        printf("%s\n", text ? text + (text[0] == ' ' || text[0] == '\n') : "(decode failed)");
         free(text);
     }
     free(ids);

@@ -82,8 +82,9 @@ void cz_file_list_free(cz_file_list *l) {
 #define PEEK_BYTES 65536
 #define MAX_LINE_BYTES (64u << 20)
 
-/* Binary data: any NUL byte beyond one per 1000 bytes, or more than 10% of
- * bytes that are neither text controls nor part of valid UTF-8. Text in a
+/* Binary data: more than 1% NUL bytes, or more than 10% of bytes that are
+ * neither text controls nor part of valid UTF-8 (with a floor of a few
+ * bytes, so that a short Windows-1252 line is still text). Text in a
  * legacy 8-bit encoding (Windows-1252) stays well below that. */
 static int looks_binary(const unsigned char *p, size_t n, size_t *where) {
     size_t nul = 0, bad = 0, first_nul = n, first_bad = n;
@@ -104,11 +105,11 @@ static int looks_binary(const unsigned char *p, size_t n, size_t *where) {
             }
         }
     }
-    if (nul * 1000 > n || (nul && n < 1000)) {
+    if (nul * 100 > n && nul >= 4) {
         *where = first_nul;
         return 1;
     }
-    if (bad * 10 > n) {
+    if (bad * 10 > n && bad >= 16) {
         *where = first_bad;
         return 1;
     }

@@ -43,8 +43,8 @@ int cz_prep_document(const cz_tokenizer *tok, const char *raw, size_t len, int d
         const char *s = d->norm.data + d->spans.v[i].start;
         size_t before = d->ids.n, n = d->spans.v[i].len;
         /* GPT-2's BPE sees the space before a word ("Ġword"): every sentence
-         * but the first is encoded with the space that separated it, so
-         * that the document decodes back to its text. */
+         * but the first is encoded with the space or '\n' that separated
+         * it, so that the document decodes back to its text. */
         if (bpe && i > 0) s--, n++;
         if (cz_tokenizer_encode(tok, s, n, &d->ids, err) != 0) return -1;
         uint32_t got = (uint32_t)(d->ids.n - before);
