@@ -436,6 +436,59 @@ static void test_golden_file(const cz_tokenizer *t, const char *golden) {
     free(want), free(text), free(g);
 }
 
+/* encoder.json escapes: every byte token spelled as \uXXXX, a key with a
+ * surrogate pair and one with \" \\ \/; empty merges = bytes only. */
+static void test_json_escapes(const char *tmp) {
+    uint32_t b2u[256], next = 256;
+    for (uint32_t b = 0; b < 256; b++) {
+        int printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
+        b2u[b] = printable ? b : next++;
+    }
+    char enc[8192], merges[4200], path[4200];
+    size_t n = (size_t)snprintf(enc, sizeof enc, "{");
+    for (int b = 0; b < 256; b++)
+        n += (size_t)snprintf(enc + n, sizeof enc - n, "\"\\u%04X\": %d, ", b2u[b], b);
+    snprintf(enc + n, sizeof enc - n, "\"\\ud83d\\ude00\": 256, \"a\\\"b\\\\c\\/\": 257 }");
+    snprintf(path, sizeof path, "%s/esc.json", tmp);
+    snprintf(merges, sizeof merges, "%s/esc.bpe", tmp);
+    FILE *f = fopen(path, "wb");
+    fputs(enc, f);
+    fclose(f);
+    f = fopen(merges, "wb");
+    fputs("#version: 0.2\n", f);
+    fclose(f);
+    cz_tokenizer *t = NULL;
+    cz_error err;
+    if (cz_tokenizer_load_bpe(&t, path, merges, &err)) {
+        CHECK(0, "escape encoder: %s", err.msg);
+        return;
+    }
+    CHECK(cz_tokenizer_token_id(t, "\xf0\x9f\x98\x80") == 256, "surrogate pair key");
+    CHECK(cz_tokenizer_token_id(t, "a\"b\\c/") == 257, "escaped quote/backslash/slash key");
+    CHECK(cz_tokenizer_token_id(t, "\xc4\xa0") == 32, "\\u0120 is the space byte");
+    cz_ids ids = {0};
+    CHECK(cz_tokenizer_encode(t, "hi \xe2\x82\xac", 6, &ids, &err) == 0, "%s", err.msg);
+    uint32_t want[] = {'h', 'i', ' ', 0xe2, 0x82, 0xac};
+    CHECK(same_ids(&ids, want, 6), "no merges: one token per byte");
+    cz_ids_free(&ids);
+    cz_tokenizer_free(t);
+}
+
+/* Words over max_word_chars code points are one [UNK]; at the limit they
+ * are split (HF BertTokenizer, max_input_chars_per_word = 100). */
+static void test_max_word_chars(const cz_tokenizer *wp) {
+    char word[256];
+    memset(word, 'a', sizeof word);
+    cz_ids ids = {0};
+    cz_error err;
+    CHECK(cz_tokenizer_encode(wp, word, 101, &ids, &err) == 0, "%s", err.msg);
+    CHECK(ids.n == 1 && ids.ids[0] == 100, "101 chars -> [UNK] (got %zu ids)", ids.n);
+    ids.n = 0;
+    CHECK(cz_tokenizer_encode(wp, word, 100, &ids, &err) == 0, "%s", err.msg);
+    CHECK(ids.n > 1 && ids.ids[0] != 100, "100 chars -> pieces (got %zu ids)", ids.n);
+    cz_ids_free(&ids);
+}
+
 /* ---- vocabulary learning ---- */
 static int files_equal(const char *a, const char *b) {
     FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
@@ -599,6 +652,7 @@ int main(int argc, char **argv) {
     test_multilingual(wp, "vocab/golden/swift-transformers/multilingual_bge-small-en-v1.5.json", 1);
     test_paragraph(wp, "vocab/golden/swift-transformers/bert_uncased_encoded.json", 1);
     test_golden_file(wp, "wordpiece_uncased.txt.gz");
+    test_max_word_chars(wp);
     cz_tokenizer_free(wp);
 
     /* Cased: a vocabulary our learner made (stored), tokenized by HF with
@@ -634,6 +688,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "FAIL: mkdtemp\n");
         return 1;
     }
+    test_json_escapes(tmp);
     test_learn_wordpiece(tmp);
     test_learn_bpe(tmp);
     char cmd[256];
