@@ -309,19 +309,98 @@ size_t cz_gpt2_piece_end(const unsigned char *s, size_t len, size_t i) {
 
 /* ---- byte-pair merging of one piece ---- */
 
+/* Long pieces (a run of letters or spaces can be megabytes): a linked list of
+ * symbols and a min-heap of (rank, position) pairs, O(n log n) instead of a
+ * scan per merge. Popping the lowest rank, leftmost first, merges the same
+ * pairs in the same order as encoder.py's "all occurrences of the best pair,
+ * left to right" (a pair made by a merge always ranks after that merge). */
+typedef struct long_pair {
+    uint32_t rank, pos, left, right;
+} long_pair;
+
+static int lp_less(const long_pair *x, const long_pair *y) {
+    return x->rank < y->rank || (x->rank == y->rank && x->pos < y->pos);
+}
+
+static void lp_push(long_pair *h, size_t *n, long_pair e) {
+    size_t i = (*n)++;
+    while (i > 0 && lp_less(&e, &h[(i - 1) / 2])) h[i] = h[(i - 1) / 2], i = (i - 1) / 2;
+    h[i] = e;
+}
+
+static long_pair lp_pop(long_pair *h, size_t *n) {
+    long_pair top = h[0], e = h[--*n];
+    size_t i = 0;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= *n) break;
+        if (c + 1 < *n && lp_less(&h[c + 1], &h[c])) c++;
+        if (!lp_less(&h[c], &e)) break;
+        h[i] = h[c], i = c;
+    }
+    if (*n) h[i] = e;
+    return top;
+}
+
+static int bpe_long_piece(const cz_tokenizer *t, const unsigned char *p, size_t n, cz_ids *out,
+                          cz_error *err) {
+    const uint32_t none = UINT32_MAX;
+    uint32_t *sym = malloc(3 * n * sizeof *sym);
+    long_pair *heap = malloc(2 * n * sizeof *heap);
+    if (!sym || !heap || n >= UINT32_MAX) {
+        free(sym), free(heap);
+        return cz_fail(err, "bpe: out of memory for a %zu-byte piece", n);
+    }
+    uint32_t *prev = sym + n, *next = sym + 2 * n;
+    size_t nh = 0, cap = 2 * n;
+    for (size_t k = 0; k < n; k++) {
+        sym[k] = t->byte_id[p[k]];
+        prev[k] = k ? (uint32_t)k - 1 : none;
+        next[k] = k + 1 < n ? (uint32_t)k + 1 : none;
+    }
+    for (size_t k = 0; k + 1 < n; k++) {
+        uint32_t m, r = pair_rank(&t->merges, sym[k], sym[k + 1], &m);
+        if (r != UINT32_MAX) lp_push(heap, &nh, (long_pair){r, (uint32_t)k, sym[k], sym[k + 1]});
+    }
+    int rc = 0;
+    while (nh > 0) {
+        long_pair e = lp_pop(heap, &nh);
+        uint32_t q = e.pos, r2 = next[q];
+        if (sym[q] != e.left || r2 == none || sym[r2] != e.right) continue; /* stale */
+        uint32_t merged = 0;
+        pair_rank(&t->merges, e.left, e.right, &merged);
+        sym[q] = merged;
+        next[q] = next[r2];
+        if (next[r2] != none) prev[next[r2]] = q;
+        sym[r2] = none;
+        if (nh + 2 > cap) { /* each merge pushes at most 2 and pops 1 */
+            cap *= 2;
+            long_pair *h2 = realloc(heap, cap * sizeof *heap);
+            if (!h2) {
+                rc = cz_fail(err, "bpe: out of memory for a %zu-byte piece", n);
+                break;
+            }
+            heap = h2;
+        }
+        uint32_t m, r;
+        if (prev[q] != none && (r = pair_rank(&t->merges, sym[prev[q]], sym[q], &m)) != UINT32_MAX)
+            lp_push(heap, &nh, (long_pair){r, prev[q], sym[prev[q]], sym[q]});
+        if (next[q] != none && (r = pair_rank(&t->merges, sym[q], sym[next[q]], &m)) != UINT32_MAX)
+            lp_push(heap, &nh, (long_pair){r, q, sym[q], sym[next[q]]});
+    }
+    for (uint32_t k = 0; rc == 0 && k != none; k = next[k]) rc = cz_ids_push(out, sym[k], err);
+    free(sym), free(heap);
+    return rc;
+}
+
 static int bpe_piece(const cz_tokenizer *t, const unsigned char *p, size_t n, cz_ids *out,
                      cz_error *err) {
     if (n == 1) return cz_ids_push(out, t->byte_id[p[0]], err);
     enum { SMALL = 128 };
-    uint32_t sym_s[SMALL], rank_s[SMALL], mid_s[SMALL];
-    unsigned char chg_s[SMALL];
-    uint32_t *sym = sym_s, *rank = rank_s, *mid = mid_s;
-    unsigned char *chg = chg_s;
-    if (n > SMALL) {
-        sym = malloc(3 * n * sizeof *sym + n);
-        if (!sym) return cz_fail(err, "bpe: out of memory for a %zu-byte piece", n);
-        rank = sym + n, mid = sym + 2 * n, chg = (unsigned char *)(sym + 3 * n);
-    }
+    if (n > SMALL) return bpe_long_piece(t, p, n, out, err);
+    /* Short pieces (nearly all): arrays on the stack, one scan per merge. */
+    uint32_t sym[SMALL], rank[SMALL], mid[SMALL];
+    unsigned char chg[SMALL];
     memset(chg, 0, n);
     for (size_t k = 0; k < n; k++) sym[k] = t->byte_id[p[k]];
     /* rank[k] / mid[k]: rank and merged id of the pair (sym[k], sym[k+1]). */
@@ -354,8 +433,13 @@ static int bpe_piece(const cz_tokenizer *t, const unsigned char *p, size_t n, cz
     }
     int rc = 0;
     for (size_t k = 0; k < n && rc == 0; k++) rc = cz_ids_push(out, sym[k], err);
-    if (sym != sym_s) free(sym);
     return rc;
+}
+
+int cz_bpe_piece_ids(const cz_tokenizer *t, const unsigned char *p, size_t n, int force_long,
+                     cz_ids *out, cz_error *err) {
+    if (force_long && n > 1) return bpe_long_piece(t, p, n, out, err);
+    return bpe_piece(t, p, n, out, err);
 }
 
 int cz_bpe_encode(const cz_tokenizer *t, const char *text, size_t len, cz_ids *out, cz_error *err) {

@@ -68,6 +68,11 @@ int cz_bert_split(const cz_tokenizer_options *o, const char *text, size_t len, c
 /* GPT-2's pre-tokeniser regex: end of the piece that starts at s[i]. */
 size_t cz_gpt2_piece_end(const unsigned char *s, size_t len, size_t i);
 
+/* BPE of one pre-tokenised piece; force_long uses the heap algorithm meant
+ * for long pieces at any length (tests compare the two). */
+int cz_bpe_piece_ids(const cz_tokenizer *t, const unsigned char *p, size_t n, int force_long,
+                     cz_ids *out, cz_error *err);
+
 /* Builds id_to_token and vocab_size from t->vocab. */
 int cz_tokenizer_index_ids(cz_tokenizer *t, cz_error *err);
 

@@ -6,6 +6,7 @@
  * vocabulary checked against HF BertTokenizer(do_lower_case=False)).
  * Needs ../shared/data (CLOZE_SHARED_DATA): exit 77 when it is absent. */
 #include "tokenizer.h"
+#include "tokenizer_internal.h"
 #include "vocab_learn.h"
 
 #include <stdio.h>
@@ -489,6 +490,43 @@ static void test_max_word_chars(const cz_tokenizer *wp) {
     cz_ids_free(&ids);
 }
 
+/* The heap algorithm for long BPE pieces against the per-merge scan (which
+ * the goldens check) on every piece of two books, and on long pieces made
+ * by dropping the spaces of a book (a run of letters is one piece). */
+static void test_bpe_long_pieces(const cz_tokenizer *t) {
+    size_t len;
+    char *text = slurp(data_dir, "corpus/gutenberg/pg4300.txt", &len);
+    if (!text) return;
+    cz_ids a = {0}, b = {0};
+    cz_error err;
+    size_t pieces = 0, same = 0, longest = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1) { /* keep letters only: pieces of hundreds of bytes */
+            size_t w = 0;
+            for (size_t i = 0; i < len; i++)
+                if ((text[i] | 0x20) >= 'a' && (text[i] | 0x20) <= 'z') text[w++] = text[i];
+            len = w;
+        }
+        const unsigned char *s = (const unsigned char *)text;
+        for (size_t i = 0; i < len;) {
+            size_t e = cz_gpt2_piece_end(s, len, i);
+            if (pass == 1 && e - i > 4000) e = i + 4000; /* the scan is quadratic */
+            a.n = b.n = 0;
+            int ok = cz_bpe_piece_ids(t, s + i, e - i, 0, &a, &err) == 0 &&
+                     cz_bpe_piece_ids(t, s + i, e - i, 1, &b, &err) == 0;
+            pieces++;
+            same += ok && a.n == b.n && memcmp(a.ids, b.ids, a.n * sizeof *a.ids) == 0;
+            if (e - i > longest) longest = e - i;
+            i = e;
+        }
+    }
+    CHECK(same == pieces, "long-piece BPE differs on %zu of %zu pieces", pieces - same, pieces);
+    printf("  bpe heap vs scan: %zu/%zu pieces identical (longest %zu bytes)\n", same, pieces,
+           longest);
+    cz_ids_free(&a), cz_ids_free(&b);
+    cz_free(text);
+}
+
 /* ---- vocabulary learning ---- */
 static int files_equal(const char *a, const char *b) {
     FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
@@ -681,6 +719,7 @@ int main(int argc, char **argv) {
     test_multilingual(bpe, "vocab/golden/swift-transformers/multilingual_gpt2.json", 0);
     test_paragraph(bpe, "vocab/golden/swift-transformers/gpt2_encoded_tokens.json", 0);
     test_golden_file(bpe, "gpt2.txt.gz");
+    test_bpe_long_pieces(bpe);
     cz_tokenizer_free(bpe);
 
     char tmp[] = "/tmp/cloze_tok_XXXXXX";
