@@ -67,5 +67,19 @@ print(b[s:e].decode('utf-8', 'replace').count('\ufffd'))" "$odd")
     check "licence after the END marker dropped" test "$(grep -ci "full license" "$T/o.txt")" -eq 0
 fi
 
+# ---- tokenize: stdin lines -> ids equal to Hugging Face BertTokenizer's for
+# the 10,570 SQuAD dev questions (golden ids from swift-transformers)
+G="$D/vocab/golden/swift-transformers"
+if [ -f "$G/question_tokens.json" ]; then
+    "$PY" -c "
+import json, sys
+for q in json.load(open(sys.argv[1])): print(q['original'].replace('\\n', ' '))" "$G/question_tokens.json" >"$T/q.txt"
+    "$PY" -c "
+import json, sys
+for ids in json.load(open(sys.argv[1])): print(' '.join(map(str, ids)))" "$G/tokenized_questions.json" >"$T/q.want"
+    "$PREP" tokenize $BERT <"$T/q.txt" >"$T/q.got"
+    check "tokenize == HF ids on $(wc -l <"$T/q.want") questions ($(diff "$T/q.got" "$T/q.want" | grep -c '^<') differ)" cmp -s "$T/q.got" "$T/q.want"
+fi
+
 [ $fail -eq 0 ] && echo ok
 exit $fail

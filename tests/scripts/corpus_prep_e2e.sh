@@ -149,5 +149,21 @@ done
 out=$(printf 'ab\n' | "$PREP" tokenize $V)
 check "tokenize 'ab' -> 64 65 (got '$out')" test "$out" = "64 65"
 
+# ---- vocab: learn small vocabularies from the test text, then shard with
+# them (WordPiece: every word of the text must be covered, no [UNK])
+check "vocab wordpiece" "$PREP" vocab --kind wordpiece --size 400 --out "$T/wp.txt" "$T/in" 2>/dev/null
+check "learned vocab has [UNK] at 100" test "$(sed -n 101p "$T/wp.txt")" = "[UNK]"
+check "shards with learned WordPiece" "$PREP" shards --vocab "$T/wp.txt" --quiet --out "$T/lw" --shards 1 "$T/in" 2>"$T/lw.err"
+check "no [UNK] with a vocabulary learned on the same text" grep -q "\[UNK\] 0.0000%" "$T/lw.err"
+check "verify learned WordPiece shards" "$PREP" verify "$T/lw/train.manifest" >/dev/null
+mkdir -p "$T/lb"
+check "vocab bpe" "$PREP" vocab --kind bpe --size 300 --out "$T/lb/encoder.json" "$T/in"
+check "shards with learned BPE" "$PREP" shards --vocab "$T/lb/encoder.json" --merges "$T/lb/vocab.bpe" --quiet --out "$T/lbo" --shards 1 "$T/in" 2>/dev/null
+check "verify learned BPE shards (fingerprint of encoder.json + vocab.bpe)" "$PREP" verify "$T/lbo/train.manifest" >/dev/null
+for k in 0; do
+    "$PREP" inspect --docs 1000 "$T/lbo/train-0000$k.bin" | grep -v -e '^---' -e '^shard ' -e '^version ' -e '^documents '
+done | sort >"$T/lgot.txt"
+check "learned BPE decodes to the normalised sentences" cmp -s "$T/lgot.txt" "$T/want.txt"
+
 [ $fail -eq 0 ] && echo ok
 exit $fail
