@@ -23,9 +23,9 @@ void cz_ids_free(cz_ids *v);
 typedef enum { CZ_TOK_WORDPIECE = 0, CZ_TOK_BPE = 1 } cz_tokenizer_kind;
 
 typedef struct cz_tokenizer_options {
-    int lower_case;         /* WordPiece: 1 = uncased (lower-case + strip accents) */
-    int max_word_chars;     /* WordPiece: words longer than this become [UNK] */
-    int tokenize_chinese;   /* WordPiece: split CJK characters out (default 1) */
+    int lower_case;       /* WordPiece: 1 = uncased (lower-case + strip accents) */
+    int max_word_chars;   /* WordPiece: words longer than this become [UNK] */
+    int tokenize_chinese; /* WordPiece: split CJK characters out (default 1) */
 } cz_tokenizer_options;
 
 void cz_tokenizer_options_default(cz_tokenizer_options *o);

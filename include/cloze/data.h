@@ -55,4 +55,20 @@ uint64_t cz_data_samples_per_epoch(cz_data *d, int seq);
 int cz_data_build(cz_data *d, cz_batch_buf *buf, int slot, uint64_t g, int seq, int max_pred,
                   cz_error *err);
 
+/* Where sample g comes from: its epoch, and the item (BERT anchor = chunk
+ * start, GPT window) it uses in [0, samples_per_epoch). Each item is used
+ * exactly once per epoch. */
+int cz_data_locate(cz_data *d, uint64_t g, int seq, uint64_t *epoch, uint64_t *item, cz_error *err);
+
+/* The epoch order: a bijection of [0, n) keyed by (seed, epoch), item =
+ * cz_data_permute(seed, epoch, n, g % n). */
+uint64_t cz_data_permute(uint64_t seed, uint64_t epoch, uint64_t n, uint64_t i);
+
+/* Opens (mmaps) every shard and builds the sample index for seq: reads the
+ * headers and boundary tables, no token pages. Shards and indexes are
+ * otherwise made on first use, which is not thread-safe; after
+ * cz_data_prepare(d, seq) threads may call cz_data_build for that seq
+ * concurrently (distinct slots). */
+int cz_data_prepare(cz_data *d, int seq, cz_error *err);
+
 #endif

@@ -1,0 +1,465 @@
+/* prep_input: file lists and the per-format document readers. */
+#define _GNU_SOURCE /* memmem */
+#include "prep_input.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static const char *const FORMAT_NAMES[] = {"auto", "text", "wikitext", "jsonl", "gutenberg"};
+
+const char *cz_input_format_name(cz_input_format f) {
+    return FORMAT_NAMES[f];
+}
+
+int cz_input_format_parse(const char *s, cz_input_format *f) {
+    for (int i = 0; i < 5; i++)
+        if (!strcmp(s, FORMAT_NAMES[i])) {
+            *f = (cz_input_format)i;
+            return 0;
+        }
+    return -1;
+}
+
+/* ---------------------------------------------------------------- file list */
+
+static int push_path(cz_file_list *l, const char *path, cz_error *err) {
+    if (l->n == l->cap) {
+        int c = l->cap ? 2 * l->cap : 16;
+        char **p = realloc(l->paths, (size_t)c * sizeof *p);
+        if (!p) return cz_fail(err, "out of memory (file list)");
+        l->paths = p;
+        l->cap = c;
+    }
+    l->paths[l->n] = strdup(path);
+    if (!l->paths[l->n]) return cz_fail(err, "out of memory (file list)");
+    l->n++;
+    return 0;
+}
+
+static int cmp_str(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Files below a directory in name order, hidden entries skipped, so that the
+ * document order (and thus the shards) does not depend on readdir's order. */
+int cz_file_list_add(cz_file_list *l, const char *path, cz_error *err) {
+    struct stat st;
+    if (stat(path, &st) != 0) return cz_fail(err, "%s: %s", path, strerror(errno));
+    if (S_ISREG(st.st_mode)) {
+        l->total_bytes += (uint64_t)st.st_size;
+        return push_path(l, path, err);
+    }
+    if (!S_ISDIR(st.st_mode)) return cz_fail(err, "%s: not a file or directory", path);
+    DIR *d = opendir(path);
+    if (!d) return cz_fail(err, "%s: cannot open directory: %s", path, strerror(errno));
+    cz_file_list sub = {0};
+    struct dirent *e;
+    int rc = 0;
+    while (rc == 0 && (e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.') continue;
+        char child[2048];
+        snprintf(child, sizeof child, "%s/%s", path, e->d_name);
+        rc = push_path(&sub, child, err);
+    }
+    closedir(d);
+    if (sub.n) qsort(sub.paths, (size_t)sub.n, sizeof *sub.paths, cmp_str);
+    for (int i = 0; rc == 0 && i < sub.n; i++) rc = cz_file_list_add(l, sub.paths[i], err);
+    cz_file_list_free(&sub);
+    return rc;
+}
+
+void cz_file_list_free(cz_file_list *l) {
+    for (int i = 0; i < l->n; i++) free(l->paths[i]);
+    free(l->paths);
+    memset(l, 0, sizeof *l);
+}
+
+/* ------------------------------------------------------------------ reader */
+
+#define PEEK_BYTES 65536
+#define MAX_LINE_BYTES (64u << 20)
+
+/* Binary data: more than 1% NUL bytes, or more than 10% of bytes that are
+ * neither text controls nor part of valid UTF-8 (with a floor of a few
+ * bytes, so that a short Windows-1252 line is still text). Text in a
+ * legacy 8-bit encoding (Windows-1252) stays well below that. */
+static int looks_binary(const unsigned char *p, size_t n, size_t *where) {
+    size_t nul = 0, bad = 0, first_nul = n, first_bad = n;
+    for (size_t i = 0; i < n; i++) {
+        unsigned c = p[i];
+        if (c == 0) {
+            if (!nul++) first_nul = i;
+        } else if ((c < 0x20 && c != '\n' && c != '\r' && c != '\t' && c != '\f') || c >= 0xF8) {
+            if (!bad++) first_bad = i;
+        } else if (c >= 0x80) {
+            size_t len = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 0;
+            size_t k = 1;
+            while (len && k < len && i + k < n && (p[i + k] & 0xC0) == 0x80) k++;
+            if (len == 0 || (k < len && i + k < n)) {
+                if (!bad++) first_bad = i;
+            } else {
+                i += len - 1;
+            }
+        }
+    }
+    if (nul * 100 > n && nul >= 4) {
+        *where = first_nul;
+        return 1;
+    }
+    if (bad * 10 > n && bad >= 16) {
+        *where = first_bad;
+        return 1;
+    }
+    return 0;
+}
+
+static cz_input_format detect(const char *path, const char *peek, size_t n) {
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    size_t bl = strlen(base);
+    if ((bl > 6 && !strcmp(base + bl - 6, ".jsonl")) || (bl > 5 && !strcmp(base + bl - 5, ".json")))
+        return CZ_FMT_JSONL;
+    if (!strncmp(base, "wiki.", 5) || (bl > 4 && !strcmp(base + bl - 4, ".raw")))
+        return CZ_FMT_WIKITEXT;
+    if (memmem(peek, n, "*** START OF", 12) || memmem(peek, n, "***START OF", 11))
+        return CZ_FMT_GUTENBERG;
+    return CZ_FMT_TEXT;
+}
+
+int cz_reader_open(cz_reader *r, const char *path, cz_input_format fmt, const char *jsonl_field,
+                   cz_error *err) {
+    memset(r, 0, sizeof *r);
+    snprintf(r->path, sizeof r->path, "%s", path);
+    r->jsonl_field = jsonl_field ? jsonl_field : "text";
+    r->f = fopen(path, "rb");
+    if (!r->f) return cz_fail(err, "%s: cannot open: %s", path, strerror(errno));
+    char *peek = malloc(PEEK_BYTES);
+    if (!peek) {
+        cz_reader_close(r);
+        return cz_fail(err, "%s: out of memory", path);
+    }
+    size_t n = fread(peek, 1, PEEK_BYTES, r->f);
+    size_t where = 0;
+    if (looks_binary((const unsigned char *)peek, n, &where)) {
+        free(peek);
+        cz_reader_close(r);
+        return cz_fail(err, "%s: offset %zu: binary data (NUL or non-text bytes), not a text file",
+                       path, where);
+    }
+    r->fmt = fmt == CZ_FMT_AUTO ? detect(path, peek, n) : fmt;
+    /* Gutenberg files with a licence header: the body starts after the
+     * START marker; files without markers are all body. */
+    r->in_body = !(memmem(peek, n, "*** START OF", 12) || memmem(peek, n, "***START OF", 11));
+    free(peek);
+    rewind(r->f);
+    return 0;
+}
+
+void cz_reader_close(cz_reader *r) {
+    if (r->f) fclose(r->f);
+    free(r->line);
+    r->f = NULL;
+    r->line = NULL;
+}
+
+/* Next line without its "\n" / "\r\n"; returns its length, -1 at end, -2 on
+ * error. */
+static long next_line(cz_reader *r, cz_error *err) {
+    ssize_t n = getline(&r->line, &r->line_cap, r->f);
+    if (n < 0) {
+        if (ferror(r->f)) {
+            cz_fail(err, "%s: offset %llu: read error: %s", r->path, (unsigned long long)r->offset,
+                    strerror(errno));
+            return -2;
+        }
+        return -1;
+    }
+    if ((size_t)n > MAX_LINE_BYTES) {
+        cz_fail(err, "%s: line %llu (offset %llu): longer than %u bytes", r->path,
+                (unsigned long long)r->line_no + 1, (unsigned long long)r->offset, MAX_LINE_BYTES);
+        return -2;
+    }
+    r->offset += (uint64_t)n;
+    r->line_no++;
+    while (n > 0 && (r->line[n - 1] == '\n' || r->line[n - 1] == '\r')) r->line[--n] = 0;
+    return (long)n;
+}
+
+static int is_blank(const char *s, long n) {
+    for (long i = 0; i < n; i++)
+        if (s[i] != ' ' && s[i] != '\t' && s[i] != '\f' && s[i] != '\r') return 0;
+    return 1;
+}
+
+/* WikiText headings: " = Title = " (an article) and " = = Section = = ". */
+static int wikitext_heading_level(const char *s, long n) {
+    if (n < 5 || s[0] != ' ' || s[1] != '=' || s[2] != ' ') return 0;
+    if (s[n - 1] != ' ' || s[n - 2] != '=' || s[n - 3] != ' ') return 0;
+    return s[3] == '=' ? 2 : 1;
+}
+
+/* ---- a minimal JSON reader: finds one top-level string field ---- */
+
+static size_t json_ws(const char *s, size_t i, size_t n) {
+    while (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == '\r')) i++;
+    return i;
+}
+
+static void put_utf8(cz_buf *o, uint32_t c, cz_error *err) {
+    char b[4];
+    size_t n;
+    if (c < 0x80)
+        b[0] = (char)c, n = 1;
+    else if (c < 0x800)
+        b[0] = (char)(0xC0 | c >> 6), b[1] = (char)(0x80 | (c & 63)), n = 2;
+    else if (c < 0x10000)
+        b[0] = (char)(0xE0 | c >> 12), b[1] = (char)(0x80 | ((c >> 6) & 63)),
+        b[2] = (char)(0x80 | (c & 63)), n = 3;
+    else
+        b[0] = (char)(0xF0 | c >> 18), b[1] = (char)(0x80 | ((c >> 12) & 63)),
+        b[2] = (char)(0x80 | ((c >> 6) & 63)), b[3] = (char)(0x80 | (c & 63)), n = 4;
+    cz_buf_append(o, b, n, err);
+}
+
+static int hex4(const char *s, uint32_t *v) {
+    *v = 0;
+    for (int i = 0; i < 4; i++) {
+        char c = s[i];
+        int d = c >= '0' && c <= '9'   ? c - '0'
+                : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                       : -1;
+        if (d < 0) return -1;
+        *v = *v << 4 | (uint32_t)d;
+    }
+    return 0;
+}
+
+/* Parses the string starting at s[i] == '"'; decoded into o when o != NULL.
+ * Returns the index after the closing quote, or 0 when malformed. */
+static size_t json_string(const char *s, size_t i, size_t n, cz_buf *o, cz_error *err) {
+    i++;
+    while (i < n && s[i] != '"') {
+        if (s[i] != '\\') {
+            size_t j = i;
+            while (j < n && s[j] != '"' && s[j] != '\\') j++;
+            if (o) cz_buf_append(o, s + i, j - i, err);
+            i = j;
+            continue;
+        }
+        if (i + 1 >= n) return 0;
+        char e = s[i + 1], c = 0;
+        i += 2;
+        switch (e) {
+        case '"':
+            c = '"';
+            break;
+        case '\\':
+            c = '\\';
+            break;
+        case '/':
+            c = '/';
+            break;
+        case 'b':
+            c = '\b';
+            break;
+        case 'f':
+            c = '\f';
+            break;
+        case 'n':
+            c = '\n';
+            break;
+        case 'r':
+            c = '\r';
+            break;
+        case 't':
+            c = '\t';
+            break;
+        case 'u': {
+            uint32_t v, lo;
+            if (i + 4 > n || hex4(s + i, &v)) return 0;
+            i += 4;
+            if (v >= 0xD800 && v <= 0xDBFF && i + 6 <= n && s[i] == '\\' && s[i + 1] == 'u' &&
+                !hex4(s + i + 2, &lo) && lo >= 0xDC00 && lo <= 0xDFFF) {
+                v = 0x10000 + ((v - 0xD800) << 10) + (lo - 0xDC00);
+                i += 6;
+            } else if (v >= 0xD800 && v <= 0xDFFF) {
+                v = 0xFFFD; /* a lone surrogate is no character */
+            }
+            if (o) put_utf8(o, v, err);
+            continue;
+        }
+        default:
+            return 0;
+        }
+        if (o) cz_buf_append(o, &c, 1, err);
+    }
+    return i < n ? i + 1 : 0;
+}
+
+/* Skips any JSON value; returns the index after it, 0 when malformed. */
+static size_t json_skip(const char *s, size_t i, size_t n) {
+    if (i >= n) return 0;
+    if (s[i] == '"') return json_string(s, i, n, NULL, NULL);
+    if (s[i] == '{' || s[i] == '[') {
+        int depth = 0;
+        while (i < n) {
+            if (s[i] == '"') {
+                i = json_string(s, i, n, NULL, NULL);
+                if (!i) return 0;
+                continue;
+            }
+            if (s[i] == '{' || s[i] == '[') depth++;
+            if (s[i] == '}' || s[i] == ']') {
+                if (--depth == 0) return i + 1;
+            }
+            i++;
+        }
+        return 0;
+    }
+    size_t j = i;
+    while (j < n && s[j] != ',' && s[j] != '}' && s[j] != ']' && s[j] != ' ') j++;
+    return j > i ? j : 0;
+}
+
+/* 1 = field found (decoded into o), 0 = absent, -1 = malformed at *col. */
+static int json_field(const char *s, size_t n, const char *field, cz_buf *o, size_t *col,
+                      cz_error *err) {
+    size_t i = json_ws(s, 0, n);
+    if (i >= n || s[i] != '{') return *col = i, -1;
+    i = json_ws(s, i + 1, n);
+    if (i < n && s[i] == '}') return 0;
+    cz_buf key = {0};
+    while (i < n) {
+        if (s[i] != '"') break;
+        key.len = 0;
+        size_t j = json_string(s, i, n, &key, err);
+        if (!j) break;
+        i = json_ws(s, j, n);
+        if (i >= n || s[i] != ':') break;
+        i = json_ws(s, i + 1, n);
+        int match = key.len == strlen(field) && !memcmp(key.data, field, key.len);
+        if (match && i < n && s[i] == '"') {
+            j = json_string(s, i, n, o, err);
+            cz_buf_free(&key);
+            if (!j) return *col = i, -1;
+            return 1;
+        }
+        j = json_skip(s, i, n);
+        if (!j) break;
+        i = json_ws(s, j, n);
+        if (i < n && s[i] == '}') {
+            cz_buf_free(&key);
+            return 0;
+        }
+        if (i >= n || s[i] != ',') break;
+        i = json_ws(s, i + 1, n);
+    }
+    cz_buf_free(&key);
+    *col = i;
+    return -1;
+}
+
+/* ---- per-format document assembly ---- */
+
+static int add_paragraph_line(cz_buf *doc, const char *s, long n, cz_error *err) {
+    if (cz_buf_append(doc, s, (size_t)n, err) != 0) return -1;
+    return cz_buf_append(doc, "\n", 1, err);
+}
+
+static int next_text(cz_reader *r, cz_buf *doc, cz_error *err) {
+    long n;
+    while ((n = next_line(r, err)) >= 0) {
+        if (is_blank(r->line, n)) {
+            if (doc->len) return 1;
+            continue;
+        }
+        if (add_paragraph_line(doc, r->line, n, err) != 0) return -1;
+        if (doc->len > CZ_MAX_DOC_BYTES) return 1;
+    }
+    return n == -2 ? -1 : doc->len > 0;
+}
+
+static int next_wikitext(cz_reader *r, cz_buf *doc, cz_error *err) {
+    long n;
+    while ((n = next_line(r, err)) >= 0) {
+        int level = wikitext_heading_level(r->line, n);
+        if (level == 1 && doc->len) return 1; /* the next article begins */
+        if (level || is_blank(r->line, n)) continue;
+        if (add_paragraph_line(doc, r->line, n, err) != 0) return -1;
+        if (doc->len > CZ_MAX_DOC_BYTES) return 1;
+    }
+    return n == -2 ? -1 : doc->len > 0;
+}
+
+static int next_jsonl(cz_reader *r, cz_buf *doc, cz_error *err) {
+    long n;
+    while ((n = next_line(r, err)) >= 0) {
+        if (is_blank(r->line, n)) continue;
+        size_t col = 0;
+        int rc = json_field(r->line, (size_t)n, r->jsonl_field, doc, &col, err);
+        if (rc < 0)
+            return cz_fail(err, "%s: line %llu column %zu (offset %llu): malformed JSON", r->path,
+                           (unsigned long long)r->line_no, col + 1,
+                           (unsigned long long)(r->offset - (uint64_t)n - 1 + col));
+        if (rc == 0)
+            return cz_fail(err, "%s: line %llu: no string field \"%s\"", r->path,
+                           (unsigned long long)r->line_no, r->jsonl_field);
+        if (doc->len) return 1;
+    }
+    return n == -2 ? -1 : 0;
+}
+
+static int has_marker(const char *s, const char *what) {
+    const char *p = strstr(s, "***");
+    return p && strstr(p, what) != NULL;
+}
+
+/* A book: lines are joined with spaces into paragraphs, a blank line ends a
+ * paragraph, the file (or the text between the markers) is one document. */
+static int next_gutenberg(cz_reader *r, cz_buf *doc, cz_error *err) {
+    long n;
+    if (r->done) return 0;
+    while ((n = next_line(r, err)) >= 0) {
+        if (has_marker(r->line, "START OF")) {
+            r->in_body = 1;
+            doc->len = 0;
+            continue;
+        }
+        if (has_marker(r->line, "END OF") && r->in_body) {
+            r->done = 1;
+            break;
+        }
+        if (!r->in_body) continue;
+        if (is_blank(r->line, n)) {
+            if (doc->len && doc->data[doc->len - 1] != '\n') {
+                if (cz_buf_append(doc, "\n", 1, err) != 0) return -1;
+                if (doc->len > CZ_MAX_DOC_BYTES) return 1;
+            }
+            continue;
+        }
+        if (doc->len && doc->data[doc->len - 1] != '\n' && cz_buf_append(doc, " ", 1, err) != 0)
+            return -1;
+        if (cz_buf_append(doc, r->line, (size_t)n, err) != 0) return -1;
+    }
+    if (n == -2) return -1;
+    r->done = 1;
+    return doc->len > 0;
+}
+
+int cz_reader_next(cz_reader *r, cz_buf *doc, cz_error *err) {
+    doc->len = 0;
+    switch (r->fmt) {
+    case CZ_FMT_WIKITEXT:
+        return next_wikitext(r, doc, err);
+    case CZ_FMT_JSONL:
+        return next_jsonl(r, doc, err);
+    case CZ_FMT_GUTENBERG:
+        return next_gutenberg(r, doc, err);
+    default:
+        return next_text(r, doc, err);
+    }
+}

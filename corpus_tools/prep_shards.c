@@ -1,0 +1,323 @@
+/* prep_shards: documents -> token shards, see prep_shards.h. */
+#include "prep_shards.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cloze/shard.h"
+
+/* ---------------------------------------------------------- one document */
+
+static int push_sent_len(cz_prep_doc *d, uint32_t n, cz_error *err) {
+    if (d->n_sent == d->cap_sent) {
+        size_t c = d->cap_sent ? 2 * d->cap_sent : 64;
+        uint32_t *p = realloc(d->sent_len, c * sizeof *p);
+        if (!p) return cz_fail(err, "out of memory (sentence lengths)");
+        d->sent_len = p;
+        d->cap_sent = c;
+    }
+    d->sent_len[d->n_sent++] = n;
+    return 0;
+}
+
+int cz_prep_document(const cz_tokenizer *tok, const char *raw, size_t len, int detok,
+                     cz_prep_doc *d, cz_error *err) {
+    d->norm.len = 0;
+    d->spans.n = 0;
+    d->ids.n = 0;
+    d->n_sent = 0;
+    memset(&d->st, 0, sizeof d->st);
+    d->st.bytes_in = len;
+    cz_norm_stats ns = {0, 0};
+    if (cz_normalize(raw, len, detok, &d->norm, &ns, err) != 0) return -1;
+    d->st.bytes_replaced = ns.bytes_replaced;
+    d->st.chars_dropped = ns.chars_dropped;
+    d->hash = cz_fnv1a64(d->norm.data, d->norm.len, CZ_FNV_SEED);
+    if (cz_split_sentences(d->norm.data, d->norm.len, &d->spans, err) != 0) return -1;
+    int bpe = cz_tokenizer_kind_of(tok) == CZ_TOK_BPE;
+    int32_t unk = cz_tokenizer_token_id(tok, "[UNK]");
+    for (size_t i = 0; i < d->spans.n; i++) {
+        const char *s = d->norm.data + d->spans.v[i].start;
+        size_t before = d->ids.n, n = d->spans.v[i].len;
+        /* GPT-2's BPE sees the space before a word ("Ġword"): every sentence
+         * but the first is encoded with the space or '\n' that separated
+         * it, so that the document decodes back to its text. */
+        if (bpe && i > 0) s--, n++;
+        if (cz_tokenizer_encode(tok, s, n, &d->ids, err) != 0) return -1;
+        uint32_t got = (uint32_t)(d->ids.n - before);
+        if (got == 0) continue;
+        if (push_sent_len(d, got, err) != 0) return -1;
+        if (unk >= 0)
+            for (size_t k = before; k < d->ids.n; k++) d->st.unk += d->ids.ids[k] == (uint32_t)unk;
+    }
+    d->st.sentences = d->n_sent;
+    d->st.tokens = d->ids.n;
+    d->st.documents = d->ids.n > 0;
+    return 0;
+}
+
+void cz_prep_doc_free(cz_prep_doc *d) {
+    cz_buf_free(&d->norm);
+    cz_spans_free(&d->spans);
+    cz_ids_free(&d->ids);
+    free(d->sent_len);
+    memset(d, 0, sizeof *d);
+}
+
+int cz_prep_is_heldout(uint64_t hash, double fraction) {
+    /* the top 53 bits as a uniform number in [0, 1) */
+    return (double)(hash >> 11) * 0x1p-53 < fraction;
+}
+
+static void stats_add(cz_prep_stats *a, const cz_prep_stats *b) {
+    uint64_t *x = (uint64_t *)a;
+    const uint64_t *y = (const uint64_t *)b;
+    for (int i = 0; i < CZ_PREP_STATS_N; i++) x[i] += y[i];
+}
+
+/* -------------------------------------------------------------- the pipeline */
+
+#define BATCH_DOCS 256
+#define BATCH_BYTES (16u << 20)
+
+typedef struct batch {
+    cz_buf raw[BATCH_DOCS];
+    cz_prep_doc doc[BATCH_DOCS];
+    int rc[BATCH_DOCS];
+    cz_error err[BATCH_DOCS];
+    int n;
+    size_t bytes;
+} batch;
+
+typedef struct run {
+    const cz_prep_options *o;
+    const cz_tokenizer *tok;
+    cz_shard_writer **train; /* the shards this rank owns */
+    int *train_index;        /* their global numbers */
+    int n_train;
+    cz_shard_writer *heldout;
+    uint64_t n_train_docs; /* train documents written so far: picks the shard */
+    cz_prep_stats st;
+    double t0, last_progress;
+    uint64_t files_done_bytes, bytes_total;
+    const cz_reader *cur; /* the file being read, for progress */
+} run;
+
+static void progress(run *r, int final) {
+    double now = cz_now();
+    if (!r->o->progress || (!final && now - r->last_progress < 1.0)) return;
+    r->last_progress = now;
+    uint64_t done = r->files_done_bytes + (r->cur ? r->cur->offset : 0);
+    double dt = now - r->t0, mb = (double)done / 1e6;
+    double rate = dt > 0 ? mb / dt : 0;
+    double left = rate > 0 ? ((double)r->bytes_total / 1e6 - mb) / rate : 0;
+    char eta[32];
+    fprintf(stderr, "\rcloze-prep: %.1f / %.1f MB  %.1f MB/s  ETA %s  %llu docs%s", mb,
+            (double)r->bytes_total / 1e6, rate, cz_format_duration(left, eta, sizeof eta),
+            (unsigned long long)r->st.documents, final ? "\n" : "   ");
+}
+
+static int write_batch(run *r, batch *b, cz_error *err) {
+    int threads = r->o->threads > 0 ? r->o->threads : 1;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+    for (int i = 0; i < b->n; i++)
+        b->rc[i] = cz_prep_document(r->tok, b->raw[i].data, b->raw[i].len, r->o->wikitext_detok,
+                                    &b->doc[i], &b->err[i]);
+    for (int i = 0; i < b->n; i++) {
+        cz_prep_doc *d = &b->doc[i];
+        if (b->rc[i] != 0) {
+            *err = b->err[i];
+            return -1;
+        }
+        d->st.bytes_in = 0; /* counted per file, from the reader */
+        if (d->ids.n == 0) {
+            stats_add(&r->st, &d->st);
+            continue;
+        }
+        cz_shard_writer *w;
+        if (r->heldout && cz_prep_is_heldout(d->hash, r->o->heldout)) {
+            w = r->heldout;
+            d->st.heldout_documents = 1;
+        } else {
+            w = r->train[r->n_train_docs++ % (uint64_t)r->n_train];
+        }
+        stats_add(&r->st, &d->st);
+        if (cz_shard_writer_add_document(w, d->ids.ids, d->sent_len, d->n_sent, err) != 0)
+            return -1;
+    }
+    b->n = 0;
+    b->bytes = 0;
+    progress(r, 0);
+    return 0;
+}
+
+static int read_file(run *r, batch *b, const char *path, cz_error *err) {
+    cz_reader rd;
+    if (cz_reader_open(&rd, path, r->o->fmt, r->o->jsonl_field, err) != 0) return -1;
+    r->cur = &rd;
+    int rc;
+    while ((rc = cz_reader_next(&rd, &b->raw[b->n], err)) == 1) {
+        b->bytes += b->raw[b->n].len;
+        if (++b->n == BATCH_DOCS || b->bytes >= BATCH_BYTES) {
+            if (write_batch(r, b, err) != 0) {
+                rc = -1;
+                break;
+            }
+        }
+    }
+    /* input bytes as read, skipped lines and markup included */
+    r->files_done_bytes += rd.offset;
+    r->st.bytes_in += rd.offset;
+    r->cur = NULL;
+    cz_reader_close(&rd);
+    return rc < 0 ? -1 : 0;
+}
+
+static void shard_path(char *buf, size_t len, const char *dir, const char *kind, int k) {
+    snprintf(buf, len, "%s/%s-%05d.bin", dir, kind, k);
+}
+
+static void abort_all(run *r) {
+    for (int i = 0; i < r->n_train; i++) cz_shard_writer_abort(r->train[i]);
+    cz_shard_writer_abort(r->heldout);
+    r->n_train = 0;
+    r->heldout = NULL;
+}
+
+static int open_writers(run *r, cz_error *err) {
+    const cz_prep_options *o = r->o;
+    uint32_t vs = cz_tokenizer_vocab_size(r->tok);
+    uint64_t fp = cz_tokenizer_fingerprint(r->tok);
+    char path[2048];
+    for (int k = o->rank; k < o->n_shards; k += o->world) {
+        shard_path(path, sizeof path, o->out_dir, "train", k);
+        r->train_index[r->n_train] = k;
+        if (cz_shard_writer_open(&r->train[r->n_train], path, vs, fp, err) != 0) return -1;
+        r->n_train++;
+    }
+    if (o->heldout > 0) {
+        shard_path(path, sizeof path, o->out_dir, "heldout", o->rank);
+        if (cz_shard_writer_open(&r->heldout, path, vs, fp, err) != 0) return -1;
+    }
+    return 0;
+}
+
+int cz_prep_shards(const cz_prep_options *o, const cz_tokenizer *tok, const cz_file_list *files,
+                   cz_prep_stats *st, cz_error *err) {
+    memset(st, 0, sizeof *st);
+    if (o->n_shards < o->world)
+        return cz_fail(err, "--shards %d: need at least one shard per rank (%d ranks)", o->n_shards,
+                       o->world);
+    run r = {0};
+    r.o = o;
+    r.tok = tok;
+    r.t0 = r.last_progress = cz_now();
+    r.bytes_total = files->total_bytes / (uint64_t)o->world; /* about this rank's share */
+    r.train = calloc((size_t)o->n_shards, sizeof *r.train);
+    r.train_index = calloc((size_t)o->n_shards, sizeof *r.train_index);
+    batch *b = calloc(1, sizeof *b);
+    int rc = -1;
+    if (!r.train || !r.train_index || !b) {
+        cz_fail(err, "out of memory");
+        goto done;
+    }
+    if (open_writers(&r, err) != 0) goto done;
+    for (int i = o->rank; i < files->n; i += o->world)
+        if (read_file(&r, b, files->paths[i], err) != 0) goto done;
+    if (b->n && write_batch(&r, b, err) != 0) goto done;
+    progress(&r, 1);
+    for (int i = 0; i < r.n_train; i++) {
+        cz_shard_writer *w = r.train[i];
+        r.train[i] = NULL;
+        if (cz_shard_writer_finish(w, NULL, err) != 0) goto done;
+    }
+    if (r.heldout) {
+        cz_shard_writer *w = r.heldout;
+        r.heldout = NULL;
+        if (cz_shard_writer_finish(w, NULL, err) != 0) goto done;
+    }
+    r.n_train = 0;
+    *st = r.st;
+    rc = 0;
+done:
+    if (rc != 0 && r.train) abort_all(&r);
+    if (b)
+        for (int i = 0; i < BATCH_DOCS; i++) {
+            cz_buf_free(&b->raw[i]);
+            cz_prep_doc_free(&b->doc[i]);
+        }
+    free(b);
+    free(r.train);
+    free(r.train_index);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- manifests */
+
+static void special_ids(cz_manifest *m, const cz_tokenizer *tok) {
+    m->cls_id = cz_tokenizer_token_id(tok, "[CLS]");
+    m->sep_id = cz_tokenizer_token_id(tok, "[SEP]");
+    m->mask_id = cz_tokenizer_token_id(tok, "[MASK]");
+    m->pad_id = cz_tokenizer_token_id(tok, "[PAD]");
+    m->unk_id = cz_tokenizer_token_id(tok, "[UNK]");
+    m->eot_id = cz_tokenizer_token_id(tok, "<|endoftext|>");
+}
+
+/* Adds the shard at path to m (opened to read its header), or removes it
+ * when it holds no document. */
+static int add_shard(cz_manifest *m, const char *path, cz_error *err) {
+    cz_shard s;
+    if (cz_shard_open(&s, path, 0, err) != 0) return -1;
+    cz_shard_header h = s.hdr;
+    cz_shard_close(&s);
+    if (h.n_documents == 0) {
+        unlink(path);
+        return 0;
+    }
+    cz_manifest_shard *e = &m->shards[m->n_shards++];
+    snprintf(e->path, sizeof e->path, "%s", path);
+    e->n_tokens = h.n_tokens;
+    e->n_sentences = h.n_sentences;
+    e->n_documents = h.n_documents;
+    e->payload_checksum = h.payload_checksum;
+    return 0;
+}
+
+int cz_prep_write_manifests(const cz_prep_options *o, const cz_tokenizer *tok,
+                            const char *vocab_path, cz_error *err) {
+    cz_manifest m;
+    memset(&m, 0, sizeof m);
+    snprintf(m.vocab_kind, sizeof m.vocab_kind, "%s",
+             cz_tokenizer_kind_of(tok) == CZ_TOK_BPE ? "bpe" : "wordpiece");
+    m.vocab_size = cz_tokenizer_vocab_size(tok);
+    m.vocab_fingerprint = cz_tokenizer_fingerprint(tok);
+    char abs[PATH_MAX];
+    snprintf(m.vocab_path, sizeof m.vocab_path, "%s", realpath(vocab_path, abs) ? abs : vocab_path);
+    special_ids(&m, tok);
+    int cap = o->n_shards > o->world ? o->n_shards : o->world;
+    m.shards = cz_alloc((size_t)cap * sizeof *m.shards, err);
+    if (!m.shards) return -1;
+    char path[2048];
+    int rc = 0;
+    for (int k = 0; rc == 0 && k < o->n_shards; k++) {
+        shard_path(path, sizeof path, o->out_dir, "train", k);
+        rc = add_shard(&m, path, err);
+    }
+    snprintf(path, sizeof path, "%s/train.manifest", o->out_dir);
+    if (rc == 0 && m.n_shards == 0) rc = cz_fail(err, "%s: no document in any shard", path);
+    if (rc == 0) rc = cz_manifest_write(&m, path, err);
+    if (rc == 0 && o->heldout > 0) {
+        m.n_shards = 0;
+        for (int k = 0; rc == 0 && k < o->world; k++) {
+            shard_path(path, sizeof path, o->out_dir, "heldout", k);
+            rc = add_shard(&m, path, err);
+        }
+        snprintf(path, sizeof path, "%s/heldout.manifest", o->out_dir);
+        if (rc == 0) rc = cz_manifest_write(&m, path, err);
+    }
+    cz_manifest_free(&m);
+    return rc;
+}

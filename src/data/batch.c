@@ -1,0 +1,65 @@
+/* batch: the buffers one micro-batch is built into, and the cz_batch view the
+ * model reads. One allocation per field, sized once for (cap, seq, max_pred):
+ * nothing is allocated while training. */
+#include "cloze/data.h"
+
+#include <string.h>
+
+int cz_batch_buf_alloc(cz_batch_buf *b, int cap, int seq, int max_pred, cz_error *err) {
+    memset(b, 0, sizeof *b);
+    if (cap <= 0 || seq <= 0 || max_pred < 0)
+        return cz_fail(err, "batch buffer: bad sizes cap=%d seq=%d max_pred=%d", cap, seq,
+                       max_pred);
+    b->cap = cap;
+    b->seq = seq;
+    b->max_pred = max_pred;
+    size_t bt = (size_t)cap * (size_t)seq, bp = (size_t)cap * (size_t)(max_pred > 0 ? max_pred : 1);
+    b->tokens = cz_alloc(bt * sizeof(int32_t), err);
+    b->segments = cz_alloc(bt * sizeof(int32_t), err);
+    b->attn_mask = cz_alloc(bt, err);
+    b->targets = cz_alloc(bt * sizeof(int32_t), err);
+    b->mlm_positions = cz_alloc(bp * sizeof(int32_t), err);
+    b->mlm_labels = cz_alloc(bp * sizeof(int32_t), err);
+    b->mlm_weights = cz_alloc(bp * sizeof(float), err);
+    b->nsp_labels = cz_alloc((size_t)cap * sizeof(int32_t), err);
+    b->sample_ids = cz_alloc((size_t)cap * sizeof(uint64_t), err);
+    if (!b->tokens || !b->segments || !b->attn_mask || !b->targets || !b->mlm_positions ||
+        !b->mlm_labels || !b->mlm_weights || !b->nsp_labels || !b->sample_ids) {
+        cz_batch_buf_free(b);
+        return cz_fail_prefix(err, "batch buffer (%d x %d)", cap, seq);
+    }
+    return 0;
+}
+
+void cz_batch_buf_free(cz_batch_buf *b) {
+    cz_free(b->tokens);
+    cz_free(b->segments);
+    cz_free(b->attn_mask);
+    cz_free(b->targets);
+    cz_free(b->mlm_positions);
+    cz_free(b->mlm_labels);
+    cz_free(b->mlm_weights);
+    cz_free(b->nsp_labels);
+    cz_free(b->sample_ids);
+    memset(b, 0, sizeof *b);
+}
+
+/* Every field is set: BERT ignores targets (filled with -1), GPT ignores the
+ * segment ids and the MLM/NSP fields and gets an all-ones attention mask. */
+cz_batch cz_batch_view(const cz_batch_buf *b, int n) {
+    cz_batch v;
+    memset(&v, 0, sizeof v);
+    v.batch = n;
+    v.seq = b->seq;
+    v.tokens = b->tokens;
+    v.segments = b->segments;
+    v.attn_mask = b->attn_mask;
+    v.max_pred = b->max_pred;
+    v.mlm_positions = b->mlm_positions;
+    v.mlm_labels = b->mlm_labels;
+    v.mlm_weights = b->mlm_weights;
+    v.nsp_labels = b->nsp_labels;
+    v.targets = b->targets;
+    v.sample_ids = b->sample_ids;
+    return v;
+}

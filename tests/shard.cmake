@@ -1,0 +1,1 @@
+cloze_add_unit_test(test_shard)

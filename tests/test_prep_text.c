@@ -1,0 +1,178 @@
+/* cloze-prep text handling: normalisation, sentence splitting and the input
+ * readers, each against hand-written expected outputs (the rules of
+ * docs/formats.md applied by hand). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "prep_input.h"
+#include "prep_text.h"
+
+static int failures = 0;
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                   \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fprintf(stderr, "\n");                                                                 \
+            failures++;                                                                            \
+        }                                                                                          \
+    } while (0)
+
+static void norm_case(const char *in, size_t n, int detok, const char *want, uint64_t replaced,
+                      uint64_t dropped) {
+    cz_buf out = {0};
+    cz_norm_stats st = {0, 0};
+    cz_error err;
+    CHECK(cz_normalize(in, n, detok, &out, &st, &err) == 0, "%s", err.msg);
+    const char *got = out.data ? out.data : "";
+    CHECK(strcmp(got, want) == 0, "normalise: got [%s] want [%s]", got, want);
+    CHECK(st.bytes_replaced == replaced, "replaced %llu want %llu for [%s]",
+          (unsigned long long)st.bytes_replaced, (unsigned long long)replaced, want);
+    CHECK(st.chars_dropped == dropped, "dropped %llu want %llu for [%s]",
+          (unsigned long long)st.chars_dropped, (unsigned long long)dropped, want);
+    cz_buf_free(&out);
+}
+
+static void test_normalize(void) {
+    norm_case("  Hello \t world  \n\n  next line ", 31, 0, "Hello world\nnext line", 0, 0);
+    /* Windows-1252 curly quotes (0x93 0x94) are invalid UTF-8: one U+FFFD each */
+    norm_case("\x93Hi\x94 there", 10, 0, "\xEF\xBF\xBDHi\xEF\xBF\xBD there", 2, 0);
+    /* a NUL, a bell, DEL and a C1 control are dropped; CR and NBSP are spaces */
+    norm_case("a\0b\ac\x7F d\xC2\x85"
+              "e\r\nf\xC2\xA0g",
+              17, 0, "abc de\nf g", 0, 4);
+    /* truncated and overlong sequences, a surrogate, and a valid 4-byte one */
+    norm_case("x\xE2\x82 y\xC0\xAF z\xED\xA0\x80 \xF0\x9F\x98\x80", 17, 0,
+              "x\xEF\xBF\xBD\xEF\xBF\xBD y\xEF\xBF\xBD\xEF\xBF\xBD z\xEF\xBF\xBD\xEF\xBF\xBD"
+              "\xEF\xBF\xBD \xF0\x9F\x98\x80",
+              7, 0);
+    /* BOM dropped */
+    norm_case("\xEF\xBB\xBFtext", 7, 0, "text", 0, 1);
+    const char *w = " The 1 @,@ 000 @-@ year @.@ old , well @-@ known cat . ";
+    norm_case(w, strlen(w), 1, "The 1,000-year.old , well-known cat .", 0, 0);
+    norm_case(w, strlen(w), 0, "The 1 @,@ 000 @-@ year @.@ old , well @-@ known cat .", 0, 0);
+}
+
+static void split_case(const char *text, const char *const *want, int n_want) {
+    cz_spans sp = {0};
+    cz_error err;
+    CHECK(cz_split_sentences(text, strlen(text), &sp, &err) == 0, "%s", err.msg);
+    CHECK((int)sp.n == n_want, "[%s]: %zu sentences, want %d", text, sp.n, n_want);
+    for (int i = 0; i < n_want && i < (int)sp.n; i++) {
+        int ok = strlen(want[i]) == sp.v[i].len &&
+                 memcmp(text + sp.v[i].start, want[i], sp.v[i].len) == 0;
+        CHECK(ok, "sentence %d: got [%.*s] want [%s]", i, (int)sp.v[i].len, text + sp.v[i].start,
+              want[i]);
+    }
+    cz_spans_free(&sp);
+}
+
+static void test_split(void) {
+    const char *a[] = {"Mr. Smith paid $3.50 for it.", "Then he left!", "Did he?"};
+    split_case("Mr. Smith paid $3.50 for it. Then he left! Did he?", a, 3);
+    const char *b[] = {"\"Stop,\" she said.", "\"Now.\"", "He stopped.", "\"Oh!\" he said."};
+    split_case("\"Stop,\" she said. \"Now.\" He stopped. \"Oh!\" he said.", b, 4);
+    const char *c[] = {"J. R. R. Tolkien wrote e.g. this book, i.e. the one.", "It sold well."};
+    split_case("J. R. R. Tolkien wrote e.g. this book, i.e. the one. It sold well.", c, 2);
+    const char *d[] = {"Wait... what?", "No way."};
+    split_case("Wait... what? No way.", d, 2);
+    const char *e[] = {"He said (quietly.)", "Then 2 more came.", "First line", "Second line"};
+    split_case("He said (quietly.) Then 2 more came.\nFirst line\nSecond line", e, 4);
+    /* WikiText's tokenised punctuation */
+    const char *f[] = {"It was big .", "It was 3 @.@ 5 m long ."};
+    split_case("It was big . It was 3 @.@ 5 m long .", f, 2);
+    const char *g[] = {"\xE2\x80\x9CYes.\xE2\x80\x9D", "\xE2\x80\x9CNo.\xE2\x80\x9D"};
+    split_case("\xE2\x80\x9CYes.\xE2\x80\x9D \xE2\x80\x9CNo.\xE2\x80\x9D", g, 2);
+}
+
+static char dir[128];
+
+static void write_file(const char *name, const char *data, size_t n, char *path) {
+    sprintf(path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "wb");
+    fwrite(data, 1, n, f);
+    fclose(f);
+}
+
+/* Reads every document of a file; documents joined by "|". */
+static void read_case(const char *name, const char *data, cz_input_format fmt, const char *want) {
+    char path[256];
+    write_file(name, data, strlen(data), path);
+    cz_reader r;
+    cz_error err;
+    CHECK(cz_reader_open(&r, path, fmt, "body", &err) == 0, "%s", err.msg);
+    cz_buf doc = {0}, all = {0};
+    int rc;
+    while ((rc = cz_reader_next(&r, &doc, &err)) == 1) {
+        if (all.len) cz_buf_append(&all, "|", 1, &err);
+        cz_buf_append(&all, doc.data, doc.len, &err);
+    }
+    CHECK(rc == 0, "%s: %s", name, err.msg);
+    const char *got = all.data ? all.data : "";
+    CHECK(!strcmp(got, want), "%s: got [%s] want [%s]", name, got, want);
+    cz_reader_close(&r);
+    cz_buf_free(&doc);
+    cz_buf_free(&all);
+}
+
+static void test_readers(void) {
+    read_case("plain.txt", "a b\r\nc\r\n\r\n \r\nd\n\n\n", CZ_FMT_AUTO, "a b\nc\n|d\n");
+    read_case("wiki.test.raw",
+              " \n = Cat = \n \n First para . \n = = Life = = \n Second . \n"
+              " = Dog = \n Third . \n",
+              CZ_FMT_AUTO, " First para . \n Second . \n| Third . \n");
+    read_case("x.jsonl",
+              "{\"id\": 1, \"meta\": {\"body\": \"no\"}, \"body\": \"A \\\"q\\\"\\nB "
+              "\\u00e9\\ud83d\\ude00\"}\n"
+              "\n{\"body\": \"C\", \"x\": [1, \"]\"]}\n",
+              CZ_FMT_AUTO, "A \"q\"\nB \xC3\xA9\xF0\x9F\x98\x80|C");
+    read_case("book.txt",
+              "Title page\n*** START OF THE PROJECT GUTENBERG EBOOK X ***\n\nIt was a\ndark "
+              "night.\n\nThe end.\n*** END OF THE PROJECT GUTENBERG EBOOK X ***\nLicence\n",
+              CZ_FMT_AUTO, "It was a dark night.\nThe end.");
+    read_case("stripped.txt", "\r\nOne two\r\nthree.\r\n\r\nFour.\r\n", CZ_FMT_GUTENBERG,
+              "One two three.\nFour.");
+
+    char path[256];
+    const char *bad = "{\"body\": \"ok\"}\n{\"body\": tru\n";
+    write_file("bad.jsonl", bad, strlen(bad), path);
+    cz_reader r;
+    cz_error err;
+    cz_buf doc = {0};
+    if (cz_reader_open(&r, path, CZ_FMT_AUTO, "body", &err) != 0) {
+        CHECK(0, "%s", err.msg);
+        return;
+    }
+    CHECK(cz_reader_next(&r, &doc, &err) == 1, "first record");
+    CHECK(cz_reader_next(&r, &doc, &err) == -1, "malformed record accepted");
+    CHECK(strstr(err.msg, path) && strstr(err.msg, "line 2"), "message: %s", err.msg);
+    cz_reader_close(&r);
+    cz_buf_free(&doc);
+
+    char bin[4096];
+    /* bytes 0, 7, 14, ...: byte 1 (BEL) is the first that is no text */
+    for (int i = 0; i < 4096; i++) bin[i] = (char)(i * 7 % 256);
+    write_file("blob.bin", bin, sizeof bin, path);
+    CHECK(cz_reader_open(&r, path, CZ_FMT_AUTO, NULL, &err) != 0, "binary file accepted");
+    CHECK(strstr(err.msg, path) && strstr(err.msg, "offset 1:") && strstr(err.msg, "binary"),
+          "message: %s", err.msg);
+}
+
+int main(void) {
+    snprintf(dir, sizeof dir, "/tmp/cloze-test-prep-XXXXXX");
+    if (!mkdtemp(dir)) return 1;
+    test_normalize();
+    test_split();
+    test_readers();
+    char cmd[200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    if (failures) {
+        fprintf(stderr, "%d failures\n", failures);
+        return 1;
+    }
+    printf("ok\n");
+    return 0;
+}
