@@ -139,6 +139,17 @@ printf '\x41' | dd of="$T/c/train-00001.bin" bs=1 seek=200 conv=notrunc status=n
 expect_error "corrupt shard" "train-00001.bin: payload bytes" "$PREP" verify "$T/c/train.manifest"
 expect_error "inspect corrupt shard" "train-00001.bin: payload bytes" "$PREP" inspect "$T/c/train-00001.bin"
 expect_error "not a shard" "offset 0: bad magic" "$PREP" inspect "$T/good.txt"
+# the vocabulary changed after the shards were made
+mkdir -p "$T/v2"
+cp "$T/encoder.json" "$T/vocab.bpe" "$T/v2/"
+check "shards with a copied vocabulary" "$PREP" shards --vocab "$T/v2/encoder.json" --merges "$T/v2/vocab.bpe" --quiet --out "$T/vo" --shards 1 "$T/good.txt" 2>/dev/null
+echo "a b" >>"$T/v2/vocab.bpe"
+expect_error "vocabulary changed since" "train.manifest: vocab line: fingerprint" "$PREP" verify "$T/vo/train.manifest"
+# the same tokens but other bytes (a trailing newline): another fingerprint
+mkdir -p "$T/v3"
+cp "$T/encoder.json" "$T/vocab.bpe" "$T/v3/"
+echo >>"$T/v3/encoder.json"
+expect_error "inspect with another vocabulary" "vocab_fingerprint (offset 16)" "$PREP" inspect --vocab "$T/v3/encoder.json" --merges "$T/v3/vocab.bpe" "$T/o1/train-00000.bin"
 
 # ---- --help of every command
 for c in shards vocab tokenize inspect verify; do
