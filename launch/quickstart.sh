@@ -47,7 +47,7 @@ rm -rf "$out/run"
   --set "train.run_dir=$out/run" --set "train.steps=$steps" \
   --set "train.global_batch=32" --set "train.micro_batch=$(( 32 / ranks > 16 ? 16 : 32 / ranks ))" \
   --set "train.log_every=10" --set "train.eval_every=50" --set "train.eval_batches=16" \
-  --set "train.ckpt_every=100" --set "optim.lr=1e-3" --set "optim.warmup_fraction=0.06" \
+  --set "train.ckpt_every=100" --set "optim.lr=1e-3" --set "optim.warmup_steps=0" --set "optim.warmup_fraction=0.06" \
   --set "data.seq=128" --set "data.max_pred=20"
 echo "== done: metrics in $out/run/metrics.jsonl, checkpoints in $out/run" >&2
 grep eval_mlm_acc "$out/run/metrics.jsonl" | sed 's/^/   /' >&2

@@ -1,6 +1,7 @@
 /* cloze-ckpt: look into checkpoint files.
  *   cloze-ckpt info FILE     blobs, sizes, step (when a "step" blob exists)
- *   cloze-ckpt verify FILE   full decompression + checksums; exit 0 ok, 1 bad */
+ *   cloze-ckpt verify FILE   full decompression + checksums; exit 0 ok, 1 bad
+ *   cloze-ckpt dump-blob FILE NAME   one blob's raw bytes on stdout */
 #include "cloze/ckpt.h"
 
 #include <string.h>
@@ -11,6 +12,8 @@ static void usage(FILE *out) {
         out,
         "usage: cloze-ckpt info FILE     list blobs, sizes and the step\n"
         "       cloze-ckpt verify FILE   check every checksum (exit 0 = good, 1 = bad)\n"
+        "       cloze-ckpt dump-blob FILE NAME   write one blob's raw bytes to stdout\n"
+        "                                        (params: the flat fp32 parameter buffer)\n"
         "       cloze-ckpt --help\n"
         "FILE is a ckpt-<step>.lz4 written by cloze-train (an LZ4 frame: `lz4 -d` opens it).\n");
 }
@@ -37,11 +40,34 @@ static void on_blob(void *p, const char *name, size_t size, const void *data) {
     }
 }
 
+static int dump_blob(const char *path, const char *name) {
+    cz_error err;
+    cz_ckpt *c = NULL;
+    if (cz_ckpt_read(path, &c, &err) != 0) {
+        fprintf(stderr, "cloze-ckpt: %s\n", err.msg);
+        return 1;
+    }
+    size_t size = 0;
+    const void *data = cz_ckpt_get(c, name, &size);
+    int rc = 0;
+    if (!data) {
+        fprintf(stderr, "cloze-ckpt: %s: no blob named '%s' (cloze-ckpt info lists them)\n", path,
+                name);
+        rc = 1;
+    } else if (fwrite(data, 1, size, stdout) != size || fflush(stdout) != 0) {
+        fprintf(stderr, "cloze-ckpt: writing blob '%s' to stdout failed\n", name);
+        rc = 1;
+    }
+    cz_ckpt_free(c);
+    return rc;
+}
+
 int main(int argc, char **argv) {
     if (argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
         usage(stdout);
         return 0;
     }
+    if (argc == 4 && strcmp(argv[1], "dump-blob") == 0) return dump_blob(argv[2], argv[3]);
     if (argc != 3 || (strcmp(argv[1], "info") != 0 && strcmp(argv[1], "verify") != 0)) {
         usage(stderr);
         return 2;

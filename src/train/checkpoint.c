@@ -57,7 +57,9 @@ int cz_run_save_checkpoint(cz_run *r, cz_error *err) {
                            (uint64_t)r->dist.size};
         char *config_text = cz_config_to_string(&r->cfg);
         size_t bytes = sizeof(float) * r->n_params;
-        cz_blob blobs[5] = {
+        int64_t step_le = r->step; /* little-endian hosts only (see shard.h) */
+        cz_blob blobs[6] = {
+            {"step", &step_le, sizeof step_le},
             {"config", config_text, config_text ? strlen(config_text) : 0},
             {"state", &st, sizeof st},
             {"params", cz_model_params(r->model), bytes},
@@ -67,7 +69,7 @@ int cz_run_save_checkpoint(cz_run *r, cz_error *err) {
         char path[CZ_PATH_MAX + 32];
         cz_ckpt_path(path, sizeof path, r->cfg.train.run_dir, r->step);
         double t0 = cz_now();
-        rc = cz_ckpt_write(path, blobs, 5, err);
+        rc = cz_ckpt_write(path, blobs, 6, err);
         free(config_text);
         if (rc == 0) rc = cz_ckpt_prune(r->cfg.train.run_dir, r->cfg.train.keep_last, err);
         if (rc == 0 && !r->quiet) cz_info("checkpoint %s written in %.2fs", path, cz_now() - t0);

@@ -41,7 +41,7 @@ tiny_args() {
     --set data.seq=32 --set data.max_pred=5 \
     --set train.run_dir="$run" --set train.threads=1 --set train.log_every=1 \
     --set train.eval_every=0 --set train.peak_gflops=10 --set optim.lr=1e-3 \
-    --set optim.warmup_steps=3 --set optim.warmup_fraction=0 --quiet
+    --set optim.warmup_fraction=0 --set optim.warmup_steps=3 --quiet
 }
 
 mpi() { local n=$1; shift; mpirun --oversubscribe -np "$n" "$@"; }

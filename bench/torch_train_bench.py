@@ -1,0 +1,118 @@
+#!/usr/bin/env python3
+"""PyTorch side of the end-to-end training benchmark: the same BERT (MLM at
+max_pred positions + NSP) or GPT model as cloze, same shapes, fp32, AdamW,
+timed per optimizer step on random token batches.
+
+usage: torch_train_bench.py --arch bert|gpt --layers L --hidden H --heads A
+       --seq T --batch B [--vocab V] [--max-pred P] [--steps N] [--threads N]
+
+Run it at its best (see docs/performance.md): OMP_WAIT_POLICY=PASSIVE, and
+OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE unset so that OpenBLAS picks AVX-512.
+Prints one line: tokens/s (median over steps after 2 warm-up steps) and peak
+RSS."""
+import argparse
+import resource
+import statistics
+import time
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Block(nn.Module):
+    def __init__(self, h, a, causal):
+        super().__init__()
+        self.attn = nn.MultiheadAttention(h, a, dropout=0.1, batch_first=True)
+        self.ln1 = nn.LayerNorm(h, eps=1e-12)
+        self.ff1 = nn.Linear(h, 4 * h)
+        self.ff2 = nn.Linear(4 * h, h)
+        self.ln2 = nn.LayerNorm(h, eps=1e-12)
+        self.drop = nn.Dropout(0.1)
+        self.causal = causal
+
+    def forward(self, x, mask):
+        a, _ = self.attn(x, x, x, attn_mask=mask, need_weights=False)
+        x = self.ln1(x + self.drop(a))  # post-LN, as BERT and GPT-1
+        f = self.ff2(F.gelu(self.ff1(x)))
+        return self.ln2(x + self.drop(f))
+
+
+class Model(nn.Module):
+    def __init__(self, arch, vocab, layers, h, a, seq):
+        super().__init__()
+        self.arch = arch
+        self.tok = nn.Embedding(vocab, h)
+        self.pos = nn.Embedding(max(512, seq), h)
+        self.seg = nn.Embedding(2, h)
+        self.ln = nn.LayerNorm(h, eps=1e-12)
+        self.blocks = nn.ModuleList([Block(h, a, arch == "gpt") for _ in range(layers)])
+        self.mlm_dense = nn.Linear(h, h)
+        self.mlm_ln = nn.LayerNorm(h, eps=1e-12)
+        self.mlm_bias = nn.Parameter(torch.zeros(vocab))
+        self.pool = nn.Linear(h, h)
+        self.nsp = nn.Linear(h, 2)
+        self.drop = nn.Dropout(0.1)
+
+    def forward(self, ids, segs, positions, labels, nsp_labels):
+        b, t = ids.shape
+        x = self.tok(ids) + self.pos(torch.arange(t))[None]
+        mask = None
+        if self.arch == "bert":
+            x = self.ln(x + self.seg(segs))
+        else:
+            mask = torch.triu(torch.full((t, t), float("-inf")), diagonal=1)
+        x = self.drop(x)
+        for blk in self.blocks:
+            x = blk(x, mask)
+        if self.arch == "gpt":
+            logits = x[:, :-1] @ self.tok.weight.t()
+            return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1))
+        sel = torch.gather(x, 1, positions[:, :, None].expand(-1, -1, x.shape[-1]))
+        sel = self.mlm_ln(F.gelu(self.mlm_dense(sel)))
+        logits = sel @ self.tok.weight.t() + self.mlm_bias
+        mlm = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1))
+        nsp = F.cross_entropy(self.nsp(torch.tanh(self.pool(x[:, 0]))), nsp_labels)
+        return mlm + nsp
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--arch", default="bert")
+    p.add_argument("--layers", type=int, default=12)
+    p.add_argument("--hidden", type=int, default=768)
+    p.add_argument("--heads", type=int, default=12)
+    p.add_argument("--seq", type=int, default=128)
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--vocab", type=int, default=30522)
+    p.add_argument("--max-pred", type=int, default=20)
+    p.add_argument("--steps", type=int, default=8)
+    p.add_argument("--threads", type=int, default=2)
+    a = p.parse_args()
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(0)
+    m = Model(a.arch, a.vocab, a.layers, a.hidden, a.heads, a.seq)
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4, weight_decay=0.01)
+    ids = torch.randint(0, a.vocab, (a.batch, a.seq))
+    segs = torch.randint(0, 2, (a.batch, a.seq))
+    pos = torch.sort(torch.randint(1, a.seq, (a.batch, a.max_pred)), dim=1).values
+    labels = torch.randint(0, a.vocab, (a.batch, a.max_pred))
+    nsp = torch.randint(0, 2, (a.batch,))
+    times = []
+    for step in range(a.steps + 2):
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        loss = m(ids, segs, pos, labels, nsp)
+        loss.backward()
+        opt.step()
+        if step >= 2:
+            times.append(time.perf_counter() - t0)
+    med = statistics.median(times)
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"torch {a.arch} L={a.layers} H={a.hidden} seq={a.seq} batch={a.batch} threads={a.threads}: "
+          f"{a.batch * a.seq / med:.0f} tokens/s (median step {med * 1000:.1f} ms over {len(times)}), "
+          f"peak RSS {rss:.0f} MiB")
+
+
+if __name__ == "__main__":
+    main()
