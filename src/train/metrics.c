@@ -18,6 +18,16 @@ void cz_metrics_close(cz_run *r) {
     r->metrics = NULL;
 }
 
+/* Appends ,"key":value; JSON has no NaN or infinity, so those become null
+ * (a skipped step's loss). %.9g prints a float's exact value back. */
+static void json_num(char *line, size_t *n, size_t cap, const char *key, double v) {
+    if (*n >= cap) return;
+    if (isfinite(v))
+        *n += (size_t)snprintf(line + *n, cap - *n, ",\"%s\":%.9g", key, v);
+    else
+        *n += (size_t)snprintf(line + *n, cap - *n, ",\"%s\":null", key);
+}
+
 static double ratio(long num, long den) { return den > 0 ? (double)num / (double)den : 0.0; }
 
 void cz_metrics_step(cz_run *r, const cz_step_stats *s) {
@@ -28,15 +38,24 @@ void cz_metrics_step(cz_run *r, const cz_step_stats *s) {
     double done = (double)(s->step + 1 - r->first_step);
     double eta = done > 0 ? r->elapsed / done * (double)(r->cfg.train.steps - s->step - 1) : 0;
     if (r->metrics) {
-        fprintf(r->metrics,
-                "{\"step\":%ld,\"loss\":%.9g,\"mlm_loss\":%.9g,\"nsp_loss\":%.9g,\"mlm_acc\":%.6f,"
-                "\"nsp_acc\":%.6f,\"lm_loss\":%.9g,\"lr\":%.9g,\"grad_norm\":%.9g,"
-                "\"skipped\":%d,\"seq\":%d,\"tokens_per_s\":%.1f,\"mfu\":%.4f,"
-                "\"step_seconds\":%.4f,\"comm_wait_seconds\":%.4f,\"samples\":%llu}\n",
-                s->step + 1, s->loss, s->mlm_loss, s->nsp_loss,
-                ratio(s->mlm_correct, s->mlm_count), ratio(s->nsp_correct, s->nsp_count),
-                s->lm_loss, s->lr, s->grad_norm, s->skipped, s->seq, tokens_per_s, mfu,
-                s->seconds, s->comm_wait, (unsigned long long)s->samples_done);
+        char line[1024];
+        size_t n = (size_t)snprintf(line, sizeof line, "{\"step\":%ld", s->step + 1);
+        json_num(line, &n, sizeof line, "loss", s->loss);
+        json_num(line, &n, sizeof line, "mlm_loss", s->mlm_loss);
+        json_num(line, &n, sizeof line, "nsp_loss", s->nsp_loss);
+        json_num(line, &n, sizeof line, "mlm_acc", ratio(s->mlm_correct, s->mlm_count));
+        json_num(line, &n, sizeof line, "nsp_acc", ratio(s->nsp_correct, s->nsp_count));
+        json_num(line, &n, sizeof line, "lm_loss", s->lm_loss);
+        json_num(line, &n, sizeof line, "lr", s->lr);
+        json_num(line, &n, sizeof line, "grad_norm", s->grad_norm);
+        json_num(line, &n, sizeof line, "skipped", s->skipped);
+        json_num(line, &n, sizeof line, "seq", s->seq);
+        json_num(line, &n, sizeof line, "tokens_per_s", tokens_per_s);
+        json_num(line, &n, sizeof line, "mfu", mfu);
+        json_num(line, &n, sizeof line, "step_seconds", s->seconds);
+        json_num(line, &n, sizeof line, "comm_wait_seconds", s->comm_wait);
+        json_num(line, &n, sizeof line, "samples", (double)s->samples_done);
+        fprintf(r->metrics, "%s}\n", line);
         fflush(r->metrics);
     }
     if (r->quiet) return;
