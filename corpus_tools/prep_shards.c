@@ -82,6 +82,7 @@ static void stats_add(cz_prep_stats *a, const cz_prep_stats *b) {
 
 #define BATCH_DOCS 256
 #define BATCH_BYTES (16u << 20)
+#define SLOT_KEEP_BYTES (1u << 20)
 
 typedef struct batch {
     cz_buf raw[BATCH_DOCS];
@@ -147,6 +148,13 @@ static int write_batch(run *r, batch *b, cz_error *err) {
         stats_add(&r->st, &d->st);
         if (cz_shard_writer_add_document(w, d->ids.ids, d->sent_len, d->n_sent, err) != 0)
             return -1;
+    }
+    /* A slot that once held a huge document gives its memory back, so
+     * that what stays allocated is bounded by the batch, not by the
+     * largest document seen in every slot. */
+    for (int i = 0; i < b->n; i++) {
+        if (b->raw[i].cap > SLOT_KEEP_BYTES) cz_buf_free(&b->raw[i]);
+        if (b->doc[i].norm.cap > SLOT_KEEP_BYTES) cz_prep_doc_free(&b->doc[i]);
     }
     b->n = 0;
     b->bytes = 0;
