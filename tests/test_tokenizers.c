@@ -427,7 +427,7 @@ static void test_golden_file(const cz_tokenizer *t, const char *golden) {
         }
         p = e + 1;
     }
-    CHECK(units > 10000, "%s: only %zu lines", golden, units);
+    CHECK(units >= 900, "%s: only %zu lines", golden, units);
     CHECK(good == units, "%s: %zu/%zu lines identical", golden, good, units);
     if (cz_tokenizer_kind_of(t) == CZ_TOK_BPE)
         CHECK(round == units, "%s: decode round trip %zu/%zu", golden, round, units);
@@ -670,6 +670,20 @@ int main(int argc, char **argv) {
         }
         return 0;
     }
+    if (argc == 4 && strcmp(argv[1], "--write-learned-bpe") == 0) {
+        /* tests/scripts/make_goldens.py: a BPE our learner made, for HF */
+        char paths[N_CASED_BOOKS][4096];
+        const char *files[N_CASED_BOOKS];
+        for (int k = 0; k < N_CASED_BOOKS; k++) {
+            snprintf(paths[k], 4096, "%s/%s", data_dir, cased_books[k]);
+            files[k] = paths[k];
+        }
+        if (cz_learn_bpe(files, N_CASED_BOOKS, 3000, argv[2], argv[3], &err)) {
+            fprintf(stderr, "%s\n", err.msg);
+            return 1;
+        }
+        return 0;
+    }
     char path[8192];
     cz_tokenizer *wp = NULL;
     cz_tokenizer_options o;
@@ -720,6 +734,16 @@ int main(int argc, char **argv) {
     test_paragraph(bpe, "vocab/golden/swift-transformers/gpt2_encoded_tokens.json", 0);
     test_golden_file(bpe, "gpt2.txt.gz");
     test_bpe_long_pieces(bpe);
+    cz_tokenizer_free(bpe);
+
+    /* A BPE our learner made (stored), tokenized by HF GPT2Tokenizer. */
+    snprintf(path, sizeof path, "%s/tests/golden/learned_bpe.json", src_dir);
+    snprintf(merges, sizeof merges, "%s/tests/golden/learned_bpe.bpe", src_dir);
+    if (cz_tokenizer_load_bpe(&bpe, path, merges, &err)) {
+        fprintf(stderr, "FAIL: %s\n", err.msg);
+        return 1;
+    }
+    test_golden_file(bpe, "learned_bpe.txt.gz");
     cz_tokenizer_free(bpe);
 
     char tmp[] = "/tmp/cloze_tok_XXXXXX";
