@@ -332,6 +332,38 @@ static void test_paragraph(const cz_tokenizer *t, const char *rel, int strip_cls
     jfree(&d);
 }
 
+/* " ".join(BasicTokenizer words): what WordPiece decode must give back. */
+typedef struct join_ctx {
+    char *buf;
+    size_t n, cap;
+} join_ctx;
+
+static int join_word(void *ctx, const char *word, const uint32_t *offs, int ncp) {
+    join_ctx *j = ctx;
+    size_t l = offs[ncp];
+    if (j->n + l + 2 > j->cap) return -1;
+    if (j->n) j->buf[j->n++] = ' ';
+    memcpy(j->buf + j->n, word, l);
+    j->n += l;
+    j->buf[j->n] = 0;
+    return 0;
+}
+
+static int wordpiece_round_trip(const cz_tokenizer *t, const char *text, size_t len,
+                                const uint32_t *ids, size_t n) {
+    int32_t unk = cz_tokenizer_token_id(t, "[UNK]");
+    for (size_t k = 0; k < n; k++)
+        if (ids[k] == (uint32_t)unk) return -1; /* not comparable */
+    join_ctx j = {malloc(4 * len + 16), 0, 4 * len + 16};
+    j.buf[0] = 0;
+    cz_error err;
+    int ok = cz_bert_split(&t->opt, text, len, join_word, &j, &err) == 0;
+    char *dec = cz_tokenizer_decode(t, ids, n);
+    ok = ok && dec && strcmp(dec, j.buf) == 0;
+    free(dec), free(j.buf);
+    return ok;
+}
+
 /* ---- goldens made by tests/scripts/make_goldens.py ---- */
 static char *gunzip_file(const char *path, size_t *len) {
     gzFile f = gzopen(path, "rb");
@@ -395,7 +427,7 @@ static void test_golden_file(const cz_tokenizer *t, const char *golden) {
     if (!g) return;
     text_lines tl = {0};
     int have_src = 0;
-    size_t units = 0, good = 0, round = 0, bytes = 0;
+    size_t units = 0, good = 0, round = 0, round_n = 0, bytes = 0;
     uint32_t *want = malloc(65536 * sizeof *want);
     char *text = malloc(1 << 20);
     for (char *p = g; p < g + glen;) {
@@ -419,7 +451,11 @@ static void test_golden_file(const cz_tokenizer *t, const char *golden) {
                 if (cz_tokenizer_kind_of(t) == CZ_TOK_BPE) {
                     char *dec = cz_tokenizer_decode(t, want, n);
                     round += dec && strcmp(dec, text) == 0;
+                    round_n++;
                     free(dec);
+                } else {
+                    int r = wordpiece_round_trip(t, text, l, want, n);
+                    round += r == 1, round_n += r >= 0;
                 }
             } else {
                 CHECK(0, "%s: line %lu not in the source", golden, k);
@@ -429,10 +465,11 @@ static void test_golden_file(const cz_tokenizer *t, const char *golden) {
     }
     CHECK(units >= 900, "%s: only %zu lines", golden, units);
     CHECK(good == units, "%s: %zu/%zu lines identical", golden, good, units);
-    if (cz_tokenizer_kind_of(t) == CZ_TOK_BPE)
-        CHECK(round == units, "%s: decode round trip %zu/%zu", golden, round, units);
-    printf("  %s: %zu/%zu lines (%zu bytes) identical%s\n", golden, good, units, bytes,
-           cz_tokenizer_kind_of(t) == CZ_TOK_BPE ? ", all decode byte-exact" : "");
+    CHECK(round == round_n, "%s: decode round trip %zu/%zu", golden, round, round_n);
+    CHECK(round_n > units / 2, "%s: only %zu lines without [UNK]", golden, round_n);
+    printf("  %s: %zu/%zu lines (%zu bytes) identical; decode %s on %zu/%zu lines%s\n", golden,
+           good, units, bytes, cz_tokenizer_kind_of(t) == CZ_TOK_BPE ? "byte-exact" : "== words",
+           round, units, cz_tokenizer_kind_of(t) == CZ_TOK_BPE ? "" : " (those without [UNK])");
     if (have_src) free_lines(&tl);
     free(want), free(text), free(g);
 }
@@ -524,6 +561,25 @@ static void test_bpe_long_pieces(const cz_tokenizer *t) {
     printf("  bpe heap vs scan: %zu/%zu pieces identical (longest %zu bytes)\n", same, pieces,
            longest);
     cz_ids_free(&a), cz_ids_free(&b);
+    cz_free(text);
+}
+
+/* The Windows-1252 book (invalid UTF-8): BPE still round-trips byte-exactly;
+ * WordPiece drops the bad bytes (as U+FFFD) without failing. */
+static void test_invalid_utf8(const cz_tokenizer *bpe, const cz_tokenizer *wp) {
+    size_t len;
+    char *text = slurp(data_dir, "corpus/oddities/pg2641-cp1252.txt", &len);
+    if (!text) return;
+    cz_ids ids = {0};
+    cz_error err;
+    CHECK(cz_tokenizer_encode(bpe, text, len, &ids, &err) == 0, "%s", err.msg);
+    char *dec = cz_tokenizer_decode(bpe, ids.ids, ids.n);
+    CHECK(dec && strlen(dec) == len && memcmp(dec, text, len) == 0, "cp1252 BPE round trip");
+    free(dec);
+    ids.n = 0;
+    CHECK(cz_tokenizer_encode(wp, text, len, &ids, &err) == 0 && ids.n > 50000,
+          "cp1252 WordPiece: %zu ids", ids.n);
+    cz_ids_free(&ids);
     cz_free(text);
 }
 
@@ -734,6 +790,12 @@ int main(int argc, char **argv) {
     test_paragraph(bpe, "vocab/golden/swift-transformers/gpt2_encoded_tokens.json", 0);
     test_golden_file(bpe, "gpt2.txt.gz");
     test_bpe_long_pieces(bpe);
+    o.lower_case = 1;
+    snprintf(path, sizeof path, "%s/vocab/bert-base-uncased/vocab.txt", data_dir);
+    if (cz_tokenizer_load_wordpiece(&wp, path, &o, &err) == 0) {
+        test_invalid_utf8(bpe, wp);
+        cz_tokenizer_free(wp);
+    }
     cz_tokenizer_free(bpe);
 
     /* A BPE our learner made (stored), tokenized by HF GPT2Tokenizer. */
