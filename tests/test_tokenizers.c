@@ -583,6 +583,28 @@ static void test_invalid_utf8(const cz_tokenizer *bpe, const cz_tokenizer *wp) {
     cz_free(text);
 }
 
+/* One tokenizer shared by 4 threads gives the serial ids (cloze-prep
+ * tokenizes with OpenMP threads). */
+static void test_threads(const cz_tokenizer *t, const char *what) {
+    text_lines tl;
+    if (load_lines("corpus/wikitext-2-raw/wiki.valid.raw", &tl)) return;
+    uint64_t *serial = calloc(tl.n, sizeof *serial), *par = calloc(tl.n, sizeof *par);
+    for (int pass = 0; pass < 2; pass++) {
+        uint64_t *dst = pass ? par : serial;
+#pragma omp parallel for num_threads(4) schedule(dynamic, 16) if (pass == 1)
+        for (size_t k = 0; k < tl.n; k++) {
+            cz_ids ids = {0};
+            cz_error err;
+            if (cz_tokenizer_encode(t, tl.start[k], tl.len[k], &ids, &err) == 0)
+                dst[k] = cz_fnv1a64(ids.ids, ids.n * sizeof *ids.ids, CZ_FNV_SEED) ^ ids.n;
+            cz_ids_free(&ids);
+        }
+    }
+    CHECK(memcmp(serial, par, tl.n * sizeof *serial) == 0, "%s: 4 threads differ from 1", what);
+    free(serial), free(par);
+    free_lines(&tl);
+}
+
 /* ---- vocabulary learning ---- */
 static int files_equal(const char *a, const char *b) {
     FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
@@ -794,6 +816,8 @@ int main(int argc, char **argv) {
     snprintf(path, sizeof path, "%s/vocab/bert-base-uncased/vocab.txt", data_dir);
     if (cz_tokenizer_load_wordpiece(&wp, path, &o, &err) == 0) {
         test_invalid_utf8(bpe, wp);
+        test_threads(bpe, "bpe");
+        test_threads(wp, "wordpiece");
         cz_tokenizer_free(wp);
     }
     cz_tokenizer_free(bpe);
