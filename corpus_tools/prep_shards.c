@@ -80,15 +80,18 @@ static void stats_add(cz_prep_stats *a, const cz_prep_stats *b) {
 
 /* -------------------------------------------------------------- the pipeline */
 
-#define BATCH_DOCS 256
+/* Enough documents per batch that the serial read/write between two
+ * parallel loops is short even for one-paragraph documents. */
+#define BATCH_DOCS 4096
 #define BATCH_BYTES (16u << 20)
-#define SLOT_KEEP_BYTES (1u << 20)
+#define SLOT_KEEP_BYTES (64u << 10)
 
 typedef struct batch {
     cz_buf raw[BATCH_DOCS];
     cz_prep_doc doc[BATCH_DOCS];
     int rc[BATCH_DOCS];
-    cz_error err[BATCH_DOCS];
+    int first_bad; /* lowest index whose document failed, -1 if none */
+    cz_error err;  /* its message */
     int n;
     size_t bytes;
 } batch;
@@ -123,14 +126,25 @@ static void progress(run *r, int final) {
 
 static int write_batch(run *r, batch *b, cz_error *err) {
     int threads = r->o->threads > 0 ? r->o->threads : 1;
-#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
-    for (int i = 0; i < b->n; i++)
+    b->first_bad = -1;
+#pragma omp parallel for schedule(dynamic, 16) num_threads(threads)
+    for (int i = 0; i < b->n; i++) {
+        cz_error e;
         b->rc[i] = cz_prep_document(r->tok, b->raw[i].data, b->raw[i].len, r->o->wikitext_detok,
-                                    &b->doc[i], &b->err[i]);
+                                    &b->doc[i], &e);
+        if (b->rc[i] != 0) {
+            /* report the first failing document whatever the thread timing */
+#pragma omp critical(cz_prep_batch_error)
+            if (b->first_bad < 0 || i < b->first_bad) {
+                b->first_bad = i;
+                b->err = e;
+            }
+        }
+    }
     for (int i = 0; i < b->n; i++) {
         cz_prep_doc *d = &b->doc[i];
         if (b->rc[i] != 0) {
-            *err = b->err[i];
+            *err = b->err;
             return -1;
         }
         d->st.bytes_in = 0; /* counted per file, from the reader */
