@@ -748,6 +748,37 @@ int main(int argc, char **argv) {
         }
         return 0;
     }
+    if (argc >= 4 && strcmp(argv[1], "--encode-hex") == 0) {
+        /* tests/scripts/fuzz_vs_hf.py: one hex-encoded text per stdin line,
+         * one line of ids per text on stdout. */
+        cz_tokenizer *t = NULL;
+        cz_tokenizer_options o;
+        cz_tokenizer_options_default(&o);
+        int rc = argv[2][0] == 'w' ? cz_tokenizer_load_wordpiece(&t, argv[3], &o, &err)
+                 : argc >= 5       ? cz_tokenizer_load_bpe(&t, argv[3], argv[4], &err)
+                                   : cz_fail(&err, "--encode-hex b ENCODER MERGES");
+        if (rc) {
+            fprintf(stderr, "%s\n", err.msg);
+            return 1;
+        }
+        static char line[1 << 20], buf[1 << 19];
+        cz_ids ids = {0};
+        while (fgets(line, sizeof line, stdin)) {
+            size_t m = 0;
+            for (size_t i = 0; line[i] && line[i + 1] && line[i] != '\n'; i += 2) {
+                unsigned v = 0;
+                sscanf(line + i, "%2x", &v);
+                buf[m++] = (char)v;
+            }
+            ids.n = 0;
+            if (cz_tokenizer_encode(t, buf, m, &ids, &err)) fprintf(stderr, "%s\n", err.msg);
+            for (size_t k = 0; k < ids.n; k++) printf(k ? " %u" : "%u", ids.ids[k]);
+            putchar('\n');
+        }
+        cz_ids_free(&ids);
+        cz_tokenizer_free(t);
+        return 0;
+    }
     if (argc == 4 && strcmp(argv[1], "--write-learned-bpe") == 0) {
         /* tests/scripts/make_goldens.py: a BPE our learner made, for HF */
         char paths[N_CASED_BOOKS][4096];
