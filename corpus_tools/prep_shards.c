@@ -437,6 +437,9 @@ int cz_prep_write_manifests(const cz_prep_options *o, const cz_tokenizer *tok,
             rc = add_shard(&m, path, err);
         }
         snprintf(path, sizeof path, "%s/heldout.manifest", o->out_dir);
+        if (rc == 0 && m.n_shards == 0)
+            cz_warn("%s: --heldout %g selected no document; the manifest lists no shard", path,
+                    o->heldout);
         if (rc == 0) rc = cz_manifest_write(&m, path, err);
     }
     cz_manifest_free(&m);
