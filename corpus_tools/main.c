@@ -112,7 +112,9 @@ static int cmd_shards(int argc, char **argv) {
     o.world = 1;
     cz_file_list files = {0};
     cz_error err = {{0}};
-    int first_input = -1;
+    /* at most argc inputs; argv outlives this function */
+    const char *inputs[argc];
+    int n_inputs = 0;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
         int more = i + 1 < argc;
@@ -137,12 +139,10 @@ static int cmd_shards(int argc, char **argv) {
                 return usage_error("shards", "unknown --format");
         } else if (a[0] == '-' && a[1])
             return usage_error("shards", "unknown option");
-        else {
-            first_input = i;
-            break;
-        }
+        else
+            inputs[n_inputs++] = argv[i]; /* options may follow inputs */
     }
-    if (!o.out_dir || o.n_shards < 1 || first_input < 0 || o.threads < 1 || o.heldout < 0 ||
+    if (!o.out_dir || o.n_shards < 1 || n_inputs == 0 || o.threads < 1 || o.heldout < 0 ||
         o.heldout >= 1)
         return usage_error("shards", "need --vocab, --out, --shards >= 1 and inputs");
 
@@ -160,8 +160,8 @@ static int cmd_shards(int argc, char **argv) {
         cz_fail(&err, "%s: cannot create directory: %s", o.out_dir, strerror(errno));
         goto fail;
     }
-    for (int i = first_input; i < argc; i++)
-        if (cz_file_list_add(&files, argv[i], &err) != 0) goto fail;
+    for (int i = 0; i < n_inputs; i++)
+        if (cz_file_list_add(&files, inputs[i], &err) != 0) goto fail;
     if (load_tokenizer(&ta, &tok, &err) != 0) goto fail;
     cz_prep_stats st;
     if (cz_prep_shards(&o, tok, &files, &st, &err) != 0) goto fail;
@@ -199,7 +199,8 @@ static const char VOCAB_HELP[] =
 
 static int cmd_vocab(int argc, char **argv) {
     const char *kind = NULL, *out = NULL, *merges_out = NULL;
-    int size = 0, cased = 0, first = -1;
+    int size = 0, cased = 0, n_inputs = 0;
+    const char *inputs[argc];
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
         int more = i + 1 < argc;
@@ -216,18 +217,16 @@ static int cmd_vocab(int argc, char **argv) {
             cased = 1;
         else if (a[0] == '-' && a[1])
             return usage_error("vocab", "unknown option");
-        else {
-            first = i;
-            break;
-        }
+        else
+            inputs[n_inputs++] = argv[i];
     }
-    if (!kind || !out || size <= 0 || first < 0)
+    if (!kind || !out || size <= 0 || n_inputs == 0)
         return usage_error("vocab", "need --kind, --size, --out and inputs");
     cz_file_list files = {0};
     cz_error err = {{0}};
     int rc = 1;
-    for (int i = first; i < argc; i++)
-        if (cz_file_list_add(&files, argv[i], &err) != 0) goto done;
+    for (int i = 0; i < n_inputs; i++)
+        if (cz_file_list_add(&files, inputs[i], &err) != 0) goto done;
     if (!strcmp(kind, "wordpiece")) {
         if (cz_learn_wordpiece((const char *const *)files.paths, files.n, size, !cased, out,
                                &err) != 0)

@@ -3,6 +3,8 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -80,14 +82,18 @@ static void stats_add(cz_prep_stats *a, const cz_prep_stats *b) {
 
 /* -------------------------------------------------------------- the pipeline */
 
-#define BATCH_DOCS 256
+/* Enough documents per batch that the serial read/write between two
+ * parallel loops is short even for one-paragraph documents. */
+#define BATCH_DOCS 4096
 #define BATCH_BYTES (16u << 20)
+#define SLOT_KEEP_BYTES (64u << 10)
 
 typedef struct batch {
     cz_buf raw[BATCH_DOCS];
     cz_prep_doc doc[BATCH_DOCS];
     int rc[BATCH_DOCS];
-    cz_error err[BATCH_DOCS];
+    int first_bad; /* lowest index whose document failed, -1 if none */
+    cz_error err;  /* its message */
     int n;
     size_t bytes;
 } batch;
@@ -96,21 +102,20 @@ typedef struct run {
     const cz_prep_options *o;
     const cz_tokenizer *tok;
     cz_shard_writer **train; /* the shards this rank owns */
-    int *train_index;        /* their global numbers */
     int n_train;
     cz_shard_writer *heldout;
     uint64_t n_train_docs; /* train documents written so far: picks the shard */
     cz_prep_stats st;
     double t0, last_progress;
-    uint64_t files_done_bytes, bytes_total;
-    const cz_reader *cur; /* the file being read, for progress */
+    uint64_t bytes_total;
+    const _Atomic uint64_t *bytes_read; /* advanced by the reader thread */
 } run;
 
 static void progress(run *r, int final) {
     double now = cz_now();
     if (!r->o->progress || (!final && now - r->last_progress < 1.0)) return;
     r->last_progress = now;
-    uint64_t done = r->files_done_bytes + (r->cur ? r->cur->offset : 0);
+    uint64_t done = atomic_load(r->bytes_read);
     double dt = now - r->t0, mb = (double)done / 1e6;
     double rate = dt > 0 ? mb / dt : 0;
     double left = rate > 0 ? ((double)r->bytes_total / 1e6 - mb) / rate : 0;
@@ -120,19 +125,32 @@ static void progress(run *r, int final) {
             (unsigned long long)r->st.documents, final ? "\n" : "   ");
 }
 
+/* Tokenizes a full batch on the OpenMP pool, then writes its documents in
+ * read order: the output does not depend on the thread count. */
 static int write_batch(run *r, batch *b, cz_error *err) {
     int threads = r->o->threads > 0 ? r->o->threads : 1;
-#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
-    for (int i = 0; i < b->n; i++)
+    b->first_bad = -1;
+#pragma omp parallel for schedule(dynamic, 16) num_threads(threads)
+    for (int i = 0; i < b->n; i++) {
+        cz_error e;
         b->rc[i] = cz_prep_document(r->tok, b->raw[i].data, b->raw[i].len, r->o->wikitext_detok,
-                                    &b->doc[i], &b->err[i]);
+                                    &b->doc[i], &e);
+        if (b->rc[i] != 0) {
+            /* report the first failing document whatever the thread timing */
+#pragma omp critical(cz_prep_batch_error)
+            if (b->first_bad < 0 || i < b->first_bad) {
+                b->first_bad = i;
+                b->err = e;
+            }
+        }
+    }
     for (int i = 0; i < b->n; i++) {
         cz_prep_doc *d = &b->doc[i];
         if (b->rc[i] != 0) {
-            *err = b->err[i];
+            *err = b->err;
             return -1;
         }
-        d->st.bytes_in = 0; /* counted per file, from the reader */
+        d->st.bytes_in = 0; /* counted per file, by the reader */
         if (d->ids.n == 0) {
             stats_add(&r->st, &d->st);
             continue;
@@ -148,32 +166,150 @@ static int write_batch(run *r, batch *b, cz_error *err) {
         if (cz_shard_writer_add_document(w, d->ids.ids, d->sent_len, d->n_sent, err) != 0)
             return -1;
     }
+    /* A slot that once held a huge document gives its memory back, so
+     * that what stays allocated is bounded by the batch, not by the
+     * largest document seen in every slot. */
+    for (int i = 0; i < b->n; i++) {
+        if (b->raw[i].cap > SLOT_KEEP_BYTES) cz_buf_free(&b->raw[i]);
+        if (b->doc[i].norm.cap > SLOT_KEEP_BYTES) cz_prep_doc_free(&b->doc[i]);
+    }
     b->n = 0;
     b->bytes = 0;
     progress(r, 0);
     return 0;
 }
 
-static int read_file(run *r, batch *b, const char *path, cz_error *err) {
-    cz_reader rd;
-    if (cz_reader_open(&rd, path, r->o->fmt, r->o->jsonl_field, err) != 0) return -1;
-    r->cur = &rd;
-    int rc;
-    while ((rc = cz_reader_next(&rd, &b->raw[b->n], err)) == 1) {
-        b->bytes += b->raw[b->n].len;
-        if (++b->n == BATCH_DOCS || b->bytes >= BATCH_BYTES) {
-            if (write_batch(r, b, err) != 0) {
-                rc = -1;
-                break;
+/* The reader thread: fills the two batches in turn while the main thread
+ * tokenizes and writes the other one (reader -> worker pool -> ordered
+ * writer, with at most two batches in memory). */
+typedef struct feeder {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    batch *slot[2];
+    int full[2]; /* 1: filled, the main thread's turn */
+    int last[2]; /* 1: nothing follows this batch (end of input or error) */
+    int stop;    /* the main thread gave up */
+    int rc;      /* the reader failed; err says why */
+    cz_error err;
+    const cz_prep_options *o;
+    const cz_file_list *files;
+    _Atomic uint64_t bytes_read; /* for progress */
+    uint64_t bytes_in;           /* whole files consumed, for the summary */
+} feeder;
+
+/* Fills b from the files; returns 1 when the input is exhausted (or failed). */
+static int fill_batch(feeder *f, batch *b, cz_reader *rd, int *open, int *next_file) {
+    while (b->n < BATCH_DOCS && b->bytes < BATCH_BYTES) {
+        if (!*open) {
+            if (*next_file >= f->files->n) return 1;
+            const char *path = f->files->paths[*next_file];
+            *next_file += f->o->world;
+            if (cz_reader_open(rd, path, f->o->fmt, f->o->jsonl_field, &f->err) != 0) {
+                f->rc = -1;
+                return 1;
             }
+            *open = 1;
         }
+        int got = cz_reader_next(rd, &b->raw[b->n], &f->err);
+        if (got == 1) {
+            b->bytes += b->raw[b->n].len;
+            b->n++;
+            atomic_store(&f->bytes_read, f->bytes_in + rd->offset);
+            continue;
+        }
+        if (got < 0) {
+            f->rc = -1;
+            return 1;
+        }
+        /* input bytes as read, skipped lines and markup included */
+        f->bytes_in += rd->offset;
+        atomic_store(&f->bytes_read, f->bytes_in);
+        cz_reader_close(rd);
+        *open = 0;
     }
-    /* input bytes as read, skipped lines and markup included */
-    r->files_done_bytes += rd.offset;
-    r->st.bytes_in += rd.offset;
-    r->cur = NULL;
-    cz_reader_close(&rd);
-    return rc < 0 ? -1 : 0;
+    return 0;
+}
+
+static void *feeder_main(void *arg) {
+    feeder *f = arg;
+    cz_reader rd;
+    int open = 0, next_file = f->o->rank;
+    for (int k = 0;; k ^= 1) {
+        pthread_mutex_lock(&f->mu);
+        while (f->full[k] && !f->stop) pthread_cond_wait(&f->cv, &f->mu);
+        int stop = f->stop;
+        pthread_mutex_unlock(&f->mu);
+        if (stop) break;
+        int last = fill_batch(f, f->slot[k], &rd, &open, &next_file);
+        pthread_mutex_lock(&f->mu);
+        f->full[k] = 1;
+        f->last[k] = last;
+        pthread_cond_broadcast(&f->cv);
+        pthread_mutex_unlock(&f->mu);
+        if (last) break;
+    }
+    if (open) cz_reader_close(&rd);
+    return NULL;
+}
+
+/* The main thread's side: takes full batches in order and writes them. */
+static int consume(run *r, feeder *f, cz_error *err) {
+    for (int k = 0;; k ^= 1) {
+        pthread_mutex_lock(&f->mu);
+        while (!f->full[k]) pthread_cond_wait(&f->cv, &f->mu);
+        int last = f->last[k];
+        pthread_mutex_unlock(&f->mu);
+        if (write_batch(r, f->slot[k], err) != 0) return -1;
+        if (last) return f->rc ? (*err = f->err, -1) : 0;
+        pthread_mutex_lock(&f->mu);
+        f->full[k] = 0;
+        pthread_cond_broadcast(&f->cv);
+        pthread_mutex_unlock(&f->mu);
+    }
+}
+
+static int run_pipeline(run *r, const cz_file_list *files, cz_error *err) {
+    feeder f;
+    memset(&f, 0, sizeof f);
+    f.o = r->o;
+    f.files = files;
+    atomic_init(&f.bytes_read, 0);
+    r->bytes_read = &f.bytes_read;
+    f.slot[0] = calloc(1, sizeof(batch));
+    f.slot[1] = calloc(1, sizeof(batch));
+    int rc = -1;
+    pthread_t th;
+    if (!f.slot[0] || !f.slot[1]) {
+        cz_fail(err, "out of memory (batches)");
+        goto done;
+    }
+    pthread_mutex_init(&f.mu, NULL);
+    pthread_cond_init(&f.cv, NULL);
+    if (pthread_create(&th, NULL, feeder_main, &f) != 0) {
+        cz_fail(err, "cannot start the reader thread");
+    } else {
+        rc = consume(r, &f, err);
+        pthread_mutex_lock(&f.mu);
+        f.stop = 1;
+        pthread_cond_broadcast(&f.cv);
+        pthread_mutex_unlock(&f.mu);
+        pthread_join(th, NULL);
+        r->st.bytes_in = f.bytes_in;
+        if (rc == 0) progress(r, 1);
+        r->bytes_read = NULL; /* f dies with this function */
+    }
+    pthread_cond_destroy(&f.cv);
+    pthread_mutex_destroy(&f.mu);
+done:
+    for (int s = 0; s < 2; s++) {
+        if (!f.slot[s]) continue;
+        for (int i = 0; i < BATCH_DOCS; i++) {
+            cz_buf_free(&f.slot[s]->raw[i]);
+            cz_prep_doc_free(&f.slot[s]->doc[i]);
+        }
+        free(f.slot[s]);
+    }
+    return rc;
 }
 
 static void shard_path(char *buf, size_t len, const char *dir, const char *kind, int k) {
@@ -194,7 +330,6 @@ static int open_writers(run *r, cz_error *err) {
     char path[2048];
     for (int k = o->rank; k < o->n_shards; k += o->world) {
         shard_path(path, sizeof path, o->out_dir, "train", k);
-        r->train_index[r->n_train] = k;
         if (cz_shard_writer_open(&r->train[r->n_train], path, vs, fp, err) != 0) return -1;
         r->n_train++;
     }
@@ -217,18 +352,12 @@ int cz_prep_shards(const cz_prep_options *o, const cz_tokenizer *tok, const cz_f
     r.t0 = r.last_progress = cz_now();
     r.bytes_total = files->total_bytes / (uint64_t)o->world; /* about this rank's share */
     r.train = calloc((size_t)o->n_shards, sizeof *r.train);
-    r.train_index = calloc((size_t)o->n_shards, sizeof *r.train_index);
-    batch *b = calloc(1, sizeof *b);
     int rc = -1;
-    if (!r.train || !r.train_index || !b) {
+    if (!r.train) {
         cz_fail(err, "out of memory");
         goto done;
     }
-    if (open_writers(&r, err) != 0) goto done;
-    for (int i = o->rank; i < files->n; i += o->world)
-        if (read_file(&r, b, files->paths[i], err) != 0) goto done;
-    if (b->n && write_batch(&r, b, err) != 0) goto done;
-    progress(&r, 1);
+    if (open_writers(&r, err) != 0 || run_pipeline(&r, files, err) != 0) goto done;
     for (int i = 0; i < r.n_train; i++) {
         cz_shard_writer *w = r.train[i];
         r.train[i] = NULL;
@@ -239,19 +368,11 @@ int cz_prep_shards(const cz_prep_options *o, const cz_tokenizer *tok, const cz_f
         r.heldout = NULL;
         if (cz_shard_writer_finish(w, NULL, err) != 0) goto done;
     }
-    r.n_train = 0;
     *st = r.st;
     rc = 0;
 done:
     if (rc != 0 && r.train) abort_all(&r);
-    if (b)
-        for (int i = 0; i < BATCH_DOCS; i++) {
-            cz_buf_free(&b->raw[i]);
-            cz_prep_doc_free(&b->doc[i]);
-        }
-    free(b);
     free(r.train);
-    free(r.train_index);
     return rc;
 }
 
@@ -316,6 +437,9 @@ int cz_prep_write_manifests(const cz_prep_options *o, const cz_tokenizer *tok,
             rc = add_shard(&m, path, err);
         }
         snprintf(path, sizeof path, "%s/heldout.manifest", o->out_dir);
+        if (rc == 0 && m.n_shards == 0)
+            cz_warn("%s: --heldout %g selected no document; the manifest lists no shard", path,
+                    o->heldout);
         if (rc == 0) rc = cz_manifest_write(&m, path, err);
     }
     cz_manifest_free(&m);

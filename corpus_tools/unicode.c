@@ -76,9 +76,11 @@ int cz_is_bert_space(uint32_t cp) {
 }
 
 int cz_is_bert_control(uint32_t cp) {
+    /* As HF's fast BertNormalizer (Rust unicode_categories is_other): Cc, Cf,
+     * Cs, Co, but not unassigned code points (Cn), which stay in the word. */
     if (cp == '\t' || cp == '\n' || cp == '\r') return 0;
     int c = utf8proc_category((utf8proc_int32_t)cp);
-    return c == UTF8PROC_CATEGORY_CN || c >= UTF8PROC_CATEGORY_CC;
+    return c >= UTF8PROC_CATEGORY_CC;
 }
 
 int cz_is_bert_punct(uint32_t cp) {

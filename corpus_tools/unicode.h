@@ -17,7 +17,8 @@ int cz_utf8_put(uint32_t cp, char *out);
 /* BERT (tokenization.py _is_whitespace, HF BertNormalizer): \t \n \r, space,
  * category Zs; also Zl/Zp, which Python's str.split() treats as separators. */
 int cz_is_bert_space(uint32_t cp);
-/* BERT _is_control as in HF (category starts with "C", except \t \n \r). */
+/* BERT _is_control as in HF's fast tokenizer: Cc Cf Cs Co, not Cn, except
+ * \t \n \r. (HF slow: all C*; the original: Cc Cf only.) */
 int cz_is_bert_control(uint32_t cp);
 /* BERT _is_punctuation: ASCII 33-47, 58-64, 91-96, 123-126 or category P*. */
 int cz_is_bert_punct(uint32_t cp);

@@ -332,6 +332,38 @@ static void test_paragraph(const cz_tokenizer *t, const char *rel, int strip_cls
     jfree(&d);
 }
 
+/* " ".join(BasicTokenizer words): what WordPiece decode must give back. */
+typedef struct join_ctx {
+    char *buf;
+    size_t n, cap;
+} join_ctx;
+
+static int join_word(void *ctx, const char *word, const uint32_t *offs, int ncp) {
+    join_ctx *j = ctx;
+    size_t l = offs[ncp];
+    if (j->n + l + 2 > j->cap) return -1;
+    if (j->n) j->buf[j->n++] = ' ';
+    memcpy(j->buf + j->n, word, l);
+    j->n += l;
+    j->buf[j->n] = 0;
+    return 0;
+}
+
+static int wordpiece_round_trip(const cz_tokenizer *t, const char *text, size_t len,
+                                const uint32_t *ids, size_t n) {
+    int32_t unk = cz_tokenizer_token_id(t, "[UNK]");
+    for (size_t k = 0; k < n; k++)
+        if (ids[k] == (uint32_t)unk) return -1; /* not comparable */
+    join_ctx j = {malloc(4 * len + 16), 0, 4 * len + 16};
+    j.buf[0] = 0;
+    cz_error err;
+    int ok = cz_bert_split(&t->opt, text, len, join_word, &j, &err) == 0;
+    char *dec = cz_tokenizer_decode(t, ids, n);
+    ok = ok && dec && strcmp(dec, j.buf) == 0;
+    free(dec), free(j.buf);
+    return ok;
+}
+
 /* ---- goldens made by tests/scripts/make_goldens.py ---- */
 static char *gunzip_file(const char *path, size_t *len) {
     gzFile f = gzopen(path, "rb");
@@ -395,7 +427,7 @@ static void test_golden_file(const cz_tokenizer *t, const char *golden) {
     if (!g) return;
     text_lines tl = {0};
     int have_src = 0;
-    size_t units = 0, good = 0, round = 0, bytes = 0;
+    size_t units = 0, good = 0, round = 0, round_n = 0, bytes = 0;
     uint32_t *want = malloc(65536 * sizeof *want);
     char *text = malloc(1 << 20);
     for (char *p = g; p < g + glen;) {
@@ -419,7 +451,11 @@ static void test_golden_file(const cz_tokenizer *t, const char *golden) {
                 if (cz_tokenizer_kind_of(t) == CZ_TOK_BPE) {
                     char *dec = cz_tokenizer_decode(t, want, n);
                     round += dec && strcmp(dec, text) == 0;
+                    round_n++;
                     free(dec);
+                } else {
+                    int r = wordpiece_round_trip(t, text, l, want, n);
+                    round += r == 1, round_n += r >= 0;
                 }
             } else {
                 CHECK(0, "%s: line %lu not in the source", golden, k);
@@ -427,12 +463,13 @@ static void test_golden_file(const cz_tokenizer *t, const char *golden) {
         }
         p = e + 1;
     }
-    CHECK(units > 10000, "%s: only %zu lines", golden, units);
+    CHECK(units >= 900, "%s: only %zu lines", golden, units);
     CHECK(good == units, "%s: %zu/%zu lines identical", golden, good, units);
-    if (cz_tokenizer_kind_of(t) == CZ_TOK_BPE)
-        CHECK(round == units, "%s: decode round trip %zu/%zu", golden, round, units);
-    printf("  %s: %zu/%zu lines (%zu bytes) identical%s\n", golden, good, units, bytes,
-           cz_tokenizer_kind_of(t) == CZ_TOK_BPE ? ", all decode byte-exact" : "");
+    CHECK(round == round_n, "%s: decode round trip %zu/%zu", golden, round, round_n);
+    CHECK(round_n > units / 2, "%s: only %zu lines without [UNK]", golden, round_n);
+    printf("  %s: %zu/%zu lines (%zu bytes) identical; decode %s on %zu/%zu lines%s\n", golden,
+           good, units, bytes, cz_tokenizer_kind_of(t) == CZ_TOK_BPE ? "byte-exact" : "== words",
+           round, units, cz_tokenizer_kind_of(t) == CZ_TOK_BPE ? "" : " (those without [UNK])");
     if (have_src) free_lines(&tl);
     free(want), free(text), free(g);
 }
@@ -525,6 +562,47 @@ static void test_bpe_long_pieces(const cz_tokenizer *t) {
            longest);
     cz_ids_free(&a), cz_ids_free(&b);
     cz_free(text);
+}
+
+/* The Windows-1252 book (invalid UTF-8): BPE still round-trips byte-exactly;
+ * WordPiece drops the bad bytes (as U+FFFD) without failing. */
+static void test_invalid_utf8(const cz_tokenizer *bpe, const cz_tokenizer *wp) {
+    size_t len;
+    char *text = slurp(data_dir, "corpus/oddities/pg2641-cp1252.txt", &len);
+    if (!text) return;
+    cz_ids ids = {0};
+    cz_error err;
+    CHECK(cz_tokenizer_encode(bpe, text, len, &ids, &err) == 0, "%s", err.msg);
+    char *dec = cz_tokenizer_decode(bpe, ids.ids, ids.n);
+    CHECK(dec && strlen(dec) == len && memcmp(dec, text, len) == 0, "cp1252 BPE round trip");
+    free(dec);
+    ids.n = 0;
+    CHECK(cz_tokenizer_encode(wp, text, len, &ids, &err) == 0 && ids.n > 50000,
+          "cp1252 WordPiece: %zu ids", ids.n);
+    cz_ids_free(&ids);
+    cz_free(text);
+}
+
+/* One tokenizer shared by 4 threads gives the serial ids (cloze-prep
+ * tokenizes with OpenMP threads). */
+static void test_threads(const cz_tokenizer *t, const char *what) {
+    text_lines tl;
+    if (load_lines("corpus/wikitext-2-raw/wiki.valid.raw", &tl)) return;
+    uint64_t *serial = calloc(tl.n, sizeof *serial), *par = calloc(tl.n, sizeof *par);
+    for (int pass = 0; pass < 2; pass++) {
+        uint64_t *dst = pass ? par : serial;
+#pragma omp parallel for num_threads(4) schedule(dynamic, 16) if (pass == 1)
+        for (size_t k = 0; k < tl.n; k++) {
+            cz_ids ids = {0};
+            cz_error err;
+            if (cz_tokenizer_encode(t, tl.start[k], tl.len[k], &ids, &err) == 0)
+                dst[k] = cz_fnv1a64(ids.ids, ids.n * sizeof *ids.ids, CZ_FNV_SEED) ^ ids.n;
+            cz_ids_free(&ids);
+        }
+    }
+    CHECK(memcmp(serial, par, tl.n * sizeof *serial) == 0, "%s: 4 threads differ from 1", what);
+    free(serial), free(par);
+    free_lines(&tl);
 }
 
 /* ---- vocabulary learning ---- */
@@ -670,6 +748,51 @@ int main(int argc, char **argv) {
         }
         return 0;
     }
+    if (argc >= 4 && strcmp(argv[1], "--encode-hex") == 0) {
+        /* tests/scripts/fuzz_vs_hf.py: one hex-encoded text per stdin line,
+         * one line of ids per text on stdout. */
+        cz_tokenizer *t = NULL;
+        cz_tokenizer_options o;
+        cz_tokenizer_options_default(&o);
+        int rc = argv[2][0] == 'w' ? cz_tokenizer_load_wordpiece(&t, argv[3], &o, &err)
+                 : argc >= 5       ? cz_tokenizer_load_bpe(&t, argv[3], argv[4], &err)
+                                   : cz_fail(&err, "--encode-hex b ENCODER MERGES");
+        if (rc) {
+            fprintf(stderr, "%s\n", err.msg);
+            return 1;
+        }
+        static char line[1 << 20], buf[1 << 19];
+        cz_ids ids = {0};
+        while (fgets(line, sizeof line, stdin)) {
+            size_t m = 0;
+            for (size_t i = 0; line[i] && line[i + 1] && line[i] != '\n'; i += 2) {
+                unsigned v = 0;
+                sscanf(line + i, "%2x", &v);
+                buf[m++] = (char)v;
+            }
+            ids.n = 0;
+            if (cz_tokenizer_encode(t, buf, m, &ids, &err)) fprintf(stderr, "%s\n", err.msg);
+            for (size_t k = 0; k < ids.n; k++) printf(k ? " %u" : "%u", ids.ids[k]);
+            putchar('\n');
+        }
+        cz_ids_free(&ids);
+        cz_tokenizer_free(t);
+        return 0;
+    }
+    if (argc == 4 && strcmp(argv[1], "--write-learned-bpe") == 0) {
+        /* tests/scripts/make_goldens.py: a BPE our learner made, for HF */
+        char paths[N_CASED_BOOKS][4096];
+        const char *files[N_CASED_BOOKS];
+        for (int k = 0; k < N_CASED_BOOKS; k++) {
+            snprintf(paths[k], 4096, "%s/%s", data_dir, cased_books[k]);
+            files[k] = paths[k];
+        }
+        if (cz_learn_bpe(files, N_CASED_BOOKS, 3000, argv[2], argv[3], &err)) {
+            fprintf(stderr, "%s\n", err.msg);
+            return 1;
+        }
+        return 0;
+    }
     char path[8192];
     cz_tokenizer *wp = NULL;
     cz_tokenizer_options o;
@@ -720,6 +843,24 @@ int main(int argc, char **argv) {
     test_paragraph(bpe, "vocab/golden/swift-transformers/gpt2_encoded_tokens.json", 0);
     test_golden_file(bpe, "gpt2.txt.gz");
     test_bpe_long_pieces(bpe);
+    o.lower_case = 1;
+    snprintf(path, sizeof path, "%s/vocab/bert-base-uncased/vocab.txt", data_dir);
+    if (cz_tokenizer_load_wordpiece(&wp, path, &o, &err) == 0) {
+        test_invalid_utf8(bpe, wp);
+        test_threads(bpe, "bpe");
+        test_threads(wp, "wordpiece");
+        cz_tokenizer_free(wp);
+    }
+    cz_tokenizer_free(bpe);
+
+    /* A BPE our learner made (stored), tokenized by HF GPT2Tokenizer. */
+    snprintf(path, sizeof path, "%s/tests/golden/learned_bpe.json", src_dir);
+    snprintf(merges, sizeof merges, "%s/tests/golden/learned_bpe.bpe", src_dir);
+    if (cz_tokenizer_load_bpe(&bpe, path, merges, &err)) {
+        fprintf(stderr, "FAIL: %s\n", err.msg);
+        return 1;
+    }
+    test_golden_file(bpe, "learned_bpe.txt.gz");
     cz_tokenizer_free(bpe);
 
     char tmp[] = "/tmp/cloze_tok_XXXXXX";

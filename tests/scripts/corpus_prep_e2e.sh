@@ -151,6 +151,14 @@ cp "$T/encoder.json" "$T/vocab.bpe" "$T/v3/"
 echo >>"$T/v3/encoder.json"
 expect_error "inspect with another vocabulary" "vocab_fingerprint (offset 16)" "$PREP" inspect --vocab "$T/v3/encoder.json" --merges "$T/v3/vocab.bpe" "$T/o1/train-00000.bin"
 
+# ---- JSON Lines: one document per record, "\n" in the string = paragraph;
+# one token per byte here: 10 + 24 bytes, 6 + 11 bytes (é is 2 bytes)
+printf '{"id": 1, "text": "First doc. It has \\"two\\" sentences."}\n{"text": "Second\\ndoc \\u00e9t\\u00e9."}\n' >"$T/j.jsonl"
+check "jsonl shards" run --out "$T/j" --shards 1 "$T/j.jsonl"
+printf -- '--- document 0: 2 sentences, 34 tokens\nFirst doc.\nIt has "two" sentences.\n--- document 1: 2 sentences, 17 tokens\nSecond\ndoc \xc3\xa9t\xc3\xa9.\n' >"$T/j.want"
+"$PREP" inspect "$T/j/train-00000.bin" | tail -n +4 >"$T/j.got"
+check "jsonl documents decode back" cmp -s "$T/j.got" "$T/j.want" || diff "$T/j.got" "$T/j.want"
+
 # ---- --help of every command
 for c in shards vocab tokenize inspect verify; do
     check "$c --help" "$PREP" $c --help >/dev/null

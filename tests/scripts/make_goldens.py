@@ -9,10 +9,13 @@ How they were made (transformers 4.57.1, the last release with the pure-Python
     cmake --build build-tok --target test_tokenizers
     CLOZE_SHARED_DATA=../shared/data build-tok/tests/test_tokenizers \\
         --write-cased-vocab tests/golden/cased_vocab.txt   # our learner, cased
+    CLOZE_SHARED_DATA=../shared/data build-tok/tests/test_tokenizers \
+        --write-learned-bpe tests/golden/learned_bpe.json tests/golden/learned_bpe.bpe
     /tmp/hf457/bin/python tests/scripts/make_goldens.py ../shared/data tests/golden
 
 Text units: line k (1-based) of a file, with its "\\r" dropped, plus "\\n".
-Lines: WikiText-2 valid, odd line numbers; four Gutenberg books, every 7th line.
+Lines: WikiText-2 valid, odd line numbers; four Gutenberg books, every 7th line
+(the learned-BPE golden: WikiText-2 valid lines 1, 5, 9, ... only).
 Ids come from the slow Python tokenizers (BertTokenizer, GPT2Tokenizer); the
 script also runs the fast (Rust) ones and prints how many lines differ.
 
@@ -34,8 +37,8 @@ SOURCES = [
 ]
 
 
-def units(data):
-    for rel, step, first in SOURCES:
+def units(data, sources):
+    for rel, step, first in sources:
         with open(os.path.join(data, rel), "rb") as f:
             lines = f.read().split(b"\n")
         if lines and lines[-1] == b"":
@@ -49,9 +52,9 @@ def units(data):
         yield rel, sel
 
 
-def write(path, data, encode_slow, encode_fast):
+def write(path, data, encode_slow, encode_fast, sources=SOURCES):
     out, differ, total = [], 0, 0
-    for rel, sel in units(data):
+    for rel, sel in units(data, sources):
         out.append("S " + rel)
         for k, text in sel:
             ids = encode_slow(text)
@@ -88,6 +91,14 @@ def main():
     write(os.path.join(golden, "gpt2.txt.gz"), data,
           lambda t: slow.convert_tokens_to_ids(slow.tokenize(t)),
           lambda t: fast.encode(t))
+
+    enc_json = os.path.join(golden, "learned_bpe.json")
+    merges = os.path.join(golden, "learned_bpe.bpe")
+    slow = GPT2Tokenizer(enc_json, merges)
+    fast = GPT2TokenizerFast(enc_json, merges)
+    write(os.path.join(golden, "learned_bpe.txt.gz"), data,
+          lambda t: slow.convert_tokens_to_ids(slow.tokenize(t)),
+          lambda t: fast.encode(t), [("corpus/wikitext-2-raw/wiki.valid.raw", 4, 1)])
 
 
 if __name__ == "__main__":
