@@ -6,7 +6,7 @@ slurm_start() {
   mkdir -p "$B"/{key,munge,state,spool,log,run}
   chmod 700 "$B/key"; chmod 755 "$B/munge"   # the socket dir must be world-executable
   mungekey -c -k "$B/key/munge.key" >/dev/null 2>&1 || return 1
-  munged -F --key-file="$B/key/munge.key" --socket="$B/munge/sock" \
+  munged -F 2>/dev/null --key-file="$B/key/munge.key" --socket="$B/munge/sock" \
     --pid-file="$B/munge/munged.pid" --seed-file="$B/key/seed" \
     --log-file="$B/log/munged.log" & echo $! > "$B/run/munged.bgpid"
   for _ in $(seq 50); do [ -S "$B/munge/sock" ] && break; sleep 0.1; done
@@ -20,7 +20,9 @@ SlurmctldHost=localhost
 SlurmUser=root
 AuthType=auth/munge
 CredType=cred/munge
-AuthInfo=socket=$B/munge/sock
+# cred_expire also sets how long a requeued job waits before it may start
+# again (default 120 s; a job released sooner fails "credential revoked")
+AuthInfo=socket=$B/munge/sock,cred_expire=5
 SlurmctldPort=$port
 SlurmdPort=$((port + 1))
 StateSaveLocation=$B/state
