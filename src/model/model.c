@@ -77,9 +77,9 @@ struct cz_model {
     float *emb_sum; /* [N, H] token + position (+ segment) */
     float *emb_ln;  /* [N, H] BERT: LayerNorm of emb_sum before dropout */
     float *emb_mean, *emb_rstd;
-    float *key_bias;                 /* [B*T] */
-    float *scratch_tt, *scratch_tt2; /* [T, T] */
-    float *tmp_h;                    /* [N, H] */
+    float *key_bias;            /* [B*T] */
+    float *probs_drop, *dprobs; /* [B, A, T, T], shared by the layers */
+    float *tmp_h;               /* [N, H] */
     /* BERT heads */
     float *mlm_h, *mlm_u, *mlm_g, *mlm_z, *mlm_mean, *mlm_rstd; /* [BP, H] / [BP] */
     float *cls, *pooled, *nsp_logits;                           /* [B, H], [B, 2] */
@@ -296,8 +296,8 @@ int cz_model_create(cz_model **out, const cz_model_config *cfg, int max_batch, i
     TAKE(m->emb_mean, N);
     TAKE(m->emb_rstd, N);
     TAKE(m->key_bias, N);
-    TAKE(m->scratch_tt, (size_t)T * T);
-    TAKE(m->scratch_tt2, (size_t)T * T);
+    TAKE(m->probs_drop, (size_t)B * A * T * T);
+    TAKE(m->dprobs, (size_t)B * A * T * T);
     TAKE(m->tmp_h, N * H);
     size_t rows = bert ? BP : N;
     TAKE(m->logits, rows * V);
@@ -437,14 +437,19 @@ static void gemm(const cz_model *cm, int ta, int tb, int mm, int n, int k, float
 #define PARAM(off) (m->params + (off))
 #define GRAD(off) (m->grads + (off))
 
-/* y[:, 0:out] (row stride ldy) = x W^T + b, or x W + b for Conv1D */
-static void lin_forward(cz_model *m, const lin *l, const float *x, int ldx, int n, float *y,
-                        int ldy) {
+/* y[:, 0:out] (row stride ldy) = x W^T, or x W for Conv1D (no bias) */
+static void lin_map(cz_model *m, const lin *l, const float *x, int ldx, int n, float *y, int ldy) {
     const float *w = m->params + l->w;
     if (l->conv1d)
         gemm(m, 0, 0, n, l->out, l->in, 1.0f, x, ldx, w, l->out, 0.0f, y, ldy);
     else
         gemm(m, 0, 1, n, l->out, l->in, 1.0f, x, ldx, w, l->in, 0.0f, y, ldy);
+}
+
+/* y = x W^T + b, or x W + b for Conv1D */
+static void lin_forward(cz_model *m, const lin *l, const float *x, int ldx, int n, float *y,
+                        int ldy) {
+    lin_map(m, l, x, ldx, n, y, ldy);
     PHASE(elementwise, cz_add_bias(y, m->params + l->b, n, l->out, ldy));
 }
 
@@ -487,76 +492,82 @@ static void dropout_rows(const cz_batch *b, float p, int layer_idx, int site, fl
     }
 }
 
-static void add_into(float *y, const float *a, const float *b, size_t n) {
-#pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) y[i] = a[i] + b[i];
-}
-
 /* ---- attention ---- */
 
 static int attn_dropping(const cz_model *m, const cz_batch *b) {
     return b->train && m->cfg.attn_dropout > 0.0f;
 }
 
-static void attention_forward(cz_model *m, layer *ly, int l, const cz_batch *b) {
-    int T = b->seq, H = m->cfg.hidden, A = m->cfg.heads, d = H / A;
-    float scale = 1.0f / sqrtf((float)d);
-    int causal = m->cfg.arch == CZ_ARCH_GPT;
+/* Dropout of the attention probabilities of every sequence: sequence s's
+ * [A, T, T] block is one stream, element (h*T + q)*T + k. */
+static void attn_dropout(cz_model *m, const cz_batch *b, int l, float *y, const float *x) {
+    int T = b->seq, A = m->cfg.heads;
+    size_t per = (size_t)A * T * T;
     for (int s = 0; s < b->batch; s++) {
         cz_rng_stream st = dropout_stream(b, s, l, SITE_ATTN_PROBS);
-        const float *kb = b->attn_mask ? m->key_bias + (size_t)s * T : NULL;
+        cz_dropout(y + s * per, x + s * per, per, m->cfg.attn_dropout, &st, 0);
+    }
+}
+
+/* Scores of all (sequence, head) pairs by GEMM, then one softmax (and one
+ * dropout) over all B*A*T rows, so those kernels get enough rows to use
+ * every thread; then P V per pair. */
+static void attention_forward(cz_model *m, layer *ly, int l, const cz_batch *b) {
+    int T = b->seq, H = m->cfg.hidden, A = m->cfg.heads, d = H / A, B = b->batch;
+    float scale = 1.0f / sqrtf((float)d);
+    int causal = m->cfg.arch == CZ_ARCH_GPT;
+    for (int s = 0; s < B; s++)
         for (int h = 0; h < A; h++) {
             const float *q = ly->qkv_act + (size_t)s * T * 3 * H + h * d;
-            const float *k = q + H, *v = q + 2 * H;
             float *p = ly->probs + ((size_t)s * A + h) * T * T;
-            gemm(m, 0, 1, T, T, d, scale, q, 3 * H, k, 3 * H, 0.0f, p, T);
-            PHASE(attention, cz_attn_softmax(p, T, kb, causal));
-            const float *pd = p;
-            if (attn_dropping(m, b)) {
-                PHASE(attention, cz_dropout(m->scratch_tt, p, (size_t)T * T, m->cfg.attn_dropout,
-                                            &st, (uint64_t)h * T * T));
-                pd = m->scratch_tt;
-            }
-            float *ctx = ly->ctx + (size_t)s * T * H + h * d;
-            gemm(m, 0, 0, T, d, T, 1.0f, pd, T, v, 3 * H, 0.0f, ctx, H);
+            gemm(m, 0, 1, T, T, d, scale, q, 3 * H, q + H, 3 * H, 0.0f, p, T);
         }
+    PHASE(attention,
+          cz_attn_softmax_batch(ly->probs, B, A, T, b->attn_mask ? m->key_bias : NULL, causal));
+    const float *pd = ly->probs;
+    if (attn_dropping(m, b)) {
+        PHASE(attention, attn_dropout(m, b, l, m->probs_drop, ly->probs));
+        pd = m->probs_drop;
     }
+    for (int s = 0; s < B; s++)
+        for (int h = 0; h < A; h++) {
+            const float *v = ly->qkv_act + (size_t)s * T * 3 * H + 2 * H + h * d;
+            const float *p = pd + ((size_t)s * A + h) * T * T;
+            gemm(m, 0, 0, T, d, T, 1.0f, p, T, v, 3 * H, 0.0f, ly->ctx + (size_t)s * T * H + h * d,
+                 H);
+        }
 }
 
 /* From dctx [N, H] to dqkv [N, 3H]. */
 static void attention_backward(cz_model *m, layer *ly, int l, const cz_batch *b) {
-    int T = b->seq, H = m->cfg.hidden, A = m->cfg.heads, d = H / A;
+    int T = b->seq, H = m->cfg.hidden, A = m->cfg.heads, d = H / A, B = b->batch;
     float scale = 1.0f / sqrtf((float)d);
-    for (int s = 0; s < b->batch; s++) {
-        cz_rng_stream st = dropout_stream(b, s, l, SITE_ATTN_PROBS);
-        for (int h = 0; h < A; h++) {
-            size_t row0 = (size_t)s * T;
-            const float *q = ly->qkv_act + row0 * 3 * H + h * d;
-            const float *k = q + H, *v = q + 2 * H;
-            float *dq = m->dqkv + row0 * 3 * H + h * d;
-            float *dk = dq + H, *dv = dq + 2 * H;
-            const float *dctx = m->dctx + row0 * H + h * d;
-            const float *p = ly->probs + ((size_t)s * A + h) * T * T;
-            const float *pd = p;
-            uint64_t first = (uint64_t)h * T * T;
-            if (attn_dropping(m, b)) {
-                PHASE(attention,
-                      cz_dropout(m->scratch_tt, p, (size_t)T * T, m->cfg.attn_dropout, &st, first));
-                pd = m->scratch_tt;
-            }
-            float *dp = m->scratch_tt2;
-            /* ctx = Pd V: dV = Pd^T dctx, dPd = dctx V^T */
-            gemm(m, 1, 0, T, d, T, 1.0f, pd, T, dctx, H, 0.0f, dv, 3 * H);
-            gemm(m, 0, 1, T, T, d, 1.0f, dctx, H, v, 3 * H, 0.0f, dp, T);
-            if (attn_dropping(m, b))
-                PHASE(attention,
-                      cz_dropout(dp, dp, (size_t)T * T, m->cfg.attn_dropout, &st, first));
-            PHASE(attention, cz_softmax_backward(dp, p, dp, T, T));
-            /* S = scale Q K^T: dQ = scale dS K, dK = scale dS^T Q */
-            gemm(m, 0, 0, T, d, T, scale, dp, T, k, 3 * H, 0.0f, dq, 3 * H);
-            gemm(m, 1, 0, T, d, T, scale, dp, T, q, 3 * H, 0.0f, dk, 3 * H);
-        }
+    const float *pd = ly->probs;
+    if (attn_dropping(m, b)) { /* the forward's mask, regenerated */
+        PHASE(attention, attn_dropout(m, b, l, m->probs_drop, ly->probs));
+        pd = m->probs_drop;
     }
+    /* ctx = Pd V: dV = Pd^T dctx, dPd = dctx V^T */
+    for (int s = 0; s < B; s++)
+        for (int h = 0; h < A; h++) {
+            size_t row0 = (size_t)s * T, pp = ((size_t)s * A + h) * T * T;
+            const float *v = ly->qkv_act + row0 * 3 * H + 2 * H + h * d;
+            float *dv = m->dqkv + row0 * 3 * H + 2 * H + h * d;
+            const float *dctx = m->dctx + row0 * H + h * d;
+            gemm(m, 1, 0, T, d, T, 1.0f, pd + pp, T, dctx, H, 0.0f, dv, 3 * H);
+            gemm(m, 0, 1, T, T, d, 1.0f, dctx, H, v, 3 * H, 0.0f, m->dprobs + pp, T);
+        }
+    if (attn_dropping(m, b)) PHASE(attention, attn_dropout(m, b, l, m->dprobs, m->dprobs));
+    PHASE(attention, cz_softmax_backward(m->dprobs, ly->probs, m->dprobs, B * A * T, T));
+    /* S = scale Q K^T: dQ = scale dS K, dK = scale dS^T Q */
+    for (int s = 0; s < B; s++)
+        for (int h = 0; h < A; h++) {
+            size_t row0 = (size_t)s * T, pp = ((size_t)s * A + h) * T * T;
+            const float *q = ly->qkv_act + row0 * 3 * H + h * d, *k = q + H;
+            float *dq = m->dqkv + row0 * 3 * H + h * d, *dk = dq + H;
+            gemm(m, 0, 0, T, d, T, scale, m->dprobs + pp, T, k, 3 * H, 0.0f, dq, 3 * H);
+            gemm(m, 1, 0, T, d, T, scale, m->dprobs + pp, T, q, 3 * H, 0.0f, dk, 3 * H);
+        }
 }
 
 /* ---- forward ---- */
@@ -571,17 +582,17 @@ static void layer_forward(cz_model *m, int l, const cz_batch *b) {
     attention_forward(m, ly, l, b);
     lin_forward(m, &ly->attn_out, ly->ctx, H, n, m->tmp_h, H);
     PHASE(elementwise, dropout_rows(b, c->hidden_dropout, l, SITE_ATTN_OUT, m->tmp_h, m->tmp_h, H));
-    PHASE(elementwise, add_into(ly->r1, x, m->tmp_h, (size_t)n * H));
-    PHASE(elementwise, cz_layernorm_forward(ly->h1, ly->mean1, ly->rstd1, ly->r1, PARAM(ly->ln1_g),
-                                            PARAM(ly->ln1_b), n, H, c->layer_norm_eps));
-    lin_forward(m, &ly->ffn_in, ly->h1, H, n, ly->u, I);
-    PHASE(elementwise, cz_gelu_forward(ly->g, ly->u, (size_t)n * I, c->gelu_tanh));
+    PHASE(elementwise,
+          cz_add_layernorm_forward(ly->h1, ly->r1, ly->mean1, ly->rstd1, x, m->tmp_h,
+                                   PARAM(ly->ln1_g), PARAM(ly->ln1_b), n, H, c->layer_norm_eps));
+    /* W1 h without bias, then bias + GELU in one pass */
+    lin_map(m, &ly->ffn_in, ly->h1, H, n, ly->u, I);
+    PHASE(elementwise, cz_bias_gelu_forward(ly->g, ly->u, PARAM(ly->ffn_in.b), n, I, c->gelu_tanh));
     lin_forward(m, &ly->ffn_out, ly->g, I, n, m->tmp_h, H);
     PHASE(elementwise, dropout_rows(b, c->hidden_dropout, l, SITE_FFN_OUT, m->tmp_h, m->tmp_h, H));
-    PHASE(elementwise, add_into(ly->r2, ly->h1, m->tmp_h, (size_t)n * H));
     PHASE(elementwise,
-          cz_layernorm_forward(m->x[l + 1], ly->mean2, ly->rstd2, ly->r2, PARAM(ly->ln2_g),
-                               PARAM(ly->ln2_b), n, H, c->layer_norm_eps));
+          cz_add_layernorm_forward(m->x[l + 1], ly->r2, ly->mean2, ly->rstd2, ly->h1, m->tmp_h,
+                                   PARAM(ly->ln2_g), PARAM(ly->ln2_b), n, H, c->layer_norm_eps));
 }
 
 static void embeddings_forward(cz_model *m, const cz_batch *b) {
