@@ -50,6 +50,10 @@ void cz_gemm_ref(int trans_a, int trans_b, int m, int n, int k, float alpha, con
  * sequentially over rows, so results never depend on the thread count.
  * "+=" in a comment means the kernel accumulates into that output. */
 
+/* "avx512" or "scalar": the path the fast kernels take on this CPU
+ * (environment CLOZE_KERNELS=scalar forces the scalar one). */
+const char *cz_kernels_describe(void);
+
 /* y[n,:] = (x[n,:] - mean) * rstd * gamma + beta, rstd = 1/sqrt(var + eps),
  * var the biased (population) variance over C columns (Ba et al. 2016).
  * mean/rstd [N] are saved for the backward pass. */

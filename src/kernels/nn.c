@@ -30,6 +30,10 @@
     } while (0)
 #endif
 
+const char *cz_kernels_describe(void) {
+    return cz_nn_have_avx512() ? "avx512" : "scalar";
+}
+
 /* ---- LayerNorm (Ba, Kiros & Hinton 2016; BERT/GPT post-LN) ---- */
 
 static void layernorm_row(float *y, float *mean, float *rstd, const float *x, const float *gamma,
@@ -144,7 +148,9 @@ static inline float gelu(float xf, int tanh_form) {
     double x = xf;
     if (tanh_form)
         return (float)(0.5 * x * (1.0 + tanh(CZ_SQRT_2_OVER_PI * (x + 0.044715 * x * x * x))));
-    return (float)(0.5 * x * (1.0 + erf(x * CZ_INV_SQRT_2)));
+    /* Phi(x) = erfc(-x/sqrt2)/2 = (1 + erf(x/sqrt2))/2, written with erfc
+     * because 1 + erf cancels for x < -5 (0 instead of ~1e-16 below -8.5) */
+    return (float)(0.5 * x * erfc(-x * CZ_INV_SQRT_2));
 }
 
 static inline float gelu_grad(float xf, int tanh_form) {
@@ -156,7 +162,7 @@ static inline float gelu_grad(float xf, int tanh_form) {
         return (float)(0.5 * (1.0 + th) + 0.5 * x * (1.0 - th * th) * du);
     }
     /* d/dx [x Phi(x)] = Phi(x) + x phi(x) */
-    return (float)(0.5 * (1.0 + erf(x * CZ_INV_SQRT_2)) + x * CZ_INV_SQRT_2PI * exp(-0.5 * x * x));
+    return (float)(0.5 * erfc(-x * CZ_INV_SQRT_2) + x * CZ_INV_SQRT_2PI * exp(-0.5 * x * x));
 }
 
 void cz_gelu_forward_ref(float *y, const float *x, size_t n, int tanh_form) {

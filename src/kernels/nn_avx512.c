@@ -14,6 +14,7 @@
  *   bitwise equal to it; dropout masks are bitwise equal to the reference. */
 #include <float.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cloze/rng.h"
@@ -24,12 +25,16 @@
 
 #define AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,fma")))
 
+/* CLOZE_KERNELS=scalar forces the scalar path (tests run both paths on
+ * one machine). Decided once per process. */
 int cz_nn_have_avx512(void) {
     static int have = -1;
     if (have < 0) {
+        const char *force = getenv("CLOZE_KERNELS");
         __builtin_cpu_init();
-        have = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+        have = !(force && !strcmp(force, "scalar")) && __builtin_cpu_supports("avx512f") &&
+               __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+               __builtin_cpu_supports("avx512dq");
     }
     return have;
 }
@@ -196,21 +201,37 @@ AVX512 void nn512_layernorm_backward(float *dx, float *dgamma, float *dbeta, con
 /* ---- GELU ---- */
 
 /* erfc(z) for z >= 0, Numerical Recipes (2nd ed.) erfcc: t = 1/(1 + z/2),
- * erfc = t exp(-z^2 + P(t)), fractional error < 1.2e-7 */
-AVX512 static inline __m512 erfc_pos(__m512 z) {
+ * erfc = t exp(-z^2 + P(t)), fractional error < 1.2e-7. z = z_hi + z_lo
+ * (z_lo the rounding error of x/sqrt2); z^2 is carried as hi + lo with an
+ * FMA, because float rounding of z^2 alone would cost z^2 2^-24 relative
+ * (3e-6 at x = -6); the small part enters as exp(-lo) ~ 1 - lo. */
+AVX512 static inline __m512 erfc_pos(__m512 z, __m512 z_lo) {
     __m512 t = _mm512_div_ps(_mm512_set1_ps(1.0f),
                              _mm512_fmadd_ps(z, _mm512_set1_ps(0.5f), _mm512_set1_ps(1.0f)));
     static const float c[10] = {-1.26551223f, 1.00002368f,  0.37409196f, 0.09678418f,  -0.18628806f,
                                 0.27886807f,  -1.13520398f, 1.48851587f, -0.82215223f, 0.17087277f};
     __m512 p = _mm512_set1_ps(c[9]);
     for (int i = 8; i >= 0; i--) p = _mm512_fmadd_ps(p, t, _mm512_set1_ps(c[i]));
-    return _mm512_mul_ps(t, exp512(_mm512_fnmadd_ps(z, z, p)));
+    __m512 z2 = _mm512_mul_ps(z, z);
+    __m512 z2_lo = _mm512_fmsub_ps(z, z, z2);                  /* z*z - z2 exactly */
+    z2_lo = _mm512_fmadd_ps(_mm512_add_ps(z, z), z_lo, z2_lo); /* + 2 z z_lo */
+    /* arg = p - z2 with its rounding error err (TwoSum, Knuth) */
+    __m512 nz2 = _mm512_sub_ps(_mm512_setzero_ps(), z2);
+    __m512 arg = _mm512_add_ps(p, nz2), bb = _mm512_sub_ps(arg, p);
+    __m512 err = _mm512_add_ps(_mm512_sub_ps(p, _mm512_sub_ps(arg, bb)), _mm512_sub_ps(nz2, bb));
+    __m512 lo = _mm512_sub_ps(z2_lo, err);
+    __m512 e = exp512(arg);
+    return _mm512_mul_ps(t, _mm512_fnmadd_ps(e, lo, e)); /* e (1 - lo) */
 }
 
 /* Phi(x) = erfc(-x/sqrt2)/2: 1 - erfc(|z|)/2 for x >= 0, erfc(|z|)/2 below */
 AVX512 static inline __m512 phi_cdf(__m512 x) {
-    __m512 z = _mm512_abs_ps(_mm512_mul_ps(x, _mm512_set1_ps(0.70710678118654752f)));
-    __m512 h = _mm512_mul_ps(erfc_pos(z), _mm512_set1_ps(0.5f));
+    const __m512 c_hi = _mm512_set1_ps(0.70710678118654752f);
+    const __m512 c_lo = _mm512_set1_ps(1.2101617e-08f); /* 1/sqrt2 - c_hi */
+    __m512 ax = _mm512_abs_ps(x);
+    __m512 z = _mm512_mul_ps(ax, c_hi);
+    __m512 z_lo = _mm512_fmadd_ps(ax, c_lo, _mm512_fmsub_ps(ax, c_hi, z));
+    __m512 h = _mm512_mul_ps(erfc_pos(z, z_lo), _mm512_set1_ps(0.5f));
     __mmask16 pos = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_GE_OQ);
     return _mm512_mask_sub_ps(h, pos, _mm512_set1_ps(1.0f), h);
 }
