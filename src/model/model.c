@@ -803,18 +803,18 @@ static void layer_backward(cz_model *m, int l, const cz_batch *b) {
     layer *ly = &m->layers[l];
     const cz_model_config *c = &m->cfg;
     int n = b->batch * b->seq, H = c->hidden, I = c->intermediate;
-    size_t nh = (size_t)n * H;
-    PHASE(elementwise, cz_layernorm_backward(m->dr, GRAD(ly->ln2_g), GRAD(ly->ln2_b), m->dy, ly->r2,
-                                             ly->mean2, ly->rstd2, PARAM(ly->ln2_g), n, H));
-    PHASE(elementwise, memcpy(m->dh1, m->dr, nh * sizeof(float))); /* residual */
-    PHASE(elementwise, dropout_rows(b, c->hidden_dropout, l, SITE_FFN_OUT, m->df, m->dr, H));
+    /* d(LN2 input) goes straight into dh1: it is the residual branch's
+     * gradient, to which the FFN input's gradient is added below */
+    PHASE(elementwise, cz_layernorm_backward(m->dh1, GRAD(ly->ln2_g), GRAD(ly->ln2_b), m->dy,
+                                             ly->r2, ly->mean2, ly->rstd2, PARAM(ly->ln2_g), n, H));
+    PHASE(elementwise, dropout_rows(b, c->hidden_dropout, l, SITE_FFN_OUT, m->df, m->dh1, H));
     lin_backward(m, &ly->ffn_out, m->df, H, ly->g, I, n, m->di, I, 0.0f);
     PHASE(elementwise, cz_gelu_backward(m->di, ly->u, m->di, (size_t)n * I, c->gelu_tanh));
     lin_backward(m, &ly->ffn_in, m->di, I, ly->h1, H, n, m->dh1, H, 1.0f);
-    PHASE(elementwise, cz_layernorm_backward(m->dr, GRAD(ly->ln1_g), GRAD(ly->ln1_b), m->dh1,
+    /* likewise d(LN1 input) into dx, to which the Q/K/V gradients are added */
+    PHASE(elementwise, cz_layernorm_backward(m->dx, GRAD(ly->ln1_g), GRAD(ly->ln1_b), m->dh1,
                                              ly->r1, ly->mean1, ly->rstd1, PARAM(ly->ln1_g), n, H));
-    PHASE(elementwise, memcpy(m->dx, m->dr, nh * sizeof(float))); /* residual */
-    PHASE(elementwise, dropout_rows(b, c->hidden_dropout, l, SITE_ATTN_OUT, m->df, m->dr, H));
+    PHASE(elementwise, dropout_rows(b, c->hidden_dropout, l, SITE_ATTN_OUT, m->df, m->dx, H));
     lin_backward(m, &ly->attn_out, m->df, H, ly->ctx, H, n, m->dctx, H, 0.0f);
     attention_backward(m, ly, l, b);
     for (int k = 0; k < ly->n_qkv; k++)
