@@ -367,7 +367,124 @@ static void test_bias(void) {
     printf("%-28s ok\n", "bias");
 }
 
+/* ---- fused kernels and the AVX-512 paths ----
+ * Tolerances, fast vs ref (relative to the largest |ref| of the array, as
+ * max_rel_diff): the AVX-512 exp is within ~2 ulp (Cody-Waite + degree-7
+ * Taylor), erfc within 1.2e-7 relative (Numerical Recipes' erfcc), float
+ * sums of <= 1024 terms add ~1e-7; so 1e-6 leaves a margin of ~4 over the
+ * worst case while a wrong formula (a dropped term, a wrong mask or bias
+ * column) is off by O(1). Kernels whose fast path repeats the reference's
+ * additions in the same order are compared bit for bit. */
+
+static void check_close(const char *what, const float *fast, const float *ref, size_t n,
+                        double tol) {
+    double d = max_rel_diff(fast, ref, n);
+    printf("%-28s fast vs ref: max diff / max |ref| = %.2e (tolerance %.0e)\n", what, d, tol);
+    CHECK(d < tol);
+}
+
+static void test_fused(void) {
+    enum { N = 67, C = 100 }; /* C not a multiple of 16: masked tails */
+    static float x[N * C], r[N * C], g[C], b[C], y1[N * C], y2[N * C], s1[N * C], s2[N * C];
+    static float m1[N], m2[N], q1[N], q2[N];
+    fill_normal(x, N * C, 60, 1.5f);
+    fill_normal(r, N * C, 61, 1.0f);
+    for (int i = 0; i < C; i++) x[i] += 5.0f; /* a row with a large mean */
+    fill_normal(g, C, 62, 1.0f);
+    fill_normal(b, C, 63, 1.0f);
+    cz_add_layernorm_forward_ref(y1, s1, m1, q1, x, r, g, b, N, C, 1e-12f);
+    cz_add_layernorm_forward(y2, s2, m2, q2, x, r, g, b, N, C, 1e-12f);
+    CHECK(memcmp(s1, s2, sizeof s1) == 0); /* the sum is one float add */
+    check_close("add+layernorm y", y2, y1, N * C, 1e-6);
+    check_close("add+layernorm rstd", q2, q1, N, 1e-6);
+    static float dy[N * C], dx1[N * C], dx2[N * C], dg1[C], dg2[C], db1[C], db2[C];
+    fill_normal(dy, N * C, 64, 1.0f);
+    cz_layernorm_backward_ref(dx1, dg1, db1, dy, s1, m1, q1, g, N, C);
+    cz_layernorm_backward(dx2, dg2, db2, dy, s1, m1, q1, g, N, C);
+    check_close("layernorm dx (C=100)", dx2, dx1, N * C, 1e-6);
+    CHECK(memcmp(dg1, dg2, sizeof dg1) == 0 && memcmp(db1, db2, sizeof db1) == 0);
+
+    for (int form = 0; form < 2; form++) {
+        enum { R = 33, I = 200 };
+        static float u1[R * I], u2[R * I], bias[I], g1[R * I], g2[R * I];
+        fill_normal(u1, R * I, 65, 3.0f);
+        memcpy(u2, u1, sizeof u1);
+        fill_normal(bias, I, 66, 1.0f);
+        cz_bias_gelu_forward_ref(g1, u1, bias, R, I, form);
+        cz_bias_gelu_forward(g2, u2, bias, R, I, form);
+        CHECK(memcmp(u1, u2, sizeof u1) == 0);
+        check_close(form ? "bias+gelu (tanh)" : "bias+gelu (erf)", g2, g1, R * I, 1e-6);
+        /* element by element over [-12, 12]: relative error of gelu for
+         * |x| <= 3 below 1e-6; for 3 < |x| <= 6 below 1e-5, because there
+         * float rounding of the exp argument (x^2/2 for erf, where the fast
+         * path compensates it; 2u ~ 1.6 x^3/20 for tanh, where it does not)
+         * costs |argument| 2^-24 relative on values below 1e-3; beyond 6
+         * the absolute error (values < 1e-8). The gradient against 1 + |x|
+         * (its scale). */
+        enum { K = 4801 };
+        static float xs[K], f1[K], f2[K], ones[K], d1[K], d2[K];
+        for (int i = 0; i < K; i++) xs[i] = -12.0f + 24.0f * i / (K - 1), ones[i] = 1.0f;
+        cz_gelu_forward_ref(f1, xs, K, form);
+        cz_gelu_forward(f2, xs, K, form);
+        cz_gelu_backward_ref(d1, xs, ones, K, form);
+        cz_gelu_backward(d2, xs, ones, K, form);
+        double wf = 0, wd = 0;
+        for (int i = 0; i < K; i++) {
+            double ef = fabs((double)f2[i] - f1[i]), ax = fabsf(xs[i]);
+            if (ax <= 6.0 && f1[i] != 0.0f) ef /= fabs(f1[i]);
+            if (ax > 3.0 && ax <= 6.0) ef *= 0.1; /* 1e-5 */
+            if (ef > wf) wf = ef;
+            double e = fabs((double)d2[i] - d1[i]) / (1 + fabs(xs[i]));
+            if (e > wd) wd = e;
+        }
+        printf("%-28s pointwise error/tolerance %.2e, gradient %.2e\n",
+               form ? "gelu (tanh) on [-12,12]" : "gelu (erf) on [-12,12]", wf, wd);
+        CHECK(wf < 1e-6 && wd < 1e-6);
+    }
+
+    for (int causal = 0; causal < 2; causal++) {
+        enum { S = 3, A = 2, T = 37 };
+        static float p1[S * A * T * T], p2[S * A * T * T], kb[S * T];
+        fill_normal(p1, S * A * T * T, 67, 3.0f);
+        memcpy(p2, p1, sizeof p1);
+        for (int i = 0; i < S * T; i++) kb[i] = (i % T) >= T - 3 * (i / T) ? -10000.0f : 0.0f;
+        cz_attn_softmax_batch_ref(p1, S, A, T, kb, causal);
+        cz_attn_softmax_batch(p2, S, A, T, kb, causal);
+        check_close(causal ? "softmax batch (causal)" : "softmax batch (padding)", p2, p1,
+                    S * A * T * T, 1e-6);
+        for (size_t i = 0; i < sizeof p1 / sizeof *p1; i++) CHECK((p1[i] == 0) == (p2[i] == 0));
+    }
+
+    /* dropout: short ranges, and counters past 2^32 blocks (high word 1) */
+    enum { D = 3000 };
+    static float dx_[D], dy1[D], dy2[D];
+    for (int i = 0; i < D; i++) dx_[i] = 1.0f + (float)(i % 5);
+    cz_rng_stream st = cz_rng_stream_make(5, CZ_RNG_DROPOUT, 1, 2, 3);
+    const uint64_t firsts[4] = {0, 61, (1ULL << 34) - 1000, (1ULL << 34) + 7};
+    const size_t lens[4] = {D, 50, D, 1};
+    for (int t = 0; t < 4; t++) {
+        cz_dropout_ref(dy1, dx_, lens[t], 0.25f, &st, firsts[t]);
+        cz_dropout(dy2, dx_, lens[t], 0.25f, &st, firsts[t]);
+        CHECK(memcmp(dy1, dy2, lens[t] * sizeof *dy1) == 0);
+    }
+
+    /* cross-entropy: ties pick the first maximum, also across vector lanes */
+    enum { V = 70 };
+    static float z1[3 * V], z2[3 * V];
+    double l1[3], l2[3];
+    int32_t lab[3] = {3, 69, -1}, a1[3], a2[3];
+    for (int i = 0; i < 3 * V; i++) z1[i] = (float)((i * 7) % 11) * 0.1f;
+    z1[V + 40] = z1[V + 5] = 2.0f; /* two maxima in different lanes, earlier one wins */
+    memcpy(z2, z1, sizeof z1);
+    cz_xent_forward_ref(z1, l1, a1, lab, 3, V);
+    cz_xent_forward(z2, l2, a2, lab, 3, V);
+    CHECK(memcmp(a1, a2, sizeof a1) == 0 && a1[1] == 5);
+    for (int i = 0; i < 3; i++) CHECK(fabs(l1[i] - l2[i]) <= 1e-6);
+    check_close("cross-entropy probs (ties)", z2, z1, 3 * V, 1e-6);
+}
+
 int main(void) {
+    printf("fast kernels: %s\n", cz_kernels_describe());
     test_layernorm();
     test_gelu();
     test_softmax();
@@ -375,6 +492,7 @@ int main(void) {
     test_embedding();
     test_xent();
     test_bias();
+    test_fused();
     printf("ok\n");
     return 0;
 }

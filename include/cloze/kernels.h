@@ -42,11 +42,17 @@ void cz_gemm_ref(int trans_a, int trans_b, int m, int n, int k, float alpha, con
 
 /* ---- Transformer kernels (src/kernels/nn.c) ----
  * Each kernel has a scalar reference `*_ref` (the definition, used by tests)
- * and the fast path without suffix (OpenMP over independent rows/columns;
- * to be vectorised later, same results up to float rounding). Reductions over
+ * and the fast path without suffix: AVX-512 (src/kernels/nn_avx512.c) when
+ * the CPU has it, else the scalar code, both OpenMP over independent rows or
+ * columns; same results up to float rounding (tests/test_kernels.c states the
+ * bound per kernel). Reductions over
  * rows (bias, gamma, embedding gradients) run parallel over columns and
  * sequentially over rows, so results never depend on the thread count.
  * "+=" in a comment means the kernel accumulates into that output. */
+
+/* "avx512" or "scalar": the path the fast kernels take on this CPU
+ * (environment CLOZE_KERNELS=scalar forces the scalar one). */
+const char *cz_kernels_describe(void);
 
 /* y[n,:] = (x[n,:] - mean) * rstd * gamma + beta, rstd = 1/sqrt(var + eps),
  * var the biased (population) variance over C columns (Ba et al. 2016).
@@ -63,10 +69,23 @@ void cz_layernorm_backward_ref(float *dx, float *dgamma, float *dbeta, const flo
                                const float *x, const float *mean, const float *rstd,
                                const float *gamma, int n, int c);
 
+/* The post-LN residual in one pass: sum = x + r (written, backward needs
+ * it), y = LN(sum) as cz_layernorm_forward. */
+void cz_add_layernorm_forward(float *y, float *sum, float *mean, float *rstd, const float *x,
+                              const float *r, const float *gamma, const float *beta, int n, int c,
+                              float eps);
+void cz_add_layernorm_forward_ref(float *y, float *sum, float *mean, float *rstd, const float *x,
+                                  const float *r, const float *gamma, const float *beta, int n,
+                                  int c, float eps);
+
 /* GELU (Hendrycks & Gimpel 2016). tanh_form = 0: x * Phi(x) with the exact
  * erf (BERT); 1: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (GPT-1). */
 void cz_gelu_forward(float *y, const float *x, size_t n, int tanh_form);
 void cz_gelu_forward_ref(float *y, const float *x, size_t n, int tanh_form);
+/* Bias + GELU in one pass over [n x c]: u[i,:] += bias (in place, backward
+ * needs u), g = gelu(u). */
+void cz_bias_gelu_forward(float *g, float *u, const float *bias, int n, int c, int tanh_form);
+void cz_bias_gelu_forward_ref(float *g, float *u, const float *bias, int n, int c, int tanh_form);
 /* dx = dy * gelu'(x) (written). */
 void cz_gelu_backward(float *dx, const float *x, const float *dy, size_t n, int tanh_form);
 void cz_gelu_backward_ref(float *dx, const float *x, const float *dy, size_t n, int tanh_form);
@@ -82,6 +101,12 @@ void cz_bias_backward_ref(float *db, const float *dy, int n, int c, int ld);
  * (probability exactly 0, GPT). */
 void cz_attn_softmax(float *s, int t, const float *key_bias, int causal);
 void cz_attn_softmax_ref(float *s, int t, const float *key_bias, int causal);
+/* The same over all heads of nseq sequences at once: s is [nseq, heads, t, t]
+ * and key_bias [nseq, t] (row i uses the bias of sequence i / (heads t)). */
+void cz_attn_softmax_batch(float *s, int nseq, int heads, int t, const float *key_bias,
+                           int causal);
+void cz_attn_softmax_batch_ref(float *s, int nseq, int heads, int t, const float *key_bias,
+                               int causal);
 /* Softmax backward over rows: ds = p * (dp - sum_j dp*p) (written; may alias dp). */
 void cz_softmax_backward(float *ds, const float *p, const float *dp, int rows, int cols);
 void cz_softmax_backward_ref(float *ds, const float *p, const float *dp, int rows, int cols);

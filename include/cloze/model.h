@@ -116,4 +116,23 @@ void cz_model_zero_grads(cz_model *m);
  * used for MFU: train step = 3x forward. */
 double cz_model_forward_flops(const cz_model_config *cfg, int seq, int max_pred);
 
+/* Per-phase wall-clock seconds of forward + backward, accumulated while
+ * profiling is on. Cheap when off (one branch per kernel call). Phases:
+ *   gemm        every matrix product (linear maps, Q K^T, P V, heads)
+ *   attention   attention softmax, its dropout, mask and backward (not GEMM)
+ *   elementwise bias, GELU, LayerNorm, residual adds, hidden dropout
+ *   embeddings  token/position/segment lookup and its scatter-add
+ *   loss        heads outside GEMM: gathers, cross-entropy, pooler tanh
+ * total is the wall time inside cz_model_forward and cz_model_backward;
+ * total minus the phases is bookkeeping (copies, loops in model.c). */
+typedef struct cz_model_profile {
+    double gemm, attention, elementwise, embeddings, loss;
+    double total;
+    long forwards, backwards;
+} cz_model_profile;
+
+/* on = 1 starts profiling from zero; on = 0 stops (figures are kept). */
+void cz_model_set_profiling(cz_model *m, int on);
+void cz_model_get_profile(const cz_model *m, cz_model_profile *out);
+
 #endif

@@ -13,6 +13,26 @@
 #include <string.h>
 
 #include "cloze/rng.h"
+#include "nn_simd.h"
+
+/* Runs the AVX-512 body (nn_avx512.c) and returns when the CPU has it. */
+#if CZ_NN_SIMD
+#define SIMD(call)                                                                                 \
+    do {                                                                                           \
+        if (cz_nn_have_avx512()) {                                                                 \
+            call;                                                                                  \
+            return;                                                                                \
+        }                                                                                          \
+    } while (0)
+#else
+#define SIMD(call)                                                                                 \
+    do {                                                                                           \
+    } while (0)
+#endif
+
+const char *cz_kernels_describe(void) {
+    return cz_nn_have_avx512() ? "avx512" : "scalar";
+}
 
 /* ---- LayerNorm (Ba, Kiros & Hinton 2016; BERT/GPT post-LN) ---- */
 
@@ -39,10 +59,30 @@ void cz_layernorm_forward_ref(float *y, float *mean, float *rstd, const float *x
 
 void cz_layernorm_forward(float *y, float *mean, float *rstd, const float *x, const float *gamma,
                           const float *beta, int n, int c, float eps) {
+    SIMD(nn512_layernorm_forward(y, NULL, mean, rstd, x, NULL, gamma, beta, n, c, eps));
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < n; i++)
         layernorm_row(y + (size_t)i * c, mean + i, rstd + i, x + (size_t)i * c, gamma, beta, c,
                       eps);
+}
+
+void cz_add_layernorm_forward_ref(float *y, float *sum, float *mean, float *rstd, const float *x,
+                                  const float *r, const float *gamma, const float *beta, int n,
+                                  int c, float eps) {
+    for (size_t i = 0; i < (size_t)n * c; i++) sum[i] = x[i] + r[i];
+    cz_layernorm_forward_ref(y, mean, rstd, sum, gamma, beta, n, c, eps);
+}
+
+void cz_add_layernorm_forward(float *y, float *sum, float *mean, float *rstd, const float *x,
+                              const float *r, const float *gamma, const float *beta, int n, int c,
+                              float eps) {
+    SIMD(nn512_layernorm_forward(y, sum, mean, rstd, x, r, gamma, beta, n, c, eps));
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < n; i++) {
+        size_t o = (size_t)i * c;
+        for (int j = 0; j < c; j++) sum[o + j] = x[o + j] + r[o + j];
+        layernorm_row(y + o, mean + i, rstd + i, sum + o, gamma, beta, c, eps);
+    }
 }
 
 static void layernorm_dx_row(float *dx, const float *dy, const float *x, float mean, float rstd,
@@ -86,6 +126,7 @@ void cz_layernorm_backward_ref(float *dx, float *dgamma, float *dbeta, const flo
 
 void cz_layernorm_backward(float *dx, float *dgamma, float *dbeta, const float *dy, const float *x,
                            const float *mean, const float *rstd, const float *gamma, int n, int c) {
+    SIMD(nn512_layernorm_backward(dx, dgamma, dbeta, dy, x, mean, rstd, gamma, n, c));
 #pragma omp parallel
     {
 #pragma omp for schedule(static)
@@ -107,7 +148,9 @@ static inline float gelu(float xf, int tanh_form) {
     double x = xf;
     if (tanh_form)
         return (float)(0.5 * x * (1.0 + tanh(CZ_SQRT_2_OVER_PI * (x + 0.044715 * x * x * x))));
-    return (float)(0.5 * x * (1.0 + erf(x * CZ_INV_SQRT_2)));
+    /* Phi(x) = erfc(-x/sqrt2)/2 = (1 + erf(x/sqrt2))/2, written with erfc
+     * because 1 + erf cancels for x < -5 (0 instead of ~1e-16 below -8.5) */
+    return (float)(0.5 * x * erfc(-x * CZ_INV_SQRT_2));
 }
 
 static inline float gelu_grad(float xf, int tanh_form) {
@@ -119,7 +162,7 @@ static inline float gelu_grad(float xf, int tanh_form) {
         return (float)(0.5 * (1.0 + th) + 0.5 * x * (1.0 - th * th) * du);
     }
     /* d/dx [x Phi(x)] = Phi(x) + x phi(x) */
-    return (float)(0.5 * (1.0 + erf(x * CZ_INV_SQRT_2)) + x * CZ_INV_SQRT_2PI * exp(-0.5 * x * x));
+    return (float)(0.5 * erfc(-x * CZ_INV_SQRT_2) + x * CZ_INV_SQRT_2PI * exp(-0.5 * x * x));
 }
 
 void cz_gelu_forward_ref(float *y, const float *x, size_t n, int tanh_form) {
@@ -127,6 +170,7 @@ void cz_gelu_forward_ref(float *y, const float *x, size_t n, int tanh_form) {
 }
 
 void cz_gelu_forward(float *y, const float *x, size_t n, int tanh_form) {
+    SIMD(nn512_gelu_forward(y, (float *)x, NULL, n, 1, tanh_form)); /* x is only read */
 #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < n; i++) y[i] = gelu(x[i], tanh_form);
 }
@@ -136,8 +180,26 @@ void cz_gelu_backward_ref(float *dx, const float *x, const float *dy, size_t n, 
 }
 
 void cz_gelu_backward(float *dx, const float *x, const float *dy, size_t n, int tanh_form) {
+    SIMD(nn512_gelu_backward(dx, x, dy, n, tanh_form));
 #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < n; i++) dx[i] = dy[i] * gelu_grad(x[i], tanh_form);
+}
+
+void cz_bias_gelu_forward_ref(float *g, float *u, const float *bias, int n, int c, int tanh_form) {
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < c; j++) u[(size_t)i * c + j] += bias[j];
+    cz_gelu_forward_ref(g, u, (size_t)n * c, tanh_form);
+}
+
+void cz_bias_gelu_forward(float *g, float *u, const float *bias, int n, int c, int tanh_form) {
+    SIMD(nn512_gelu_forward(g, u, bias, (size_t)n, c, tanh_form));
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < c; j++) {
+            size_t k = (size_t)i * c + j;
+            u[k] += bias[j];
+            g[k] = gelu(u[k], tanh_form);
+        }
 }
 
 /* ---- bias ---- */
@@ -159,6 +221,7 @@ void cz_bias_backward_ref(float *db, const float *dy, int n, int c, int ld) {
 }
 
 void cz_bias_backward(float *db, const float *dy, int n, int c, int ld) {
+    SIMD(nn512_bias_backward(db, dy, n, c, ld));
 #pragma omp parallel for schedule(static)
     for (int j = 0; j < c; j++) bias_col(db, dy, n, ld, j);
 }
@@ -187,8 +250,25 @@ void cz_attn_softmax_ref(float *s, int t, const float *key_bias, int causal) {
 }
 
 void cz_attn_softmax(float *s, int t, const float *key_bias, int causal) {
+    SIMD(nn512_attn_softmax(s, t, 1, t, key_bias, causal));
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < t; i++) attn_softmax_row(s + (size_t)i * t, i, t, key_bias, causal);
+}
+
+void cz_attn_softmax_batch_ref(float *s, int nseq, int heads, int t, const float *key_bias,
+                               int causal) {
+    for (int q = 0; q < nseq * heads; q++)
+        cz_attn_softmax_ref(s + (size_t)q * t * t, t,
+                            key_bias ? key_bias + (size_t)(q / heads) * t : NULL, causal);
+}
+
+void cz_attn_softmax_batch(float *s, int nseq, int heads, int t, const float *key_bias,
+                           int causal) {
+    SIMD(nn512_attn_softmax(s, nseq * heads * t, heads, t, key_bias, causal));
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < nseq * heads * t; i++)
+        attn_softmax_row(s + (size_t)i * t, i % t, t,
+                         key_bias ? key_bias + (size_t)(i / (heads * t)) * t : NULL, causal);
 }
 
 static void softmax_backward_row(float *ds, const float *p, const float *dp, int cols) {
@@ -204,6 +284,7 @@ void cz_softmax_backward_ref(float *ds, const float *p, const float *dp, int row
 }
 
 void cz_softmax_backward(float *ds, const float *p, const float *dp, int rows, int cols) {
+    SIMD(nn512_softmax_backward(ds, p, dp, rows, cols));
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < rows; i++)
         softmax_backward_row(ds + (size_t)i * cols, p + (size_t)i * cols, dp + (size_t)i * cols,
@@ -229,6 +310,7 @@ void cz_dropout(float *y, const float *x, size_t n, float p, const cz_rng_stream
         if (y != x) memcpy(y, x, n * sizeof *y);
         return;
     }
+    SIMD(nn512_dropout(y, x, n, p, s, first));
     float scale = 1.0f / (1.0f - p);
     /* blocks covering element indices [first, first + n) */
     uint64_t b0 = first >> 2, b1 = (first + n + 3) >> 2;
@@ -282,6 +364,7 @@ void cz_embedding_backward_ref(float *dtok, float *dpos, float *dseg, const floa
 
 void cz_embedding_backward(float *dtok, float *dpos, float *dseg, const float *dout,
                            const int32_t *ids, const int32_t *segs, int n, int t, int c) {
+    SIMD(nn512_embedding_backward(dtok, dpos, dseg, dout, ids, segs, n, t, c));
 #pragma omp parallel for schedule(static)
     for (int j = 0; j < c; j++)
         embedding_backward_col(dtok, dpos, dseg, dout, ids, segs, n, t, c, j);
@@ -313,6 +396,7 @@ void cz_xent_forward_ref(float *logits, double *loss, int32_t *argmax, const int
 
 void cz_xent_forward(float *logits, double *loss, int32_t *argmax, const int32_t *labels, int n,
                      int v) {
+    SIMD(nn512_xent_forward(logits, loss, argmax, labels, n, v));
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < n; i++)
         xent_row(logits + (size_t)i * v, loss + i, argmax + i, labels[i], v);

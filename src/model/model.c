@@ -77,9 +77,9 @@ struct cz_model {
     float *emb_sum; /* [N, H] token + position (+ segment) */
     float *emb_ln;  /* [N, H] BERT: LayerNorm of emb_sum before dropout */
     float *emb_mean, *emb_rstd;
-    float *key_bias;                 /* [B*T] */
-    float *scratch_tt, *scratch_tt2; /* [T, T] */
-    float *tmp_h;                    /* [N, H] */
+    float *key_bias;            /* [B*T] */
+    float *probs_drop, *dprobs; /* [B, A, T, T], shared by the layers */
+    float *tmp_h;               /* [N, H] */
     /* BERT heads */
     float *mlm_h, *mlm_u, *mlm_g, *mlm_z, *mlm_mean, *mlm_rstd; /* [BP, H] / [BP] */
     float *cls, *pooled, *nsp_logits;                           /* [B, H], [B, 2] */
@@ -90,6 +90,9 @@ struct cz_model {
     float *row_scale, *nsp_scale;
     /* gradient scratch */
     float *dx, *dy, *dr, *df, *dh1, *dctx, *di, *dqkv, *dmlm, *dmlm2, *dcls;
+
+    int profiling;
+    cz_model_profile prof;
 
     void *allocs[MAX_ALLOCS];
     int n_allocs;
@@ -293,8 +296,8 @@ int cz_model_create(cz_model **out, const cz_model_config *cfg, int max_batch, i
     TAKE(m->emb_mean, N);
     TAKE(m->emb_rstd, N);
     TAKE(m->key_bias, N);
-    TAKE(m->scratch_tt, (size_t)T * T);
-    TAKE(m->scratch_tt2, (size_t)T * T);
+    TAKE(m->probs_drop, (size_t)B * A * T * T);
+    TAKE(m->dprobs, (size_t)B * A * T * T);
     TAKE(m->tmp_h, N * H);
     size_t rows = bert ? BP : N;
     TAKE(m->logits, rows * V);
@@ -401,20 +404,53 @@ void cz_model_init_weights(cz_model *m, uint64_t seed) {
     }
 }
 
+/* ---- profiling ---- */
+
+void cz_model_set_profiling(cz_model *m, int on) {
+    if (on) memset(&m->prof, 0, sizeof m->prof);
+    m->profiling = on;
+}
+
+void cz_model_get_profile(const cz_model *m, cz_model_profile *out) {
+    *out = m->prof;
+}
+
+/* Runs stmt and, when profiling, adds its wall time to m->prof.slot. The
+ * kernels are synchronous (OpenMP regions end with a barrier), so wall time
+ * around a call is the time of that phase. */
+#define PHASE(slot, stmt)                                                                          \
+    do {                                                                                           \
+        double t0_ = m->profiling ? cz_now() : 0.0;                                                \
+        stmt;                                                                                      \
+        if (m->profiling) m->prof.slot += cz_now() - t0_;                                          \
+    } while (0)
+
+/* Every matrix product of the model goes through here (profiled as gemm). */
+static void gemm(const cz_model *cm, int ta, int tb, int mm, int n, int k, float alpha,
+                 const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc) {
+    cz_model *m = (cz_model *)cm; /* the profile is bookkeeping, not model state */
+    PHASE(gemm, cz_gemm(m->gemm, ta, tb, mm, n, k, alpha, a, lda, b, ldb, beta, c, ldc));
+}
+
 /* ---- building blocks ---- */
 
 #define PARAM(off) (m->params + (off))
 #define GRAD(off) (m->grads + (off))
 
-/* y[:, 0:out] (row stride ldy) = x W^T + b, or x W + b for Conv1D */
-static void lin_forward(const cz_model *m, const lin *l, const float *x, int ldx, int n, float *y,
-                        int ldy) {
+/* y[:, 0:out] (row stride ldy) = x W^T, or x W for Conv1D (no bias) */
+static void lin_map(cz_model *m, const lin *l, const float *x, int ldx, int n, float *y, int ldy) {
     const float *w = m->params + l->w;
     if (l->conv1d)
-        cz_gemm(m->gemm, 0, 0, n, l->out, l->in, 1.0f, x, ldx, w, l->out, 0.0f, y, ldy);
+        gemm(m, 0, 0, n, l->out, l->in, 1.0f, x, ldx, w, l->out, 0.0f, y, ldy);
     else
-        cz_gemm(m->gemm, 0, 1, n, l->out, l->in, 1.0f, x, ldx, w, l->in, 0.0f, y, ldy);
-    cz_add_bias(y, m->params + l->b, n, l->out, ldy);
+        gemm(m, 0, 1, n, l->out, l->in, 1.0f, x, ldx, w, l->in, 0.0f, y, ldy);
+}
+
+/* y = x W^T + b, or x W + b for Conv1D */
+static void lin_forward(cz_model *m, const lin *l, const float *x, int ldx, int n, float *y,
+                        int ldy) {
+    lin_map(m, l, x, ldx, n, y, ldy);
+    PHASE(elementwise, cz_add_bias(y, m->params + l->b, n, l->out, ldy));
 }
 
 /* dW += dy^T x (Linear) or x^T dy (Conv1D); db += column sums of dy;
@@ -424,15 +460,13 @@ static void lin_backward(cz_model *m, const lin *l, const float *dy, int ldy, co
     const float *w = m->params + l->w;
     float *dw = m->grads + l->w;
     if (l->conv1d) {
-        cz_gemm(m->gemm, 1, 0, l->in, l->out, n, 1.0f, x, ldx, dy, ldy, 1.0f, dw, l->out);
-        if (dx)
-            cz_gemm(m->gemm, 0, 1, n, l->in, l->out, 1.0f, dy, ldy, w, l->out, dx_beta, dx, lddx);
+        gemm(m, 1, 0, l->in, l->out, n, 1.0f, x, ldx, dy, ldy, 1.0f, dw, l->out);
+        if (dx) gemm(m, 0, 1, n, l->in, l->out, 1.0f, dy, ldy, w, l->out, dx_beta, dx, lddx);
     } else {
-        cz_gemm(m->gemm, 1, 0, l->out, l->in, n, 1.0f, dy, ldy, x, ldx, 1.0f, dw, l->in);
-        if (dx)
-            cz_gemm(m->gemm, 0, 0, n, l->in, l->out, 1.0f, dy, ldy, w, l->in, dx_beta, dx, lddx);
+        gemm(m, 1, 0, l->out, l->in, n, 1.0f, dy, ldy, x, ldx, 1.0f, dw, l->in);
+        if (dx) gemm(m, 0, 0, n, l->in, l->out, 1.0f, dy, ldy, w, l->in, dx_beta, dx, lddx);
     }
-    cz_bias_backward(m->grads + l->b, dy, n, l->out, ldy);
+    PHASE(elementwise, cz_bias_backward(m->grads + l->b, dy, n, l->out, ldy));
 }
 
 static cz_rng_stream dropout_stream(const cz_batch *b, int seq, int layer_idx, int site) {
@@ -458,74 +492,82 @@ static void dropout_rows(const cz_batch *b, float p, int layer_idx, int site, fl
     }
 }
 
-static void add_into(float *y, const float *a, const float *b, size_t n) {
-#pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < n; i++) y[i] = a[i] + b[i];
-}
-
 /* ---- attention ---- */
 
 static int attn_dropping(const cz_model *m, const cz_batch *b) {
     return b->train && m->cfg.attn_dropout > 0.0f;
 }
 
-static void attention_forward(cz_model *m, layer *ly, int l, const cz_batch *b) {
-    int T = b->seq, H = m->cfg.hidden, A = m->cfg.heads, d = H / A;
-    float scale = 1.0f / sqrtf((float)d);
-    int causal = m->cfg.arch == CZ_ARCH_GPT;
+/* Dropout of the attention probabilities of every sequence: sequence s's
+ * [A, T, T] block is one stream, element (h*T + q)*T + k. */
+static void attn_dropout(cz_model *m, const cz_batch *b, int l, float *y, const float *x) {
+    int T = b->seq, A = m->cfg.heads;
+    size_t per = (size_t)A * T * T;
     for (int s = 0; s < b->batch; s++) {
         cz_rng_stream st = dropout_stream(b, s, l, SITE_ATTN_PROBS);
-        const float *kb = b->attn_mask ? m->key_bias + (size_t)s * T : NULL;
+        cz_dropout(y + s * per, x + s * per, per, m->cfg.attn_dropout, &st, 0);
+    }
+}
+
+/* Scores of all (sequence, head) pairs by GEMM, then one softmax (and one
+ * dropout) over all B*A*T rows, so those kernels get enough rows to use
+ * every thread; then P V per pair. */
+static void attention_forward(cz_model *m, layer *ly, int l, const cz_batch *b) {
+    int T = b->seq, H = m->cfg.hidden, A = m->cfg.heads, d = H / A, B = b->batch;
+    float scale = 1.0f / sqrtf((float)d);
+    int causal = m->cfg.arch == CZ_ARCH_GPT;
+    for (int s = 0; s < B; s++)
         for (int h = 0; h < A; h++) {
             const float *q = ly->qkv_act + (size_t)s * T * 3 * H + h * d;
-            const float *k = q + H, *v = q + 2 * H;
             float *p = ly->probs + ((size_t)s * A + h) * T * T;
-            cz_gemm(m->gemm, 0, 1, T, T, d, scale, q, 3 * H, k, 3 * H, 0.0f, p, T);
-            cz_attn_softmax(p, T, kb, causal);
-            const float *pd = p;
-            if (attn_dropping(m, b)) {
-                cz_dropout(m->scratch_tt, p, (size_t)T * T, m->cfg.attn_dropout, &st,
-                           (uint64_t)h * T * T);
-                pd = m->scratch_tt;
-            }
-            float *ctx = ly->ctx + (size_t)s * T * H + h * d;
-            cz_gemm(m->gemm, 0, 0, T, d, T, 1.0f, pd, T, v, 3 * H, 0.0f, ctx, H);
+            gemm(m, 0, 1, T, T, d, scale, q, 3 * H, q + H, 3 * H, 0.0f, p, T);
         }
+    PHASE(attention,
+          cz_attn_softmax_batch(ly->probs, B, A, T, b->attn_mask ? m->key_bias : NULL, causal));
+    const float *pd = ly->probs;
+    if (attn_dropping(m, b)) {
+        PHASE(attention, attn_dropout(m, b, l, m->probs_drop, ly->probs));
+        pd = m->probs_drop;
     }
+    for (int s = 0; s < B; s++)
+        for (int h = 0; h < A; h++) {
+            const float *v = ly->qkv_act + (size_t)s * T * 3 * H + 2 * H + h * d;
+            const float *p = pd + ((size_t)s * A + h) * T * T;
+            gemm(m, 0, 0, T, d, T, 1.0f, p, T, v, 3 * H, 0.0f, ly->ctx + (size_t)s * T * H + h * d,
+                 H);
+        }
 }
 
 /* From dctx [N, H] to dqkv [N, 3H]. */
 static void attention_backward(cz_model *m, layer *ly, int l, const cz_batch *b) {
-    int T = b->seq, H = m->cfg.hidden, A = m->cfg.heads, d = H / A;
+    int T = b->seq, H = m->cfg.hidden, A = m->cfg.heads, d = H / A, B = b->batch;
     float scale = 1.0f / sqrtf((float)d);
-    for (int s = 0; s < b->batch; s++) {
-        cz_rng_stream st = dropout_stream(b, s, l, SITE_ATTN_PROBS);
-        for (int h = 0; h < A; h++) {
-            size_t row0 = (size_t)s * T;
-            const float *q = ly->qkv_act + row0 * 3 * H + h * d;
-            const float *k = q + H, *v = q + 2 * H;
-            float *dq = m->dqkv + row0 * 3 * H + h * d;
-            float *dk = dq + H, *dv = dq + 2 * H;
-            const float *dctx = m->dctx + row0 * H + h * d;
-            const float *p = ly->probs + ((size_t)s * A + h) * T * T;
-            const float *pd = p;
-            uint64_t first = (uint64_t)h * T * T;
-            if (attn_dropping(m, b)) {
-                cz_dropout(m->scratch_tt, p, (size_t)T * T, m->cfg.attn_dropout, &st, first);
-                pd = m->scratch_tt;
-            }
-            float *dp = m->scratch_tt2;
-            /* ctx = Pd V: dV = Pd^T dctx, dPd = dctx V^T */
-            cz_gemm(m->gemm, 1, 0, T, d, T, 1.0f, pd, T, dctx, H, 0.0f, dv, 3 * H);
-            cz_gemm(m->gemm, 0, 1, T, T, d, 1.0f, dctx, H, v, 3 * H, 0.0f, dp, T);
-            if (attn_dropping(m, b))
-                cz_dropout(dp, dp, (size_t)T * T, m->cfg.attn_dropout, &st, first);
-            cz_softmax_backward(dp, p, dp, T, T);
-            /* S = scale Q K^T: dQ = scale dS K, dK = scale dS^T Q */
-            cz_gemm(m->gemm, 0, 0, T, d, T, scale, dp, T, k, 3 * H, 0.0f, dq, 3 * H);
-            cz_gemm(m->gemm, 1, 0, T, d, T, scale, dp, T, q, 3 * H, 0.0f, dk, 3 * H);
-        }
+    const float *pd = ly->probs;
+    if (attn_dropping(m, b)) { /* the forward's mask, regenerated */
+        PHASE(attention, attn_dropout(m, b, l, m->probs_drop, ly->probs));
+        pd = m->probs_drop;
     }
+    /* ctx = Pd V: dV = Pd^T dctx, dPd = dctx V^T */
+    for (int s = 0; s < B; s++)
+        for (int h = 0; h < A; h++) {
+            size_t row0 = (size_t)s * T, pp = ((size_t)s * A + h) * T * T;
+            const float *v = ly->qkv_act + row0 * 3 * H + 2 * H + h * d;
+            float *dv = m->dqkv + row0 * 3 * H + 2 * H + h * d;
+            const float *dctx = m->dctx + row0 * H + h * d;
+            gemm(m, 1, 0, T, d, T, 1.0f, pd + pp, T, dctx, H, 0.0f, dv, 3 * H);
+            gemm(m, 0, 1, T, T, d, 1.0f, dctx, H, v, 3 * H, 0.0f, m->dprobs + pp, T);
+        }
+    if (attn_dropping(m, b)) PHASE(attention, attn_dropout(m, b, l, m->dprobs, m->dprobs));
+    PHASE(attention, cz_softmax_backward(m->dprobs, ly->probs, m->dprobs, B * A * T, T));
+    /* S = scale Q K^T: dQ = scale dS K, dK = scale dS^T Q */
+    for (int s = 0; s < B; s++)
+        for (int h = 0; h < A; h++) {
+            size_t row0 = (size_t)s * T, pp = ((size_t)s * A + h) * T * T;
+            const float *q = ly->qkv_act + row0 * 3 * H + h * d, *k = q + H;
+            float *dq = m->dqkv + row0 * 3 * H + h * d, *dk = dq + H;
+            gemm(m, 0, 0, T, d, T, scale, m->dprobs + pp, T, k, 3 * H, 0.0f, dq, 3 * H);
+            gemm(m, 1, 0, T, d, T, scale, m->dprobs + pp, T, q, 3 * H, 0.0f, dk, 3 * H);
+        }
 }
 
 /* ---- forward ---- */
@@ -539,32 +581,35 @@ static void layer_forward(cz_model *m, int l, const cz_batch *b) {
         lin_forward(m, &ly->qkv[k], x, H, n, ly->qkv_act + k * H, 3 * H);
     attention_forward(m, ly, l, b);
     lin_forward(m, &ly->attn_out, ly->ctx, H, n, m->tmp_h, H);
-    dropout_rows(b, c->hidden_dropout, l, SITE_ATTN_OUT, m->tmp_h, m->tmp_h, H);
-    add_into(ly->r1, x, m->tmp_h, (size_t)n * H);
-    cz_layernorm_forward(ly->h1, ly->mean1, ly->rstd1, ly->r1, PARAM(ly->ln1_g), PARAM(ly->ln1_b),
-                         n, H, c->layer_norm_eps);
-    lin_forward(m, &ly->ffn_in, ly->h1, H, n, ly->u, I);
-    cz_gelu_forward(ly->g, ly->u, (size_t)n * I, c->gelu_tanh);
+    PHASE(elementwise, dropout_rows(b, c->hidden_dropout, l, SITE_ATTN_OUT, m->tmp_h, m->tmp_h, H));
+    PHASE(elementwise,
+          cz_add_layernorm_forward(ly->h1, ly->r1, ly->mean1, ly->rstd1, x, m->tmp_h,
+                                   PARAM(ly->ln1_g), PARAM(ly->ln1_b), n, H, c->layer_norm_eps));
+    /* W1 h without bias, then bias + GELU in one pass */
+    lin_map(m, &ly->ffn_in, ly->h1, H, n, ly->u, I);
+    PHASE(elementwise, cz_bias_gelu_forward(ly->g, ly->u, PARAM(ly->ffn_in.b), n, I, c->gelu_tanh));
     lin_forward(m, &ly->ffn_out, ly->g, I, n, m->tmp_h, H);
-    dropout_rows(b, c->hidden_dropout, l, SITE_FFN_OUT, m->tmp_h, m->tmp_h, H);
-    add_into(ly->r2, ly->h1, m->tmp_h, (size_t)n * H);
-    cz_layernorm_forward(m->x[l + 1], ly->mean2, ly->rstd2, ly->r2, PARAM(ly->ln2_g),
-                         PARAM(ly->ln2_b), n, H, c->layer_norm_eps);
+    PHASE(elementwise, dropout_rows(b, c->hidden_dropout, l, SITE_FFN_OUT, m->tmp_h, m->tmp_h, H));
+    PHASE(elementwise,
+          cz_add_layernorm_forward(m->x[l + 1], ly->r2, ly->mean2, ly->rstd2, ly->h1, m->tmp_h,
+                                   PARAM(ly->ln2_g), PARAM(ly->ln2_b), n, H, c->layer_norm_eps));
 }
 
 static void embeddings_forward(cz_model *m, const cz_batch *b) {
     const cz_model_config *c = &m->cfg;
     int n = b->batch * b->seq, H = c->hidden;
     int bert = c->arch == CZ_ARCH_BERT;
-    cz_embedding_forward(m->emb_sum, b->tokens, b->segments, PARAM(m->wte), PARAM(m->wpe),
-                         bert ? PARAM(m->wtt) : NULL, n, b->seq, H);
+    PHASE(embeddings,
+          cz_embedding_forward(m->emb_sum, b->tokens, b->segments, PARAM(m->wte), PARAM(m->wpe),
+                               bert ? PARAM(m->wtt) : NULL, n, b->seq, H));
     const float *pre = m->emb_sum;
     if (bert) {
-        cz_layernorm_forward(m->emb_ln, m->emb_mean, m->emb_rstd, m->emb_sum, PARAM(m->lne_g),
-                             PARAM(m->lne_b), n, H, c->layer_norm_eps);
+        PHASE(elementwise,
+              cz_layernorm_forward(m->emb_ln, m->emb_mean, m->emb_rstd, m->emb_sum, PARAM(m->lne_g),
+                                   PARAM(m->lne_b), n, H, c->layer_norm_eps));
         pre = m->emb_ln;
     }
-    dropout_rows(b, c->hidden_dropout, 0, SITE_EMBED, m->x[0], pre, H);
+    PHASE(elementwise, dropout_rows(b, c->hidden_dropout, 0, SITE_EMBED, m->x[0], pre, H));
 }
 
 /* MLM: transform (dense + GELU + LN) of the hidden states at the masked
@@ -582,12 +627,13 @@ static void bert_heads_forward(cz_model *m, const cz_batch *b, cz_losses *out) {
         m->row_label[r] = b->mlm_weights[r] > 0.0f ? b->mlm_labels[r] : -1;
     }
     lin_forward(m, &m->mlm_dense, m->mlm_h, H, rows, m->mlm_u, H);
-    cz_gelu_forward(m->mlm_g, m->mlm_u, (size_t)rows * H, c->gelu_tanh);
-    cz_layernorm_forward(m->mlm_z, m->mlm_mean, m->mlm_rstd, m->mlm_g, PARAM(m->mlm_ln_g),
-                         PARAM(m->mlm_ln_b), rows, H, c->layer_norm_eps);
-    cz_gemm(m->gemm, 0, 1, rows, V, H, 1.0f, m->mlm_z, H, PARAM(m->wte), H, 0.0f, m->logits, V);
+    PHASE(elementwise, cz_gelu_forward(m->mlm_g, m->mlm_u, (size_t)rows * H, c->gelu_tanh));
+    PHASE(elementwise,
+          cz_layernorm_forward(m->mlm_z, m->mlm_mean, m->mlm_rstd, m->mlm_g, PARAM(m->mlm_ln_g),
+                               PARAM(m->mlm_ln_b), rows, H, c->layer_norm_eps));
+    gemm(m, 0, 1, rows, V, H, 1.0f, m->mlm_z, H, PARAM(m->wte), H, 0.0f, m->logits, V);
     cz_add_bias(m->logits, PARAM(m->mlm_bias), rows, V, V);
-    cz_xent_forward(m->logits, m->row_loss, m->row_argmax, m->row_label, rows, V);
+    PHASE(loss, cz_xent_forward(m->logits, m->row_loss, m->row_argmax, m->row_label, rows, V));
     double wsum = 0, lsum = 0;
     long correct = 0, count = 0;
     for (int r = 0; r < rows; r++) {
@@ -609,7 +655,7 @@ static void bert_heads_forward(cz_model *m, const cz_batch *b, cz_losses *out) {
     lin_forward(m, &m->pooler, m->cls, H, B, m->pooled, H);
     for (size_t i = 0; i < (size_t)B * H; i++) m->pooled[i] = tanhf(m->pooled[i]);
     lin_forward(m, &m->nsp, m->pooled, H, B, m->nsp_logits, 2);
-    cz_xent_forward(m->nsp_logits, m->nsp_loss, m->nsp_argmax, b->nsp_labels, B, 2);
+    PHASE(loss, cz_xent_forward(m->nsp_logits, m->nsp_loss, m->nsp_argmax, b->nsp_labels, B, 2));
     double nsum = 0;
     long ncorrect = 0;
     for (int s = 0; s < B; s++) {
@@ -626,8 +672,8 @@ static void bert_heads_forward(cz_model *m, const cz_batch *b, cz_losses *out) {
 static void gpt_head_forward(cz_model *m, const cz_batch *b, cz_losses *out) {
     const cz_model_config *c = &m->cfg;
     int H = c->hidden, V = c->vocab_size, n = b->batch * b->seq;
-    cz_gemm(m->gemm, 0, 1, n, V, H, 1.0f, m->x[c->layers], H, PARAM(m->wte), H, 0.0f, m->logits, V);
-    cz_xent_forward(m->logits, m->row_loss, m->row_argmax, b->targets, n, V);
+    gemm(m, 0, 1, n, V, H, 1.0f, m->x[c->layers], H, PARAM(m->wte), H, 0.0f, m->logits, V);
+    PHASE(loss, cz_xent_forward(m->logits, m->row_loss, m->row_argmax, b->targets, n, V));
     double lsum = 0;
     long count = 0;
     for (int i = 0; i < n; i++)
@@ -683,6 +729,7 @@ static int check_batch(const cz_model *m, const cz_batch *b, cz_error *err) {
 int cz_model_forward(cz_model *m, const cz_batch *b, cz_losses *out, cz_error *err) {
     memset(out, 0, sizeof *out);
     if (check_batch(m, b, err)) return -1;
+    double t0 = m->profiling ? cz_now() : 0.0;
     int n = b->batch * b->seq;
     if (b->attn_mask)
         for (int i = 0; i < n; i++) m->key_bias[i] = b->attn_mask[i] ? 0.0f : PAD_KEY_BIAS;
@@ -692,6 +739,10 @@ int cz_model_forward(cz_model *m, const cz_batch *b, cz_losses *out, cz_error *e
         bert_heads_forward(m, b, out);
     else
         gpt_head_forward(m, b, out);
+    if (m->profiling) {
+        m->prof.total += cz_now() - t0;
+        m->prof.forwards++;
+    }
     return 0;
 }
 
@@ -707,13 +758,16 @@ static void bert_heads_backward(cz_model *m, const cz_batch *b, float grad_scale
     int H = c->hidden, V = c->vocab_size, T = b->seq, P = b->max_pred, B = b->batch;
     int rows = B * P, n = B * T;
     for (int r = 0; r < rows; r++) m->row_scale[r] *= grad_scale;
-    cz_xent_backward(m->logits, m->row_label, m->row_scale, rows, V); /* logits -> dlogits */
-    cz_bias_backward(GRAD(m->mlm_bias), m->logits, rows, V, V);
-    cz_gemm(m->gemm, 1, 0, V, H, rows, 1.0f, m->logits, V, m->mlm_z, H, 1.0f, GRAD(m->wte), H);
-    cz_gemm(m->gemm, 0, 0, rows, H, V, 1.0f, m->logits, V, PARAM(m->wte), H, 0.0f, m->dmlm, H);
-    cz_layernorm_backward(m->dmlm2, GRAD(m->mlm_ln_g), GRAD(m->mlm_ln_b), m->dmlm, m->mlm_g,
-                          m->mlm_mean, m->mlm_rstd, PARAM(m->mlm_ln_g), rows, H);
-    cz_gelu_backward(m->dmlm2, m->mlm_u, m->dmlm2, (size_t)rows * H, c->gelu_tanh);
+    /* logits -> dlogits */
+    PHASE(loss, cz_xent_backward(m->logits, m->row_label, m->row_scale, rows, V));
+    PHASE(elementwise, cz_bias_backward(GRAD(m->mlm_bias), m->logits, rows, V, V));
+    gemm(m, 1, 0, V, H, rows, 1.0f, m->logits, V, m->mlm_z, H, 1.0f, GRAD(m->wte), H);
+    gemm(m, 0, 0, rows, H, V, 1.0f, m->logits, V, PARAM(m->wte), H, 0.0f, m->dmlm, H);
+    PHASE(elementwise,
+          cz_layernorm_backward(m->dmlm2, GRAD(m->mlm_ln_g), GRAD(m->mlm_ln_b), m->dmlm, m->mlm_g,
+                                m->mlm_mean, m->mlm_rstd, PARAM(m->mlm_ln_g), rows, H));
+    PHASE(elementwise,
+          cz_gelu_backward(m->dmlm2, m->mlm_u, m->dmlm2, (size_t)rows * H, c->gelu_tanh));
     lin_backward(m, &m->mlm_dense, m->dmlm2, H, m->mlm_h, H, rows, m->dmlm, H, 0.0f);
     memset(m->dy, 0, (size_t)n * H * sizeof(float));
     for (int r = 0; r < rows; r++) { /* sequential: a position may repeat */
@@ -724,7 +778,7 @@ static void bert_heads_backward(cz_model *m, const cz_batch *b, float grad_scale
     }
 
     for (int s = 0; s < B; s++) m->nsp_scale[s] *= grad_scale;
-    cz_xent_backward(m->nsp_logits, b->nsp_labels, m->nsp_scale, B, 2);
+    PHASE(loss, cz_xent_backward(m->nsp_logits, b->nsp_labels, m->nsp_scale, B, 2));
     lin_backward(m, &m->nsp, m->nsp_logits, 2, m->pooled, H, B, m->dcls, H, 0.0f);
     for (size_t i = 0; i < (size_t)B * H; i++) /* tanh' = 1 - tanh^2 */
         m->dcls[i] *= 1.0f - m->pooled[i] * m->pooled[i];
@@ -739,9 +793,9 @@ static void gpt_head_backward(cz_model *m, const cz_batch *b, float grad_scale) 
     const cz_model_config *c = &m->cfg;
     int H = c->hidden, V = c->vocab_size, n = b->batch * b->seq;
     for (int i = 0; i < n; i++) m->row_scale[i] *= grad_scale;
-    cz_xent_backward(m->logits, b->targets, m->row_scale, n, V);
-    cz_gemm(m->gemm, 1, 0, V, H, n, 1.0f, m->logits, V, m->x[c->layers], H, 1.0f, GRAD(m->wte), H);
-    cz_gemm(m->gemm, 0, 0, n, H, V, 1.0f, m->logits, V, PARAM(m->wte), H, 0.0f, m->dy, H);
+    PHASE(loss, cz_xent_backward(m->logits, b->targets, m->row_scale, n, V));
+    gemm(m, 1, 0, V, H, n, 1.0f, m->logits, V, m->x[c->layers], H, 1.0f, GRAD(m->wte), H);
+    gemm(m, 0, 0, n, H, V, 1.0f, m->logits, V, PARAM(m->wte), H, 0.0f, m->dy, H);
 }
 
 /* d(layer output) in m->dy -> d(layer input) in m->dx; then swaps them. */
@@ -749,18 +803,18 @@ static void layer_backward(cz_model *m, int l, const cz_batch *b) {
     layer *ly = &m->layers[l];
     const cz_model_config *c = &m->cfg;
     int n = b->batch * b->seq, H = c->hidden, I = c->intermediate;
-    size_t nh = (size_t)n * H;
-    cz_layernorm_backward(m->dr, GRAD(ly->ln2_g), GRAD(ly->ln2_b), m->dy, ly->r2, ly->mean2,
-                          ly->rstd2, PARAM(ly->ln2_g), n, H);
-    memcpy(m->dh1, m->dr, nh * sizeof(float)); /* residual */
-    dropout_rows(b, c->hidden_dropout, l, SITE_FFN_OUT, m->df, m->dr, H);
+    /* d(LN2 input) goes straight into dh1: it is the residual branch's
+     * gradient, to which the FFN input's gradient is added below */
+    PHASE(elementwise, cz_layernorm_backward(m->dh1, GRAD(ly->ln2_g), GRAD(ly->ln2_b), m->dy,
+                                             ly->r2, ly->mean2, ly->rstd2, PARAM(ly->ln2_g), n, H));
+    PHASE(elementwise, dropout_rows(b, c->hidden_dropout, l, SITE_FFN_OUT, m->df, m->dh1, H));
     lin_backward(m, &ly->ffn_out, m->df, H, ly->g, I, n, m->di, I, 0.0f);
-    cz_gelu_backward(m->di, ly->u, m->di, (size_t)n * I, c->gelu_tanh);
+    PHASE(elementwise, cz_gelu_backward(m->di, ly->u, m->di, (size_t)n * I, c->gelu_tanh));
     lin_backward(m, &ly->ffn_in, m->di, I, ly->h1, H, n, m->dh1, H, 1.0f);
-    cz_layernorm_backward(m->dr, GRAD(ly->ln1_g), GRAD(ly->ln1_b), m->dh1, ly->r1, ly->mean1,
-                          ly->rstd1, PARAM(ly->ln1_g), n, H);
-    memcpy(m->dx, m->dr, nh * sizeof(float)); /* residual */
-    dropout_rows(b, c->hidden_dropout, l, SITE_ATTN_OUT, m->df, m->dr, H);
+    /* likewise d(LN1 input) into dx, to which the Q/K/V gradients are added */
+    PHASE(elementwise, cz_layernorm_backward(m->dx, GRAD(ly->ln1_g), GRAD(ly->ln1_b), m->dh1,
+                                             ly->r1, ly->mean1, ly->rstd1, PARAM(ly->ln1_g), n, H));
+    PHASE(elementwise, dropout_rows(b, c->hidden_dropout, l, SITE_ATTN_OUT, m->df, m->dx, H));
     lin_backward(m, &ly->attn_out, m->df, H, ly->ctx, H, n, m->dctx, H, 0.0f);
     attention_backward(m, ly, l, b);
     for (int k = 0; k < ly->n_qkv; k++)
@@ -774,18 +828,20 @@ static void embeddings_backward(cz_model *m, const cz_batch *b) {
     const cz_model_config *c = &m->cfg;
     int n = b->batch * b->seq, H = c->hidden;
     int bert = c->arch == CZ_ARCH_BERT;
-    dropout_rows(b, c->hidden_dropout, 0, SITE_EMBED, m->dx, m->dy, H);
+    PHASE(elementwise, dropout_rows(b, c->hidden_dropout, 0, SITE_EMBED, m->dx, m->dy, H));
     float *d = m->dx;
     if (bert) {
-        cz_layernorm_backward(m->dr, GRAD(m->lne_g), GRAD(m->lne_b), m->dx, m->emb_sum, m->emb_mean,
-                              m->emb_rstd, PARAM(m->lne_g), n, H);
+        PHASE(elementwise,
+              cz_layernorm_backward(m->dr, GRAD(m->lne_g), GRAD(m->lne_b), m->dx, m->emb_sum,
+                                    m->emb_mean, m->emb_rstd, PARAM(m->lne_g), n, H));
         d = m->dr;
     }
-    cz_embedding_backward(GRAD(m->wte), GRAD(m->wpe), bert ? GRAD(m->wtt) : NULL, d, b->tokens,
-                          b->segments, n, b->seq, H);
+    PHASE(embeddings, cz_embedding_backward(GRAD(m->wte), GRAD(m->wpe), bert ? GRAD(m->wtt) : NULL,
+                                            d, b->tokens, b->segments, n, b->seq, H));
 }
 
 void cz_model_backward(cz_model *m, const cz_batch *b, float grad_scale) {
+    double t0 = m->profiling ? cz_now() : 0.0;
     if (m->cfg.arch == CZ_ARCH_BERT)
         bert_heads_backward(m, b, grad_scale);
     else
@@ -797,6 +853,10 @@ void cz_model_backward(cz_model *m, const cz_batch *b, float grad_scale) {
     }
     embeddings_backward(m, b);
     grad_ready(m, m->emb_begin, m->emb_end);
+    if (m->profiling) {
+        m->prof.total += cz_now() - t0;
+        m->prof.backwards++;
+    }
 }
 
 /* ---- FLOPs ---- */
