@@ -29,10 +29,17 @@ typedef enum { CZ_GEMM_AUTO = 0, CZ_GEMM_BLIS_DEFAULT = 1, CZ_GEMM_REFERENCE = 2
 
 /* Picks the micro-kernel for this CPU (CPUID) and the thread count BLIS uses
  * (threads <= 0: one). Logs what it chose. Returns NULL and fills err on
- * failure. */
+ * failure. AUTO: BLIS's AVX-512 "skx" kernels where the CPU and OS allow
+ * AVX-512, its AVX2/FMA kernels otherwise, BLIS's default where nothing
+ * better is known. BLIS_DEFAULT: BLIS's own CPUID choice. REFERENCE: the
+ * loops of cz_gemm_ref. Call it before anything else uses BLIS. */
 cz_gemm_ctx *cz_gemm_setup(cz_gemm_choice choice, int threads, cz_error *err);
 void cz_gemm_free(cz_gemm_ctx *g);
 const char *cz_gemm_describe(const cz_gemm_ctx *g); /* e.g. "blis skx (AVX-512)" */
+/* The BLIS configuration that runs the products ("skx", "zen3", ...), or
+ * "reference" for the loops. BLIS keeps one configuration per process: the
+ * first setup (AUTO or BLIS_DEFAULT) decides it for all later ones. */
+const char *cz_gemm_kernel(const cz_gemm_ctx *g);
 
 void cz_gemm(const cz_gemm_ctx *g, int trans_a, int trans_b, int m, int n, int k, float alpha,
              const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc);
