@@ -9,7 +9,7 @@
  * Attention runs one product per (sequence, head), 96 per micro-batch, on
  * head slices of [tokens x 768] buffers (row stride 768).
  *
- * Usage: bench-gemm_bench [--choice auto|default] [--threads 1,2]
+ * Usage: bench-gemm_bench [--choice auto|default|avx512] [--threads 1,2]
  *        [--rounds 3] [--min-time 0.2] [--openblas PATH] [--quick]
  * Prints one line per measurement: "sample <path> <shape> <threads> <GFLOP/s>"
  * (bench/gemm_vs_openblas.sh turns them into a table of medians). */
@@ -147,13 +147,15 @@ int main(int argc, char **argv) {
             quick = 1;
         else {
             fprintf(stderr,
-                    "usage: %s [--choice auto|default] [--threads 1,2] [--rounds N] "
+                    "usage: %s [--choice auto|default|avx512] [--threads 1,2] [--rounds N] "
                     "[--min-time S] [--openblas PATH] [--quick]\n",
                     argv[0]);
             return 2;
         }
     }
-    cz_gemm_choice choice = !strcmp(choice_name, "default") ? CZ_GEMM_BLIS_DEFAULT : CZ_GEMM_AUTO;
+    cz_gemm_choice choice = !strcmp(choice_name, "default")  ? CZ_GEMM_BLIS_DEFAULT
+                            : !strcmp(choice_name, "avx512") ? CZ_GEMM_AVX512
+                                                             : CZ_GEMM_AUTO;
 
     /* RTLD_DEEPBIND: OpenBLAS resolves its own sgemm_ etc. before BLIS's. */
     void *lib = dlopen(openblas_path, RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
@@ -185,7 +187,10 @@ int main(int argc, char **argv) {
         }
     char cloze_name[64], ob_name[64];
     snprintf(cloze_name, sizeof cloze_name, "%s:blis-%s",
-             choice == CZ_GEMM_AUTO ? "cloze" : "blis-default", cz_gemm_kernel(ctx[0]));
+             choice == CZ_GEMM_AUTO     ? "cloze-auto"
+             : choice == CZ_GEMM_AVX512 ? "cloze-avx512"
+                                        : "blis-default",
+             cz_gemm_kernel(ctx[0]));
     snprintf(ob_name, sizeof ob_name, "openblas:%s", ob_core());
     printf("# cloze path: %s\n# openblas: %s (%s)\n", cz_gemm_describe(ctx[0]), ob_core(),
            openblas_path);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Side-by-side GEMM throughput: BLIS's own kernel choice, cloze's CPUID choice
-# (cz_gemm, AUTO) and OpenBLAS, on the BERT-base shapes of bench/gemm_bench.c.
-# BLIS fixes its configuration per process, so "default" and "auto" run as
+# (cz_gemm, AUTO), BLIS's AVX-512 skx kernels forced (CZ_GEMM_AVX512) and
+# OpenBLAS, on the BERT-base shapes of bench/gemm_bench.c.
+# BLIS fixes its configuration per process, so the three choices run as
 # separate processes, alternated; OpenBLAS runs inside both, alternated with
 # BLIS per measurement. Prints a markdown table of medians.
 #
@@ -17,7 +18,7 @@ trap 'rm -f "$out"' EXIT
 
 # OpenBLAS picks its AVX-512 kernels from CPUID only when these are unset.
 for r in $(seq "$reps"); do
-  for choice in default auto; do
+  for choice in default auto avx512; do
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$bench" --choice "$choice" \
       --rounds "${ROUNDS:-2}" --min-time "${MIN_TIME:-0.2}" 2>/dev/null >>"$out"
   done
@@ -37,12 +38,15 @@ for line in open(sys.argv[1]):
     if path not in paths:
         paths.append(path)
     samples[(path, key)].append(float(gf))
-def kind(p):  # columns: BLIS default, cloze, OpenBLAS
-    return 0 if p.startswith("blis-default") else 1 if p.startswith("cloze") else 2
+def kind(p):  # columns: BLIS default, cloze AUTO, skx forced, OpenBLAS
+    for i, prefix in enumerate(("blis-default", "cloze-auto", "cloze-avx512")):
+        if p.startswith(prefix):
+            return i
+    return 3
 paths.sort(key=kind)
-ob = [p for p in paths if kind(p) == 2][0]
+ob = [p for p in paths if kind(p) == 3][0]
 cz = [p for p in paths if kind(p) == 1][0]
-print("| shape (m x n x k) | threads | " + " | ".join(paths) + " | cloze / OpenBLAS |")
+print("| shape (m x n x k) | threads | " + " | ".join(paths) + " | auto / OpenBLAS |")
 print("|---|---|" + "---|" * len(paths) + "---|")
 for key in sorted(order, key=lambda k: (k[1], order.index(k))):
     med = {p: statistics.median(samples[(p, key)]) for p in paths if samples[(p, key)]}

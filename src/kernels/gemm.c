@@ -11,6 +11,13 @@
  * library also contains the AVX-512 "skx" configuration (sgemm micro-kernel
  * 32x12), which only needs the instruction set, not a particular model.
  *
+ * Measured on AMD family 0x19 model 0x11 (Zen 4, docs/performance.md): BLIS
+ * picks zen3 there, and skx is no faster (Zen 4 runs AVX-512 on 256-bit
+ * units), slower with 2 threads and on attention-sized products (skx has no
+ * "sup" small-matrix kernels). So AUTO keeps zen3 on that family and takes
+ * skx on other AVX-512 CPUs (Intel, AMD family 0x1A Zen 5 with 512-bit units,
+ * which BLIS 0.9.0 does not know and would run on "generic").
+ *
  * How: BLIS reads the environment variable BLIS_ARCH_TYPE (an arch_t number)
  * once, the first time it asks which configuration to use. In 0.9.0 that
  * check looks the requested context up in the global kernel structure, which
@@ -32,20 +39,33 @@ struct cz_gemm_ctx {
     cz_gemm_choice choice;
     int threads;
     rntm_t rntm;
+    /* The active context with the "sup" (small, unpacked) thresholds at 1,
+     * so that every product takes the packed path. Used by AUTO and AVX512:
+     * (1) determinism: the packed path splits only m and n across threads,
+     * at micro-tile multiples, so results do not depend on the thread count
+     * (kernels.h rule); zen3's sup path changes the last bits with 2 threads;
+     * (2) speed: zen3's sup kernels run the 128x128x64 Q.K^T product at about
+     * half the speed of the packed path (docs/performance.md). */
+    cntx_t packed_only;
+    int always_packed;
     char kernel[32]; /* BLIS configuration that runs ("skx"), or "reference" */
     char description[192];
 };
 
-/* The best BLIS 0.9.0 configuration for an instruction set; -1 = none known
- * (let BLIS decide). skx needs what BLIS's own skx CPUID check asks for:
- * AVX-512 F, DQ, BW, VL plus AVX2/FMA. Without AVX-512 the AVX2/FMA 6x16
- * kernels ("haswell", which the zen configurations reuse with AMD cache
- * blocksizes). */
-static int blis_arch_for_cpu(const cz_cpu *cpu) {
-    if (cpu->avx512f && cpu->avx512dq && cpu->avx512bw && cpu->avx512vl && cpu->avx2 && cpu->fma)
+/* The BLIS 0.9.0 configuration for a CPU; -1 = none known (let BLIS
+ * decide). skx needs what BLIS's own skx CPUID check asks for: AVX-512 F, DQ,
+ * BW, VL plus AVX2/FMA. Otherwise the AVX2/FMA 6x16 kernels ("haswell",
+ * which the zen configurations reuse with AMD cache blocksizes). */
+static int has_avx512(const cz_cpu *cpu) {
+    return cpu->avx512f && cpu->avx512dq && cpu->avx512bw && cpu->avx512vl && cpu->avx2 && cpu->fma;
+}
+
+static int blis_arch_for_cpu(const cz_cpu *cpu, cz_gemm_choice choice) {
+    int amd = strcmp(cpu->vendor, "AuthenticAMD") == 0;
+    if (has_avx512(cpu) && (choice == CZ_GEMM_AVX512 || !(amd && cpu->family == 0x19)))
         return BLIS_ARCH_SKX;
     if (cpu->avx2 && cpu->fma) {
-        if (strcmp(cpu->vendor, "AuthenticAMD") == 0)
+        if (amd)
             return cpu->family >= 0x19   ? BLIS_ARCH_ZEN3
                    : cpu->family == 0x17 ? BLIS_ARCH_ZEN2
                                          : BLIS_ARCH_HASWELL;
@@ -103,16 +123,21 @@ cz_gemm_ctx *cz_gemm_setup(cz_gemm_choice choice, int threads, cz_error *err) {
     }
     cz_cpu cpu;
     cz_cpu_detect(&cpu);
-    int want = choice == CZ_GEMM_AUTO ? blis_arch_for_cpu(&cpu) : -1;
+    int want = choice == CZ_GEMM_BLIS_DEFAULT ? -1 : blis_arch_for_cpu(&cpu, choice);
     int running = blis_start(want);
     snprintf(g->kernel, sizeof g->kernel, "%s", bli_arch_string((arch_t)running));
+    g->packed_only = *bli_gks_query_cntx();
+    blksz_t one;
+    bli_blksz_init_easy(&one, 1, 1, 1, 1);
+    bli_cntx_set_l3_sup_thresh(3, BLIS_MT, &one, BLIS_NT, &one, BLIS_KT, &one, &g->packed_only);
+    g->always_packed = choice != CZ_GEMM_BLIS_DEFAULT;
     const char *how = choice == CZ_GEMM_BLIS_DEFAULT ? "BLIS's own choice"
                       : want < 0                     ? "no better kernel known for this CPU"
                       : running == want              ? "chosen from CPUID"
                       : getenv("BLIS_ARCH_TYPE")     ? "BLIS_ARCH_TYPE set by the user"
                                                      : "BLIS was initialised before cz_gemm_setup";
-    snprintf(g->description, sizeof g->description, "blis %s (%s, %s), %d thread(s)", g->kernel,
-             isa_of_arch(running), how, g->threads);
+    snprintf(g->description, sizeof g->description, "blis %s (%s, %s%s), %d thread(s)", g->kernel,
+             isa_of_arch(running), how, g->always_packed ? "; packed path" : "", g->threads);
     if (want >= 0 && running != want)
         cz_warn("gemm: wanted blis %s, running %s: %s", bli_arch_string((arch_t)want), g->kernel,
                 how);
@@ -159,7 +184,8 @@ void cz_gemm(const cz_gemm_ctx *g, int ta, int tb, int m, int n, int k, float al
      * transposed, as [k x m] which BLIS reads through the transpose flag.
      * NULL context: the configuration fixed in cz_gemm_setup. */
     rntm_t rntm = g->rntm;
+    cntx_t *cntx = g->always_packed ? (cntx_t *)&g->packed_only : NULL;
     bli_sgemm_ex(ta ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE, tb ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE,
-                 m, n, k, &alpha, (float *)a, lda, 1, (float *)b, ldb, 1, &beta, c, ldc, 1, NULL,
+                 m, n, k, &alpha, (float *)a, lda, 1, (float *)b, ldb, 1, &beta, c, ldc, 1, cntx,
                  &rntm);
 }
