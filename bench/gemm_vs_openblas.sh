@@ -25,32 +25,52 @@ for r in $(seq "$reps"); do
 done
 
 python3 - "$out" <<'PY'
+# Load from other processes drifts over a run, so each BLIS figure is also
+# compared with the OpenBLAS measurement made right before or after it in the
+# same process (paired ratio); the table gives medians of both.
 import collections, statistics, sys
-samples = collections.defaultdict(list)
-order, paths = [], []
+gf = collections.defaultdict(list)
+ratio = collections.defaultdict(list)
+order, paths, pending = [], [], None
 for line in open(sys.argv[1]):
     if not line.startswith("sample\t"):
         continue
-    _, path, shape, threads, gf = line.rstrip("\n").split("\t")
-    key = (shape, int(threads))
+    _, path, shape, threads, value = line.rstrip("\n").split("\t")
+    key, value = (shape, int(threads)), float(value)
     if key not in order:
         order.append(key)
     if path not in paths:
         paths.append(path)
-    samples[(path, key)].append(float(gf))
+    gf[(path, key)].append(value)
+    if pending and pending[1] == key:  # second of a pair
+        (p0, _, v0), (p1, v1) = pending, (path, value)
+        blis, ob = ((p0, v0), v1) if p1.startswith("openblas") else ((p1, v1), v0)
+        ratio[(blis[0], key)].append(blis[1] / ob)
+        pending = None
+    else:
+        pending = (path, key, value)
 def kind(p):  # columns: BLIS default, cloze AUTO, skx forced, OpenBLAS
     for i, prefix in enumerate(("blis-default", "cloze-auto", "cloze-avx512")):
         if p.startswith(prefix):
             return i
     return 3
 paths.sort(key=kind)
-ob = [p for p in paths if kind(p) == 3][0]
-cz = [p for p in paths if kind(p) == 1][0]
-print("| shape (m x n x k) | threads | " + " | ".join(paths) + " | auto / OpenBLAS |")
-print("|---|---|" + "---|" * len(paths) + "---|")
+print("GFLOP/s, median over samples; in brackets: median of paired ratios to OpenBLAS")
+print()
+print("| shape | threads | " + " | ".join(paths) + " |")
+print("|---|---|" + "---|" * len(paths))
 for key in sorted(order, key=lambda k: (k[1], order.index(k))):
-    med = {p: statistics.median(samples[(p, key)]) for p in paths if samples[(p, key)]}
-    cells = " | ".join("%.0f (n=%d)" % (med[p], len(samples[(p, key)])) if p in med else "-"
-                       for p in paths)
-    print("| %s | %d | %s | %.2f |" % (key[0], key[1], cells, med[cz] / med[ob]))
+    cells = []
+    for p in paths:
+        if not gf[(p, key)]:
+            cells.append("-")
+        elif ratio[(p, key)]:
+            cells.append("%.0f (%.2f)" % (statistics.median(gf[(p, key)]),
+                                          statistics.median(ratio[(p, key)])))
+        else:
+            cells.append("%.0f" % statistics.median(gf[(p, key)]))
+    print("| %s | %d | %s |" % (key[0], key[1], " | ".join(cells)))
+n = {p: max(len(v) for (q, _), v in gf.items() if q == p) for p in paths}
+print()
+print("samples per cell: " + ", ".join("%s %d" % (p, n[p]) for p in paths))
 PY
