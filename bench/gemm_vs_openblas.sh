@@ -7,7 +7,8 @@
 # BLIS per measurement. Prints a markdown table of medians.
 #
 # Usage: bench/gemm_vs_openblas.sh [build-dir] [processes-per-choice]
-#   env ROUNDS (rounds inside a process, default 2), MIN_TIME (s, default 0.2)
+#   env ROUNDS (rounds inside a process, default 2), MIN_TIME (s, default 0.2),
+#   THREADS (thread counts, default 1,2)
 set -euo pipefail
 build=${1:-build}
 reps=${2:-2}
@@ -20,7 +21,8 @@ trap 'rm -f "$out"' EXIT
 for r in $(seq "$reps"); do
   for choice in default auto avx512; do
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$bench" --choice "$choice" \
-      --rounds "${ROUNDS:-2}" --min-time "${MIN_TIME:-0.2}" 2>/dev/null >>"$out"
+      --threads "${THREADS:-1,2}" --rounds "${ROUNDS:-2}" --min-time "${MIN_TIME:-0.2}" \
+      2>/dev/null >>"$out"
   done
 done
 

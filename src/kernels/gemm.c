@@ -35,19 +35,29 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* 128x128x128 = 2M; the attention products are 1M (see cz_gemm_ctx) */
+#define SMALL_PRODUCT_MACS (4.0 * 1024 * 1024)
+
 struct cz_gemm_ctx {
     cz_gemm_choice choice;
     int threads;
     rntm_t rntm;
-    /* The active context with the "sup" (small, unpacked) thresholds at 1,
-     * so that every product takes the packed path. Used by AUTO and AVX512:
-     * (1) determinism: the packed path splits only m and n across threads,
-     * at micro-tile multiples, so results do not depend on the thread count
-     * (kernels.h rule); zen3's sup path changes the last bits with 2 threads;
-     * (2) speed: zen3's sup kernels run the 128x128x64 Q.K^T product at about
-     * half the speed of the packed path (docs/performance.md). */
-    cntx_t packed_only;
-    int always_packed;
+    /* AUTO and AVX512 pick the path per product, from its shape only, so
+     * that the result never depends on the thread count (kernels.h rule):
+     * - large products: BLIS's packed path (`packed_only`: the active
+     *   context with the "sup" thresholds at 1) with all threads; it splits
+     *   only m and n across threads, at micro-tile multiples, so 1 and 2
+     *   threads give the same bits. zen3's sup path does not (2 threads move
+     *   tile edges: 58 elements differ in test_gemm's products).
+     * - small products (below the context's sup thresholds and at most
+     *   SMALL_PRODUCT_MACS multiply-adds, i.e. attention per head): one
+     *   thread, with sup kernels (`with_sup`) except for A.B^T, where zen3's
+     *   sup kernel runs 128x128x64 at 0.75 of OpenBLAS and the packed path at
+     *   0.97 (docs/performance.md). One thread because a 1M-MAC product
+     *   gains little from a second one and the model parallelises over
+     *   heads instead. */
+    cntx_t packed_only, with_sup;
+    int per_shape;
     char kernel[32]; /* BLIS configuration that runs ("skx"), or "reference" */
     char description[192];
 };
@@ -126,18 +136,19 @@ cz_gemm_ctx *cz_gemm_setup(cz_gemm_choice choice, int threads, cz_error *err) {
     int want = choice == CZ_GEMM_BLIS_DEFAULT ? -1 : blis_arch_for_cpu(&cpu, choice);
     int running = blis_start(want);
     snprintf(g->kernel, sizeof g->kernel, "%s", bli_arch_string((arch_t)running));
-    g->packed_only = *bli_gks_query_cntx();
+    g->with_sup = *bli_gks_query_cntx();
+    g->packed_only = g->with_sup;
     blksz_t one;
     bli_blksz_init_easy(&one, 1, 1, 1, 1);
     bli_cntx_set_l3_sup_thresh(3, BLIS_MT, &one, BLIS_NT, &one, BLIS_KT, &one, &g->packed_only);
-    g->always_packed = choice != CZ_GEMM_BLIS_DEFAULT;
+    g->per_shape = choice != CZ_GEMM_BLIS_DEFAULT;
     const char *how = choice == CZ_GEMM_BLIS_DEFAULT ? "BLIS's own choice"
                       : want < 0                     ? "no better kernel known for this CPU"
                       : running == want              ? "chosen from CPUID"
                       : getenv("BLIS_ARCH_TYPE")     ? "BLIS_ARCH_TYPE set by the user"
                                                      : "BLIS was initialised before cz_gemm_setup";
     snprintf(g->description, sizeof g->description, "blis %s (%s, %s%s), %d thread(s)", g->kernel,
-             isa_of_arch(running), how, g->always_packed ? "; packed path" : "", g->threads);
+             isa_of_arch(running), how, g->per_shape ? "; path per shape" : "", g->threads);
     if (want >= 0 && running != want)
         cz_warn("gemm: wanted blis %s, running %s: %s", bli_arch_string((arch_t)want), g->kernel,
                 how);
@@ -184,7 +195,15 @@ void cz_gemm(const cz_gemm_ctx *g, int ta, int tb, int m, int n, int k, float al
      * transposed, as [k x m] which BLIS reads through the transpose flag.
      * NULL context: the configuration fixed in cz_gemm_setup. */
     rntm_t rntm = g->rntm;
-    cntx_t *cntx = g->always_packed ? (cntx_t *)&g->packed_only : NULL;
+    cntx_t *cntx = NULL; /* BLIS_DEFAULT: the active context, BLIS decides */
+    if (g->per_shape) {
+        cntx = (cntx_t *)&g->packed_only;
+        if ((double)m * n * k <= SMALL_PRODUCT_MACS &&
+            bli_cntx_l3_sup_thresh_is_met(BLIS_FLOAT, m, n, k, (cntx_t *)&g->with_sup)) {
+            bli_rntm_set_num_threads(1, &rntm);
+            if (ta || !tb) cntx = (cntx_t *)&g->with_sup;
+        }
+    }
     bli_sgemm_ex(ta ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE, tb ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE,
                  m, n, k, &alpha, (float *)a, lda, 1, (float *)b, ldb, 1, &beta, c, ldc, 1, cntx,
                  &rntm);
