@@ -6,17 +6,18 @@
  *
  * Why we choose the kernel ourselves: BLIS 0.9.0 (Debian 12) maps the CPU to
  * one of its sub-configurations by CPUID family/model tables. CPUs newer than
- * the tables land on an older configuration (this AMD family 0x19 machine with
- * AVX-512 gets "zen3", AVX2 kernels) or on "generic" (plain C). The same
+ * the tables land on an older configuration (any AMD family 0x19, Zen 4 with
+ * AVX-512 included, gets "zen3", AVX2 kernels) or on "generic" (plain C; AMD
+ * family 0x1A, Zen 5). The same
  * library also contains the AVX-512 "skx" configuration (sgemm micro-kernel
  * 32x12), which only needs the instruction set, not a particular model.
  *
  * Measured on AMD family 0x19 model 0x11 (Zen 4, docs/performance.md): BLIS
- * picks zen3 there, and skx is no faster (Zen 4 runs AVX-512 on 256-bit
- * units), slower with 2 threads and on attention-sized products (skx has no
+ * picks zen3 there, and skx is no faster on the large products (Zen 4 runs
+ * AVX-512 on 256-bit units) and slower on attention-sized ones (skx has no
  * "sup" small-matrix kernels). So AUTO keeps zen3 on that family and takes
- * skx on other AVX-512 CPUs (Intel, AMD family 0x1A Zen 5 with 512-bit units,
- * which BLIS 0.9.0 does not know and would run on "generic").
+ * skx on other AVX-512 CPUs (Intel, AMD family 0x1A Zen 5 with 512-bit
+ * units, which BLIS 0.9.0 does not know and would run on "generic").
  *
  * How: BLIS reads the environment variable BLIS_ARCH_TYPE (an arch_t number)
  * once, the first time it asks which configuration to use. In 0.9.0 that
