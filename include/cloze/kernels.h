@@ -46,7 +46,7 @@ void cz_gemm_free(cz_gemm_ctx *g);
 const char *cz_gemm_describe(const cz_gemm_ctx *g); /* e.g. "blis skx (AVX-512)" */
 /* The BLIS configuration that runs the products ("skx", "zen3", ...), or
  * "reference" for the loops. BLIS keeps one configuration per process: the
- * first setup (AUTO or BLIS_DEFAULT) decides it for all later ones. */
+ * first setup (AUTO, AVX512 or BLIS_DEFAULT) decides it for all later ones. */
 const char *cz_gemm_kernel(const cz_gemm_ctx *g);
 
 void cz_gemm(const cz_gemm_ctx *g, int trans_a, int trans_b, int m, int n, int k, float alpha,
