@@ -1,36 +1,173 @@
-/* GEMM through BLIS. Row-major buffers are passed to BLIS with explicit
- * row/column strides (rs = ld, cs = 1), so no copies or transposes are made
- * here; BLIS packs panels for its micro-kernel itself. */
+/* GEMM through BLIS, with the micro-kernel chosen from CPUID.
+ *
+ * Row-major buffers are passed to BLIS with explicit strides (row stride =
+ * ld, column stride = 1), so no copies or transposes are made here; BLIS packs
+ * panels for its micro-kernel itself.
+ *
+ * Why we choose the kernel ourselves: BLIS 0.9.0 (Debian 12) maps the CPU to
+ * one of its sub-configurations by CPUID family/model tables. CPUs newer than
+ * the tables land on an older configuration (any AMD family 0x19, Zen 4 with
+ * AVX-512 included, gets "zen3", AVX2 kernels) or on "generic" (plain C; AMD
+ * family 0x1A, Zen 5). The same
+ * library also contains the AVX-512 "skx" configuration (sgemm micro-kernel
+ * 32x12), which only needs the instruction set, not a particular model.
+ *
+ * Measured on AMD family 0x19 model 0x11 (Zen 4, docs/performance.md): BLIS
+ * picks zen3 there, and skx is no faster on the large products (Zen 4 runs
+ * AVX-512 on 256-bit units) and slower on attention-sized ones (skx has no
+ * "sup" small-matrix kernels). So AUTO keeps zen3 on that family and takes
+ * skx on other AVX-512 CPUs (Intel, AMD family 0x1A Zen 5 with 512-bit
+ * units, which BLIS 0.9.0 does not know and would run on "generic").
+ *
+ * How: BLIS reads the environment variable BLIS_ARCH_TYPE (an arch_t number)
+ * once, the first time it asks which configuration to use. In 0.9.0 that
+ * check looks the requested context up in the global kernel structure, which
+ * only exists after bli_init(); asking before bli_init() aborts. So
+ * cz_gemm_setup sets the variable, calls bli_init(), queries the id (this
+ * fixes it for the process), restores the environment and then verifies
+ * which configuration BLIS actually runs: the description reports that, not
+ * what we wished for. The choice is per process: BLIS keeps one active
+ * configuration, so the first setup decides. */
+#include "cloze/cpu.h"
 #include "cloze/kernels.h"
 
 #include <blis.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* 128x128x128 = 2M; the attention products are 1M (see cz_gemm_ctx) */
+#define SMALL_PRODUCT_MACS (4.0 * 1024 * 1024)
 
 struct cz_gemm_ctx {
     cz_gemm_choice choice;
     int threads;
     rntm_t rntm;
-    char description[128];
+    /* AUTO and AVX512 pick the path per product, from its shape only, so
+     * that the result never depends on the thread count (kernels.h rule):
+     * - large products: BLIS's packed path (`packed_only`: the active
+     *   context with the "sup" thresholds at 1) with all threads; it splits
+     *   only m and n across threads, at micro-tile multiples, so 1 and 2
+     *   threads give the same bits. zen3's sup path does not (2 threads move
+     *   tile edges: 58 elements differ in test_gemm's products).
+     * - small products (below the context's sup thresholds and at most
+     *   SMALL_PRODUCT_MACS multiply-adds, i.e. attention per head): one
+     *   thread, with sup kernels (`with_sup`) except for A.B^T, where zen3's
+     *   sup kernel runs 128x128x64 at 0.75 of OpenBLAS and the packed path at
+     *   0.97 (docs/performance.md). One thread because a 1M-MAC product
+     *   gains little from a second one and the model parallelises over
+     *   heads instead. */
+    cntx_t packed_only, with_sup;
+    int per_shape;
+    char kernel[32]; /* BLIS configuration that runs ("skx"), or "reference" */
+    char description[192];
 };
+
+/* The BLIS 0.9.0 configuration for a CPU; -1 = none known (let BLIS
+ * decide). skx needs what BLIS's own skx CPUID check asks for: AVX-512 F, DQ,
+ * BW, VL plus AVX2/FMA. Otherwise the AVX2/FMA 6x16 kernels ("haswell",
+ * which the zen configurations reuse with AMD cache blocksizes). */
+static int has_avx512(const cz_cpu *cpu) {
+    return cpu->avx512f && cpu->avx512dq && cpu->avx512bw && cpu->avx512vl && cpu->avx2 && cpu->fma;
+}
+
+static int blis_arch_for_cpu(const cz_cpu *cpu, cz_gemm_choice choice) {
+    int amd = strcmp(cpu->vendor, "AuthenticAMD") == 0;
+    if (has_avx512(cpu) && (choice == CZ_GEMM_AVX512 || !(amd && cpu->family == 0x19)))
+        return BLIS_ARCH_SKX;
+    if (cpu->avx2 && cpu->fma) {
+        if (amd)
+            return cpu->family >= 0x19   ? BLIS_ARCH_ZEN3
+                   : cpu->family == 0x17 ? BLIS_ARCH_ZEN2
+                                         : BLIS_ARCH_HASWELL;
+        return BLIS_ARCH_HASWELL;
+    }
+    return -1;
+}
+
+static const char *isa_of_arch(int arch) {
+    switch (arch) {
+    case BLIS_ARCH_SKX:
+        return "AVX-512";
+    case BLIS_ARCH_HASWELL:
+    case BLIS_ARCH_ZEN:
+    case BLIS_ARCH_ZEN2:
+    case BLIS_ARCH_ZEN3:
+        return "AVX2/FMA";
+    case BLIS_ARCH_GENERIC:
+        return "portable C";
+    default:
+        return "other";
+    }
+}
+
+/* Initialises BLIS, asking for configuration `want` (-1: BLIS's choice),
+ * and returns the configuration that BLIS runs. */
+static int blis_start(int want) {
+    char value[16];
+    int set_env = want >= 0 && getenv("BLIS_ARCH_TYPE") == NULL;
+    if (set_env) {
+        snprintf(value, sizeof value, "%d", want);
+        setenv("BLIS_ARCH_TYPE", value, 1);
+    }
+    bli_init();
+    int running = (int)bli_arch_query_id(); /* fixes the choice for the process */
+    if (set_env) unsetenv("BLIS_ARCH_TYPE");
+    return running;
+}
 
 cz_gemm_ctx *cz_gemm_setup(cz_gemm_choice choice, int threads, cz_error *err) {
     cz_gemm_ctx *g = cz_alloc(sizeof *g, err);
     if (!g) return NULL;
     g->choice = choice;
     g->threads = threads > 0 ? threads : 1;
-    bli_rntm_init(&g->rntm);
     /* an rntm_t without a thread count runs single-threaded whatever
      * BLIS_NUM_THREADS says: set it explicitly */
+    bli_rntm_init(&g->rntm);
     bli_rntm_set_num_threads(g->threads, &g->rntm);
-    snprintf(g->description, sizeof g->description, "%s, %d thread(s)",
-             choice == CZ_GEMM_REFERENCE ? "reference loops" : "blis default context", g->threads);
+
+    if (choice == CZ_GEMM_REFERENCE) {
+        snprintf(g->kernel, sizeof g->kernel, "reference");
+        snprintf(g->description, sizeof g->description, "reference loops (double accumulation)");
+        cz_info("gemm: %s", g->description);
+        return g;
+    }
+    cz_cpu cpu;
+    cz_cpu_detect(&cpu);
+    int want = choice == CZ_GEMM_BLIS_DEFAULT ? -1 : blis_arch_for_cpu(&cpu, choice);
+    int running = blis_start(want);
+    snprintf(g->kernel, sizeof g->kernel, "%s", bli_arch_string((arch_t)running));
+    g->with_sup = *bli_gks_query_cntx();
+    g->packed_only = g->with_sup;
+    blksz_t one;
+    bli_blksz_init_easy(&one, 1, 1, 1, 1);
+    bli_cntx_set_l3_sup_thresh(3, BLIS_MT, &one, BLIS_NT, &one, BLIS_KT, &one, &g->packed_only);
+    g->per_shape = choice != CZ_GEMM_BLIS_DEFAULT;
+    const char *how = choice == CZ_GEMM_BLIS_DEFAULT ? "BLIS's own choice"
+                      : want < 0                     ? "no better kernel known for this CPU"
+                      : running == want              ? "chosen from CPUID"
+                      : getenv("BLIS_ARCH_TYPE")     ? "BLIS_ARCH_TYPE set by the user"
+                                                     : "BLIS was initialised before cz_gemm_setup";
+    snprintf(g->description, sizeof g->description, "blis %s (%s, %s%s), %d thread(s)", g->kernel,
+             isa_of_arch(running), how, g->per_shape ? "; path per shape" : "", g->threads);
+    if (want >= 0 && running != want)
+        cz_warn("gemm: wanted blis %s, running %s: %s", bli_arch_string((arch_t)want), g->kernel,
+                how);
+    cz_info("gemm: %s", g->description);
     return g;
 }
 
-void cz_gemm_free(cz_gemm_ctx *g) { cz_free(g); }
+void cz_gemm_free(cz_gemm_ctx *g) {
+    cz_free(g);
+}
 
-const char *cz_gemm_describe(const cz_gemm_ctx *g) { return g->description; }
+const char *cz_gemm_describe(const cz_gemm_ctx *g) {
+    return g->description;
+}
+
+const char *cz_gemm_kernel(const cz_gemm_ctx *g) {
+    return g->kernel;
+}
 
 void cz_gemm_ref(int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda,
                  const float *b, int ldb, float beta, float *c, int ldc) {
@@ -48,17 +185,27 @@ void cz_gemm_ref(int ta, int tb, int m, int n, int k, float alpha, const float *
     }
 }
 
-void cz_gemm(const cz_gemm_ctx *g, int ta, int tb, int m, int n, int k, float alpha,
-             const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc) {
+void cz_gemm(const cz_gemm_ctx *g, int ta, int tb, int m, int n, int k, float alpha, const float *a,
+             int lda, const float *b, int ldb, float beta, float *c, int ldc) {
     if (m == 0 || n == 0) return;
     if (!g || g->choice == CZ_GEMM_REFERENCE) {
         cz_gemm_ref(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
         return;
     }
     /* op(A) is m x k: stored row-major as [m x k] (rs=lda, cs=1) or, when
-     * transposed, as [k x m] which BLIS reads through the transpose flag. */
+     * transposed, as [k x m] which BLIS reads through the transpose flag.
+     * NULL context: the configuration fixed in cz_gemm_setup. */
     rntm_t rntm = g->rntm;
+    cntx_t *cntx = NULL; /* BLIS_DEFAULT: the active context, BLIS decides */
+    if (g->per_shape) {
+        cntx = (cntx_t *)&g->packed_only;
+        if ((double)m * n * k <= SMALL_PRODUCT_MACS &&
+            bli_cntx_l3_sup_thresh_is_met(BLIS_FLOAT, m, n, k, (cntx_t *)&g->with_sup)) {
+            bli_rntm_set_num_threads(1, &rntm);
+            if (ta || !tb) cntx = (cntx_t *)&g->with_sup;
+        }
+    }
     bli_sgemm_ex(ta ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE, tb ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE,
-                 m, n, k, &alpha, (float *)a, lda, 1, (float *)b, ldb, 1, &beta, c, ldc, 1, NULL,
+                 m, n, k, &alpha, (float *)a, lda, 1, (float *)b, ldb, 1, &beta, c, ldc, 1, cntx,
                  &rntm);
 }
