@@ -15,7 +15,7 @@ data=$CLOZE_BUILD_DIR/test-data/tutorial
 prepare_corpus "$data"
 ok=0
 # keep the logs of a failed run for the person reading the test output
-cleanup() { slurm_stop; if [ $ok = 1 ]; then rm -rf "$work"; else echo "kept $work"; fi; }
+cleanup() { local rc=$?; slurm_stop; if [ $ok = 1 ]; then rm -rf "$work"; else echo "kept $work"; fi; exit $rc; }
 trap cleanup EXIT
 slurm_start "$work/slurm" || exit 1
 
