@@ -6,6 +6,7 @@
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -362,6 +363,23 @@ static int stop_requested_everywhere(cz_run *r) {
     return flag;
 }
 
+/* Peak resident memory of every rank (getrusage), printed by rank 0 and kept
+ * in metrics.jsonl: what a user sizes a node by. */
+static void report_peak_memory(cz_run *r) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    double mib = (double)ru.ru_maxrss / 1024.0, max_mib = mib, sum_mib = mib;
+    MPI_Allreduce(MPI_IN_PLACE, &max_mib, 1, MPI_DOUBLE, MPI_MAX, r->dist.comm);
+    MPI_Allreduce(MPI_IN_PLACE, &sum_mib, 1, MPI_DOUBLE, MPI_SUM, r->dist.comm);
+    if (r->dist.rank != 0) return;
+    cz_info("peak memory per rank: max %.0f MiB, mean %.0f MiB", max_mib, sum_mib / r->dist.size);
+    if (r->metrics) {
+        fprintf(r->metrics, "{\"peak_rss_mib_max\":%.1f,\"peak_rss_mib_mean\":%.1f}\n", max_mib,
+                sum_mib / r->dist.size);
+        fflush(r->metrics);
+    }
+}
+
 static int run_loop(cz_run *r, cz_error *err) {
     const cz_train_config *t = &r->cfg.train;
     r->first_step = r->step;
@@ -420,6 +438,7 @@ static int run_loop(cz_run *r, cz_error *err) {
         cz_info("done: %ld steps in %s (%ld skipped as non-finite)", t->steps,
                 cz_format_duration(r->elapsed, buf, sizeof buf), r->bad_total);
     }
+    report_peak_memory(r);
     return 0;
 }
 

@@ -59,17 +59,20 @@ slurm_stop() {
   for d in slurmd slurmctld munged; do
     [ -f "$B/run/$d.bgpid" ] || continue
     local pid; pid=$(cat "$B/run/$d.bgpid")
-    kill -TERM "$pid" 2>/dev/null
+    # `|| true`: callers run under set -e, and a daemon that already died
+    # must not stop us from stopping the others
+    kill -TERM "$pid" 2>/dev/null || true
     for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$pid" 2>/dev/null
+    kill -KILL "$pid" 2>/dev/null || true
     rm -f "$B/run/$d.bgpid"
   done
 }
 
-# slurm_wait JOBID: until the job leaves PENDING/RUNNING/COMPLETING; prints the state.
+# slurm_wait JOBID: until the job leaves PENDING/RUNNING/COMPLETING (at most
+# two minutes); prints the state.
 slurm_wait() {
   local state
-  for _ in $(seq 1500); do
+  for _ in $(seq 600); do
     state=$(scontrol show job "$1" 2>/dev/null | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p')
     case "$state" in PENDING|RUNNING|COMPLETING|REQUEUED|"") sleep 0.2 ;; *) echo "$state"; return 0 ;; esac
   done

@@ -20,7 +20,7 @@ trap cleanup EXIT
 slurm_start "$work/slurm" || exit 1
 
 args() { tiny_args "$data" "$1"; echo --set train.global_batch=4 --set train.micro_batch=2 \
-  --set train.ckpt_every=5 --set train.steps=$2; }
+  --set train.ckpt_every=5 --set train.steps=$2 --set train.stop_after_steps=${3:-0}; }
 
 # 1. a plain job
 job=$(sbatch --parsable --ntasks=2 --cpus-per-task=1 --output="$work/plain.out" \
@@ -31,10 +31,12 @@ state=$(slurm_wait "$job")
 grep -q "finished with exit 0" "$work/plain.out" || { cat "$work/plain.out"; exit 1; }
 [ -f "$work/plain/ckpt-00000012.lz4" ] || { echo "FAIL: no final checkpoint"; exit 1; }
 
-# 2. preemption: USR1 to the batch shell -> checkpoint -> requeue -> resume
+# 2. preemption: USR1 to the batch shell -> checkpoint -> requeue -> resume.
+# Each invocation runs at most 2000 steps of a 100000-step schedule, so the
+# signal (1 s in) always lands mid-run and the resumed run ends soon.
 job=$(sbatch --parsable --ntasks=2 --cpus-per-task=1 --output="$work/pre.out" \
   --chdir="$SRC" --export=ALL,CLOZE_TRAIN="$BIN/cloze-train" \
-  "$SRC/launch/cloze.sbatch" $(args "$work/pre" 1500))
+  "$SRC/launch/cloze.sbatch" $(args "$work/pre" 100000 2000))
 for _ in $(seq 600); do [ -s "$work/pre/metrics.jsonl" ] && break; sleep 0.1; done
 sleep 1
 scancel --signal=USR1 --batch "$job"
@@ -47,7 +49,9 @@ grep -q "requeueing job" "$work/pre.out" || { echo "FAIL: no requeue"; cat "$wor
 state=$(slurm_wait "$job")
 [ "$state" = COMPLETED ] || { echo "FAIL: requeued job ended $state"; cat "$work/pre.out"; exit 1; }
 grep -q "restart 1" "$work/pre.out" || { echo "FAIL: job did not run a second time"; cat "$work/pre.out"; exit 1; }
-mpi 2 "$BIN/cloze-train" $(args "$work/ref" 1500)
+# the reference: uninterrupted to the same final step
+final=$(tail -n1 "$work/pre/metrics.jsonl" | $PY -c 'import json,sys; print(json.load(sys.stdin)["step"])')
+mpi 2 "$BIN/cloze-train" $(args "$work/ref" 100000 "$final")
 $PY "$SRC/tests/scripts/compare_metrics.py" "$work/ref/metrics.jsonl" "$work/pre/metrics.jsonl" --exact
 ok=1
 echo "test_slurm: ok"
