@@ -17,5 +17,5 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build -j"$(nproc)" >/dev/null
+cmake --build build -j"$(getconf _NPROCESSORS_ONLN)" >/dev/null
 echo "setup: built $(ls build | grep -c '^cloze-') programs in build/" >&2

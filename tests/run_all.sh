@@ -5,7 +5,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
 launch/setup-debian.sh
-jobs=$(nproc)
+jobs=$(getconf _NPROCESSORS_ONLN)
 ctest --test-dir build --output-on-failure -j"$jobs" "$@"
 echo "== unit tests under AddressSanitizer/UBSan ==" >&2
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCLOZE_SANITIZE=ON >/dev/null

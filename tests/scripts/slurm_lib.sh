@@ -13,6 +13,7 @@ slurm_start() {
   [ -S "$B/munge/sock" ] || { echo "slurm: munged did not start" >&2; return 1; }
   # ports chosen per run so that two clusters never clash
   local port=$(( 20000 + (RANDOM % 20000) * 2 ))
+  # not nproc: it honours OMP_NUM_THREADS, which the tests set to 1
   local mem=$(( $(awk '/MemTotal/ {print $2}' /proc/meminfo) / 2048 ))
   cat > "$B/slurm.conf" <<CONF
 ClusterName=clozeci
@@ -40,7 +41,7 @@ SelectTypeParameters=CR_Core
 MpiDefault=pmix
 MailProg=/bin/true
 ReturnToService=2
-NodeName=localhost CPUs=$(nproc) RealMemory=$mem State=UNKNOWN
+NodeName=localhost CPUs=$(getconf _NPROCESSORS_ONLN) RealMemory=$mem State=UNKNOWN
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 CONF
   export SLURM_CONF=$B/slurm.conf
