@@ -14,16 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static int failures = 0;
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                   \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fprintf(stderr, "\n");                                                                 \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
+#include "check.h"
 
 static char dir[256];
 

@@ -9,16 +9,7 @@
 #include "prep_input.h"
 #include "prep_text.h"
 
-static int failures = 0;
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                   \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fprintf(stderr, "\n");                                                                 \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
+#include "check.h"
 
 static void norm_case(const char *in, size_t n, int detok, const char *want, uint64_t replaced,
                       uint64_t dropped) {

@@ -15,16 +15,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
-static int failures = 0;
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                   \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fprintf(stderr, "\n");                                                                 \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
+#include "check.h"
 
 static char data_dir[4096], src_dir[4096];
 

@@ -54,6 +54,11 @@ void cz_free(void *p);
  * rename over path, fsync the directory. Earlier good data under `path` is
  * never destroyed by a failed write (disk full, crash). */
 int cz_write_file_atomic(const char *path, const void *data, size_t len, cz_error *err);
+/* write(2) until every byte is out (retries short writes and EINTR);
+ * 0 or -1 with errno set. The streaming writers (checkpoints, shards) use it. */
+int cz_write_all(int fd, const void *data, size_t len);
+/* fsync the directory holding `path`, so that a rename into it is durable. */
+void cz_fsync_dir_of(const char *path);
 /* Reads a whole file into a cz_alloc'ed buffer (NUL-terminated for text). */
 int cz_read_file(const char *path, void **data, size_t *len, cz_error *err);
 

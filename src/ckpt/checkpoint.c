@@ -28,22 +28,8 @@ typedef struct writer {
     size_t out_cap;
 } writer;
 
-static int write_all(int fd, const void *data, size_t len) {
-    const char *p = data;
-    while (len > 0) {
-        ssize_t n = write(fd, p, len);
-        if (n < 0) {
-            if (errno == EINTR) continue;
-            return -1;
-        }
-        p += n;
-        len -= (size_t)n;
-    }
-    return 0;
-}
-
 static int emit(writer *w, size_t n, cz_error *err) {
-    if (write_all(w->fd, w->out, n) != 0)
+    if (cz_write_all(w->fd, w->out, n) != 0)
         return cz_fail(err, "%s: write failed: %s (earlier file kept)", w->path, strerror(errno));
     return 0;
 }
@@ -118,16 +104,6 @@ static int write_frame(writer *w, const cz_blob *blobs, int n, cz_error *err) {
     return emit(w, t, err);
 }
 
-static void fsync_dir_of(const char *path) {
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s", path);
-    int dfd = open(dirname(dir), O_RDONLY | O_DIRECTORY);
-    if (dfd >= 0) {
-        fsync(dfd);
-        close(dfd);
-    }
-}
-
 int cz_ckpt_write(const char *path, const cz_blob *blobs, int n, cz_error *err) {
     for (int i = 0; i < n; i++) {
         size_t nl = strlen(blobs[i].name);
@@ -151,7 +127,7 @@ int cz_ckpt_write(const char *path, const cz_blob *blobs, int n, cz_error *err) 
     if (rc != 0)
         unlink(tmp);
     else
-        fsync_dir_of(path);
+        cz_fsync_dir_of(path);
     LZ4F_freeCompressionContext(w.cctx);
     free(w.out);
     return rc;

@@ -40,9 +40,11 @@ void *cz_alloc(size_t bytes, cz_error *err) {
     return p;
 }
 
-void cz_free(void *p) { free(p); }
+void cz_free(void *p) {
+    free(p);
+}
 
-static int write_all(int fd, const void *data, size_t len) {
+int cz_write_all(int fd, const void *data, size_t len) {
     const char *p = data;
     while (len > 0) {
         ssize_t n = write(fd, p, len);
@@ -61,7 +63,7 @@ int cz_write_file_atomic(const char *path, const void *data, size_t len, cz_erro
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0) return cz_fail(err, "%s: cannot create: %s", tmp, strerror(errno));
-    if (write_all(fd, data, len) != 0 || fsync(fd) != 0) {
+    if (cz_write_all(fd, data, len) != 0 || fsync(fd) != 0) {
         int e = errno;
         close(fd);
         unlink(tmp);
@@ -72,7 +74,11 @@ int cz_write_file_atomic(const char *path, const void *data, size_t len, cz_erro
         unlink(tmp);
         return cz_fail(err, "%s: cannot rename into place: %s", path, strerror(e));
     }
-    /* make the rename itself durable */
+    cz_fsync_dir_of(path); /* make the rename itself durable */
+    return 0;
+}
+
+void cz_fsync_dir_of(const char *path) {
     char dir[4096];
     snprintf(dir, sizeof dir, "%s", path);
     int dfd = open(dirname(dir), O_RDONLY | O_DIRECTORY);
@@ -80,7 +86,6 @@ int cz_write_file_atomic(const char *path, const void *data, size_t len, cz_erro
         fsync(dfd);
         close(dfd);
     }
-    return 0;
 }
 
 int cz_read_file(const char *path, void **data, size_t *len, cz_error *err) {

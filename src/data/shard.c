@@ -377,13 +377,7 @@ int cz_shard_writer_finish(cz_shard_writer *w, cz_shard_header *out_hdr, cz_erro
         cz_fail(err, "%s: cannot rename into place: %s", w->path, strerror(errno));
         goto fail;
     }
-    char dir[1024];
-    snprintf(dir, sizeof dir, "%s", w->path);
-    int dfd = open(dirname(dir), O_RDONLY | O_DIRECTORY);
-    if (dfd >= 0) {
-        fsync(dfd); /* make the rename durable */
-        close(dfd);
-    }
+    cz_fsync_dir_of(w->path); /* make the rename durable */
     if (out_hdr) *out_hdr = h;
     writer_free(w);
     return 0;
