@@ -11,6 +11,7 @@
  * Tokens are ids throughout: a merge (left id, right id) maps to its rank and
  * the id of the merged string, so no strings are built while encoding. The
  * text "<|endoftext|>" is encoded as ordinary text, as encoder.py does. */
+#include "json.h"
 #include "tokenizer_internal.h"
 #include "unicode.h"
 
@@ -19,114 +20,41 @@
 
 /* ---- encoder.json: a flat object of string -> integer ---- */
 
-static const char *json_ws(const char *p, const char *e) {
-    while (p < e && (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')) p++;
-    return p;
-}
-
-static int hex4(const char *p, const char *e, uint32_t *v) {
-    if (e - p < 4) return -1;
-    *v = 0;
-    for (int k = 0; k < 4; k++) {
-        char c = p[k];
-        int d = c >= '0' && c <= '9'   ? c - '0'
-                : c >= 'a' && c <= 'f' ? c - 'a' + 10
-                : c >= 'A' && c <= 'F' ? c - 'A' + 10
-                                       : -1;
-        if (d < 0) return -1;
-        *v = *v * 16 + (uint32_t)d;
-    }
-    return 0;
-}
-
-/* Parses a JSON string at p (on the opening quote) into out (room for the
- * raw length is enough: escapes never expand). Returns the end or NULL. */
-static const char *json_string(const char *p, const char *e, char *out, size_t *olen) {
-    size_t n = 0;
-    p++;
-    while (p < e && *p != '"') {
-        if (*p != '\\') {
-            out[n++] = *p++;
-            continue;
-        }
-        if (++p >= e) return NULL;
-        char c = *p++;
-        uint32_t cp;
-        switch (c) {
-        case 'n':
-            out[n++] = '\n';
-            break;
-        case 't':
-            out[n++] = '\t';
-            break;
-        case 'r':
-            out[n++] = '\r';
-            break;
-        case 'b':
-            out[n++] = '\b';
-            break;
-        case 'f':
-            out[n++] = '\f';
-            break;
-        case '"':
-        case '\\':
-        case '/':
-            out[n++] = c;
-            break;
-        case 'u':
-            if (hex4(p, e, &cp)) return NULL;
-            p += 4;
-            if (cp >= 0xD800 && cp <= 0xDBFF) { /* surrogate pair */
-                uint32_t lo;
-                if (e - p < 6 || p[0] != '\\' || p[1] != 'u' || hex4(p + 2, e, &lo) ||
-                    lo < 0xDC00 || lo > 0xDFFF)
-                    return NULL;
-                cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-                p += 6;
-            } else if (cp >= 0xDC00 && cp <= 0xDFFF) {
-                return NULL;
-            }
-            n += (size_t)cz_utf8_put(cp, out + n);
-            break;
-        default:
-            return NULL;
-        }
-    }
-    if (p >= e) return NULL;
-    *olen = n;
-    return p + 1;
-}
-
 static int load_encoder(cz_tokenizer *t, const char *path, const char *s, size_t len,
                         cz_error *err) {
-    const char *p = json_ws(s, s + len), *e = s + len;
+    const char *p = cz_json_ws(s, s + len), *e = s + len;
     if (p >= e || *p != '{')
         return cz_fail(err, "%s: offset %zu: expected '{'", path, (size_t)(p - s));
-    char *key = malloc(len + 4);
-    if (!key) return cz_fail(err, "%s: out of memory", path);
-    p = json_ws(p + 1, e);
+    /* one key buffer for the whole file; allocated up front so that an empty
+     * key still has data */
+    cz_buf key = {0};
+    if (cz_buf_append(&key, "", 0, err)) return cz_fail_prefix(err, "%s", path);
+    p = cz_json_ws(p + 1, e);
     while (p < e && *p != '}') {
-        size_t klen;
-        const char *q = *p == '"' ? json_string(p, e, key, &klen) : NULL;
-        if (!q) goto bad;
-        p = json_ws(q, e);
+        key.len = 0;
+        const char *q = p;
+        /* keys must map exactly: a lone surrogate is an error, not U+FFFD */
+        int rc = *p == '"' ? cz_json_string(&q, e, 0, &key, err) : -1;
+        if (rc == -2) goto fail;
+        if (rc) goto bad;
+        p = cz_json_ws(q, e);
         if (p >= e || *p != ':') goto bad;
-        p = json_ws(p + 1, e);
+        p = cz_json_ws(p + 1, e);
         char *end;
         long id = strtol(p, &end, 10);
         if (end == p || id < 0 || id > INT32_MAX) goto bad;
-        if (cz_strtab_put(&t->vocab, key, klen, (uint32_t)id, err)) {
-            free(key);
-            return cz_fail_prefix(err, "%s", path);
-        }
-        p = json_ws(end, e);
-        if (p < e && *p == ',') p = json_ws(p + 1, e);
+        if (cz_strtab_put(&t->vocab, key.data, key.len, (uint32_t)id, err)) goto fail;
+        p = cz_json_ws(end, e);
+        if (p < e && *p == ',') p = cz_json_ws(p + 1, e);
     }
-    free(key);
+    cz_buf_free(&key);
     if (p >= e) return cz_fail(err, "%s: unterminated object", path);
     return 0;
+fail:
+    cz_buf_free(&key);
+    return cz_fail_prefix(err, "%s", path);
 bad:
-    free(key);
+    cz_buf_free(&key);
     return cz_fail(err, "%s: offset %zu: expected \"token\": id", path, (size_t)(p - s));
 }
 

@@ -1,6 +1,7 @@
 /* prep_input: file lists and the per-format document readers. */
 #define _GNU_SOURCE /* memmem */
 #include "prep_input.h"
+#include "json.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -203,113 +204,32 @@ static int wikitext_heading_level(const char *s, long n) {
 
 /* ---- a minimal JSON reader: finds one top-level string field ---- */
 
+/* JSON whitespace from s[i]; the line has no '\n' (next_line strips it). */
 static size_t json_ws(const char *s, size_t i, size_t n) {
-    while (i < n && (s[i] == ' ' || s[i] == '\t' || s[i] == '\r')) i++;
-    return i;
+    return (size_t)(cz_json_ws(s + i, s + n) - s);
 }
 
-static void put_utf8(cz_buf *o, uint32_t c, cz_error *err) {
-    char b[4];
-    size_t n;
-    if (c < 0x80)
-        b[0] = (char)c, n = 1;
-    else if (c < 0x800)
-        b[0] = (char)(0xC0 | c >> 6), b[1] = (char)(0x80 | (c & 63)), n = 2;
-    else if (c < 0x10000)
-        b[0] = (char)(0xE0 | c >> 12), b[1] = (char)(0x80 | ((c >> 6) & 63)),
-        b[2] = (char)(0x80 | (c & 63)), n = 3;
-    else
-        b[0] = (char)(0xF0 | c >> 18), b[1] = (char)(0x80 | ((c >> 12) & 63)),
-        b[2] = (char)(0x80 | ((c >> 6) & 63)), b[3] = (char)(0x80 | (c & 63)), n = 4;
-    cz_buf_append(o, b, n, err);
-}
-
-static int hex4(const char *s, uint32_t *v) {
-    *v = 0;
-    for (int i = 0; i < 4; i++) {
-        char c = s[i];
-        int d = c >= '0' && c <= '9'   ? c - '0'
-                : c >= 'a' && c <= 'f' ? c - 'a' + 10
-                : c >= 'A' && c <= 'F' ? c - 'A' + 10
-                                       : -1;
-        if (d < 0) return -1;
-        *v = *v << 4 | (uint32_t)d;
-    }
-    return 0;
-}
-
-/* Parses the string starting at s[i] == '"'; decoded into o when o != NULL.
- * Returns the index after the closing quote, or 0 when malformed. */
-static size_t json_string(const char *s, size_t i, size_t n, cz_buf *o, cz_error *err) {
-    i++;
-    while (i < n && s[i] != '"') {
-        if (s[i] != '\\') {
-            size_t j = i;
-            while (j < n && s[j] != '"' && s[j] != '\\') j++;
-            if (o) cz_buf_append(o, s + i, j - i, err);
-            i = j;
-            continue;
-        }
-        if (i + 1 >= n) return 0;
-        char e = s[i + 1], c = 0;
-        i += 2;
-        switch (e) {
-        case '"':
-            c = '"';
-            break;
-        case '\\':
-            c = '\\';
-            break;
-        case '/':
-            c = '/';
-            break;
-        case 'b':
-            c = '\b';
-            break;
-        case 'f':
-            c = '\f';
-            break;
-        case 'n':
-            c = '\n';
-            break;
-        case 'r':
-            c = '\r';
-            break;
-        case 't':
-            c = '\t';
-            break;
-        case 'u': {
-            uint32_t v, lo;
-            if (i + 4 > n || hex4(s + i, &v)) return 0;
-            i += 4;
-            if (v >= 0xD800 && v <= 0xDBFF && i + 6 <= n && s[i] == '\\' && s[i + 1] == 'u' &&
-                !hex4(s + i + 2, &lo) && lo >= 0xDC00 && lo <= 0xDFFF) {
-                v = 0x10000 + ((v - 0xD800) << 10) + (lo - 0xDC00);
-                i += 6;
-            } else if (v >= 0xD800 && v <= 0xDFFF) {
-                v = 0xFFFD; /* a lone surrogate is no character */
-            }
-            if (o) put_utf8(o, v, err);
-            continue;
-        }
-        default:
-            return 0;
-        }
-        if (o) cz_buf_append(o, &c, 1, err);
-    }
-    return i < n ? i + 1 : 0;
+/* The string at s[*i] == '"', decoded into o when o != NULL; on success *i
+ * moves past it. Returns 0, -1 when malformed, -2 when out of memory (err
+ * filled). A lone surrogate becomes U+FFFD: text is what we want from a
+ * corpus, and one U+FFFD per bad unit is what normalisation does with
+ * invalid UTF-8 too. */
+static int json_string(const char *s, size_t *i, size_t n, cz_buf *o, cz_error *err) {
+    const char *p = s + *i;
+    int rc = cz_json_string(&p, s + n, CZ_JSON_LONE_SURROGATE_FFFD, o, err);
+    if (rc == 0) *i = (size_t)(p - s);
+    return rc;
 }
 
 /* Skips any JSON value; returns the index after it, 0 when malformed. */
 static size_t json_skip(const char *s, size_t i, size_t n) {
     if (i >= n) return 0;
-    if (s[i] == '"') return json_string(s, i, n, NULL, NULL);
+    if (s[i] == '"') return json_string(s, &i, n, NULL, NULL) ? 0 : i;
     if (s[i] == '{' || s[i] == '[') {
         int depth = 0;
         while (i < n) {
             if (s[i] == '"') {
-                i = json_string(s, i, n, NULL, NULL);
-                if (!i) return 0;
+                if (json_string(s, &i, n, NULL, NULL)) return 0;
                 continue;
             }
             if (s[i] == '{' || s[i] == '[') depth++;
@@ -325,7 +245,8 @@ static size_t json_skip(const char *s, size_t i, size_t n) {
     return j > i ? j : 0;
 }
 
-/* 1 = field found (decoded into o), 0 = absent, -1 = malformed at *col. */
+/* 1 = field found (decoded into o), 0 = absent, -1 = malformed at *col,
+ * -2 = out of memory (err filled). */
 static int json_field(const char *s, size_t n, const char *field, cz_buf *o, size_t *col,
                       cz_error *err) {
     size_t i = json_ws(s, 0, n);
@@ -336,16 +257,23 @@ static int json_field(const char *s, size_t n, const char *field, cz_buf *o, siz
     while (i < n) {
         if (s[i] != '"') break;
         key.len = 0;
-        size_t j = json_string(s, i, n, &key, err);
-        if (!j) break;
+        size_t j = i;
+        int rc = json_string(s, &j, n, &key, err);
+        if (rc == -2) {
+            cz_buf_free(&key);
+            return -2;
+        }
+        if (rc) break;
         i = json_ws(s, j, n);
         if (i >= n || s[i] != ':') break;
         i = json_ws(s, i + 1, n);
         int match = key.len == strlen(field) && !memcmp(key.data, field, key.len);
         if (match && i < n && s[i] == '"') {
-            j = json_string(s, i, n, o, err);
+            j = i;
+            rc = json_string(s, &j, n, o, err);
             cz_buf_free(&key);
-            if (!j) return *col = i, -1;
+            if (rc == -2) return -2;
+            if (rc) return *col = i, -1;
             return 1;
         }
         j = json_skip(s, i, n);
@@ -401,6 +329,8 @@ static int next_jsonl(cz_reader *r, cz_buf *doc, cz_error *err) {
         if (is_blank(r->line, n)) continue;
         size_t col = 0;
         int rc = json_field(r->line, (size_t)n, r->jsonl_field, doc, &col, err);
+        if (rc == -2)
+            return cz_fail_prefix(err, "%s: line %llu", r->path, (unsigned long long)r->line_no);
         if (rc < 0)
             return cz_fail(err, "%s: line %llu column %zu (offset %llu): malformed JSON", r->path,
                            (unsigned long long)r->line_no, col + 1,
