@@ -1,5 +1,7 @@
 /* allreduce_bench: our ring all-reduce against MPI_Allreduce.
  *   mpirun -np 2 build/bench/bench-allreduce_bench [max_mib]
+ *   mpirun -np 2 build/bench/bench-allreduce_bench --floats N   (one size only,
+ *   e.g. a model's gradient; no overlap measurement)
  * Prints, per size, time and bus bandwidth 2(p-1)/p * bytes / time (the
  * bytes each rank must move in a bandwidth-optimal all-reduce; NCCL-tests'
  * definition), best of a few repetitions. Then one overlap measurement of
@@ -87,8 +89,11 @@ int main(int argc, char **argv) {
         fprintf(stderr, "%s\n", err.msg);
         return 1;
     }
-    double max_mib = argc > 1 ? atof(argv[1]) : 64;
-    size_t max_n = (size_t)(max_mib * 1024 * 1024 / sizeof(float));
+    /* --floats N: time exactly one size (a model's gradient) */
+    int one_size = argc > 2 && !strcmp(argv[1], "--floats");
+    double max_mib = one_size ? 0 : argc > 1 ? atof(argv[1]) : 64;
+    size_t max_n =
+        one_size ? (size_t)atol(argv[2]) : (size_t)(max_mib * 1024 * 1024 / sizeof(float));
     float *buf = cz_alloc(max_n * sizeof(float), &err);
     if (!buf) MPI_Abort(d.comm, 1);
     for (size_t i = 0; i < max_n; i++) buf[i] = 1e-3f * (float)(i % 1000);
@@ -96,7 +101,7 @@ int main(int argc, char **argv) {
     if (d.rank == 0)
         printf("%d ranks; busbw = 2(p-1)/p * bytes / time\n%12s %12s %12s %12s %12s\n", p, "bytes",
                "ring_ms", "ring_GB/s", "mpi_ms", "mpi_GB/s");
-    for (size_t n = 1024; n <= max_n; n *= 4) {
+    for (size_t n = one_size ? max_n : 1024; n <= max_n; n *= 4) {
         size_t bytes = n * sizeof(float);
         int iters = bytes < (1 << 20) ? 50 : bytes < (16 << 20) ? 10 : 3;
         double tr = time_one(&d, 1, buf, n, iters), tm = time_one(&d, 0, buf, n, iters);
@@ -106,7 +111,7 @@ int main(int argc, char **argv) {
                    f / tm);
     }
     cz_free(buf);
-    overlap(&d, (size_t)4 << 20, 2.0, 0.05);
+    if (!one_size) overlap(&d, (size_t)4 << 20, 2.0, 0.05);
     cz_dist_finalize(&d);
     return 0;
 }

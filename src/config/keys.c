@@ -155,7 +155,7 @@ const cz_key cz_config_keys[] = {
      .meaning = "gradient all-reduce: our ring over MPI point-to-point, or MPI_Allreduce"},
     {KEY("dist", "bucket_mb", CZ_KEY_DOUBLE, dist.bucket_mb), .def = "25", .min = 0, .max = 1e6,
      .flags = CZ_MIN_EXCL, .meaning = "gradient bucket size in MiB (overlap with backward)"},
-    {KEY("dist", "placement", CZ_KEY_WORD, dist.placement), .def = "replicated",
+    {KEY("dist", "placement", CZ_KEY_WORD, dist.placement), .def = "sharded",
      .choices = "coordinator|sharded|replicated",
      .meaning = "where the optimizer runs: rank 0, a shard per rank, or every rank"},
 };

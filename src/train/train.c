@@ -148,7 +148,10 @@ static int setup(cz_run *r, const cz_config *cfg, const cz_train_options *opt, c
                                                               : r->phase[1].max_pred;
     if (cz_model_create(&r->model, &r->cfg.model, max_b, max_t, max_p, r->gemm, err) != 0)
         return -1;
-    if (cz_batch_buf_alloc(&r->buf, max_b, max_t, max_p, err) != 0) return -1;
+    for (int ph = 0; ph < 2; ph++)
+        if (cz_batch_buf_alloc(&r->buf[ph], r->phase[ph].micro_batch, r->phase[ph].seq,
+                               r->phase[ph].max_pred, err) != 0)
+            return -1;
     cz_model_init_weights(r->model, t->seed);
     r->n_params = cz_model_num_params(r->model);
 
@@ -176,10 +179,9 @@ static int setup(cz_run *r, const cz_config *cfg, const cz_train_options *opt, c
                 r->cfg.model.layers, r->cfg.model.hidden, r->cfg.model.heads,
                 (double)r->n_params / 1e6, r->dist.size, r->threads, cz_gemm_describe(r->gemm),
                 r->peak_gflops);
-        cz_info("batch: global %d = micro %d x %d rank(s) x %d accumulation, seq %d, %ld steps%s",
+        cz_info("batch: global %d = micro %d x %d rank(s) x %d accumulation, seq %d, %ld steps",
                 r->phase[0].global_batch, r->phase[0].micro_batch, r->dist.size,
-                r->phase[0].accum, r->phase[0].seq, t->steps,
-                r->phase2_start < t->steps ? " (phase 2 from step ...)" : "");
+                r->phase[0].accum, r->phase[0].seq, t->steps);
         if (r->phase2_start < t->steps)
             cz_info("phase 2 from step %ld: seq %d, max_pred %d, global batch %d",
                     r->phase2_start + 1, r->phase[1].seq, r->phase[1].max_pred,
@@ -193,7 +195,8 @@ static void teardown(cz_run *r) {
     cz_metrics_close(r);
     cz_optimizer_free(r->opt);
     cz_free(r->ranges);
-    cz_batch_buf_free(&r->buf);
+    cz_batch_buf_free(&r->buf[0]);
+    cz_batch_buf_free(&r->buf[1]);
     cz_model_free(r->model);
     if (r->eval_data) cz_data_close(r->eval_data);
     if (r->train_data) cz_data_close(r->train_data);
@@ -202,10 +205,10 @@ static void teardown(cz_run *r) {
 
 /* ---- one micro-batch ---- */
 
-static int build_micro_batch(cz_run *r, cz_data *data, uint64_t first_sample, int n, int seq,
-                             int max_pred, cz_error *err) {
+static int build_micro_batch(cz_batch_buf *buf, cz_data *data, uint64_t first_sample, int n,
+                             int seq, int max_pred, cz_error *err) {
     for (int j = 0; j < n; j++)
-        if (cz_data_build(data, &r->buf, j, first_sample + (uint64_t)j, seq, max_pred, err) != 0)
+        if (cz_data_build(data, buf, j, first_sample + (uint64_t)j, seq, max_pred, err) != 0)
             return -1;
     return 0;
 }
@@ -258,6 +261,7 @@ static int nan_injected_at(long step) {
 
 static int train_step(cz_run *r, cz_step_stats *s, cz_error *err) {
     const cz_phase *ph = phase_at(r, r->step);
+    cz_batch_buf *buf = &r->buf[ph != &r->phase[0]];
     double t0 = cz_now();
     memset(s, 0, sizeof *s);
     s->step = r->step;
@@ -271,10 +275,10 @@ static int train_step(cz_run *r, cz_step_stats *s, cz_error *err) {
     for (int a = 0; a < ph->accum; a++) {
         int m = a * r->dist.size + r->dist.rank;
         uint64_t first = r->samples_done + (uint64_t)m * (uint64_t)ph->micro_batch;
-        if (build_micro_batch(r, r->train_data, first, ph->micro_batch, ph->seq, ph->max_pred,
+        if (build_micro_batch(buf, r->train_data, first, ph->micro_batch, ph->seq, ph->max_pred,
                               err) != 0)
             return -1;
-        cz_batch b = cz_batch_view(&r->buf, ph->micro_batch);
+        cz_batch b = cz_batch_view(buf, ph->micro_batch);
         b.max_pred = ph->max_pred;
         b.train = 1;
         b.seed = r->cfg.train.seed;
@@ -317,15 +321,16 @@ static int train_step(cz_run *r, cz_step_stats *s, cz_error *err) {
 static int evaluate(cz_run *r, cz_error *err) {
     if (!r->eval_data) return 0;
     const cz_phase *ph = phase_at(r, r->step > 0 ? r->step - 1 : 0);
+    cz_batch_buf *buf = &r->buf[ph != &r->phase[0]];
     cz_eval_stats e;
     memset(&e, 0, sizeof e);
     int batches = r->cfg.train.eval_batches > 0 ? r->cfg.train.eval_batches : 1;
     for (int m = r->dist.rank; m < batches; m += r->dist.size) {
         uint64_t first = (uint64_t)m * (uint64_t)ph->micro_batch;
-        if (build_micro_batch(r, r->eval_data, first, ph->micro_batch, ph->seq, ph->max_pred,
+        if (build_micro_batch(buf, r->eval_data, first, ph->micro_batch, ph->seq, ph->max_pred,
                               err) != 0)
             return -1;
-        cz_batch b = cz_batch_view(&r->buf, ph->micro_batch);
+        cz_batch b = cz_batch_view(buf, ph->micro_batch);
         b.max_pred = ph->max_pred;
         b.train = 0;
         cz_losses l;

@@ -31,7 +31,7 @@ typedef struct cz_run {
     int n_ranges;
     cz_optimizer *opt;
     cz_data *train_data, *eval_data;
-    cz_batch_buf buf;
+    cz_batch_buf buf[2]; /* one per phase: a buffer's row stride is its seq */
     cz_phase phase[2];
     long phase2_start; /* first step of phase 2 (== steps when there is none) */
     FILE *metrics;
