@@ -5,6 +5,7 @@
 #define CLOZE_TESTS_CHECK_H
 
 #include <stdio.h>
+#include <stdlib.h>
 
 static int failures = 0;
 
@@ -17,5 +18,21 @@ static int failures = 0;
             failures++;                                                                            \
         }                                                                                          \
     } while (0)
+
+/* The end of a test's main(): removes its scratch directory (NULL: none)
+ * and turns the failure count into the exit status. */
+static inline int check_finish(const char *scratch_dir) {
+    if (scratch_dir && scratch_dir[0]) {
+        char cmd[1200];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", scratch_dir);
+        if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", scratch_dir);
+    }
+    if (failures) {
+        fprintf(stderr, "%d failure(s)\n", failures);
+        return 1;
+    }
+    printf("ok\n");
+    return 0;
+}
 
 #endif

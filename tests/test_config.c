@@ -428,13 +428,5 @@ int main(int argc, char **argv) {
     }
     test_docs(update);
 
-    char cmd[512];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
-    if (failures) {
-        fprintf(stderr, "%d failure(s)\n", failures);
-        return 1;
-    }
-    printf("ok\n");
-    return 0;
+    return check_finish(tmpdir);
 }

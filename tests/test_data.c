@@ -678,13 +678,5 @@ int main(void) {
     test_gpt();
     test_whole_word();
     test_bad_data(&general);
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
-    if (failures) {
-        fprintf(stderr, "%d failures\n", failures);
-        return 1;
-    }
-    printf("ok\n");
-    return 0;
+    return check_finish(tmpdir);
 }

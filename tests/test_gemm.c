@@ -22,18 +22,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int failures = 0;
+#include "check.h"
+
 static int bitwise_threads = 0;    /* assert 1 thread == 2 threads bit for bit */
 static long total_thread_diff = 0; /* elements where they differ (reported) */
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                   \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fprintf(stderr, "\n");                                                                 \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ULL;
 static float uniform(void) { /* xorshift64*, values in [-1, 1) */

@@ -157,13 +157,5 @@ int main(void) {
     test_normalize();
     test_split();
     test_readers();
-    char cmd[200];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", dir);
-    if (failures) {
-        fprintf(stderr, "%d failures\n", failures);
-        return 1;
-    }
-    printf("ok\n");
-    return 0;
+    return check_finish(dir);
 }
