@@ -7,8 +7,10 @@ usage: torch_train_bench.py --arch bert|gpt --layers L --hidden H --heads A
        --seq T --batch B [--vocab V] [--max-pred P] [--steps N] [--threads N]
 
 Several ranks (data parallel, DistributedDataParallel over gloo, the
-counterpart of cloze's all-reduce): start it with
-  python3 -m torch.distributed.run --nproc_per_node R torch_train_bench.py ...
+counterpart of cloze's all-reduce): start R processes with RANK=0..R-1,
+WORLD_SIZE=R, MASTER_ADDR=127.0.0.1, MASTER_PORT=<free port> (as
+bench/e2e_vs_torch.sh does; torch.distributed.run of torch 1.13 fails under
+Python 3.11).
 --batch is then the global batch (each rank takes batch / R); rank 0 prints
 the line, with the largest peak RSS over the ranks.
 
