@@ -6,11 +6,20 @@ timed per optimizer step on random token batches.
 usage: torch_train_bench.py --arch bert|gpt --layers L --hidden H --heads A
        --seq T --batch B [--vocab V] [--max-pred P] [--steps N] [--threads N]
 
+Several ranks (data parallel, DistributedDataParallel over gloo, the
+counterpart of cloze's all-reduce): start R processes with RANK=0..R-1,
+WORLD_SIZE=R, MASTER_ADDR=127.0.0.1, MASTER_PORT=<free port> (as
+bench/e2e_vs_torch.sh does; torch.distributed.run of torch 1.13 fails under
+Python 3.11).
+--batch is then the global batch (each rank takes batch / R); rank 0 prints
+the line, with the largest peak RSS over the ranks.
+
 Run it at its best (see docs/performance.md): OMP_WAIT_POLICY=PASSIVE, and
 OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE unset so that OpenBLAS picks AVX-512.
 Prints one line: tokens/s (median over steps after 2 warm-up steps) and peak
 RSS."""
 import argparse
+import os
 import resource
 import statistics
 import time
@@ -90,14 +99,22 @@ def main():
     p.add_argument("--threads", type=int, default=2)
     a = p.parse_args()
     torch.set_num_threads(a.threads)
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    rank = int(os.environ.get("RANK", "0"))
+    if world > 1:
+        torch.distributed.init_process_group("gloo")
     torch.manual_seed(0)
     m = Model(a.arch, a.vocab, a.layers, a.hidden, a.heads, a.seq)
+    if world > 1:
+        m = nn.parallel.DistributedDataParallel(m)
     opt = torch.optim.AdamW(m.parameters(), lr=1e-4, weight_decay=0.01)
-    ids = torch.randint(0, a.vocab, (a.batch, a.seq))
-    segs = torch.randint(0, 2, (a.batch, a.seq))
-    pos = torch.sort(torch.randint(1, a.seq, (a.batch, a.max_pred)), dim=1).values
-    labels = torch.randint(0, a.vocab, (a.batch, a.max_pred))
-    nsp = torch.randint(0, 2, (a.batch,))
+    b = a.batch // world
+    torch.manual_seed(1 + rank)
+    ids = torch.randint(0, a.vocab, (b, a.seq))
+    segs = torch.randint(0, 2, (b, a.seq))
+    pos = torch.sort(torch.randint(1, a.seq, (b, a.max_pred)), dim=1).values
+    labels = torch.randint(0, a.vocab, (b, a.max_pred))
+    nsp = torch.randint(0, 2, (b,))
     times = []
     for step in range(a.steps + 2):
         t0 = time.perf_counter()
@@ -109,7 +126,13 @@ def main():
             times.append(time.perf_counter() - t0)
     med = statistics.median(times)
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"torch {a.arch} L={a.layers} H={a.hidden} seq={a.seq} batch={a.batch} threads={a.threads}: "
+    if world > 1:
+        t = torch.tensor([rss, med], dtype=torch.float64)
+        torch.distributed.all_reduce(t, op=torch.distributed.ReduceOp.MAX)
+        rss = t[0].item()
+        if rank != 0:
+            return
+    print(f"torch {a.arch} L={a.layers} H={a.hidden} seq={a.seq} batch={a.batch} ranks={world} threads={a.threads}: "
           f"{a.batch * a.seq / med:.0f} tokens/s (median step {med * 1000:.1f} ms over {len(times)}), "
           f"peak RSS {rss:.0f} MiB")
 

@@ -54,6 +54,7 @@ void cz_metrics_step(cz_run *r, const cz_step_stats *s) {
         json_num(line, &n, sizeof line, "mfu", mfu);
         json_num(line, &n, sizeof line, "step_seconds", s->seconds);
         json_num(line, &n, sizeof line, "comm_wait_seconds", s->comm_wait);
+        json_num(line, &n, sizeof line, "optim_seconds", s->optim_seconds);
         json_num(line, &n, sizeof line, "samples", (double)s->samples_done);
         fprintf(r->metrics, "%s}\n", line);
         fflush(r->metrics);

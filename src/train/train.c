@@ -299,15 +299,20 @@ static int train_step(cz_run *r, cz_step_stats *s, cz_error *err) {
     if (nan_injected_at(r->step)) grads[0] = NAN;
     double lr = cz_lr_at(&r->cfg.optim, r->step, r->cfg.train.steps);
     cz_step_report rep;
+    double t_opt = cz_now();
     if (cz_optimizer_step(r->opt, cz_model_params(r->model), grads, ph->micro_batches, lr, &rep,
                           err) != 0)
         return -1;
+    double t_opt_end = cz_now();
     reduce_step_stats(r, s, ph->micro_batches);
     s->lr = lr;
     s->grad_norm = rep.grad_norm;
     s->skipped = rep.skipped || !isfinite(s->loss);
     s->seconds = cz_now() - t0;
     s->comm_wait = cz_grad_sync_wait_seconds(gs);
+    /* cz_optimizer_step first waits for the all-reduce (comm_wait); the rest
+     * is the norm, clipping, the AdamW/LAMB update and any weight gather */
+    s->optim_seconds = t_opt_end - t_opt - s->comm_wait;
     s->tokens = (double)ph->global_batch * ph->seq;
     s->flops = 3.0 * cz_model_forward_flops(&r->cfg.model, ph->seq, ph->max_pred) *
                ph->global_batch;
@@ -369,17 +374,21 @@ static int stop_requested_everywhere(cz_run *r) {
 }
 
 /* Peak resident memory of every rank (getrusage), printed by rank 0 and kept
- * in metrics.jsonl: what a user sizes a node by. */
-static void report_peak_memory(cz_run *r) {
+ * in metrics.jsonl under "<key>_mib_max"/"_mean": what a user sizes a node
+ * by. Taken twice: "peak_rss_train" after the last step, before the final
+ * checkpoint (whose gathered Adam moments add 8 bytes per parameter on rank
+ * 0), and "peak_rss" at the very end. */
+static void report_peak_memory(cz_run *r, const char *key, const char *what) {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     double mib = (double)ru.ru_maxrss / 1024.0, max_mib = mib, sum_mib = mib;
     MPI_Allreduce(MPI_IN_PLACE, &max_mib, 1, MPI_DOUBLE, MPI_MAX, r->dist.comm);
     MPI_Allreduce(MPI_IN_PLACE, &sum_mib, 1, MPI_DOUBLE, MPI_SUM, r->dist.comm);
     if (r->dist.rank != 0) return;
-    cz_info("peak memory per rank: max %.0f MiB, mean %.0f MiB", max_mib, sum_mib / r->dist.size);
+    cz_info("peak memory per rank%s: max %.0f MiB, mean %.0f MiB", what, max_mib,
+            sum_mib / r->dist.size);
     if (r->metrics) {
-        fprintf(r->metrics, "{\"peak_rss_mib_max\":%.1f,\"peak_rss_mib_mean\":%.1f}\n", max_mib,
+        fprintf(r->metrics, "{\"%s_mib_max\":%.1f,\"%s_mib_mean\":%.1f}\n", key, max_mib, key,
                 sum_mib / r->dist.size);
         fflush(r->metrics);
     }
@@ -436,6 +445,7 @@ static int run_loop(cz_run *r, cz_error *err) {
             return 0;
         }
     }
+    report_peak_memory(r, "peak_rss_train", " (training steps)");
     if (evaluate(r, err) != 0) return -1;
     if (last_ckpt != r->step && cz_run_save_checkpoint(r, err) != 0) return -1;
     if (r->dist.rank == 0) {
@@ -443,7 +453,7 @@ static int run_loop(cz_run *r, cz_error *err) {
         cz_info("done: %ld steps in %s (%ld skipped as non-finite)", t->steps,
                 cz_format_duration(r->elapsed, buf, sizeof buf), r->bad_total);
     }
-    report_peak_memory(r);
+    report_peak_memory(r, "peak_rss", "");
     return 0;
 }
 

@@ -53,6 +53,7 @@ typedef struct cz_step_stats {
     double lr, grad_norm;
     int skipped;
     double seconds, comm_wait, tokens, flops;
+    double optim_seconds; /* optimizer step without the all-reduce wait */
     uint64_t samples_done;
 } cz_step_stats;
 
