@@ -22,51 +22,51 @@ typedef struct cz_data_config {
     float short_seq_prob;               /* 0.1 */
     int whole_word_mask;                /* 0/1 */
     /* second phase of the BERT length curriculum; phase2_fraction = 0: off */
-    float phase2_fraction;  /* e.g. 0.1: last 10% of steps */
-    int phase2_seq;         /* 512 */
-    int phase2_max_pred;    /* 80 */
-    int phase2_global_batch;/* 0 = same as train.global_batch */
-    int phase2_micro_batch; /* 0 = same as train.micro_batch */
+    float phase2_fraction;   /* e.g. 0.1: last 10% of steps */
+    int phase2_seq;          /* 512 */
+    int phase2_max_pred;     /* 80 */
+    int phase2_global_batch; /* 0 = same as train.global_batch */
+    int phase2_micro_batch;  /* 0 = same as train.micro_batch */
 } cz_data_config;
 
 typedef struct cz_train_config {
-    long steps;        /* total optimizer steps */
-    int global_batch;  /* sequences per optimizer step, over all ranks */
-    int micro_batch;   /* sequences per forward/backward on one rank */
+    long steps;       /* total optimizer steps */
+    int global_batch; /* sequences per optimizer step, over all ranks */
+    int micro_batch;  /* sequences per forward/backward on one rank */
     unsigned long long seed;
-    int threads;       /* threads per rank (BLIS + our kernels); 0 = cores / ranks on this node */
+    int threads; /* threads per rank (BLIS + our kernels); 0 = cores / ranks on this node */
     int log_every;
-    int eval_every;    /* 0 = only at the end */
-    int eval_batches;  /* held-out micro-batches per evaluation */
-    int ckpt_every;    /* 0 = only at the end */
-    int keep_last;     /* checkpoints kept */
-    int max_bad_steps; /* non-finite steps in a row before the run stops */
+    int eval_every;        /* 0 = only at the end */
+    int eval_batches;      /* held-out micro-batches per evaluation */
+    int ckpt_every;        /* 0 = only at the end */
+    int keep_last;         /* checkpoints kept */
+    int max_bad_steps;     /* non-finite steps in a row before the run stops */
     long stop_after_steps; /* stop (with a checkpoint) after this many steps of this
                               invocation; 0 = run to train.steps (time-sliced jobs) */
     char run_dir[CZ_PATH_MAX];
-    char gemm[16];     /* "auto", "blis", "reference" */
-    double peak_gflops;/* per rank, for MFU; 0 = measure at start-up */
+    char gemm[16];      /* "auto", "blis", "reference" */
+    double peak_gflops; /* per rank, for MFU; 0 = measure at start-up */
 } cz_train_config;
 
 typedef struct cz_optim_config {
-    char name[16];        /* "adamw" | "lamb" */
-    double lr;            /* peak learning rate */
+    char name[16]; /* "adamw" | "lamb" */
+    double lr;     /* peak learning rate */
     double beta1, beta2, eps;
-    double weight_decay;  /* decoupled (Loshchilov & Hutter) */
-    int bias_correction;  /* original BERT AdamWeightDecayOptimizer: 0 */
+    double weight_decay; /* decoupled (Loshchilov & Hutter) */
+    int bias_correction; /* original BERT AdamWeightDecayOptimizer: 0 */
     int n_no_decay;
     char no_decay[CZ_MAX_PATTERNS][64]; /* substrings of tensor names excluded from decay */
-    double clip_norm;     /* global gradient-norm clipping; 0 = off */
-    char schedule[16];    /* "linear" | "cosine" | "constant" */
-    long warmup_steps;    /* used when warmup_fraction == 0 */
+    double clip_norm;                   /* global gradient-norm clipping; 0 = off */
+    char schedule[16];                  /* "linear" | "cosine" | "constant" */
+    long warmup_steps;                  /* used when warmup_fraction == 0 */
     double warmup_fraction;
-    double min_lr_ratio;  /* floor of cosine/linear decay, fraction of lr */
+    double min_lr_ratio; /* floor of cosine/linear decay, fraction of lr */
 } cz_optim_config;
 
 typedef struct cz_dist_config {
-    char allreduce[16];  /* "ring" | "mpi" */
-    double bucket_mb;    /* gradient bucket size */
-    char placement[16];  /* "coordinator" | "sharded" | "replicated" */
+    char allreduce[16]; /* "ring" | "mpi" */
+    double bucket_mb;   /* gradient bucket size */
+    char placement[16]; /* "coordinator" | "sharded" | "replicated" */
 } cz_dist_config;
 
 typedef struct cz_config {

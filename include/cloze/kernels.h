@@ -118,8 +118,7 @@ void cz_attn_softmax(float *s, int t, const float *key_bias, int causal);
 void cz_attn_softmax_ref(float *s, int t, const float *key_bias, int causal);
 /* The same over all heads of nseq sequences at once: s is [nseq, heads, t, t]
  * and key_bias [nseq, t] (row i uses the bias of sequence i / (heads t)). */
-void cz_attn_softmax_batch(float *s, int nseq, int heads, int t, const float *key_bias,
-                           int causal);
+void cz_attn_softmax_batch(float *s, int nseq, int heads, int t, const float *key_bias, int causal);
 void cz_attn_softmax_batch_ref(float *s, int nseq, int heads, int t, const float *key_bias,
                                int causal);
 /* Softmax backward over rows: ds = p * (dp - sum_j dp*p) (written; may alias dp). */
@@ -151,8 +150,8 @@ void cz_embedding_backward_ref(float *dtok, float *dpos, float *dseg, const floa
  * predicted class. Sums in double. */
 void cz_xent_forward(float *logits, double *loss, int32_t *argmax, const int32_t *labels, int n,
                      int v);
-void cz_xent_forward_ref(float *logits, double *loss, int32_t *argmax, const int32_t *labels,
-                         int n, int v);
+void cz_xent_forward_ref(float *logits, double *loss, int32_t *argmax, const int32_t *labels, int n,
+                         int v);
 /* In place: probabilities become dlogits = (p - onehot(label)) * scale[i]
  * (rows with label < 0 or scale 0 become 0). */
 void cz_xent_backward(float *probs, const int32_t *labels, const float *scale, int n, int v);

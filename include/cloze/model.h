@@ -37,9 +37,9 @@ typedef struct cz_model_config {
 /* One micro-batch, built by the data module. B sequences of T tokens. */
 typedef struct cz_batch {
     int batch, seq;
-    const int32_t *tokens;     /* [B*T] */
-    const int32_t *segments;   /* [B*T] BERT token type ids; NULL for GPT */
-    const uint8_t *attn_mask;  /* [B*T] 1 = real token, 0 = padding; NULL = all real */
+    const int32_t *tokens;    /* [B*T] */
+    const int32_t *segments;  /* [B*T] BERT token type ids; NULL for GPT */
+    const uint8_t *attn_mask; /* [B*T] 1 = real token, 0 = padding; NULL = all real */
     /* BERT heads */
     int max_pred;                 /* P prediction slots per sequence */
     const int32_t *mlm_positions; /* [B*P] position in [0,T) */

@@ -16,7 +16,8 @@
  *   cloze-manifest 1
  *   vocab <kind wordpiece|bpe> <vocab_size> <fingerprint hex> <vocab path>
  *   special <name> <id>          (cls sep mask pad unk eot, those that exist)
- *   shard <path relative to the manifest> <n_tokens> <n_sentences> <n_documents> <payload checksum hex>
+ *   shard <path relative to the manifest> <n_tokens> <n_sentences> <n_documents> <payload checksum
+ * hex>
  */
 #ifndef CLOZE_SHARD_H
 #define CLOZE_SHARD_H
@@ -31,12 +32,12 @@
 #define CZ_SHARD_HEADER_SIZE 128u
 
 typedef struct cz_shard_header {
-    char magic[8];                /* "CLZSHARD" */
-    uint32_t version;             /* CZ_SHARD_VERSION */
-    uint32_t token_width;         /* 2 (vocab <= 65536) or 4 */
-    uint64_t vocab_fingerprint;   /* FNV-1a 64 of the vocabulary file bytes */
+    char magic[8];              /* "CLZSHARD" */
+    uint32_t version;           /* CZ_SHARD_VERSION */
+    uint32_t token_width;       /* 2 (vocab <= 65536) or 4 */
+    uint64_t vocab_fingerprint; /* FNV-1a 64 of the vocabulary file bytes */
     uint32_t vocab_size;
-    uint32_t flags;               /* reserved, 0 */
+    uint32_t flags; /* reserved, 0 */
     uint64_t n_tokens;
     uint64_t n_sentences;
     uint64_t n_documents;
@@ -46,7 +47,7 @@ typedef struct cz_shard_header {
     uint64_t file_size;
     uint64_t payload_checksum;
     uint8_t reserved[24];
-    uint64_t header_checksum;     /* over bytes [0, 120) */
+    uint64_t header_checksum; /* over bytes [0, 120) */
 } cz_shard_header;
 
 _Static_assert(sizeof(cz_shard_header) == CZ_SHARD_HEADER_SIZE, "shard header is 128 bytes");
@@ -57,9 +58,9 @@ typedef struct cz_shard {
     cz_shard_header hdr;
     const uint8_t *map;
     size_t map_len;
-    const void *tokens;           /* uint16_t* or uint32_t* per token_width */
-    const uint64_t *sent_start;   /* [n_sentences + 1] */
-    const uint64_t *doc_start;    /* [n_documents + 1] */
+    const void *tokens;         /* uint16_t* or uint32_t* per token_width */
+    const uint64_t *sent_start; /* [n_sentences + 1] */
+    const uint64_t *doc_start;  /* [n_documents + 1] */
 } cz_shard;
 
 /* Opens and checks the header, sizes and offsets, and the monotonicity of the

@@ -11,25 +11,26 @@
 #define MAX_OVERRIDES 256
 
 static void usage(FILE *out) {
-    fprintf(out,
-            "usage: cloze-train CONFIG [--set section.key=value]... [--resume auto|PATH] [--quiet]\n"
-            "       mpirun -np N cloze-train CONFIG ...      (one rank per process)\n"
-            "\n"
-            "Pre-trains the model described by CONFIG (a libconfig file, see conf/ and\n"
-            "docs/config.md) on the shards named by data.train_manifest.\n"
-            "\n"
-            "  --set KEY=VALUE   override any configuration key, e.g. --set model.layers=6\n"
-            "                    (repeatable; applied after the file, then validated)\n"
-            "  --resume auto     continue from the newest checkpoint in train.run_dir that\n"
-            "                    verifies (skipping corrupt ones); start fresh if none\n"
-            "  --resume PATH     continue from that checkpoint file\n"
-            "  --quiet           no progress lines (metrics.jsonl is still written)\n"
-            "  --help-config     list every configuration key with its default and meaning\n"
-            "  --help            this text\n"
-            "\n"
-            "The run directory (train.run_dir) receives config.cfg (the effective\n"
-            "configuration), metrics.jsonl, train.log lines on stderr, and checkpoints\n"
-            "ckpt-<step>.lz4. SIGUSR1 or SIGTERM: write a checkpoint and exit 0.\n");
+    fprintf(
+        out,
+        "usage: cloze-train CONFIG [--set section.key=value]... [--resume auto|PATH] [--quiet]\n"
+        "       mpirun -np N cloze-train CONFIG ...      (one rank per process)\n"
+        "\n"
+        "Pre-trains the model described by CONFIG (a libconfig file, see conf/ and\n"
+        "docs/config.md) on the shards named by data.train_manifest.\n"
+        "\n"
+        "  --set KEY=VALUE   override any configuration key, e.g. --set model.layers=6\n"
+        "                    (repeatable; applied after the file, then validated)\n"
+        "  --resume auto     continue from the newest checkpoint in train.run_dir that\n"
+        "                    verifies (skipping corrupt ones); start fresh if none\n"
+        "  --resume PATH     continue from that checkpoint file\n"
+        "  --quiet           no progress lines (metrics.jsonl is still written)\n"
+        "  --help-config     list every configuration key with its default and meaning\n"
+        "  --help            this text\n"
+        "\n"
+        "The run directory (train.run_dir) receives config.cfg (the effective\n"
+        "configuration), metrics.jsonl, train.log lines on stderr, and checkpoints\n"
+        "ckpt-<step>.lz4. SIGUSR1 or SIGTERM: write a checkpoint and exit 0.\n");
 }
 
 int main(int argc, char **argv) {

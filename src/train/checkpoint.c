@@ -18,13 +18,13 @@
 
 typedef struct cz_run_state {
     uint64_t version;
-    uint64_t step;           /* steps completed */
-    uint64_t samples_done;   /* next global sample index */
+    uint64_t step;         /* steps completed */
+    uint64_t samples_done; /* next global sample index */
     uint64_t optimizer_steps;
     uint64_t bad_total;
     uint64_t seed;
     uint64_t n_params;
-    uint64_t world_size;     /* informational: resuming on another size is fine */
+    uint64_t world_size; /* informational: resuming on another size is fine */
 } cz_run_state;
 
 /* MPI counts are int: move big buffers in pieces. */
@@ -88,8 +88,7 @@ int cz_run_save_checkpoint(cz_run *r, cz_error *err) {
 }
 
 /* Rank 0 decides which file to resume from: 1 = found, 0 = none, -1 = error. */
-static int choose_checkpoint(cz_run *r, const char *resume, char *path, size_t len,
-                             cz_error *err) {
+static int choose_checkpoint(cz_run *r, const char *resume, char *path, size_t len, cz_error *err) {
     const char *dir = r->cfg.train.run_dir;
     if (!resume) {
         long *steps = NULL;
@@ -122,8 +121,8 @@ static int same_model(const cz_model_config *a, const cz_model_config *b) {
            a->max_positions == b->max_positions && a->type_vocab_size == b->type_vocab_size;
 }
 
-static int load_on_coordinator(cz_run *r, const char *path, cz_run_state *st, float **m,
-                               float **v, cz_error *err) {
+static int load_on_coordinator(cz_run *r, const char *path, cz_run_state *st, float **m, float **v,
+                               cz_error *err) {
     cz_ckpt *c = NULL;
     if (cz_ckpt_read(path, &c, err) != 0) return -1;
     int rc = cz_ckpt_get_exact(c, "state", st, sizeof *st, err);
@@ -142,8 +141,9 @@ static int load_on_coordinator(cz_run *r, const char *path, cz_run_state *st, fl
         char *text = strndup(saved, saved_len);
         if (text && cz_config_from_string(&old, text, path, err) == 0 &&
             !same_model(&old.model, &r->cfg.model))
-            rc = cz_fail(err, "%s: config: the model section differs from the current "
-                              "configuration",
+            rc = cz_fail(err,
+                         "%s: config: the model section differs from the current "
+                         "configuration",
                          path);
         free(text);
     }

@@ -28,7 +28,9 @@ static void json_num(char *line, size_t *n, size_t cap, const char *key, double 
         *n += (size_t)snprintf(line + *n, cap - *n, ",\"%s\":null", key);
 }
 
-static double ratio(long num, long den) { return den > 0 ? (double)num / (double)den : 0.0; }
+static double ratio(long num, long den) {
+    return den > 0 ? (double)num / (double)den : 0.0;
+}
 
 void cz_metrics_step(cz_run *r, const cz_step_stats *s) {
     if (r->dist.rank != 0) return;

@@ -26,4 +26,6 @@ void cz_signals_install(void) {
     sigaction(SIGUSR1, &sa, NULL);
 }
 
-int cz_signals_pending(void) { return stop_requested != 0; }
+int cz_signals_pending(void) {
+    return stop_requested != 0;
+}

@@ -46,10 +46,10 @@ static int make_phase(const cz_run *r, int which, cz_phase *ph, cz_error *err) {
     const cz_train_config *t = &r->cfg.train;
     ph->seq = which == 0 ? d->seq : d->phase2_seq;
     ph->max_pred = which == 0 ? d->max_pred : d->phase2_max_pred;
-    ph->global_batch = which == 1 && d->phase2_global_batch > 0 ? d->phase2_global_batch
-                                                                 : t->global_batch;
-    ph->micro_batch = which == 1 && d->phase2_micro_batch > 0 ? d->phase2_micro_batch
-                                                               : t->micro_batch;
+    ph->global_batch =
+        which == 1 && d->phase2_global_batch > 0 ? d->phase2_global_batch : t->global_batch;
+    ph->micro_batch =
+        which == 1 && d->phase2_micro_batch > 0 ? d->phase2_micro_batch : t->micro_batch;
     if (r->cfg.model.arch == CZ_ARCH_GPT) ph->max_pred = 0;
     long per_step = (long)ph->micro_batch * r->dist.size;
     if (ph->global_batch % per_step != 0)
@@ -89,11 +89,12 @@ static double measure_peak_gflops(const cz_gemm_ctx *g, cz_error *err) {
 static int open_data(cz_run *r, cz_error *err) {
     const cz_config *c = &r->cfg;
     if (!c->data.train_manifest[0])
-        return cz_fail(err, "%s: data.train_manifest is empty: give the manifest written by "
-                            "cloze-prep shards (--set data.train_manifest=DIR/train.manifest)",
+        return cz_fail(err,
+                       "%s: data.train_manifest is empty: give the manifest written by "
+                       "cloze-prep shards (--set data.train_manifest=DIR/train.manifest)",
                        c->source);
-    if (cz_data_open(&r->train_data, c->data.train_manifest, c->model.arch, &c->data,
-                     c->train.seed, err) != 0)
+    if (cz_data_open(&r->train_data, c->data.train_manifest, c->model.arch, &c->data, c->train.seed,
+                     err) != 0)
         return -1;
     const cz_manifest *m = cz_data_manifest(r->train_data);
     if ((int)m->vocab_size != c->model.vocab_size)
@@ -129,8 +130,8 @@ static int setup(cz_run *r, const cz_config *cfg, const cz_train_options *opt, c
     if (phase2_steps > 0 && make_phase(r, 1, &r->phase[1], err) != 0) return -1;
 
     cz_gemm_choice choice = !strcmp(t->gemm, "reference") ? CZ_GEMM_REFERENCE
-                            : !strcmp(t->gemm, "blis") ? CZ_GEMM_BLIS_DEFAULT
-                                                       : CZ_GEMM_AUTO;
+                            : !strcmp(t->gemm, "blis")    ? CZ_GEMM_BLIS_DEFAULT
+                                                          : CZ_GEMM_AUTO;
     r->gemm = cz_gemm_setup(choice, r->threads, err);
     if (!r->gemm) return -1;
     if (open_data(r, err) != 0) return -1;
@@ -142,10 +143,10 @@ static int setup(cz_run *r, const cz_config *cfg, const cz_train_options *opt, c
     }
 
     int max_b = r->phase[0].micro_batch > r->phase[1].micro_batch ? r->phase[0].micro_batch
-                                                                     : r->phase[1].micro_batch;
+                                                                  : r->phase[1].micro_batch;
     int max_t = r->phase[0].seq > r->phase[1].seq ? r->phase[0].seq : r->phase[1].seq;
-    int max_p = r->phase[0].max_pred > r->phase[1].max_pred ? r->phase[0].max_pred
-                                                              : r->phase[1].max_pred;
+    int max_p =
+        r->phase[0].max_pred > r->phase[1].max_pred ? r->phase[0].max_pred : r->phase[1].max_pred;
     if (cz_model_create(&r->model, &r->cfg.model, max_b, max_t, max_p, r->gemm, err) != 0)
         return -1;
     for (int ph = 0; ph < 2; ph++)
@@ -161,8 +162,8 @@ static int setup(cz_run *r, const cz_config *cfg, const cz_train_options *opt, c
     const cz_tensor_info *t0 = cz_model_tensor(r->model, 0);
     if (cz_optim_ranges_from_tensors(t0, nt, &r->cfg.optim, r->ranges, err) != 0) return -1;
     r->n_ranges = nt;
-    if (cz_optimizer_create(&r->opt, &r->dist, &r->cfg.optim, &r->cfg.dist, r->n_params,
-                            r->ranges, r->n_ranges, err) != 0)
+    if (cz_optimizer_create(&r->opt, &r->dist, &r->cfg.optim, &r->cfg.dist, r->n_params, r->ranges,
+                            r->n_ranges, err) != 0)
         return -1;
 
     r->peak_gflops = t->peak_gflops > 0 ? t->peak_gflops : measure_peak_gflops(r->gemm, err);
@@ -180,8 +181,8 @@ static int setup(cz_run *r, const cz_config *cfg, const cz_train_options *opt, c
                 (double)r->n_params / 1e6, r->dist.size, r->threads, cz_gemm_describe(r->gemm),
                 r->peak_gflops);
         cz_info("batch: global %d = micro %d x %d rank(s) x %d accumulation, seq %d, %ld steps",
-                r->phase[0].global_batch, r->phase[0].micro_batch, r->dist.size,
-                r->phase[0].accum, r->phase[0].seq, t->steps);
+                r->phase[0].global_batch, r->phase[0].micro_batch, r->dist.size, r->phase[0].accum,
+                r->phase[0].seq, t->steps);
         if (r->phase2_start < t->steps)
             cz_info("phase 2 from step %ld: seq %d, max_pred %d, global batch %d",
                     r->phase2_start + 1, r->phase[1].seq, r->phase[1].max_pred,
@@ -227,8 +228,13 @@ static void add_losses(cz_step_stats *s, const cz_losses *l) {
 /* Sums the step's figures over ranks (same result on every rank: the
  * non-finite verdict must be shared). Losses are means over micro-batches. */
 static void reduce_step_stats(cz_run *r, cz_step_stats *s, int micro_batches) {
-    double v[8] = {s->loss,     s->mlm_loss,          s->nsp_loss,          s->lm_loss,
-                   (double)s->mlm_correct, (double)s->mlm_count, (double)s->nsp_correct,
+    double v[8] = {s->loss,
+                   s->mlm_loss,
+                   s->nsp_loss,
+                   s->lm_loss,
+                   (double)s->mlm_correct,
+                   (double)s->mlm_count,
+                   (double)s->nsp_correct,
                    (double)s->nsp_count};
     MPI_Allreduce(MPI_IN_PLACE, v, 8, MPI_DOUBLE, MPI_SUM, r->dist.comm);
     s->loss = v[0] / micro_batches;
@@ -314,8 +320,8 @@ static int train_step(cz_run *r, cz_step_stats *s, cz_error *err) {
      * is the norm, clipping, the AdamW/LAMB update and any weight gather */
     s->optim_seconds = t_opt_end - t_opt - s->comm_wait;
     s->tokens = (double)ph->global_batch * ph->seq;
-    s->flops = 3.0 * cz_model_forward_flops(&r->cfg.model, ph->seq, ph->max_pred) *
-               ph->global_batch;
+    s->flops =
+        3.0 * cz_model_forward_flops(&r->cfg.model, ph->seq, ph->max_pred) * ph->global_batch;
     r->samples_done += (uint64_t)ph->global_batch;
     s->samples_done = r->samples_done;
     return 0;
@@ -349,9 +355,9 @@ static int evaluate(cz_run *r, cz_error *err) {
         e.lm_count += l.lm_count;
         e.samples += ph->micro_batch;
     }
-    double v[8] = {e.mlm_loss_sum, e.lm_loss_sum, (double)e.mlm_correct, (double)e.mlm_count,
-                   (double)e.nsp_correct, (double)e.nsp_count, (double)e.lm_count,
-                   (double)e.samples};
+    double v[8] = {e.mlm_loss_sum,      e.lm_loss_sum,         (double)e.mlm_correct,
+                   (double)e.mlm_count, (double)e.nsp_correct, (double)e.nsp_count,
+                   (double)e.lm_count,  (double)e.samples};
     MPI_Allreduce(MPI_IN_PLACE, v, 8, MPI_DOUBLE, MPI_SUM, r->dist.comm);
     e.mlm_loss_sum = v[0];
     e.lm_loss_sum = v[1];
