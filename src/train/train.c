@@ -118,6 +118,7 @@ static int setup(cz_run *r, const cz_config *cfg, const cz_train_options *opt, c
     memset(r, 0, sizeof *r);
     r->cfg = *cfg;
     r->quiet = opt->quiet;
+    r->inject_nan_steps = getenv("CLOZE_INJECT_NAN_STEPS");
     if (cz_dist_from_comm(&r->dist, MPI_COMM_WORLD, err) != 0) return -1;
     r->threads = threads_per_rank(r);
     omp_set_num_threads(r->threads);
@@ -249,8 +250,7 @@ static void reduce_step_stats(cz_run *r, cz_step_stats *s, int micro_batches) {
 
 /* Fault injection for tests (documented in docs/user-guide.md): poison this
  * rank's gradients at the given steps to exercise the non-finite path. */
-static int nan_injected_at(long step) {
-    const char *s = getenv("CLOZE_INJECT_NAN_STEPS");
+static int nan_injected_at(const char *s, long step) {
     if (!s) return 0;
     const char *p = s;
     while (*p) {
@@ -302,7 +302,7 @@ static int train_step(cz_run *r, cz_step_stats *s, cz_error *err) {
         }
         cz_model_backward(r->model, &b, 1.0f);
     }
-    if (nan_injected_at(r->step)) grads[0] = NAN;
+    if (nan_injected_at(r->inject_nan_steps, r->step)) grads[0] = NAN;
     double lr = cz_lr_at(&r->cfg.optim, r->step, r->cfg.train.steps);
     cz_step_report rep;
     double t_opt = cz_now();
@@ -313,7 +313,7 @@ static int train_step(cz_run *r, cz_step_stats *s, cz_error *err) {
     reduce_step_stats(r, s, ph->micro_batches);
     s->lr = lr;
     s->grad_norm = rep.grad_norm;
-    s->skipped = rep.skipped || !isfinite(s->loss);
+    s->skipped = rep.skipped; /* the truth: weights untouched this step */
     s->seconds = cz_now() - t0;
     s->comm_wait = cz_grad_sync_wait_seconds(gs);
     /* cz_optimizer_step first waits for the all-reduce (comm_wait); the rest
@@ -413,7 +413,9 @@ static int run_loop(cz_run *r, cz_error *err) {
         r->step++;
         r->elapsed = cz_now() - loop_start;
         cz_metrics_step(r, &s);
-        if (s.skipped) {
+        /* a non-finite loss counts towards divergence even when the
+         * gradients stayed finite and the update was applied */
+        if (s.skipped || !isfinite(s.loss)) {
             r->bad_in_row++;
             r->bad_total++;
             if (r->bad_in_row >= t->max_bad_steps)
@@ -456,7 +458,7 @@ static int run_loop(cz_run *r, cz_error *err) {
     if (last_ckpt != r->step && cz_run_save_checkpoint(r, err) != 0) return -1;
     if (r->dist.rank == 0) {
         char buf[32];
-        cz_info("done: %ld steps in %s (%ld skipped as non-finite)", t->steps,
+        cz_info("done: %ld steps in %s (%ld non-finite)", t->steps,
                 cz_format_duration(r->elapsed, buf, sizeof buf), r->bad_total);
     }
     report_peak_memory(r, "peak_rss", "");

@@ -40,6 +40,7 @@ typedef struct cz_run {
     long step;             /* next step to run */
     uint64_t samples_done; /* next global sample index */
     long bad_in_row, bad_total;
+    const char *inject_nan_steps; /* CLOZE_INJECT_NAN_STEPS, read once (tests) */
     /* progress */
     long first_step;
     double elapsed;
