@@ -53,15 +53,18 @@ class Model(nn.Module):
         self.arch = arch
         self.tok = nn.Embedding(vocab, h)
         self.pos = nn.Embedding(max(512, seq), h)
-        self.seg = nn.Embedding(2, h)
-        self.ln = nn.LayerNorm(h, eps=1e-12)
         self.blocks = nn.ModuleList([Block(h, a, arch == "gpt") for _ in range(layers)])
-        self.mlm_dense = nn.Linear(h, h)
-        self.mlm_ln = nn.LayerNorm(h, eps=1e-12)
-        self.mlm_bias = nn.Parameter(torch.zeros(vocab))
-        self.pool = nn.Linear(h, h)
-        self.nsp = nn.Linear(h, 2)
         self.drop = nn.Dropout(0.1)
+        if arch == "bert":
+            # BERT-only parts; GPT must not own them, or DDP waits for
+            # gradients that never come (unused parameters)
+            self.seg = nn.Embedding(2, h)
+            self.ln = nn.LayerNorm(h, eps=1e-12)
+            self.mlm_dense = nn.Linear(h, h)
+            self.mlm_ln = nn.LayerNorm(h, eps=1e-12)
+            self.mlm_bias = nn.Parameter(torch.zeros(vocab))
+            self.pool = nn.Linear(h, h)
+            self.nsp = nn.Linear(h, 2)
 
     def forward(self, ids, segs, positions, labels, nsp_labels):
         b, t = ids.shape
