@@ -49,6 +49,19 @@ static int check_table(const cz_shard *s, const uint64_t *t, uint64_t n, uint64_
     return 0;
 }
 
+/* One section [off, end) of a shard: it starts at or after `min_start` (the
+ * header or the previous section), on a SECTION_ALIGN boundary, and ends
+ * inside the file. */
+static int check_section(const char *p, const char *field, size_t field_offset, uint64_t off,
+                         uint64_t end, uint64_t min_start, uint64_t actual_size, cz_error *err) {
+    if (off < min_start || off % SECTION_ALIGN || off > actual_size || end > actual_size)
+        return cz_fail(err,
+                       "%s: %s field (offset %zu): section [%llu, %llu) is misplaced or outside "
+                       "the %llu-byte file",
+                       p, field, field_offset, (unsigned long long)off, (unsigned long long)end,
+                       (unsigned long long)actual_size);
+    return 0;
+}
 static int check_header(const cz_shard *s, uint64_t actual_size, cz_error *err) {
     const cz_shard_header *h = &s->hdr;
     const char *p = s->path;
@@ -85,30 +98,13 @@ static int check_header(const cz_shard *s, uint64_t actual_size, cz_error *err) 
     uint64_t tok_end = h->tokens_offset + h->n_tokens * h->token_width;
     uint64_t sent_end = h->sentences_offset + (h->n_sentences + 1) * 8;
     uint64_t doc_end = h->documents_offset + (h->n_documents + 1) * 8;
-    if (h->tokens_offset < CZ_SHARD_HEADER_SIZE || h->tokens_offset % SECTION_ALIGN ||
-        h->tokens_offset > actual_size || tok_end > actual_size)
-        return cz_fail(err,
-                       "%s: tokens_offset field (offset %zu): section [%llu, %llu) is misplaced or "
-                       "outside the %llu-byte file",
-                       p, offsetof(cz_shard_header, tokens_offset),
-                       (unsigned long long)h->tokens_offset, (unsigned long long)tok_end,
-                       (unsigned long long)actual_size);
-    if (h->sentences_offset < tok_end || h->sentences_offset % SECTION_ALIGN ||
-        h->sentences_offset > actual_size || sent_end > actual_size)
-        return cz_fail(err,
-                       "%s: sentences_offset field (offset %zu): section [%llu, %llu) is misplaced "
-                       "or outside the %llu-byte file",
-                       p, offsetof(cz_shard_header, sentences_offset),
-                       (unsigned long long)h->sentences_offset, (unsigned long long)sent_end,
-                       (unsigned long long)actual_size);
-    if (h->documents_offset < sent_end || h->documents_offset % SECTION_ALIGN ||
-        h->documents_offset > actual_size || doc_end > actual_size)
-        return cz_fail(err,
-                       "%s: documents_offset field (offset %zu): section [%llu, %llu) is misplaced "
-                       "or outside the %llu-byte file",
-                       p, offsetof(cz_shard_header, documents_offset),
-                       (unsigned long long)h->documents_offset, (unsigned long long)doc_end,
-                       (unsigned long long)actual_size);
+    if (check_section(p, "tokens_offset", offsetof(cz_shard_header, tokens_offset),
+                      h->tokens_offset, tok_end, CZ_SHARD_HEADER_SIZE, actual_size, err) != 0 ||
+        check_section(p, "sentences_offset", offsetof(cz_shard_header, sentences_offset),
+                      h->sentences_offset, sent_end, tok_end, actual_size, err) != 0 ||
+        check_section(p, "documents_offset", offsetof(cz_shard_header, documents_offset),
+                      h->documents_offset, doc_end, sent_end, actual_size, err) != 0)
+        return -1;
     return 0;
 }
 
