@@ -120,9 +120,9 @@ static void log_memory_plan(const cz_run *r, int max_b, int max_t) {
     cz_model_memory mem;
     cz_model_get_memory(r->model, &mem);
     const double mib = 1.0 / 1048576.0;
-    cz_info("memory plan per rank (micro-batch %d x seq %d, recompute %s): activations %.0f MiB "
-            "(layer inputs %.0f, layer activations %.0f, heads and gradient scratch %.0f), "
-            "parameters + gradients %.0f MiB",
+    cz_info("memory plan per rank (micro-batch %d x seq %d, recompute %s): activations %.1f MiB "
+            "(layer inputs %.1f, layer activations %.1f, heads and gradient scratch %.1f), "
+            "parameters + gradients %.1f MiB",
             max_b, max_t, r->cfg.model.recompute == CZ_RECOMPUTE_LAYERS ? "layers" : "none",
             (double)mem.activations * mib, (double)mem.layer_inputs * mib,
             (double)mem.layer_acts * mib, (double)mem.other * mib, (double)mem.params * mib);
