@@ -5,12 +5,15 @@
  *   bench-model_step_bench [--arch bert|gpt] [--layers L] [--hidden H]
  *       [--heads A] [--inter I] [--vocab V] [--seq T] [--batch B] [--pred P]
  *       [--threads N] [--steps N] [--gemm auto|blis|ref]
+ *       [--recompute none|layers]
  *
  * The first step is a warm-up (page faults, BLIS buffers) and is not counted;
  * the step time is the median of the others. Dropout is on (0.1), as in
- * pre-training. */
+ * pre-training. Also prints the planned activation bytes (cz_model_get_memory)
+ * and the process's peak resident memory (getrusage). */
 #include <omp.h>
 #include <stdio.h>
+#include <sys/resource.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,10 +24,12 @@ typedef struct options {
     cz_arch arch;
     int layers, hidden, heads, inter, vocab, seq, batch, pred, threads, steps;
     cz_gemm_choice gemm;
+    int recompute;
 } options;
 
 static int parse(options *o, int argc, char **argv) {
-    *o = (options){CZ_ARCH_BERT, 4, 256, 4, 0, 30522, 128, 16, 20, 1, 5, CZ_GEMM_AUTO};
+    *o = (options){CZ_ARCH_BERT,     4, 256, 4, 0, 30522, 128, 16, 20, 1, 5, CZ_GEMM_AUTO,
+                   CZ_RECOMPUTE_NONE};
     for (int i = 1; i + 1 < argc; i += 2) {
         const char *k = argv[i], *v = argv[i + 1];
         int x = atoi(v);
@@ -54,6 +59,8 @@ static int parse(options *o, int argc, char **argv) {
             o->gemm = !strcmp(v, "ref")    ? CZ_GEMM_REFERENCE
                       : !strcmp(v, "blis") ? CZ_GEMM_BLIS_DEFAULT
                                            : CZ_GEMM_AUTO;
+        else if (!strcmp(k, "--recompute"))
+            o->recompute = !strcmp(v, "layers") ? CZ_RECOMPUTE_LAYERS : CZ_RECOMPUTE_NONE;
         else {
             fprintf(stderr, "model_step_bench: unknown option %s\n", k);
             return -1;
@@ -85,7 +92,7 @@ int main(int argc, char **argv) {
                          o.layers, o.heads,      o.inter,
                          512,      bert ? 2 : 0, bert ? 1e-12f : 1e-5f,
                          !bert,    0.1f,         0.1f,
-                         0.02f};
+                         0.02f,    o.recompute};
     if (c.max_positions < o.seq) c.max_positions = o.seq;
     cz_model *m;
     if (cz_model_create(&m, &c, o.batch, o.seq, bert ? o.pred : 0, g, &err)) {
@@ -145,6 +152,7 @@ int main(int argc, char **argv) {
             sum.embeddings += p.embeddings;
             sum.loss += p.loss;
             sum.total += p.total;
+            sum.recompute += p.recompute;
         }
         fprintf(stderr, "step %d: %.3f s, loss %.4f\n", step, times[step], l.loss);
     }
@@ -157,6 +165,16 @@ int main(int argc, char **argv) {
            cz_gemm_describe(g));
     printf("step median %.4f s over %d steps (min %.4f max %.4f): %.0f tokens/s, %.2f GFLOP/s\n",
            med, o.steps, times[1], times[o.steps], n / med, flops / med * 1e-9);
+    cz_model_memory mem;
+    cz_model_get_memory(m, &mem);
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    printf("recompute %s: planned activations %.1f MiB (layer inputs %.1f, layer activations "
+           "%.1f, other %.1f), parameters + gradients %.1f MiB; peak RSS %.1f MiB; recompute "
+           "%.4f s per step\n",
+           o.recompute ? "layers" : "none", mem.activations / 1048576.0,
+           mem.layer_inputs / 1048576.0, mem.layer_acts / 1048576.0, mem.other / 1048576.0,
+           mem.params / 1048576.0, ru.ru_maxrss / 1024.0, sum.recompute / o.steps);
     double k = 1.0 / o.steps, other = sum.total - sum.gemm - sum.attention - sum.elementwise -
                                       sum.embeddings - sum.loss;
     printf("profile per step (mean): gemm %.4f s (%.1f%%), attention %.4f s (%.1f%%), "

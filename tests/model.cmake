@@ -7,6 +7,7 @@ set_tests_properties(test_kernels_scalar PROPERTIES LABELS unit TIMEOUT 120 SKIP
 cloze_add_unit_test(test_model_gradcheck TIMEOUT 120)
 cloze_add_unit_test(test_model_overfit TIMEOUT 120)
 cloze_add_unit_test(test_model_safetensors TIMEOUT 60)
+cloze_add_unit_test(test_model_recompute TIMEOUT 60)
 
 # The PyTorch comparison: model_dump writes weights, batch, loss and grads;
 # tests/reference/model_reference.py recomputes them in plain torch.

@@ -4,3 +4,6 @@ foreach(t train_layouts train_resume train_faults slurm)
   cloze_add_script_test(test_${t} COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_${t}.sh
                         LABELS "mpi;train" TIMEOUT 900)
 endforeach()
+# activation recomputation: bitwise the same weights (seconds)
+cloze_add_script_test(test_train_recompute COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_train_recompute.sh
+                      LABELS "mpi;train" TIMEOUT 300)

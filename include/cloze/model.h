@@ -32,7 +32,18 @@ typedef struct cz_model_config {
     float hidden_dropout; /* embeddings, attention output, FFN output: 0.1 */
     float attn_dropout;   /* attention probabilities: 0.1 */
     float init_range;     /* truncated normal std: 0.02 */
+    /* Activation recomputation (gradient checkpointing, Chen et al. 2016,
+     * "Training Deep Nets with Sublinear Memory Cost"): CZ_RECOMPUTE_LAYERS
+     * keeps only each layer's input from the forward pass and runs the
+     * layer's forward again just before its backward, into one layer's worth
+     * of scratch. Dropout masks are pure functions of (seed, step, sample,
+     * layer, site), so the recomputed activations and hence the gradients are
+     * bitwise those of CZ_RECOMPUTE_NONE; the cost is one extra layer forward
+     * per layer (about +1/3 of a step's matrix FLOPs). */
+    int recompute; /* cz_recompute */
 } cz_model_config;
+
+typedef enum { CZ_RECOMPUTE_NONE = 0, CZ_RECOMPUTE_LAYERS = 1 } cz_recompute;
 
 /* One micro-batch, built by the data module. B sequences of T tokens. */
 typedef struct cz_batch {
@@ -102,6 +113,18 @@ const cz_tensor_info *cz_model_find_tensor(const cz_model *m, const char *name);
  * LayerNorm gamma = 1, beta = 0; keyed by (seed, tensor index). */
 void cz_model_init_weights(cz_model *m, uint64_t seed);
 
+/* The memory plan made by cz_model_create, in bytes. */
+typedef struct cz_model_memory {
+    size_t params;       /* parameters + gradients */
+    size_t layer_inputs; /* x[0..L]: each layer's input and the encoder output */
+    size_t layer_acts;   /* what backward needs inside the layers: L sets, or one
+                            set of scratch with recomputation */
+    size_t other;        /* embeddings, heads and logits, gradient scratch */
+    size_t activations;  /* layer_inputs + layer_acts + other */
+} cz_model_memory;
+
+void cz_model_get_memory(const cz_model *m, cz_model_memory *out);
+
 void cz_model_set_grad_hook(cz_model *m, cz_grad_ready_fn fn, void *ctx);
 
 /* Forward pass; keeps the activations that backward needs. */
@@ -124,10 +147,13 @@ double cz_model_forward_flops(const cz_model_config *cfg, int seq, int max_pred)
  *   embeddings  token/position/segment lookup and its scatter-add
  *   loss        heads outside GEMM: gathers, cross-entropy, pooler tanh
  * total is the wall time inside cz_model_forward and cz_model_backward;
- * total minus the phases is bookkeeping (copies, loops in model.c). */
+ * total minus the phases is bookkeeping (copies, loops in model.c).
+ * recompute is the wall time of the layer forwards that backward runs again
+ * (cfg.recompute); their kernels also count in the phases above. */
 typedef struct cz_model_profile {
     double gemm, attention, elementwise, embeddings, loss;
     double total;
+    double recompute;
     long forwards, backwards;
 } cz_model_profile;
 

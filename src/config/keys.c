@@ -54,6 +54,10 @@ const cz_key cz_config_keys[] = {
      .max = 1, .flags = CZ_MAX_EXCL, .meaning = "dropout on attention probabilities"},
     {KEY("model", "init_range", CZ_KEY_FLOAT, model.init_range), .def = "0.02", .min = 0, .max = 1,
      .flags = CZ_MIN_EXCL, .meaning = "std of the truncated-normal weight initialisation"},
+    {KEY("model", "recompute", CZ_KEY_WORD_INDEX, model.recompute), .def = "none",
+     .choices = "none|layers",
+     .meaning = "layers: keep only each layer's input, recompute its activations before its "
+                "backward (less memory, +1/3 matrix FLOPs, bitwise the same gradients)"},
 
     /* ---- data: instances and the BERT length curriculum (App. A.2) ---- */
     {KEY("data", "train_manifest", CZ_KEY_STRING, data.train_manifest), .def = "",

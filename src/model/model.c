@@ -10,7 +10,16 @@
  * them: heads, layer L-1, ..., layer 0, embeddings (the tied word embedding is
  * last to finish because the embedding lookup adds to it at the very end).
  * The gradient buffer has the same layout; backward calls the grad hook with
- * each finished range, in buffer order. */
+ * each finished range, in buffer order.
+ *
+ * Recomputation (cfg.recompute = CZ_RECOMPUTE_LAYERS; Chen et al. 2016,
+ * "Training Deep Nets with Sublinear Memory Cost", Sec. 3): every layer's
+ * activation pointers alias ONE set of scratch buffers. Forward keeps only the
+ * layer inputs x[l]; backward runs layer l's forward again from x[l] just
+ * before layer l's backward. The layer forward is a pure function of x[l],
+ * the parameters and the dropout keys (seed, step, sample, layer, site), and
+ * the kernels are deterministic for a given thread count, so the scratch then
+ * holds bitwise the activations a full forward would have kept. */
 #include "cloze/model.h"
 
 #include <math.h>
@@ -94,9 +103,20 @@ struct cz_model {
     int profiling;
     cz_model_profile prof;
 
+    /* recomputation: which layer's activations the shared scratch holds
+     * (-1: none); the last layer's survive the forward, so its backward needs
+     * no recomputation */
+    int scratch_layer;
+
+    /* memory plan: take() adds each buffer's bytes to mem_plan[mem_slot] */
+    size_t mem_plan[4];
+    int mem_slot;
+
     void *allocs[MAX_ALLOCS];
     int n_allocs;
 };
+
+enum { MEM_PARAMS, MEM_LAYER_INPUTS, MEM_LAYER_ACTS, MEM_OTHER };
 
 /* ---- creation: the parameter table ---- */
 
@@ -215,7 +235,10 @@ static void *take(cz_model *m, size_t bytes, cz_error *err) {
         return NULL;
     }
     void *p = cz_alloc(bytes ? bytes : 64, err);
-    if (p) m->allocs[m->n_allocs++] = p;
+    if (p) {
+        m->allocs[m->n_allocs++] = p;
+        m->mem_plan[m->mem_slot] += bytes;
+    }
     return p;
 }
 
@@ -241,6 +264,8 @@ static int check_config(const cz_model_config *c, int max_b, int max_t, int max_
     if (c->hidden_dropout < 0 || c->hidden_dropout >= 1 || c->attn_dropout < 0 ||
         c->attn_dropout >= 1)
         return cz_fail(err, "model: dropout rates must be in [0, 1)");
+    if (c->recompute != CZ_RECOMPUTE_NONE && c->recompute != CZ_RECOMPUTE_LAYERS)
+        return cz_fail(err, "model: recompute %d is neither none (0) nor layers (1)", c->recompute);
     return 0;
 }
 
@@ -260,6 +285,8 @@ int cz_model_create(cz_model **out, const cz_model_config *cfg, int max_batch, i
         V = cfg->vocab_size, T = max_seq, B = max_batch, P = m->max_p;
     size_t N = (size_t)B * T, BP = (size_t)B * P;
 
+    m->scratch_layer = -1;
+    m->mem_slot = MEM_OTHER; /* tables, then re-assigned below */
     TAKE(m->tensors, MAX_TENSORS);
     TAKE(m->tensor_kind, MAX_TENSORS);
     TAKE(m->layers, L);
@@ -271,13 +298,34 @@ int cz_model_create(cz_model **out, const cz_model_config *cfg, int max_batch, i
         build_bert_table(m);
     else
         build_gpt_table(m);
+    m->mem_plan[MEM_OTHER] = 0; /* the tables are not part of the plan */
+    m->mem_slot = MEM_PARAMS;
     TAKE(m->params, m->n_params);
     TAKE(m->grads, m->n_params);
 
+    m->mem_slot = MEM_LAYER_INPUTS;
     TAKE(m->x, L + 1);
     for (int l = 0; l <= L; l++) TAKE(m->x[l], N * H);
+    m->mem_slot = MEM_LAYER_ACTS;
+    int sets = cfg->recompute == CZ_RECOMPUTE_LAYERS ? 1 : L;
     for (int l = 0; l < L; l++) {
         layer *ly = &m->layers[l];
+        if (l >= sets) { /* recomputation: alias layer 0's set */
+            layer *s0 = &m->layers[0];
+            ly->qkv_act = s0->qkv_act;
+            ly->probs = s0->probs;
+            ly->ctx = s0->ctx;
+            ly->r1 = s0->r1;
+            ly->h1 = s0->h1;
+            ly->r2 = s0->r2;
+            ly->u = s0->u;
+            ly->g = s0->g;
+            ly->mean1 = s0->mean1;
+            ly->rstd1 = s0->rstd1;
+            ly->mean2 = s0->mean2;
+            ly->rstd2 = s0->rstd2;
+            continue;
+        }
         TAKE(ly->qkv_act, N * 3 * H);
         TAKE(ly->probs, (size_t)B * A * T * T);
         TAKE(ly->ctx, N * H);
@@ -291,6 +339,7 @@ int cz_model_create(cz_model **out, const cz_model_config *cfg, int max_batch, i
         TAKE(ly->mean2, N);
         TAKE(ly->rstd2, N);
     }
+    m->mem_slot = MEM_OTHER;
     TAKE(m->emb_sum, N * H);
     TAKE(m->emb_ln, N * H);
     TAKE(m->emb_mean, N);
@@ -365,6 +414,14 @@ const cz_tensor_info *cz_model_find_tensor(const cz_model *m, const char *name) 
     for (int i = 0; i < m->n_tensors; i++)
         if (!strcmp(m->tensors[i].name, name)) return &m->tensors[i];
     return NULL;
+}
+
+void cz_model_get_memory(const cz_model *m, cz_model_memory *out) {
+    out->params = m->mem_plan[MEM_PARAMS];
+    out->layer_inputs = m->mem_plan[MEM_LAYER_INPUTS];
+    out->layer_acts = m->mem_plan[MEM_LAYER_ACTS];
+    out->other = m->mem_plan[MEM_OTHER];
+    out->activations = out->layer_inputs + out->layer_acts + out->other;
 }
 
 void cz_model_set_grad_hook(cz_model *m, cz_grad_ready_fn fn, void *ctx) {
@@ -572,11 +629,13 @@ static void attention_backward(cz_model *m, layer *ly, int l, const cz_batch *b)
 
 /* ---- forward ---- */
 
-static void layer_forward(cz_model *m, int l, const cz_batch *b) {
+/* x[l] -> out (x[l+1] in the forward pass), keeping layer l's activations. */
+static void layer_forward(cz_model *m, int l, const cz_batch *b, float *out) {
     layer *ly = &m->layers[l];
     const cz_model_config *c = &m->cfg;
     int n = b->batch * b->seq, H = c->hidden, I = c->intermediate;
     const float *x = m->x[l];
+    m->scratch_layer = l;
     for (int k = 0; k < ly->n_qkv; k++)
         lin_forward(m, &ly->qkv[k], x, H, n, ly->qkv_act + k * H, 3 * H);
     attention_forward(m, ly, l, b);
@@ -591,7 +650,7 @@ static void layer_forward(cz_model *m, int l, const cz_batch *b) {
     lin_forward(m, &ly->ffn_out, ly->g, I, n, m->tmp_h, H);
     PHASE(elementwise, dropout_rows(b, c->hidden_dropout, l, SITE_FFN_OUT, m->tmp_h, m->tmp_h, H));
     PHASE(elementwise,
-          cz_add_layernorm_forward(m->x[l + 1], ly->r2, ly->mean2, ly->rstd2, ly->h1, m->tmp_h,
+          cz_add_layernorm_forward(out, ly->r2, ly->mean2, ly->rstd2, ly->h1, m->tmp_h,
                                    PARAM(ly->ln2_g), PARAM(ly->ln2_b), n, H, c->layer_norm_eps));
 }
 
@@ -734,7 +793,7 @@ int cz_model_forward(cz_model *m, const cz_batch *b, cz_losses *out, cz_error *e
     if (b->attn_mask)
         for (int i = 0; i < n; i++) m->key_bias[i] = b->attn_mask[i] ? 0.0f : PAD_KEY_BIAS;
     embeddings_forward(m, b);
-    for (int l = 0; l < m->cfg.layers; l++) layer_forward(m, l, b);
+    for (int l = 0; l < m->cfg.layers; l++) layer_forward(m, l, b, m->x[l + 1]);
     if (m->cfg.arch == CZ_ARCH_BERT)
         bert_heads_forward(m, b, out);
     else
@@ -803,6 +862,15 @@ static void layer_backward(cz_model *m, int l, const cz_batch *b) {
     layer *ly = &m->layers[l];
     const cz_model_config *c = &m->cfg;
     int n = b->batch * b->seq, H = c->hidden, I = c->intermediate;
+    /* recomputation: refill the shared scratch with layer l's activations.
+     * The layer output is not needed (backward reads r2 and the LN2
+     * statistics), so it goes to m->dx, which is free until LN1's backward
+     * overwrites it below; x[l+1] is left untouched. */
+    if (c->recompute == CZ_RECOMPUTE_LAYERS && m->scratch_layer != l) {
+        double t0 = m->profiling ? cz_now() : 0.0;
+        layer_forward(m, l, b, m->dx);
+        if (m->profiling) m->prof.recompute += cz_now() - t0;
+    }
     /* d(LN2 input) goes straight into dh1: it is the residual branch's
      * gradient, to which the FFN input's gradient is added below */
     PHASE(elementwise, cz_layernorm_backward(m->dh1, GRAD(ly->ln2_g), GRAD(ly->ln2_b), m->dy,

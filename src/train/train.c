@@ -114,6 +114,20 @@ static int open_data(cz_run *r, cz_error *err) {
     return 0;
 }
 
+/* The model's memory plan (made once for the largest micro-batch) per rank;
+ * the optimizer's state comes on top (docs/performance.md). */
+static void log_memory_plan(const cz_run *r, int max_b, int max_t) {
+    cz_model_memory mem;
+    cz_model_get_memory(r->model, &mem);
+    const double mib = 1.0 / 1048576.0;
+    cz_info("memory plan per rank (micro-batch %d x seq %d, recompute %s): activations %.1f MiB "
+            "(layer inputs %.1f, layer activations %.1f, heads and gradient scratch %.1f), "
+            "parameters + gradients %.1f MiB",
+            max_b, max_t, r->cfg.model.recompute == CZ_RECOMPUTE_LAYERS ? "layers" : "none",
+            (double)mem.activations * mib, (double)mem.layer_inputs * mib,
+            (double)mem.layer_acts * mib, (double)mem.other * mib, (double)mem.params * mib);
+}
+
 static int setup(cz_run *r, const cz_config *cfg, const cz_train_options *opt, cz_error *err) {
     memset(r, 0, sizeof *r);
     r->cfg = *cfg;
@@ -188,6 +202,7 @@ static int setup(cz_run *r, const cz_config *cfg, const cz_train_options *opt, c
             cz_info("phase 2 from step %ld: seq %d, max_pred %d, global batch %d",
                     r->phase2_start + 1, r->phase[1].seq, r->phase[1].max_pred,
                     r->phase[1].global_batch);
+        log_memory_plan(r, max_b, max_t);
     }
     MPI_Barrier(r->dist.comm);
     return 0;
