@@ -1,6 +1,7 @@
 /* The optimizer's fast paths against their definitions (1-rank MPI job):
  *   - AdamW and LAMB's direction, AVX-512 (when the CPU has it) vs the
- *     scalar `*_ref` code: the same bits in weights, moments, direction and
+ *     scalar `*_ref` code (and AdamW's against the rule written out here,
+ *     one element at a time): the same bits in weights, moments, direction and
  *     sums, on random data with signed zeros and subnormals, ranges whose
  *     boundaries are not multiples of the vector width, decay and no-decay;
  *   - sums of squares: the same bits on both paths, and within rounding of a
@@ -56,14 +57,33 @@ static cz_adam_coef coef(int t, float gscale) {
 
 #define SAME(a, b, n) (memcmp((a), (b), (n) * sizeof(float)) == 0)
 
+/* optim.h's AdamW rule written out here, one element at a time, in float
+ * (this file is built for baseline x86-64: no FMA to contract into) */
+static void adamw_plain(const cz_adam_coef *k, const cz_param_range *r, int nr, float *w,
+                        const float *g, float *m, float *v, size_t lo, size_t hi) {
+    for (size_t i = lo; i < hi; i++) {
+        int nd = 0;
+        for (int j = 0; j < nr; j++)
+            if (i >= r[j].offset && i < r[j].offset + r[j].numel) nd = r[j].no_decay;
+        float gi = g[i] * k->gscale;
+        float mi = k->beta1 * m[i - lo] + (1.0f - k->beta1) * gi;
+        float vi = k->beta2 * v[i - lo] + (1.0f - k->beta2) * (gi * gi);
+        m[i - lo] = mi;
+        v[i - lo] = vi;
+        float u = (mi / k->c1) / (sqrtf(vi / k->c2) + k->eps);
+        u += (nd ? 0.0f : k->wd) * w[i];
+        w[i] -= k->lr * u;
+    }
+}
+
 static void test_rules(void) {
     const size_t n = 2 * CZ_OPTIM_BLOCK + 37, lo = 5, hi = n - 3;
     /* boundaries at 3, 20, 16404: not multiples of 16 */
     cz_param_range r[4] = {{0, 3, 0}, {3, 17, 1}, {20, CZ_OPTIM_BLOCK, 0}, {0, 0, 1}};
     r[3].offset = 20 + CZ_OPTIM_BLOCK;
     r[3].numel = n - r[3].offset;
-    float *w[2], *m[2], *v[2], *u[2], *g = floats(n);
-    for (int j = 0; j < 2; j++) {
+    float *w[3], *m[3], *v[3], *u[3], *g = floats(n);
+    for (int j = 0; j < 3; j++) {
         w[j] = floats(n), m[j] = floats(n), v[j] = floats(n), u[j] = floats(n);
         fill(w[j], n, 1, 0.5f, 0);
         fill(m[j], n, 2, 0.01f, 0);
@@ -74,8 +94,11 @@ static void test_rules(void) {
         cz_adam_coef k = coef(t, t == 2 ? 0.37f : 1.0f);
         cz_adamw_update(&k, r, 4, w[0], g, m[0] + lo, v[0] + lo, lo, hi);
         cz_adamw_update_ref(&k, r, 4, w[1], g, m[1] + lo, v[1] + lo, lo, hi);
+        adamw_plain(&k, r, 4, w[2], g, m[2] + lo, v[2] + lo, lo, hi);
         CHECK(SAME(w[0], w[1], n) && SAME(m[0], m[1], n) && SAME(v[0], v[1], n),
               "AdamW step %d: fast path differs from the scalar definition", t);
+        CHECK(SAME(w[2], w[1], n) && SAME(m[2], m[1], n) && SAME(v[2], v[1], n),
+              "AdamW step %d: cz_adamw_update_ref differs from the rule written out", t);
     }
     /* not vacuous: the weights inside [lo, hi) moved, those outside did not */
     float *w0 = floats(n);
@@ -113,7 +136,7 @@ static void test_rules(void) {
         CHECK(a == b, "sumsq n=%zu: %.17g vs %.17g", sizes[s], a, b);
         CHECK(fabs(a - p) <= 1e-12 * p, "sumsq n=%zu: %.17g vs plain %.17g", sizes[s], a, p);
     }
-    for (int j = 0; j < 2; j++) free(w[j]), free(m[j]), free(v[j]), free(u[j]);
+    for (int j = 0; j < 3; j++) free(w[j]), free(m[j]), free(v[j]), free(u[j]);
     free(g);
 }
 

@@ -75,8 +75,13 @@ static inline float scaled_grad(const cz_adam_coef *k, float pre, float g) {
     return (g * pre) * k->gscale;
 }
 
+/* omp simd: on CPUs without AVX-512 gcc may still run this 4 lanes at a
+ * time (SSE); each element's operations stay the same IEEE ones in the same
+ * order (src/optim is built with -fno-math-errno so sqrtf is one
+ * instruction, and -ffp-contract=off). */
 static void adamw_scalar(const cz_adam_coef *k, float pre, float wd, float *params,
                          const float *grads, float *m, float *v, size_t n) {
+#pragma omp simd
     for (size_t i = 0; i < n; i++) {
         float u = adam_direction(k, scaled_grad(k, pre, grads[i]), &m[i], &v[i]);
         u += wd * params[i];
