@@ -17,3 +17,9 @@ target_link_libraries(test_optim_dist PRIVATE cloze)
 foreach(np 1 2 3 4 5)
   cloze_add_mpi_test(test_optim_dist_np${np} ${np} test_optim_dist TIMEOUT 120)
 endforeach()
+
+# The optimizer's AVX-512 path against its scalar definition, and the step
+# with 1, 2 and 3 threads (one rank; the test sets the thread counts itself).
+add_executable(test_optim_fast ${CLOZE_TEST_DIR}/test_optim_fast.c)
+target_link_libraries(test_optim_fast PRIVATE cloze)
+cloze_add_mpi_test(test_optim_fast 1 test_optim_fast TIMEOUT 120)

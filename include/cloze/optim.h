@@ -57,17 +57,42 @@ typedef struct cz_adam_coef {
     float gscale; /* micro-batch averaging * clipping */
 } cz_adam_coef;
 
+/* Fast paths and references: each call below runs AVX-512 code when the CPU
+ * has AVX-512F (CLOZE_KERNELS=scalar forces the scalar code); `*_ref` is
+ * the scalar definition. Both give the same bits on every element: the
+ * same IEEE operations in the same order, no FMA contraction
+ * (src/optim/optim_simd.h). The calls here are single-threaded; the
+ * optimizer step runs the same blocks under OpenMP.
+ *
+ * Sums of squares (global norm, LAMB norms) have one fixed order, whatever
+ * the path or thread count: the slice is cut into blocks of CZ_OPTIM_BLOCK
+ * elements from its start; in a block, element i goes to double lane i % 16
+ * (squares of floats are exact in double); a block's sum adds lanes 0..15 in
+ * order; the slice's sum adds block sums in order. */
+#define CZ_OPTIM_BLOCK ((size_t)16384)
+
 /* AdamW on [lo, hi) of the buffers; m, v point at the moments of element lo.
  * Ranges give no_decay per element. */
 void cz_adamw_update(const cz_adam_coef *k, const cz_param_range *ranges, int n_ranges,
                      float *params, const float *grads, float *m, float *v, size_t lo, size_t hi);
+void cz_adamw_update_ref(const cz_adam_coef *k, const cz_param_range *ranges, int n_ranges,
+                         float *params, const float *grads, float *m, float *v, size_t lo,
+                         size_t hi);
+
+/* sum of (double)y^2 over y = x[i] * pre (float product), in the order above */
+double cz_optim_sumsq(const float *x, float pre, size_t n);
+double cz_optim_sumsq_ref(const float *x, float pre, size_t n);
 
 /* LAMB (You et al. 2019, Alg. 2), two passes per tensor:
  * direction: u = AdamW's u (moments updated, weight decay added), stored in
- *            u[0..count), returns sum(w^2), sum(u^2) in double, in order;
+ *            u[0..count), returns sum(w^2), sum(u^2) in double, in the
+ *            order above;
  * apply:     w -= (lr * trust) * u, trust = ||w|| / ||u|| (1 if either is 0). */
 void cz_lamb_direction(const cz_adam_coef *k, int no_decay, const float *params, const float *grads,
                        float *m, float *v, float *u, size_t count, double *w_sq, double *u_sq);
+void cz_lamb_direction_ref(const cz_adam_coef *k, int no_decay, const float *params,
+                           const float *grads, float *m, float *v, float *u, size_t count,
+                           double *w_sq, double *u_sq);
 void cz_lamb_apply(float lr_trust, float *params, const float *u, size_t count);
 
 /* ---- optimizer placement: the one call after backward ----
@@ -80,7 +105,11 @@ void cz_lamb_apply(float lr_trust, float *params, const float *u, size_t count);
  * All three give bitwise-identical weights with allreduce = "ring": the
  * gradient sums come from the same ring reduce-scatter, the norms from the
  * same fixed decomposition (one double partial per piece and tensor, summed
- * in piece order), and each element's update is the same float arithmetic.
+ * in piece order; inside a partial, the block order above), and each
+ * element's update is the same float arithmetic. The step is OpenMP-parallel
+ * over those blocks, with the calling thread's team size (cloze-train sets
+ * it to train.threads with omp_set_num_threads); no sum crosses a block, so
+ * the bits do not depend on the thread count.
  * LAMB's per-tensor norms in sharded mode: each rank computes its pieces'
  * partials, the partial table is exchanged (each entry is non-zero on one
  * rank only, so the exchange adds exact zeros), then summed in piece order. */

@@ -204,10 +204,15 @@ void cz_bias_gelu_forward(float *g, float *u, const float *bias, int n, int c, i
 
 /* ---- bias ---- */
 
+/* omp simd: without it gcc -O2 keeps this scalar (y and bias might alias);
+ * each element is one float add either way, so the bits do not change. */
 void cz_add_bias(float *y, const float *bias, int n, int c, int ld) {
 #pragma omp parallel for schedule(static)
-    for (int i = 0; i < n; i++)
-        for (int j = 0; j < c; j++) y[(size_t)i * ld + j] += bias[j];
+    for (int i = 0; i < n; i++) {
+        float *restrict row = y + (size_t)i * ld;
+#pragma omp simd
+        for (int j = 0; j < c; j++) row[j] += bias[j];
+    }
 }
 
 static void bias_col(float *db, const float *dy, int n, int ld, int j) {

@@ -5,6 +5,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "optim_simd.h"
+
 int cz_optim_name_no_decay(const cz_optim_config *cfg, const char *name) {
     for (int i = 0; i < cfg->n_no_decay; i++)
         if (cfg->no_decay[i][0] && strstr(name, cfg->no_decay[i])) return 1;
@@ -56,7 +58,8 @@ double cz_lr_at(const cz_optim_config *cfg, long step, long total_steps) {
 }
 
 /* One element of AdamW; kept in one place so every placement runs the very
- * same float operations on an element (bitwise agreement). */
+ * same float operations on an element (bitwise agreement). The AVX-512 path
+ * (adamw_avx512.c) runs these operations on 16 lanes. */
 static inline float adam_direction(const cz_adam_coef *k, float g, float *m, float *v) {
     float mi = k->beta1 * *m + (1.0f - k->beta1) * g;
     float vi = k->beta2 * *v + (1.0f - k->beta2) * (g * g);
@@ -65,37 +68,163 @@ static inline float adam_direction(const cz_adam_coef *k, float g, float *m, flo
     return (mi / k->c1) / (sqrtf(vi / k->c2) + k->eps);
 }
 
-void cz_adamw_update(const cz_adam_coef *k, const cz_param_range *ranges, int n_ranges,
-                     float *params, const float *grads, float *m, float *v, size_t lo, size_t hi) {
+/* Scaled gradient: micro-batch averaging (pre) and clipping (k->gscale) as
+ * two float products. pre = 1 is exact, so the public calls without it
+ * give the bits of the one-product form. */
+static inline float scaled_grad(const cz_adam_coef *k, float pre, float g) {
+    return (g * pre) * k->gscale;
+}
+
+/* omp simd: on CPUs without AVX-512 gcc may still run this 4 lanes at a
+ * time (SSE); each element's operations stay the same IEEE ones in the same
+ * order (src/optim is built with -fno-math-errno so sqrtf is one
+ * instruction, and -ffp-contract=off). */
+static void adamw_scalar(const cz_adam_coef *k, float pre, float wd, float *params,
+                         const float *grads, float *m, float *v, size_t n) {
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) {
+        float u = adam_direction(k, scaled_grad(k, pre, grads[i]), &m[i], &v[i]);
+        u += wd * params[i];
+        params[i] -= k->lr * u;
+    }
+}
+
+static double lanes_total(const double lanes[CZ_OPTIM_LANES]) {
+    double s = 0;
+    for (int l = 0; l < CZ_OPTIM_LANES; l++) s += lanes[l];
+    return s;
+}
+
+static void sumsq_scalar(const float *x, float pre, size_t n, double lanes[CZ_OPTIM_LANES]) {
+    for (int l = 0; l < CZ_OPTIM_LANES; l++) lanes[l] = 0;
+    for (size_t i = 0; i < n; i++) {
+        float y = x[i] * pre;
+        lanes[i % CZ_OPTIM_LANES] += (double)y * y;
+    }
+}
+
+static void lamb_scalar(const cz_adam_coef *k, float pre, float wd, const float *params,
+                        const float *grads, float *m, float *v, float *u, size_t n,
+                        double wlanes[CZ_OPTIM_LANES], double ulanes[CZ_OPTIM_LANES]) {
+    for (int l = 0; l < CZ_OPTIM_LANES; l++) wlanes[l] = ulanes[l] = 0;
+    for (size_t i = 0; i < n; i++) {
+        float ui = adam_direction(k, scaled_grad(k, pre, grads[i]), &m[i], &v[i]);
+        ui += wd * params[i];
+        u[i] = ui;
+        wlanes[i % CZ_OPTIM_LANES] += (double)params[i] * params[i];
+        ulanes[i % CZ_OPTIM_LANES] += (double)ui * ui;
+    }
+}
+
+/* fast: take the AVX-512 body when the CPU has it */
+#if CZ_OPTIM_SIMD
+#define USE_SIMD(fast) ((fast) && cz_optim_have_avx512())
+#else
+#define USE_SIMD(fast) 0
+#endif
+
+void cz_optim_adamw_block(const cz_adam_coef *k, float pre, float wd, float *params,
+                          const float *grads, float *m, float *v, size_t n, int fast) {
+    if (USE_SIMD(fast))
+        optim512_adamw(k, pre, wd, params, grads, m, v, n);
+    else
+        adamw_scalar(k, pre, wd, params, grads, m, v, n);
+}
+
+double cz_optim_sumsq_block(const float *x, float pre, size_t n, int fast) {
+    double lanes[CZ_OPTIM_LANES];
+    if (USE_SIMD(fast))
+        optim512_sumsq(x, pre, n, lanes);
+    else
+        sumsq_scalar(x, pre, n, lanes);
+    return lanes_total(lanes);
+}
+
+void cz_optim_lamb_block(const cz_adam_coef *k, float pre, float wd, const float *params,
+                         const float *grads, float *m, float *v, float *u, size_t n, int fast,
+                         double *w_sq, double *u_sq) {
+    double wl[CZ_OPTIM_LANES], ul[CZ_OPTIM_LANES];
+    if (USE_SIMD(fast))
+        optim512_lamb(k, pre, wd, params, grads, m, v, u, n, wl, ul);
+    else
+        lamb_scalar(k, pre, wd, params, grads, m, v, u, n, wl, ul);
+    *w_sq = lanes_total(wl);
+    *u_sq = lanes_total(ul);
+}
+
+void cz_optim_lamb_apply_block(float lr_trust, float *params, const float *u, size_t n, int fast) {
+    if (USE_SIMD(fast)) {
+        optim512_axpy(lr_trust, params, u, n);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) params[i] -= lr_trust * u[i];
+}
+
+/* ---- the public per-slice calls: blocks of CZ_OPTIM_BLOCK, in order ---- */
+
+static double sumsq(const float *x, float pre, size_t n, int fast) {
+    double s = 0;
+    for (size_t b = 0; b < n; b += CZ_OPTIM_BLOCK)
+        s +=
+            cz_optim_sumsq_block(x + b, pre, n - b < CZ_OPTIM_BLOCK ? n - b : CZ_OPTIM_BLOCK, fast);
+    return s;
+}
+double cz_optim_sumsq(const float *x, float pre, size_t n) {
+    return sumsq(x, pre, n, 1);
+}
+double cz_optim_sumsq_ref(const float *x, float pre, size_t n) {
+    return sumsq(x, pre, n, 0);
+}
+
+static void adamw_update(const cz_adam_coef *k, const cz_param_range *ranges, int n_ranges,
+                         float *params, const float *grads, float *m, float *v, size_t lo,
+                         size_t hi, int fast) {
     for (int r = 0; r < n_ranges; r++) {
         size_t a = ranges[r].offset, b = ranges[r].offset + ranges[r].numel;
         if (a < lo) a = lo;
         if (b > hi) b = hi;
         if (b <= a) continue;
         float wd = ranges[r].no_decay ? 0.0f : k->wd;
-        for (size_t i = a; i < b; i++) {
-            float u = adam_direction(k, grads[i] * k->gscale, &m[i - lo], &v[i - lo]);
-            u += wd * params[i];
-            params[i] -= k->lr * u;
-        }
+        cz_optim_adamw_block(k, 1.0f, wd, params + a, grads + a, m + (a - lo), v + (a - lo), b - a,
+                             fast);
     }
 }
+void cz_adamw_update(const cz_adam_coef *k, const cz_param_range *ranges, int n_ranges,
+                     float *params, const float *grads, float *m, float *v, size_t lo, size_t hi) {
+    adamw_update(k, ranges, n_ranges, params, grads, m, v, lo, hi, 1);
+}
+void cz_adamw_update_ref(const cz_adam_coef *k, const cz_param_range *ranges, int n_ranges,
+                         float *params, const float *grads, float *m, float *v, size_t lo,
+                         size_t hi) {
+    adamw_update(k, ranges, n_ranges, params, grads, m, v, lo, hi, 0);
+}
 
-void cz_lamb_direction(const cz_adam_coef *k, int no_decay, const float *params, const float *grads,
-                       float *m, float *v, float *u, size_t count, double *w_sq, double *u_sq) {
+static void lamb_direction(const cz_adam_coef *k, int no_decay, const float *params,
+                           const float *grads, float *m, float *v, float *u, size_t count,
+                           double *w_sq, double *u_sq, int fast) {
     float wd = no_decay ? 0.0f : k->wd;
     double ws = 0, us = 0;
-    for (size_t i = 0; i < count; i++) {
-        float ui = adam_direction(k, grads[i] * k->gscale, &m[i], &v[i]);
-        ui += wd * params[i];
-        u[i] = ui;
-        ws += (double)params[i] * params[i];
-        us += (double)ui * ui;
+    for (size_t b = 0; b < count; b += CZ_OPTIM_BLOCK) {
+        size_t n = count - b < CZ_OPTIM_BLOCK ? count - b : CZ_OPTIM_BLOCK;
+        double bw, bu;
+        cz_optim_lamb_block(k, 1.0f, wd, params + b, grads + b, m + b, v + b, u + b, n, fast, &bw,
+                            &bu);
+        ws += bw;
+        us += bu;
     }
     *w_sq = ws;
     *u_sq = us;
 }
+void cz_lamb_direction(const cz_adam_coef *k, int no_decay, const float *params, const float *grads,
+                       float *m, float *v, float *u, size_t count, double *w_sq, double *u_sq) {
+    lamb_direction(k, no_decay, params, grads, m, v, u, count, w_sq, u_sq, 1);
+}
+void cz_lamb_direction_ref(const cz_adam_coef *k, int no_decay, const float *params,
+                           const float *grads, float *m, float *v, float *u, size_t count,
+                           double *w_sq, double *u_sq) {
+    lamb_direction(k, no_decay, params, grads, m, v, u, count, w_sq, u_sq, 0);
+}
 
 void cz_lamb_apply(float lr_trust, float *params, const float *u, size_t count) {
-    for (size_t i = 0; i < count; i++) params[i] -= lr_trust * u[i];
+    cz_optim_lamb_apply_block(lr_trust, params, u, count, 1);
 }

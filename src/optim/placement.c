@@ -9,12 +9,20 @@
  * same bits come out whether one rank computed every partial (coordinator,
  * replicated) or each rank its own (sharded: the partial table is summed
  * over ranks with each entry non-zero on exactly one rank, x + 0 = x, so
- * the exchange is exact in any order). */
+ * the exchange is exact in any order).
+ *
+ * The work of one rank is cut further into blocks: the segments it updates,
+ * each in pieces of CZ_OPTIM_BLOCK elements from the segment's start. The
+ * norm, the update and LAMB's passes are OpenMP loops over these blocks;
+ * a segment's partial is the sum of its blocks' sums in block order, so
+ * nothing depends on which thread ran which block. */
 #include "cloze/optim.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "optim_simd.h"
 
 typedef struct segment {
     size_t off, count; /* in the flat buffer */
@@ -22,6 +30,12 @@ typedef struct segment {
     int range;         /* tensor index */
     int owner;         /* chunk index = rank that owns it under sharding */
 } segment;
+
+/* A piece of a segment this rank updates: the unit of parallel work. */
+typedef struct block {
+    size_t off, moff, count; /* as in segment */
+    int seg;
+} block;
 
 struct cz_optimizer {
     cz_dist dist;
@@ -40,6 +54,9 @@ struct cz_optimizer {
     float *m, *v, *u;    /* moments (and LAMB's direction) for the segments this rank updates */
     size_t n_moments;
     double *part, *part2; /* per-segment partial sums */
+    block *blk;           /* this rank's blocks, in segment order */
+    int n_blk;
+    double *bsum, *bsum2; /* per-block sums of squares */
     double *trust;        /* LAMB, per tensor */
     long t;
 };
@@ -114,6 +131,35 @@ static int build_segments(cz_optimizer *o, cz_error *err) {
     return 0;
 }
 
+static int build_blocks(cz_optimizer *o, cz_error *err) {
+    size_t nb = 0;
+    for (int i = 0; i < o->n_seg; i++)
+        if (mine(o, &o->seg[i])) nb += (o->seg[i].count + CZ_OPTIM_BLOCK - 1) / CZ_OPTIM_BLOCK;
+    if (nb > (size_t)0x7fffffff) return cz_fail(err, "optim: %zu blocks, too many", nb);
+    o->blk = calloc(nb + 1, sizeof *o->blk);
+    o->bsum = cz_alloc((nb + 1) * sizeof(double), err);
+    o->bsum2 = o->bsum ? cz_alloc((nb + 1) * sizeof(double), err) : NULL;
+    if (!o->blk || !o->bsum2) return cz_fail(err, "optim: out of memory");
+    for (int i = 0; i < o->n_seg; i++) {
+        const segment *s = &o->seg[i];
+        if (!mine(o, s)) continue;
+        for (size_t b = 0; b < s->count; b += CZ_OPTIM_BLOCK) {
+            block *bl = &o->blk[o->n_blk++];
+            bl->off = s->off + b;
+            bl->moff = s->moff + b;
+            bl->count = s->count - b < CZ_OPTIM_BLOCK ? s->count - b : CZ_OPTIM_BLOCK;
+            bl->seg = i;
+        }
+    }
+    return 0;
+}
+
+/* part[i] = sum of segment i's block sums, in block order (0 elsewhere) */
+static void segment_sums(const cz_optimizer *o, const double *bsum, double *part) {
+    memset(part, 0, (size_t)o->n_seg * sizeof(double));
+    for (int b = 0; b < o->n_blk; b++) part[o->blk[b].seg] += bsum[b];
+}
+
 int cz_optimizer_create(cz_optimizer **out, const cz_dist *d, const cz_optim_config *ocfg,
                         const cz_dist_config *dcfg, size_t n, const cz_param_range *ranges,
                         int n_ranges, cz_error *err) {
@@ -156,7 +202,7 @@ int cz_optimizer_create(cz_optimizer **out, const cz_dist *d, const cz_optim_con
         0)
         goto fail;
     o->layout = *cz_grad_sync_layout(o->gs);
-    if (build_segments(o, err) != 0) goto fail;
+    if (build_segments(o, err) != 0 || build_blocks(o, err) != 0) goto fail;
     size_t nm = o->n_moments + 1;
     o->m = cz_alloc(nm * sizeof(float), err);
     o->v = o->m ? cz_alloc(nm * sizeof(float), err) : NULL;
@@ -184,6 +230,9 @@ void cz_optimizer_free(cz_optimizer *o) {
     cz_free(o->part);
     cz_free(o->part2);
     cz_free(o->trust);
+    free(o->blk);
+    cz_free(o->bsum);
+    cz_free(o->bsum2);
     free(o);
 }
 
@@ -206,21 +255,16 @@ static int exchange_partials(cz_optimizer *o, double *part, cz_error *err) {
     return rc == MPI_SUCCESS ? 0 : cz_fail(err, "optim: exchange of norm partials failed");
 }
 
-/* Averages this rank's segments of grads in place (g *= scale, float) and
- * returns the global norm of the result. */
-static int global_norm(cz_optimizer *o, float *grads, float scale, double *norm, cz_error *err) {
-    memset(o->part, 0, (size_t)o->n_seg * sizeof(double));
-    for (int i = 0; i < o->n_seg; i++) {
-        const segment *s = &o->seg[i];
-        if (!mine(o, s)) continue;
-        float *g = grads + s->off;
-        double acc = 0;
-        for (size_t j = 0; j < s->count; j++) {
-            g[j] = g[j] * scale;
-            acc += (double)g[j] * g[j];
-        }
-        o->part[i] = acc;
-    }
+/* The global norm of the averaged gradient (g * scale, float). The average
+ * is not written back: the update multiplies by scale again on the fly
+ * (same float product), which saves a write pass over the gradients. */
+static int global_norm(cz_optimizer *o, const float *grads, float scale, double *norm,
+                       cz_error *err) {
+    const block *blk = o->blk;
+#pragma omp parallel for schedule(static)
+    for (int b = 0; b < o->n_blk; b++)
+        o->bsum[b] = cz_optim_sumsq_block(grads + blk[b].off, scale, blk[b].count, 1);
+    segment_sums(o, o->bsum, o->part);
     if (exchange_partials(o, o->part, err) != 0) return -1;
     double total = 0;
     for (int i = 0; i < o->n_seg; i++) total += o->part[i];
@@ -241,17 +285,30 @@ static void make_coef(const cz_optimizer *o, double lr, float clip, cz_adam_coef
     k->gscale = clip;
 }
 
-static int lamb_update(cz_optimizer *o, const cz_adam_coef *k, float *params, const float *grads,
-                       cz_error *err) {
-    memset(o->part, 0, (size_t)o->n_seg * sizeof(double));
-    memset(o->part2, 0, (size_t)o->n_seg * sizeof(double));
-    for (int i = 0; i < o->n_seg; i++) {
-        const segment *s = &o->seg[i];
-        if (!mine(o, s)) continue;
-        cz_lamb_direction(k, o->ranges[s->range].no_decay, params + s->off, grads + s->off,
-                          o->m + s->moff, o->v + s->moff, o->u + s->moff, s->count, &o->part[i],
-                          &o->part2[i]);
-    }
+static float decay_of(const cz_optimizer *o, const cz_adam_coef *k, const block *b) {
+    return o->ranges[o->seg[b->seg].range].no_decay ? 0.0f : k->wd;
+}
+
+static void adamw_update(cz_optimizer *o, const cz_adam_coef *k, float scale, float *params,
+                         const float *grads) {
+    const block *blk = o->blk;
+#pragma omp parallel for schedule(static)
+    for (int b = 0; b < o->n_blk; b++)
+        cz_optim_adamw_block(k, scale, decay_of(o, k, &blk[b]), params + blk[b].off,
+                             grads + blk[b].off, o->m + blk[b].moff, o->v + blk[b].moff,
+                             blk[b].count, 1);
+}
+
+static int lamb_update(cz_optimizer *o, const cz_adam_coef *k, float scale, float *params,
+                       const float *grads, cz_error *err) {
+    const block *blk = o->blk;
+#pragma omp parallel for schedule(static)
+    for (int b = 0; b < o->n_blk; b++)
+        cz_optim_lamb_block(k, scale, decay_of(o, k, &blk[b]), params + blk[b].off,
+                            grads + blk[b].off, o->m + blk[b].moff, o->v + blk[b].moff,
+                            o->u + blk[b].moff, blk[b].count, 1, &o->bsum[b], &o->bsum2[b]);
+    segment_sums(o, o->bsum, o->part);
+    segment_sums(o, o->bsum2, o->part2);
     if (o->place == CZ_PLACE_SHARDED &&
         (exchange_partials(o, o->part, err) != 0 || exchange_partials(o, o->part2, err) != 0))
         return -1;
@@ -273,11 +330,11 @@ static int lamb_update(cz_optimizer *o, const cz_adam_coef *k, float *params, co
     }
     free(wsq);
     free(usq);
-    for (int i = 0; i < o->n_seg; i++) {
-        const segment *s = &o->seg[i];
-        if (!mine(o, s)) continue;
-        cz_lamb_apply((float)((double)k->lr * o->trust[s->range]), params + s->off, o->u + s->moff,
-                      s->count);
+#pragma omp parallel for schedule(static)
+    for (int b = 0; b < o->n_blk; b++) {
+        float lr_trust = (float)((double)k->lr * o->trust[o->seg[blk[b].seg].range]);
+        cz_optim_lamb_apply_block(lr_trust, params + blk[b].off, o->u + blk[b].moff, blk[b].count,
+                                  1);
     }
     return 0;
 }
@@ -328,7 +385,8 @@ int cz_optimizer_step(cz_optimizer *o, float *params, float *grads, int micro_ba
     if (micro_batches < 1)
         return cz_fail(err, "optim: micro_batches = %d, need >= 1", micro_batches);
     double norm;
-    if (global_norm(o, grads, (float)(1.0 / micro_batches), &norm, err) != 0) return -1;
+    float scale = (float)(1.0 / micro_batches);
+    if (global_norm(o, grads, scale, &norm, err) != 0) return -1;
     rep->grad_norm = norm;
     if (!isfinite(norm)) {
         rep->skipped = 1; /* every rank saw the same norm: all skip together */
@@ -340,14 +398,9 @@ int cz_optimizer_step(cz_optimizer *o, float *params, float *grads, int micro_ba
     cz_adam_coef k;
     make_coef(o, lr, (float)rep->clip_scale, &k);
     if (o->kind == CZ_OPT_LAMB) {
-        if (lamb_update(o, &k, params, grads, err) != 0) return -1;
+        if (lamb_update(o, &k, scale, params, grads, err) != 0) return -1;
     } else {
-        for (int i = 0; i < o->n_seg; i++) {
-            const segment *s = &o->seg[i];
-            if (!mine(o, s)) continue;
-            cz_adamw_update(&k, &o->ranges[s->range], 1, params, grads, o->m + s->moff,
-                            o->v + s->moff, s->off, s->off + s->count);
-        }
+        adamw_update(o, &k, scale, params, grads);
     }
     o->t++;
     return distribute_params(o, params, err);
