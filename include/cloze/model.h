@@ -32,6 +32,7 @@ typedef struct cz_model_config {
     float hidden_dropout; /* embeddings, attention output, FFN output: 0.1 */
     float attn_dropout;   /* attention probabilities: 0.1 */
     float init_range;     /* truncated normal std: 0.02 */
+    int matmul_bf16;      /* model.matmul_precision: 0 fp32, 1 bf16 inputs (cz_gemm_set_bf16) */
 } cz_model_config;
 
 /* One micro-batch, built by the data module. B sequences of T tokens. */

@@ -54,6 +54,10 @@ const cz_key cz_config_keys[] = {
      .max = 1, .flags = CZ_MAX_EXCL, .meaning = "dropout on attention probabilities"},
     {KEY("model", "init_range", CZ_KEY_FLOAT, model.init_range), .def = "0.02", .min = 0, .max = 1,
      .flags = CZ_MIN_EXCL, .meaning = "std of the truncated-normal weight initialisation"},
+    {KEY("model", "matmul_precision", CZ_KEY_WORD_INDEX, model.matmul_bf16), .def = "fp32",
+     .choices = "fp32|bf16",
+     .meaning = "matrix-product inputs: fp32, or bf16 (vdpbf16ps, fp32 accumulation and master "
+                "weights; needs AVX512_BF16)"},
 
     /* ---- data: instances and the BERT length curriculum (App. A.2) ---- */
     {KEY("data", "train_manifest", CZ_KEY_STRING, data.train_manifest), .def = "",
