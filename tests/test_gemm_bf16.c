@@ -194,7 +194,7 @@ int main(void) {
           cz_gemm_describe(g1));
     printf("gemm: %s\n", cz_gemm_describe(g2));
 
-    /* odd sizes straddle the micro-tile (12 x 32) and k-pair edges; 600 and
+    /* odd sizes straddle the micro-tile (8 x 48) and k-pair edges; 600 and
      * 400 cross the KC (256) and MC (192) blocks; n = 3100 crosses NC (3072);
      * m = 5 leaves a single row block, so 2 threads split the columns */
     static const int shapes[][3] = {{1, 1, 1},    {7, 5, 3},      {13, 33, 2},   {33, 17, 65},

@@ -27,10 +27,14 @@
  * kernel broadcasts. An odd k is padded with a zero; rows and columns past
  * the edge of m and n are packed as zeros and never stored.
  *
- * The micro-kernel is 12 x 32 (24 zmm accumulators, 2 zmm of B, one
+ * The micro-kernel is 8 x 48 (24 zmm accumulators, 3 zmm of B, one
  * broadcast of A): 24 independent vdpbf16ps chains cover its latency (6
- * cycles on Zen 4) at one zmm instruction per cycle. Block sizes were
- * measured on Zen 4 with bench-gemm_bench (docs/performance.md, "bf16 mode").
+ * cycles on Zen 4) at one zmm instruction per cycle. Measured on Zen 4 with
+ * bench-gemm_bench --bf16 (1 thread, BERT-base qkv shapes, medians of 3
+ * alternated runs): 8 x 48 gave 177-187 GFLOP/s, 12 x 32 173-175, 14 x 32
+ * (28 accumulators) spills registers and was slower; KC 384 was no faster
+ * than 256, and 256 keeps the B micro-panel (256 x 48 bf16 = 24 KiB) inside
+ * the 32 KiB L1.
  *
  * Threads: OpenMP over macro-tiles of C (blocks of MC rows x groups of NR
  * columns); k is never split, and the tile grid and KC are fixed, so every
@@ -46,8 +50,8 @@
 #include "cloze/kernels.h"
 
 /* Cache blocking (k must block at an even KC so pairs never straddle) */
-#define MR 12
-#define NV 2 /* zmm vectors of 16 columns per micro-tile row */
+#define MR 8
+#define NV 3 /* zmm vectors of 16 columns per micro-tile row */
 #define NR (16 * NV)
 #define KC 256
 #define MC 192  /* multiple of MR */
@@ -110,7 +114,7 @@ void cz_gemm_bf16_work_free(cz_gemm_bf16_work *w) {
 }
 
 const char *cz_gemm_bf16_kernel_name(void) {
-    return "vdpbf16ps micro-kernel 12x32, KC 256 MC 192 NC 3072";
+    return "vdpbf16ps micro-kernel 8x48, KC 256 MC 192 NC 3072";
 }
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))

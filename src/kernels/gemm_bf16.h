@@ -25,7 +25,7 @@ void cz_gemm_bf16_work_free(cz_gemm_bf16_work *w);
 void cz_gemm_bf16_run(cz_gemm_bf16_work *w, int ta, int tb, int m, int n, int k, float alpha,
                       const float *a, int lda, const float *b, int ldb, float beta, float *c,
                       int ldc);
-/* A short name of the kernel, e.g. "vdpbf16ps 12x32, KC 256 MC 192 NC 3072" */
+/* A short name of the kernel, e.g. "vdpbf16ps micro-kernel 8x48, KC 256 ..." */
 const char *cz_gemm_bf16_kernel_name(void);
 
 #endif
