@@ -196,7 +196,7 @@ int main(void) {
 
     /* odd sizes straddle the micro-tile (8 x 48) and k-pair edges; 600 and
      * 400 cross the KC (256) and MC (192) blocks; n = 3100 crosses NC (3072);
-     * m = 5 leaves a single row block, so 2 threads split the columns */
+     * 2 threads split the columns of m = 5 and the rows of 400 x 70 */
     static const int shapes[][3] = {{1, 1, 1},    {7, 5, 3},      {13, 33, 2},   {33, 17, 65},
                                     {64, 64, 64}, {129, 67, 200}, {37, 300, 13}, {50, 40, 401},
                                     {3, 129, 1},  {400, 70, 600}, {5, 3100, 40}, {200, 97, 257}};

@@ -36,8 +36,9 @@
  * than 256, and 256 keeps the B micro-panel (256 x 48 bf16 = 24 KiB) inside
  * the 32 KiB L1.
  *
- * Threads: OpenMP over macro-tiles of C (blocks of MC rows x groups of NR
- * columns); k is never split, and the tile grid and KC are fixed, so every
+ * Threads: OpenMP, each thread one rectangle of C (the rows or the columns
+ * cut into equal ranges) computed by the loops above with its own packing
+ * buffers; k is never split and KC blocks always start at k = 0, so every
  * element of C sees the same operations in the same order whatever the
  * thread count: results are bitwise independent of it. Every product uses
  * all the context's threads, attention-sized ones too (unlike the fp32
@@ -102,7 +103,7 @@ cz_gemm_bf16_work *cz_gemm_bf16_work_create(int threads, cz_error *err) {
     cz_gemm_bf16_work *w = cz_alloc(sizeof *w, err);
     if (!w) return NULL;
     w->threads = threads > 0 ? threads : 1;
-    w->b_pack = cz_alloc((size_t)KP * NC * sizeof(uint32_t), err);
+    w->b_pack = cz_alloc((size_t)w->threads * KP * NC * sizeof(uint32_t), err);
     w->a_pack = cz_alloc((size_t)w->threads * MC * KP * sizeof(uint32_t), err);
     if (!w->b_pack || !w->a_pack) {
         cz_gemm_bf16_work_free(w);
@@ -257,6 +258,60 @@ static void scale_c(int m, int n, float beta, float *c, int ldc) {
         }
 }
 
+/* One thread's part: C[0:m, 0:n] of a sub-problem, the five loops with its
+ * own packing buffers a_pack (MC x KC/2 pairs) and b_pack (KC/2 x NC). */
+BF16 static void gemm_block(uint32_t *a_pack, uint32_t *b_pack, int ta, int tb, int m, int n, int k,
+                            float alpha, const float *a, int lda, const float *b, int ldb,
+                            float beta, float *c, int ldc) {
+    for (int jc = 0; jc < n; jc += NC) {
+        int nc = n - jc < NC ? n - jc : NC;
+        for (int pc = 0; pc < k; pc += KC) {
+            int kc = k - pc < KC ? k - pc : KC, kp = (kc + 1) / 2;
+            float beta_pc = pc == 0 ? beta : 1.0f; /* later k blocks add to C */
+            for (int j = 0; j < nc; j += NR) {
+                int nv = nc - j < NR ? nc - j : NR;
+                pack_b_panel(b_pack + (size_t)(j / NR) * kp * NR, tb, b, ldb, pc, jc + j, nv, kc);
+            }
+            for (int ic = 0; ic < m; ic += MC) {
+                int mc = m - ic < MC ? m - ic : MC;
+                pack_a(a_pack, ta, a, lda, ic, pc, mc, kc);
+                for (int j = 0; j < nc; j += NR) {
+                    int nr = nc - j < NR ? nc - j : NR;
+                    const uint32_t *bp = b_pack + (size_t)(j / NR) * kp * NR;
+                    for (int i = 0; i < mc; i += MR) {
+                        int mr = mc - i < MR ? mc - i : MR;
+                        micro_kernel(kp, a_pack + (size_t)(i / MR) * kp * MR, bp,
+                                     c + (size_t)(ic + i) * ldc + jc + j, ldc, mr, nr, alpha,
+                                     beta_pc);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/* Thread t of nt gets C[*m0 : *m0 + *mt, *n0 : *n0 + *nc]: the rows (in
+ * whole MR micro-panels) or the columns (in whole NR micro-panels) are cut
+ * into nt ranges, whichever leaves the largest part smaller (columns on a
+ * tie). E.g. 128 x 64 (attention): 64 rows each, not 48 and 16 columns. */
+static void thread_rect(int t, int nt, int m, int n, int *m0, int *mt, int *n0, int *nc) {
+    int per_m = ((m + MR - 1) / MR + nt - 1) / nt * MR; /* rows per part */
+    int per_n = ((n + NR - 1) / NR + nt - 1) / nt * NR; /* columns per part */
+    int big_m = per_m < m ? per_m : m, big_n = per_n < n ? per_n : n;
+    /* largest part relative to the whole: big_n / n against big_m / m */
+    int split_n = (long)big_n * m <= (long)big_m * n;
+    *m0 = 0, *mt = m, *n0 = 0, *nc = n;
+    if (split_n) {
+        int lo = t * per_n, hi = lo + per_n;
+        *n0 = lo < n ? lo : n;
+        *nc = (hi < n ? hi : n) - *n0;
+    } else {
+        int lo = t * per_m, hi = lo + per_m;
+        *m0 = lo < m ? lo : m;
+        *mt = (hi < m ? hi : m) - *m0;
+    }
+}
+
 BF16 void cz_gemm_bf16_run(cz_gemm_bf16_work *w, int ta, int tb, int m, int n, int k, float alpha,
                            const float *a, int lda, const float *b, int ldb, float beta, float *c,
                            int ldc) {
@@ -265,52 +320,22 @@ BF16 void cz_gemm_bf16_run(cz_gemm_bf16_work *w, int ta, int tb, int m, int n, i
         scale_c(m, n, beta, c, ldc);
         return;
     }
+    /* one parallel region per product and no barrier inside it: each thread
+     * packs what its rectangle needs (B twice when the rows are split, A
+     * twice when the columns are), which costs far less than the
+     * synchronisation did under OMP_WAIT_POLICY=PASSIVE (docs/performance.md,
+     * "bf16 mode") */
     int nt = w->threads;
-    for (int jc = 0; jc < n; jc += NC) {
-        int nc = n - jc < NC ? n - jc : NC;
-        int n_jp = (nc + NR - 1) / NR, n_ic = (m + MC - 1) / MC;
-        /* tiles: MC-row blocks x groups of B micro-panels; with few row
-         * blocks the columns are split too, so every thread has work (a
-         * group re-packs its A block: cheap next to MC x KC x NC products) */
-        int n_jg = 1;
-        if (nt > 1 && n_ic < 2 * nt) {
-            n_jg = (2 * nt + n_ic - 1) / n_ic;
-            if (n_jg > n_jp) n_jg = n_jp;
-        }
-        for (int pc = 0; pc < k; pc += KC) {
-            int kc = k - pc < KC ? k - pc : KC, kp = (kc + 1) / 2;
-            float beta_pc = pc == 0 ? beta : 1.0f; /* later k blocks add to C */
 #pragma omp parallel num_threads(nt) if (nt > 1)
-            {
-                uint32_t *ap = w->a_pack + (size_t)omp_get_thread_num() * MC * KP;
-#pragma omp for schedule(static)
-                for (int jp = 0; jp < n_jp; jp++) {
-                    int j0 = jc + jp * NR, nv = n - j0 < NR ? n - j0 : NR;
-                    pack_b_panel(w->b_pack + (size_t)jp * kp * NR, tb, b, ldb, pc, j0, nv, kc);
-                }
-                int packed_ic = -1;
-#pragma omp for schedule(static)
-                for (int t = 0; t < n_ic * n_jg; t++) {
-                    int ic = (t / n_jg) * MC, jg = t % n_jg;
-                    int mc = m - ic < MC ? m - ic : MC;
-                    if (ic != packed_ic) {
-                        pack_a(ap, ta, a, lda, ic, pc, mc, kc);
-                        packed_ic = ic;
-                    }
-                    int jp_end = (int)((long)(jg + 1) * n_jp / n_jg);
-                    for (int jp = (int)((long)jg * n_jp / n_jg); jp < jp_end; jp++) {
-                        int j0 = jc + jp * NR, nr = n - j0 < NR ? n - j0 : NR;
-                        const uint32_t *bp = w->b_pack + (size_t)jp * kp * NR;
-                        for (int i = 0; i < mc; i += MR) {
-                            int mr = mc - i < MR ? mc - i : MR;
-                            micro_kernel(kp, ap + (size_t)(i / MR) * kp * MR, bp,
-                                         c + (size_t)(ic + i) * ldc + j0, ldc, mr, nr, alpha,
-                                         beta_pc);
-                        }
-                    }
-                }
-            }
-        }
+    {
+        int t = omp_get_thread_num(), team = omp_get_num_threads();
+        int m0, mt, n0, nc;
+        thread_rect(t, team, m, n, &m0, &mt, &n0, &nc);
+        if (mt > 0 && nc > 0)
+            gemm_block(w->a_pack + (size_t)t * MC * KP, w->b_pack + (size_t)t * KP * NC, ta, tb, mt,
+                       nc, k, alpha, ta ? a + m0 : a + (size_t)m0 * lda, lda,
+                       tb ? b + (size_t)n0 * ldb : b + n0, ldb, beta, c + (size_t)m0 * ldc + n0,
+                       ldc);
     }
 }
 

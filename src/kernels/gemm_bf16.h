@@ -7,9 +7,9 @@
 
 #include "cloze/core.h"
 
-/* Packing buffers of one context: op(B) blocks are shared by the threads,
- * each thread packs its own op(A) blocks. Sized for the cache blocking
- * constants of gemm_bf16.c, allocated once (cz_gemm_bf16_work_create). */
+/* Packing buffers of one context, one pair per thread (each thread packs
+ * what its part of C needs). Sized for the cache blocking constants of
+ * gemm_bf16.c, allocated once (cz_gemm_bf16_work_create). */
 typedef struct cz_gemm_bf16_work {
     int threads;
     uint32_t *b_pack; /* KC/2 x NC pairs */
