@@ -60,8 +60,9 @@ void cz_gemm_ref(int trans_a, int trans_b, int m, int n, int k, float alpha, con
  * bfloat16 (round to nearest even) and accumulates in fp32 (vdpbf16ps,
  * AVX512_BF16); C, alpha, beta and everything outside the products stay
  * fp32 (fp32 master weights). All products take this path, attention ones
- * included (docs/performance.md, "bf16 mode"). Results do not depend on
- * the thread count. The context then owns packing buffers, so it runs one
+ * included (faster there too; they run on one thread, as in fp32:
+ * docs/performance.md, "bf16 mode"). Results do not depend on the thread
+ * count. The context then owns packing buffers, so it runs one
  * product at a time (the model's products are sequential). With
  * CZ_GEMM_REFERENCE the products run cz_gemm_bf16_ref. Fails (-1, err)
  * where the CPU lacks AVX512_BF16; on = 0 returns to fp32. Logs the kernel. */

@@ -40,12 +40,7 @@
  * cut into equal ranges) computed by the loops above with its own packing
  * buffers; k is never split and KC blocks always start at k = 0, so every
  * element of C sees the same operations in the same order whatever the
- * thread count: results are bitwise independent of it. Every product uses
- * all the context's threads, attention-sized ones too (unlike the fp32
- * path, which runs those on one): measured with 2 threads, the per-head
- * products (128x128x64 NT, 128x64x128 NN/TN) ran at 112-142 GFLOP/s on two
- * threads against 63-72 on one (medians of 3 alternated runs of
- * bench-gemm_bench --bf16 --threads 2). */
+ * thread count: results are bitwise independent of it. */
 #include "gemm_bf16.h"
 
 #include <math.h>
@@ -63,6 +58,7 @@
 #define MC 192  /* multiple of MR */
 #define NC 3072 /* multiple of NR */
 #define KP (KC / 2)
+#define SMALL_MACS (4.0 * 1024 * 1024)
 
 _Static_assert(KC % 2 == 0 && MC % MR == 0 && NC % NR == 0, "blocking constants");
 
@@ -325,7 +321,12 @@ BF16 void cz_gemm_bf16_run(cz_gemm_bf16_work *w, int ta, int tb, int m, int n, i
      * twice when the columns are), which costs far less than the
      * synchronisation did under OMP_WAIT_POLICY=PASSIVE (docs/performance.md,
      * "bf16 mode") */
-    int nt = w->threads;
+    /* Attention-sized products (<= 4M multiply-adds: one head's 128 x 128
+     * x 64) run on one thread, as on cz_gemm's fp32 path: with
+     * OMP_WAIT_POLICY=PASSIVE (cloze-mpirun's setting) waking the second
+     * thread for each of the ~7000 per-head products of a BERT-base step
+     * cost 0.6 s per step (docs/performance.md, "bf16 mode"). */
+    int nt = (double)m * n * k <= SMALL_MACS ? 1 : w->threads;
 #pragma omp parallel num_threads(nt) if (nt > 1)
     {
         int t = omp_get_thread_num(), team = omp_get_num_threads();
