@@ -9,7 +9,8 @@
  * one sum across threads).
  *
  * Owners: gemm.c (matrix products through BLIS, CPU-specific micro-kernel
- * selection) and the elementwise/attention kernels in their own files. */
+ * selection), gemm_bf16.c (the optional bf16 products) and the
+ * elementwise/attention kernels in their own files. */
 #ifndef CLOZE_KERNELS_H
 #define CLOZE_KERNELS_H
 
