@@ -15,6 +15,7 @@
 #      WORK (scratch directory), PYTHON (default /usr/bin/python3),
 #      LOCK (default /tmp/cloze-cpu.lock: every timed run holds it, so timed
 #      runs of several people on one machine never overlap).
+#      PRECISION (cloze's model.matmul_precision: fp32, default, or bf16).
 # Prints one RESULT line per run, then a markdown table of medians.
 set -euo pipefail
 build=$(cd "$1" && pwd); shift
@@ -47,7 +48,8 @@ run_cloze() { # cfg ranks threads rep
   flock "$LOCK" "$root/launch/cloze-mpirun" -n "$2" -t "$3" "$build/cloze-train" \
     "$root/conf/$conf.cfg" --quiet \
     --set data.train_manifest="$work/data/train.manifest" --set train.run_dir="$dir" \
-    --set model.vocab_size=30522 --set data.seq=$T --set data.max_pred=$P \
+    --set model.vocab_size=30522 --set model.matmul_precision="${PRECISION:-fp32}" \
+    --set data.seq=$T --set data.max_pred=$P \
     --set train.steps=$csteps --set train.global_batch=$B --set train.micro_batch=$((B / $2)) \
     --set train.peak_gflops="$(echo "$PEAK / $2" | bc -l)" --set train.ckpt_every=0 --set data.phase2_fraction=0 --set optim.warmup_steps=1 \
     >"$dir.log" 2>&1 || { echo "cloze run failed, see $dir.log" >&2; tail -5 "$dir.log" >&2; return 1; }

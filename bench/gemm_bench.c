@@ -10,7 +10,10 @@
  * head slices of [tokens x 768] buffers (row stride 768).
  *
  * Usage: bench-gemm_bench [--choice auto|default|avx512] [--threads 1,2]
- *        [--rounds 3] [--min-time 0.2] [--openblas PATH] [--quick]
+ *        [--rounds 3] [--min-time 0.2] [--openblas PATH] [--quick] [--bf16]
+ * --bf16 adds cloze's bf16 mode (cz_gemm_set_bf16, "cloze-bf16") to every
+ * measurement, rotated with the fp32 path and OpenBLAS. (Debian's OpenBLAS
+ * 0.3.21 is built without bfloat16: no cblas_sbgemm to compare with.)
  * Prints one line per measurement: "sample <path> <shape> <threads> <GFLOP/s>"
  * (bench/gemm_vs_openblas.sh turns them into a table of medians). */
 #include "cloze/core.h"
@@ -130,7 +133,7 @@ static double measure(const shape *sh, const operands *o, const cz_gemm_ctx *g, 
 int main(int argc, char **argv) {
     const char *choice_name = "auto", *threads_list = "1,2";
     const char *openblas_path = "/usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so.0";
-    int rounds = 3, quick = 0;
+    int rounds = 3, quick = 0, bf16 = 0;
     double min_time = 0.2;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--choice") && i + 1 < argc)
@@ -145,10 +148,12 @@ int main(int argc, char **argv) {
             openblas_path = argv[++i];
         else if (!strcmp(argv[i], "--quick"))
             quick = 1;
+        else if (!strcmp(argv[i], "--bf16"))
+            bf16 = 1;
         else {
             fprintf(stderr,
                     "usage: %s [--choice auto|default|avx512] [--threads 1,2] [--rounds N] "
-                    "[--min-time S] [--openblas PATH] [--quick]\n",
+                    "[--min-time S] [--openblas PATH] [--quick] [--bf16]\n",
                     argv[0]);
             return 2;
         }
@@ -179,12 +184,18 @@ int main(int argc, char **argv) {
         p++;
     }
     cz_error err;
-    cz_gemm_ctx *ctx[8];
-    for (int t = 0; t < nthreads; t++)
+    cz_gemm_ctx *ctx[8], *ctx_bf16[8] = {0};
+    for (int t = 0; t < nthreads; t++) {
         if (!(ctx[t] = cz_gemm_setup(choice, threads[t], &err))) {
             fprintf(stderr, "%s\n", err.msg);
             return 1;
         }
+        if (bf16 && (!(ctx_bf16[t] = cz_gemm_setup(choice, threads[t], &err)) ||
+                     cz_gemm_set_bf16(ctx_bf16[t], 1, &err))) {
+            fprintf(stderr, "%s\n", err.msg);
+            return 1;
+        }
+    }
     char cloze_name[64], ob_name[64];
     snprintf(cloze_name, sizeof cloze_name, "%s:blis-%s",
              choice == CZ_GEMM_AUTO     ? "cloze-auto"
@@ -194,6 +205,7 @@ int main(int argc, char **argv) {
     snprintf(ob_name, sizeof ob_name, "openblas:%s", ob_core());
     printf("# cloze path: %s\n# openblas: %s (%s)\n", cz_gemm_describe(ctx[0]), ob_core(),
            openblas_path);
+    if (bf16) printf("# cloze bf16 path: %s\n", cz_gemm_describe(ctx_bf16[0]));
 
     operands ops[NSHAPES];
     for (int s = 0; s < NSHAPES; s++) ops[s] = make_operands(&shapes[s]);
@@ -205,15 +217,19 @@ int main(int argc, char **argv) {
                 /* alternate which library goes first; after OpenBLAS with
                  * threads, let its spinning workers fall asleep (~0.1 s) so
                  * that they do not steal the cores from BLIS's */
-                for (int turn = 0; turn < 2; turn++) {
-                    int use_ob = (turn + r + s) % 2;
-                    double gf = measure(&shapes[s], &ops[s], use_ob ? NULL : ctx[t], ob, min_time);
+                int npaths = bf16 ? 3 : 2; /* 0 cloze fp32, 1 OpenBLAS, 2 cloze bf16 */
+                for (int turn = 0; turn < npaths; turn++) {
+                    int path = (turn + r + s) % npaths, use_ob = path == 1;
+                    const cz_gemm_ctx *g = path == 0 ? ctx[t] : path == 2 ? ctx_bf16[t] : NULL;
+                    double gf = measure(&shapes[s], &ops[s], g, ob, min_time);
                     if (use_ob && threads[t] > 1) usleep(150000);
                     const shape *sh = &shapes[s];
                     printf("sample\t%s\t%s %c%c %dx%dx%d%s\t%d\t%.1f\n",
-                           use_ob ? ob_name : cloze_name, sh->name, sh->ta ? 'T' : 'N',
-                           sh->tb ? 'T' : 'N', sh->m, sh->n, sh->k, sh->batch > 1 ? " x96" : "",
-                           threads[t], gf);
+                           path == 1   ? ob_name
+                           : path == 2 ? "cloze-bf16"
+                                       : cloze_name,
+                           sh->name, sh->ta ? 'T' : 'N', sh->tb ? 'T' : 'N', sh->m, sh->n, sh->k,
+                           sh->batch > 1 ? " x96" : "", threads[t], gf);
                     fflush(stdout);
                 }
             }
@@ -223,7 +239,10 @@ int main(int argc, char **argv) {
         cz_free(ops[s].b);
         cz_free(ops[s].c);
     }
-    for (int t = 0; t < nthreads; t++) cz_gemm_free(ctx[t]);
+    for (int t = 0; t < nthreads; t++) {
+        cz_gemm_free(ctx[t]);
+        cz_gemm_free(ctx_bf16[t]);
+    }
     dlclose(lib);
     return 0;
 }

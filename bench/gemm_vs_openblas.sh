@@ -8,7 +8,8 @@
 #
 # Usage: bench/gemm_vs_openblas.sh [build-dir] [processes-per-choice]
 #   env ROUNDS (rounds inside a process, default 2), MIN_TIME (s, default 0.2),
-#   THREADS (thread counts, default 1,2)
+#   THREADS (thread counts, default 1,2), CHOICES (default "default auto
+#   avx512"), BF16=1 (add cloze's bf16 mode, "cloze-bf16", to the auto process)
 set -euo pipefail
 build=${1:-build}
 reps=${2:-2}
@@ -19,21 +20,30 @@ trap 'rm -f "$out"' EXIT
 
 # OpenBLAS picks its AVX-512 kernels from CPUID only when these are unset.
 for r in $(seq "$reps"); do
-  for choice in default auto avx512; do
+  for choice in ${CHOICES:-default auto avx512}; do
+    bf16=()
+    [ "${BF16:-0}" = 1 ] && [ "$choice" = auto ] && bf16=(--bf16)
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$bench" --choice "$choice" \
       --threads "${THREADS:-1,2}" --rounds "${ROUNDS:-2}" --min-time "${MIN_TIME:-0.2}" \
-      2>/dev/null >>"$out"
+      "${bf16[@]}" 2>/dev/null >>"$out"
   done
 done
 
 python3 - "$out" <<'PY'
-# Load from other processes drifts over a run, so each BLIS figure is also
-# compared with the OpenBLAS measurement made right before or after it in the
-# same process (paired ratio); the table gives medians of both.
+# Load from other processes drifts over a run, so each cloze/BLIS figure is
+# also compared with the OpenBLAS measurement made right before or after it
+# in the same process (paired ratio: the consecutive samples of one shape,
+# 2 or with --bf16 3, form a group); the table gives medians of both.
 import collections, statistics, sys
 gf = collections.defaultdict(list)
 ratio = collections.defaultdict(list)
-order, paths, pending = [], [], None
+order, paths, group = [], [], []
+def close(group):
+    ob = [v for p, v in group if p.startswith("openblas")]
+    for p, v in group:
+        if ob and not p.startswith("openblas"):
+            ratio[(p, key_of_group)].append(v / ob[0])
+key_of_group = None
 for line in open(sys.argv[1]):
     if not line.startswith("sample\t"):
         continue
@@ -44,18 +54,16 @@ for line in open(sys.argv[1]):
     if path not in paths:
         paths.append(path)
     gf[(path, key)].append(value)
-    if pending and pending[1] == key:  # second of a pair
-        (p0, _, v0), (p1, v1) = pending, (path, value)
-        blis, ob = ((p0, v0), v1) if p1.startswith("openblas") else ((p1, v1), v0)
-        ratio[(blis[0], key)].append(blis[1] / ob)
-        pending = None
-    else:
-        pending = (path, key, value)
-def kind(p):  # columns: BLIS default, cloze AUTO, skx forced, OpenBLAS
-    for i, prefix in enumerate(("blis-default", "cloze-auto", "cloze-avx512")):
+    if key != key_of_group or any(p == path for p, _ in group):
+        close(group)
+        group, key_of_group = [], key
+    group.append((path, value))
+close(group)
+def kind(p):  # columns: BLIS default, cloze AUTO, skx forced, cloze bf16, OpenBLAS
+    for i, prefix in enumerate(("blis-default", "cloze-auto", "cloze-avx512", "cloze-bf16")):
         if p.startswith(prefix):
             return i
-    return 3
+    return 4
 paths.sort(key=kind)
 print("GFLOP/s, median over samples; in brackets: median of paired ratios to OpenBLAS")
 print()

@@ -6,6 +6,7 @@
  *       [--heads A] [--inter I] [--vocab V] [--seq T] [--batch B] [--pred P]
  *       [--threads N] [--steps N] [--gemm auto|blis|ref]
  *       [--recompute none|layers]
+ *       [--precision fp32|bf16]
  *
  * The first step is a warm-up (page faults, BLIS buffers) and is not counted;
  * the step time is the median of the others. Dropout is on (0.1), as in
@@ -25,11 +26,12 @@ typedef struct options {
     int layers, hidden, heads, inter, vocab, seq, batch, pred, threads, steps;
     cz_gemm_choice gemm;
     int recompute;
+    int bf16; /* --precision bf16: products through cz_gemm_set_bf16 */
 } options;
 
 static int parse(options *o, int argc, char **argv) {
-    *o = (options){CZ_ARCH_BERT,     4, 256, 4, 0, 30522, 128, 16, 20, 1, 5, CZ_GEMM_AUTO,
-                   CZ_RECOMPUTE_NONE};
+    *o = (options){CZ_ARCH_BERT,      4, 256, 4, 0, 30522, 128, 16, 20, 1, 5, CZ_GEMM_AUTO,
+                   CZ_RECOMPUTE_NONE, 0};
     for (int i = 1; i + 1 < argc; i += 2) {
         const char *k = argv[i], *v = argv[i + 1];
         int x = atoi(v);
@@ -61,6 +63,8 @@ static int parse(options *o, int argc, char **argv) {
                                            : CZ_GEMM_AUTO;
         else if (!strcmp(k, "--recompute"))
             o->recompute = !strcmp(v, "layers") ? CZ_RECOMPUTE_LAYERS : CZ_RECOMPUTE_NONE;
+        else if (!strcmp(k, "--precision"))
+            o->bf16 = !strcmp(v, "bf16");
         else {
             fprintf(stderr, "model_step_bench: unknown option %s\n", k);
             return -1;
@@ -87,12 +91,16 @@ int main(int argc, char **argv) {
         fprintf(stderr, "model_step_bench: %s\n", err.msg);
         return 1;
     }
+    if (o.bf16 && cz_gemm_set_bf16(g, 1, &err)) {
+        fprintf(stderr, "model_step_bench: %s\n", err.msg);
+        return 1;
+    }
     int bert = o.arch == CZ_ARCH_BERT;
     cz_model_config c = {o.arch,   o.vocab,      o.hidden,
                          o.layers, o.heads,      o.inter,
                          512,      bert ? 2 : 0, bert ? 1e-12f : 1e-5f,
                          !bert,    0.1f,         0.1f,
-                         0.02f,    o.recompute};
+                         0.02f,    o.recompute,  o.bf16};
     if (c.max_positions < o.seq) c.max_positions = o.seq;
     cz_model *m;
     if (cz_model_create(&m, &c, o.batch, o.seq, bert ? o.pred : 0, g, &err)) {

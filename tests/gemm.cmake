@@ -7,3 +7,6 @@ foreach(mode default avx512)
   set_tests_properties(test_gemm_${mode} PROPERTIES LABELS "unit" TIMEOUT 120
                        ENVIRONMENT "${CLOZE_TEST_ENV}" SKIP_RETURN_CODE 77)
 endforeach()
+# bf16 mode (vdpbf16ps): vs its definition and the fp32 loops, 1 vs 2 threads
+# bitwise; skipped where the CPU lacks AVX512_BF16.
+cloze_add_unit_test(test_gemm_bf16 TIMEOUT 120)

@@ -18,3 +18,6 @@ if(CLOZE_PYTHON)
     COMMAND ${CLOZE_PYTHON} ${CLOZE_TEST_DIR}/reference/model_reference.py $<TARGET_FILE:model_dump>
     LABELS python TIMEOUT 300)
 endif()
+# every product in bf16 mode vs fp32 and vs the bf16 definition (skipped
+# where the CPU lacks AVX512_BF16)
+cloze_add_unit_test(test_model_bf16 TIMEOUT 60)

@@ -231,6 +231,8 @@ static void test_file_errors(void) {
     expect_file_error("optim: {\n  beta2 = 1;\n};\n", ":2: optim.beta2: 1 is out of range");
     expect_file_error("model: { arch = \"roberta\"; };\n",
                       ":1: model.arch: expected one of bert|gpt, got \"roberta\"");
+    expect_file_error("model: { matmul_precision = \"fp16\"; };\n",
+                      ":1: model.matmul_precision: expected one of fp32|bf16, got \"fp16\"");
     expect_file_error("optim: { schedule = \"step\"; };\n",
                       ":1: optim.schedule: expected one of linear|cosine|constant");
     expect_file_error("data: { whole_word_mask = 1; };\n",
@@ -327,6 +329,9 @@ static void test_set(void) {
     /* public cz_config_set on a struct */
     cz_config_defaults(&c);
     CHECK(cz_config_set(&c, "data.seq=64", &err) == 0 && c.data.seq == 64, "cz_config_set");
+    CHECK(c.model.matmul_bf16 == 0, "model.matmul_precision defaults to fp32");
+    CHECK(cz_config_set(&c, "model.matmul_precision=bf16", &err) == 0 && c.model.matmul_bf16 == 1,
+          "model.matmul_precision=bf16");
 
     expect_set_error("model.layers=x", "--set model.layers=x: expected an integer");
     expect_set_error("model.layers=6x", "--set model.layers=6x: expected an integer");

@@ -9,7 +9,8 @@
  * one sum across threads).
  *
  * Owners: gemm.c (matrix products through BLIS, CPU-specific micro-kernel
- * selection) and the elementwise/attention kernels in their own files. */
+ * selection), gemm_bf16.c (the optional bf16 products) and the
+ * elementwise/attention kernels in their own files. */
 #ifndef CLOZE_KERNELS_H
 #define CLOZE_KERNELS_H
 
@@ -54,6 +55,27 @@ void cz_gemm(const cz_gemm_ctx *g, int trans_a, int trans_b, int m, int n, int k
 /* The definition: triple loop, double accumulation. */
 void cz_gemm_ref(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
                  int lda, const float *b, int ldb, float beta, float *c, int ldc);
+
+/* ---- bf16 mode (src/kernels/gemm_bf16.c) ----
+ * on = 1: every later cz_gemm on g rounds the elements of op(A) and op(B) to
+ * bfloat16 (round to nearest even) and accumulates in fp32 (vdpbf16ps,
+ * AVX512_BF16); C, alpha, beta and everything outside the products stay
+ * fp32 (fp32 master weights). All products take this path, attention ones
+ * included (faster there too; they run on one thread, as in fp32:
+ * docs/performance.md, "bf16 mode"). Results do not depend on the thread
+ * count. The context then owns packing buffers, so it runs one
+ * product at a time (the model's products are sequential). With
+ * CZ_GEMM_REFERENCE the products run cz_gemm_bf16_ref. Fails (-1, err)
+ * where the CPU lacks AVX512_BF16; on = 0 returns to fp32. Logs the kernel. */
+int cz_gemm_set_bf16(cz_gemm_ctx *g, int on, cz_error *err);
+int cz_gemm_is_bf16(const cz_gemm_ctx *g);
+/* x rounded to the nearest bfloat16 (ties to even), as a float; subnormals
+ * become signed zeros, as vcvtneps2bf16 does (it treats them as zero). */
+float cz_bf16_round(float x);
+/* The definition of the bf16 mode: inputs rounded by cz_bf16_round, the
+ * products summed in double, then C = alpha sum + beta C as cz_gemm_ref. */
+void cz_gemm_bf16_ref(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
+                      int lda, const float *b, int ldb, float beta, float *c, int ldc);
 
 /* ---- Transformer kernels (src/kernels/nn.c) ----
  * Each kernel has a scalar reference `*_ref` (the definition, used by tests)

@@ -40,7 +40,8 @@ typedef struct cz_model_config {
      * layer, site), so the recomputed activations and hence the gradients are
      * bitwise those of CZ_RECOMPUTE_NONE; the cost is one extra layer forward
      * per layer (about +1/3 of a step's matrix FLOPs). */
-    int recompute; /* cz_recompute */
+    int recompute;   /* cz_recompute */
+    int matmul_bf16; /* model.matmul_precision: 0 fp32, 1 bf16 inputs (cz_gemm_set_bf16) */
 } cz_model_config;
 
 typedef enum { CZ_RECOMPUTE_NONE = 0, CZ_RECOMPUTE_LAYERS = 1 } cz_recompute;

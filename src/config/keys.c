@@ -58,6 +58,10 @@ const cz_key cz_config_keys[] = {
      .choices = "none|layers",
      .meaning = "layers: keep only each layer's input, recompute its activations before its "
                 "backward (less memory, +1/3 matrix FLOPs, bitwise the same gradients)"},
+    {KEY("model", "matmul_precision", CZ_KEY_WORD_INDEX, model.matmul_bf16), .def = "fp32",
+     .choices = "fp32|bf16",
+     .meaning = "matrix-product inputs: fp32, or bf16 (vdpbf16ps, fp32 accumulation and master "
+                "weights; needs AVX512_BF16)"},
 
     /* ---- data: instances and the BERT length curriculum (App. A.2) ---- */
     {KEY("data", "train_manifest", CZ_KEY_STRING, data.train_manifest), .def = "",

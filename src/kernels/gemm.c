@@ -30,6 +30,7 @@
  * configuration, so the first setup decides. */
 #include "cloze/cpu.h"
 #include "cloze/kernels.h"
+#include "gemm_bf16.h"
 
 #include <blis.h>
 #include <stdio.h>
@@ -61,6 +62,10 @@ struct cz_gemm_ctx {
     int per_shape;
     char kernel[32]; /* BLIS configuration that runs ("skx"), or "reference" */
     char description[192];
+    /* bf16 mode (cz_gemm_set_bf16): packing buffers, NULL = fp32 */
+    cz_gemm_bf16_work *bf16;
+    int bf16_ref; /* bf16 mode on a CZ_GEMM_REFERENCE context: the loops */
+    char fp32_description[192];
 };
 
 /* The BLIS 0.9.0 configuration for a CPU; -1 = none known (let BLIS
@@ -158,7 +163,43 @@ cz_gemm_ctx *cz_gemm_setup(cz_gemm_choice choice, int threads, cz_error *err) {
 }
 
 void cz_gemm_free(cz_gemm_ctx *g) {
+    if (!g) return;
+    cz_gemm_bf16_work_free(g->bf16);
     cz_free(g);
+}
+
+int cz_gemm_set_bf16(cz_gemm_ctx *g, int on, cz_error *err) {
+    if (!g->bf16 && !g->bf16_ref)
+        memcpy(g->fp32_description, g->description, sizeof g->description);
+    cz_gemm_bf16_work_free(g->bf16);
+    g->bf16 = NULL;
+    g->bf16_ref = 0;
+    memcpy(g->description, g->fp32_description, sizeof g->description);
+    if (!on) return 0;
+    if (g->choice == CZ_GEMM_REFERENCE) {
+        g->bf16_ref = 1;
+        snprintf(g->description, sizeof g->description,
+                 "bf16 reference loops (inputs rounded to bf16, double accumulation)");
+        cz_info("gemm: %s", g->description);
+        return 0;
+    }
+    cz_cpu cpu;
+    char line[256];
+    cz_cpu_detect(&cpu);
+    if (!cz_gemm_bf16_compiled() || !has_avx512(&cpu) || !cpu.avx512_bf16)
+        return cz_fail(err,
+                       "gemm: bf16 matrix products need AVX512_BF16 (vdpbf16ps), which this CPU "
+                       "lacks (%s); use model.matmul_precision = \"fp32\"",
+                       cz_cpu_describe(&cpu, line, sizeof line));
+    if (!(g->bf16 = cz_gemm_bf16_work_create(g->threads, err))) return -1;
+    snprintf(g->description, sizeof g->description, "bf16 %s (fp32 accumulation), %d thread(s)",
+             cz_gemm_bf16_kernel_name(), g->threads);
+    cz_info("gemm: %s", g->description);
+    return 0;
+}
+
+int cz_gemm_is_bf16(const cz_gemm_ctx *g) {
+    return g->bf16 != NULL || g->bf16_ref;
 }
 
 const char *cz_gemm_describe(const cz_gemm_ctx *g) {
@@ -188,6 +229,14 @@ void cz_gemm_ref(int ta, int tb, int m, int n, int k, float alpha, const float *
 void cz_gemm(const cz_gemm_ctx *g, int ta, int tb, int m, int n, int k, float alpha, const float *a,
              int lda, const float *b, int ldb, float beta, float *c, int ldc) {
     if (m == 0 || n == 0) return;
+    if (g && g->bf16) {
+        cz_gemm_bf16_run(g->bf16, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+        return;
+    }
+    if (g && g->bf16_ref) {
+        cz_gemm_bf16_ref(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+        return;
+    }
     if (!g || g->choice == CZ_GEMM_REFERENCE) {
         cz_gemm_ref(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
         return;

@@ -149,6 +149,8 @@ static int setup(cz_run *r, const cz_config *cfg, const cz_train_options *opt, c
                                                           : CZ_GEMM_AUTO;
     r->gemm = cz_gemm_setup(choice, r->threads, err);
     if (!r->gemm) return -1;
+    /* model.matmul_precision = "bf16": every product of the model in bf16 */
+    if (r->cfg.model.matmul_bf16 && cz_gemm_set_bf16(r->gemm, 1, err) != 0) return -1;
     if (open_data(r, err) != 0) return -1;
     /* build the sample index now (reads only boundary tables): the first
      * step's time then measures training, and a bad shard fails here */

@@ -12,6 +12,14 @@ fi
 work=$(mktemp -d /tmp/cloze-curve-XXXXXX)
 trap 'rm -rf "$work"' EXIT
 steps=${CLOZE_CURVE_STEPS:-450}
+# CLOZE_CURVE_MATMUL=fp32|bf16 (model.matmul_precision) and CLOZE_CURVE_SEED
+# (train.seed) compare precisions and measure seed-to-seed noise
+# (docs/learning-curve.md, "bf16 mode").
+precision=${CLOZE_CURVE_MATMUL:-fp32}
+seed=${CLOZE_CURVE_SEED:-12345}
+if [ "$precision" = bf16 ] && ! grep -qw avx512_bf16 /proc/cpuinfo; then
+  echo "SKIP: model.matmul_precision=bf16 needs AVX512_BF16"; exit 77
+fi
 
 "$BIN/cloze-prep" shards --vocab "$data/vocab/bert-base-uncased/vocab.txt" --out "$work/shards" \
   --shards 2 --heldout 0.015 --wikitext-detok --quiet \
@@ -31,7 +39,8 @@ mpi 2 "$BIN/cloze-train" "$SRC/conf/bert-mini.cfg" \
   --set train.log_every=20 --set train.eval_every=$(( steps / 5 )) --set train.eval_batches=32 \
   --set train.ckpt_every=0 --set optim.lr=5e-4 --set optim.warmup_steps=0 \
   --set optim.warmup_fraction=0.1 --set optim.bias_correction=true --set model.hidden_dropout=0 \
-  --set model.attn_dropout=0 --set data.seq=128 --set data.max_pred=20
+  --set model.attn_dropout=0 --set data.seq=128 --set data.max_pred=20 \
+  --set model.matmul_precision=$precision --set train.seed=$seed
 
 $PY - "$work/shards/heldout.manifest" "$work/run/metrics.jsonl" "${CLOZE_CURVE_OUT:-$work/curve.md}" <<'PY'
 import collections, json, os, struct, sys
@@ -76,4 +85,16 @@ second = evals[1]["eval_mlm_acc"]
 assert last >= second + margin, f"held-out MLM acc did not rise: {second:.3f} -> {last:.3f}"
 assert evals[-1]["eval_mlm_loss"] < evals[1]["eval_mlm_loss"] - 0.2, "held-out MLM loss did not fall"
 print(f"learning curve: ok (final {last:.3f} vs baseline {baseline:.3f} + {margin})")
+# Against a reference curve (CLOZE_CURVE_REF="acc loss band_acc band_loss"):
+# the bf16 run must end where fp32 ends, within the measured noise.
+ref = os.environ.get("CLOZE_CURVE_REF")
+if ref:
+    acc, loss, band_acc, band_loss = map(float, ref.split())
+    fin_acc, fin_loss = last, evals[-1]["eval_mlm_loss"]
+    assert abs(fin_acc - acc) <= band_acc, \
+        f"final held-out MLM acc {fin_acc:.3f}, reference {acc:.3f} +- {band_acc}"
+    assert abs(fin_loss - loss) <= band_loss, \
+        f"final held-out MLM loss {fin_loss:.3f}, reference {loss:.3f} +- {band_loss}"
+    print(f"reference: ok (acc {fin_acc:.3f} vs {acc:.3f} +- {band_acc}, "
+          f"loss {fin_loss:.3f} vs {loss:.3f} +- {band_loss})")
 PY

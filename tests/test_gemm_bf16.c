@@ -1,0 +1,228 @@
+/* gemm_bf16: the bf16 mode of cz_gemm (vdpbf16ps) against its definition
+ * cz_gemm_bf16_ref and against the fp32 loops cz_gemm_ref, for every
+ * transpose combination, odd m/n/k, leading dimensions wider than the
+ * matrices, alpha/beta; 1 and 2 threads bit for bit; cz_bf16_round on values
+ * whose rounding is known by hand. Skipped (77) where the CPU lacks
+ * AVX512_BF16.
+ *
+ * Tolerances (Higham, "Accuracy and Stability of Numerical Algorithms", 2nd
+ * ed., sec. 3.1; u = 2^-24 for fp32, u_b = 2^-8 for bf16, whose significand
+ * has 8 bits with the implicit one):
+ * - vs cz_gemm_bf16_ref (same rounded inputs, double sum): the products of
+ *   two bf16 values are exact in fp32, so only the fp32 additions round. An
+ *   element sees at most k additions inside the micro-kernel, one fused
+ *   alpha*acc + C per k block (blocks of >= 2), one beta*C and one alpha
+ *   scaling: at most 2(k + 3) roundings, |error| <= 2 (k + 3) u S with
+ *   S = |alpha| sum_p |a^_ip b^_pj| + |beta c|. An input rounded the wrong
+ *   way (truncation, ties away) or a wrong index gives errors near u_b S.
+ * - vs cz_gemm_ref (fp32 inputs): |a b - a^ b^| <= (2 u_b + u_b^2) |a b|,
+ *   so |error| <= (2 u_b + u_b^2 + 2 (k + 3) u) S with S from the fp32
+ *   values (first order; values in [-1, 1) stay far from under/overflow). */
+#include "cloze/core.h"
+#include "cloze/cpu.h"
+#include "cloze/kernels.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ULL;
+static float uniform(void) { /* xorshift64*, values in [-1, 1) */
+    rng_state ^= rng_state >> 12;
+    rng_state ^= rng_state << 25;
+    rng_state ^= rng_state >> 27;
+    return (float)((rng_state * 0x2545F4914F6CDD1DULL) >> 40) / (float)(1 << 23) - 1.0f;
+}
+
+/* ties = 1: every value lies exactly halfway between two bf16 values (low
+ * 16 bits 0x8000), so round-to-nearest-even decides each one */
+static float *random_matrix(size_t count, int ties) {
+    float *x = cz_alloc(count * sizeof *x, NULL);
+    for (size_t i = 0; i < count; i++) {
+        x[i] = uniform();
+        if (ties) {
+            uint32_t u;
+            memcpy(&u, &x[i], 4);
+            u = (u & 0xffff0000u) | 0x8000u;
+            memcpy(&x[i], &u, 4);
+        }
+    }
+    return x;
+}
+
+static float bits(uint32_t u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static uint32_t bits_of(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+
+/* Values whose bf16 rounding is known by hand (bf16 keeps the top 16 bits). */
+static void check_round(void) {
+    static const struct {
+        uint32_t in, out;
+    } cases[] = {
+        {0x3f800000, 0x3f800000}, /* 1 */
+        {0x3f808000, 0x3f800000}, /* 1 + 2^-8: tie, down to the even 1 */
+        {0x3f818000, 0x3f820000}, /* 1 + 3 2^-8: tie, up to the even 1 + 2^-6 */
+        {0x3f808001, 0x3f810000}, /* just above the tie: up */
+        {0x3f807fff, 0x3f800000}, /* just below: down */
+        {0xbf818000, 0xbf820000}, /* negative tie, magnitude to even */
+        {0x7f7fffff, 0x7f800000}, /* FLT_MAX: beyond the largest bf16 + half ulp: inf */
+        {0x7f800000, 0x7f800000}, /* inf */
+        {0x00000001, 0x00000000}, /* subnormal: zero (the instruction's DAZ) */
+        {0x807fffff, 0x80000000}, /* negative subnormal: -0 */
+        {0x00800000, 0x00800000}, /* FLT_MIN stays */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        uint32_t got = bits_of(cz_bf16_round(bits(cases[i].in)));
+        CHECK(got == cases[i].out, "cz_bf16_round(0x%08x) = 0x%08x, want 0x%08x", cases[i].in, got,
+              cases[i].out);
+    }
+    CHECK(isnan(cz_bf16_round(bits(0x7fc00001))), "NaN must stay NaN");
+    CHECK(isnan(cz_bf16_round(bits(0x7f800001))), "signalling NaN must stay NaN");
+}
+
+static int cases_run = 0;
+
+static void check_case(const cz_gemm_ctx *g1, const cz_gemm_ctx *g2, int ta, int tb, int m, int n,
+                       int k, int pad, float alpha, float beta, int ties) {
+    int lda = (ta ? m : k) + pad, ldb = (tb ? k : n) + pad, ldc = n + pad;
+    size_t a_rows = ta ? k : m, b_rows = tb ? n : k;
+    float *a = random_matrix(a_rows * lda + 1, ties), *b = random_matrix(b_rows * ldb + 1, ties);
+    float *c0 = random_matrix((size_t)m * ldc + 1, 0);
+    if (beta == 0.0f) /* BLAS rule: C is not read when beta is 0 */
+        for (int i = 0; i < m; i++)
+            for (int j = 0; j < n; j++) c0[(size_t)i * ldc + j] = NAN;
+    size_t c_bytes = ((size_t)m * ldc + 1) * sizeof(float);
+    float *c1 = cz_alloc(c_bytes, NULL), *c2 = cz_alloc(c_bytes, NULL);
+    float *ref = cz_alloc(c_bytes, NULL), *ref32 = cz_alloc(c_bytes, NULL);
+    memcpy(c1, c0, c_bytes);
+    memcpy(c2, c0, c_bytes);
+    memcpy(ref, c0, c_bytes);
+    memcpy(ref32, c0, c_bytes);
+
+    cz_gemm(g1, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c1, ldc);
+    cz_gemm(g2, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c2, ldc);
+    cz_gemm_bf16_ref(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, ref, ldc);
+    cz_gemm_ref(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, ref32, ldc);
+
+    const double u = ldexp(1.0, -24), ub = ldexp(1.0, -8);
+    int bad = 0;
+    long thread_diff = 0;
+    for (int i = 0; i < m && bad < 3; i++) {
+        for (int j = 0; j < ldc; j++) {
+            size_t at = (size_t)i * ldc + j;
+            if (j >= n) { /* row padding: never written */
+                if (memcmp(&c1[at], &c0[at], 4) != 0 || memcmp(&c2[at], &c0[at], 4) != 0) {
+                    CHECK(0, "ta=%d tb=%d m=%d n=%d k=%d: row padding C[%d,%d] written", ta, tb, m,
+                          n, k, i, j);
+                    bad++;
+                }
+                continue;
+            }
+            double dot_b = 0, dot_32 = 0;
+            for (int p = 0; p < k; p++) {
+                float av = ta ? a[(size_t)p * lda + i] : a[(size_t)i * lda + p];
+                float bv = tb ? b[(size_t)j * ldb + p] : b[(size_t)p * ldb + j];
+                dot_b += fabs((double)cz_bf16_round(av) * cz_bf16_round(bv));
+                dot_32 += fabs((double)av * bv);
+            }
+            double cterm = beta == 0.0f ? 0.0 : fabs(beta * c0[at]);
+            double tol_b = 2.0 * (k + 3) * u * (fabs(alpha) * dot_b + cterm) + 1e-30;
+            double tol_32 =
+                (2 * ub + ub * ub + 2.0 * (k + 3) * u) * (fabs(alpha) * dot_32 + cterm) + 1e-30;
+            double e1 = fabs((double)c1[at] - ref[at]), e32 = fabs((double)c1[at] - ref32[at]);
+            if (!(e1 <= tol_b && e32 <= tol_32)) {
+                CHECK(0,
+                      "ta=%d tb=%d m=%d n=%d k=%d pad=%d alpha=%g beta=%g ties=%d: C[%d,%d] = "
+                      "%.9g, bf16 ref %.9g (tol %.3g), fp32 ref %.9g (tol %.3g)",
+                      ta, tb, m, n, k, pad, alpha, beta, ties, i, j, c1[at], ref[at], tol_b,
+                      ref32[at], tol_32);
+                bad++;
+            }
+            if (memcmp(&c1[at], &c2[at], 4) != 0) thread_diff++;
+        }
+    }
+    CHECK(thread_diff == 0,
+          "ta=%d tb=%d m=%d n=%d k=%d: %ld elements differ between 1 and 2 threads", ta, tb, m, n,
+          k, thread_diff);
+    cases_run++;
+    cz_free(a);
+    cz_free(b);
+    cz_free(c0);
+    cz_free(c1);
+    cz_free(c2);
+    cz_free(ref);
+    cz_free(ref32);
+}
+
+int main(void) {
+    check_round();
+    cz_cpu cpu;
+    char line[256];
+    cz_cpu_detect(&cpu);
+    printf("cpu: %s\n", cz_cpu_describe(&cpu, line, sizeof line));
+    cz_error err;
+    cz_gemm_ctx *g1 = cz_gemm_setup(CZ_GEMM_AUTO, 1, &err);
+    cz_gemm_ctx *g2 = cz_gemm_setup(CZ_GEMM_AUTO, 2, &err);
+    if (!g1 || !g2) {
+        fprintf(stderr, "setup: %s\n", err.msg);
+        return 1;
+    }
+    if (!cpu.avx512_bf16) {
+        /* the mode must refuse with a message that says why */
+        CHECK(cz_gemm_set_bf16(g1, 1, &err) == -1 && strstr(err.msg, "AVX512_BF16"),
+              "bf16 on a CPU without AVX512_BF16 must fail clearly");
+        printf("SKIP: no AVX512_BF16 on this CPU (refusal checked)\n");
+        return failures ? 1 : 77;
+    }
+    if (cz_gemm_set_bf16(g1, 1, &err) || cz_gemm_set_bf16(g2, 1, &err)) {
+        fprintf(stderr, "cz_gemm_set_bf16: %s\n", err.msg);
+        return 1;
+    }
+    CHECK(cz_gemm_is_bf16(g1) && strstr(cz_gemm_describe(g1), "bf16"), "describe: %s",
+          cz_gemm_describe(g1));
+    printf("gemm: %s\n", cz_gemm_describe(g2));
+
+    /* odd sizes straddle the micro-tile (8 x 48) and k-pair edges; 600 and
+     * 400 cross the KC (256) and MC (192) blocks; n = 3100 crosses NC (3072);
+     * 2 threads split the columns of m = 5 and the rows of 400 x 70 */
+    static const int shapes[][3] = {{1, 1, 1},    {7, 5, 3},      {13, 33, 2},   {33, 17, 65},
+                                    {64, 64, 64}, {129, 67, 200}, {37, 300, 13}, {50, 40, 401},
+                                    {3, 129, 1},  {400, 70, 600}, {5, 3100, 40}, {200, 97, 257}};
+    int nshapes = sizeof shapes / sizeof shapes[0];
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++)
+            for (int s = 0; s < nshapes; s++) {
+                int m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
+                check_case(g1, g2, ta, tb, m, n, k, 0, 1.0f, 0.0f, 0);
+                check_case(g1, g2, ta, tb, m, n, k, 3, 1.0f, 1.0f, 0);
+                check_case(g1, g2, ta, tb, m, n, k, 5, -0.5f, 0.0f, s % 2);
+                check_case(g1, g2, ta, tb, m, n, k, 1, 1.5f, 0.75f, 1);
+            }
+    /* k = 0: C = beta C, nothing else */
+    check_case(g1, g2, 0, 0, 9, 7, 0, 2, 1.0f, 1.0f, 0);
+    check_case(g1, g2, 1, 1, 9, 7, 0, 2, 1.0f, 0.0f, 0);
+
+    /* the mode switches off again */
+    CHECK(cz_gemm_set_bf16(g1, 0, &err) == 0 && !cz_gemm_is_bf16(g1), "bf16 off");
+    printf("%d products checked\n", cases_run);
+    cz_gemm_free(g1);
+    cz_gemm_free(g2);
+    if (failures) {
+        fprintf(stderr, "%d failure(s)\n", failures);
+        return 1;
+    }
+    printf("ok\n");
+    return 0;
+}
