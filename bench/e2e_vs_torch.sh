@@ -10,18 +10,22 @@
 #           base512 (BERT-base, seq 512, batch 2, 80 prediction slots)
 #           gpt (GPT-1 L12 H768 A12, seq 512, batch 2, vocab 30522)
 #   default: mini:2 base128:2
-# env: PEAK (GFLOP/s the MFU divides by, for the whole 2-core node; default
-#      200, the 2-thread sgemm rate measured in docs/performance.md),
+# env: PEAK (GFLOP/s the MFU divides by, for the whole node; default:
+#      measured at the start of the run: the median 2-thread fp32 rate of
+#      the BERT-base linear-layer products, cloze's path and OpenBLAS's
+#      samples together, from bench-gemm_bench --quick),
 #      WORK (scratch directory), PYTHON (default /usr/bin/python3),
 #      LOCK (default /tmp/cloze-cpu.lock: every timed run holds it, so timed
 #      runs of several people on one machine never overlap).
-#      PRECISION (cloze's model.matmul_precision: fp32, default, or bf16).
+#      PRECISIONS (cloze's model.matmul_precision values to run, each
+#      beside the same PyTorch fp32 run; default "fp32 bf16" on CPUs with
+#      avx512_bf16, else "fp32").
 # Prints one RESULT line per run, then a markdown table of medians.
 set -euo pipefail
 build=$(cd "$1" && pwd); shift
 root=$(cd "$(dirname "$0")/.." && pwd)
 configs=("$@"); [ ${#configs[@]} -gt 0 ] || configs=(mini:2 base128:2)
-PEAK=${PEAK:-200}
+PRECISIONS=${PRECISIONS:-$(grep -q avx512_bf16 /proc/cpuinfo && echo "fp32 bf16" || echo fp32)}
 PYTHON=${PYTHON:-/usr/bin/python3}
 LOCK=${LOCK:-/tmp/cloze-cpu.lock}
 work=${WORK:-$(mktemp -d /tmp/cloze-e2e.XXXXXX)}
@@ -42,26 +46,26 @@ shape() { # sets conf arch L H A T B P csteps tsteps
   esac
 }
 
-run_cloze() { # cfg ranks threads rep
-  local dir="$work/run-$1-$2x$3-$4"
+run_cloze() { # cfg ranks threads rep precision
+  local dir="$work/run-$1-$2x$3-$4-$5"
   rm -rf "$dir"
   flock "$LOCK" "$root/launch/cloze-mpirun" -n "$2" -t "$3" "$build/cloze-train" \
     "$root/conf/$conf.cfg" --quiet \
     --set data.train_manifest="$work/data/train.manifest" --set train.run_dir="$dir" \
-    --set model.vocab_size=30522 --set model.matmul_precision="${PRECISION:-fp32}" \
+    --set model.vocab_size=30522 --set model.matmul_precision="$5" \
     --set data.seq=$T --set data.max_pred=$P \
     --set train.steps=$csteps --set train.global_batch=$B --set train.micro_batch=$((B / $2)) \
     --set train.peak_gflops="$(echo "$PEAK / $2" | bc -l)" --set train.ckpt_every=0 --set data.phase2_fraction=0 --set optim.warmup_steps=1 \
     >"$dir.log" 2>&1 || { echo "cloze run failed, see $dir.log" >&2; tail -5 "$dir.log" >&2; return 1; }
   # median over steps 3.. (the first two warm up, as in the torch bench)
-  "$PYTHON" - "$dir/metrics.jsonl" "$1" "$2" "$3" "$4" >>"$results" <<'EOF'
+  "$PYTHON" - "$dir/metrics.jsonl" "$1" "$2" "$3" "$4" "$5" >>"$results" <<'EOF'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 steps = [r for r in rows if "tokens_per_s" in r and r["step"] >= 3]
 mem = [r for r in rows if "peak_rss_train_mib_max" in r][0]
 med = lambda k: statistics.median(r[k] for r in steps)
-print("RESULT cloze %s %sx%s rep%s tokens_per_s %.1f mfu %.4f rss_mib %.0f step_s %.4f "
-      "optim_s %.4f comm_wait_s %.4f" % (*sys.argv[2:6], med("tokens_per_s"), med("mfu"),
+print("RESULT cloze-%s %s %sx%s rep%s tokens_per_s %.1f mfu %.4f rss_mib %.0f step_s %.4f "
+      "optim_s %.4f comm_wait_s %.4f" % (sys.argv[6], *sys.argv[2:6], med("tokens_per_s"), med("mfu"),
       mem["peak_rss_train_mib_max"], med("step_seconds"), med("optim_seconds"),
       med("comm_wait_seconds")))
 EOF
@@ -92,13 +96,19 @@ run_torch() { # cfg ranks threads rep
   echo "RESULT torch $1 $2x$3 rep$4 tokens_per_s $tps mfu nan rss_mib $rss" | tee -a "$results"
 }
 
+if [ -z "${PEAK:-}" ]; then
+  PEAK=$(flock "$LOCK" "$build/bench/bench-gemm_bench" --choice auto --threads 2 --quick \
+    --rounds 2 2>/dev/null | awk -F'\t' '$1 == "sample" && $3 !~ /^attn/ {print $5}' |
+    sort -n | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}')
+  echo "peak: $PEAK GFLOP/s (median 2-thread sgemm, BERT-base linear shapes, this run)"
+fi
 echo "machine: $(lscpu | grep 'Model name' | sed 's/  */ /g'); $(date -u '+%F %H:%M UTC'); load: $(cut -d' ' -f1-3 /proc/loadavg)"
 for item in "${configs[@]}"; do
   cfg=${item%%:*}; reps=${item#*:}; [ "$reps" != "$item" ] || reps=1
   shape "$cfg"
   for rep in $(seq 1 "$reps"); do
     for layout in "1 2" "2 1"; do
-      run_cloze "$cfg" $layout "$rep"
+      for prec in $PRECISIONS; do run_cloze "$cfg" $layout "$rep" "$prec"; done
       run_torch "$cfg" $layout "$rep"
     done
   done
@@ -118,18 +128,19 @@ for line in open(sys.argv[1]):
 peak = float(sys.argv[2])
 names = {"mini": "BERT-mini T128 B32", "base128": "BERT-base T128 B8",
          "base512": "BERT-base T512 B2", "gpt": "GPT-1 T512 B2"}
-print(f"| model | ranks x threads | cloze tokens/s | torch tokens/s | cloze/torch | cloze MFU | "
+print(f"| model | ranks x threads | cloze precision | cloze tokens/s | torch tokens/s | cloze/torch | cloze MFU | "
       f"torch MFU | cloze peak RSS/rank | torch peak RSS/rank | cloze optimizer s/step | "
       f"cloze all-reduce wait s/step | reps |")
-print("|---|---|---|---|---|---|---|---|---|---|---|---|")
-for (cfg, layout, _) in [k for k in runs if k[2] == "cloze"]:
-    c, t = runs[(cfg, layout, "cloze")], runs.get((cfg, layout, "torch"), [])
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+for (cfg, layout, prog) in [k for k in runs if k[2].startswith("cloze")]:
+    c, t = runs[(cfg, layout, prog)], runs.get((cfg, layout, "torch"), [])
     med = lambda rs, k: statistics.median(r[k] for r in rs) if rs else float("nan")
     ctps, ttps = med(c, "tokens_per_s"), med(t, "tokens_per_s")
     fpt = statistics.median(r["mfu"] * peak * 1e9 / r["tokens_per_s"] for r in c)
-    print(f"| {names.get(cfg, cfg)} | {layout.replace('x', ' x ')} | {ctps:.0f} | {ttps:.0f} | "
+    print(f"| {names.get(cfg, cfg)} | {layout.replace('x', ' x ')} | {prog[6:]} | {ctps:.0f} | {ttps:.0f} | "
           f"{ctps / ttps:.2f} | {100 * med(c, 'mfu'):.1f}% | {100 * ttps * fpt / (peak * 1e9):.1f}% | "
           f"{med(c, 'rss_mib'):.0f} MiB | {med(t, 'rss_mib'):.0f} MiB | {med(c, 'optim_s'):.3f} | "
           f"{med(c, 'comm_wait_s'):.3f} | {len(c)} |")
-print(f"\nMFU = tokens/s x 3 x forward FLOPs per token (cz_model_forward_flops) / {peak:g} GFLOP/s.")
+print(f"\nMFU = tokens/s x 3 x forward FLOPs per token (cz_model_forward_flops) / {peak:g} GFLOP/s "
+      "(the fp32 sgemm rate, also for bf16 rows).")
 EOF
