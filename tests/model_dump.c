@@ -68,13 +68,7 @@ int main(int argc, char **argv) {
     if (cz_model_create(&m, &c, B, T, P, gemm, &err)) die("create", &err);
     cz_model_init_weights(m, 2024);
     /* LayerNorm and bias parameters away from 1 / 0, so that their paths count */
-    for (int k = 0; k < cz_model_num_tensors(m); k++) {
-        const cz_tensor_info *t = cz_model_tensor(m, k);
-        if (!t->no_decay) continue;
-        cz_rng_stream r = cz_rng_stream_make(6, CZ_RNG_TEST, (uint64_t)k, 2, 0);
-        for (size_t i = 0; i < t->numel; i++)
-            cz_model_params(m)[t->offset + i] += 0.05f * (float)cz_rng_normal(&r, i);
-    }
+    perturb_no_decay(m, 6, 2, 0.05f);
     static test_batch tb;
     make_batch(&tb, &c, B, T, P, 5, NULL, 77);
 

@@ -18,6 +18,20 @@
         }                                                                                          \
     } while (0)
 
+/* Moves the no-decay parameters (LayerNorm gains and biases, every bias)
+ * away from their 1 / 0 initialisation by scale * N(0, 1), one Philox
+ * stream per tensor keyed by (seed, k, sub), so that their gradient paths
+ * count in a test. */
+static inline void perturb_no_decay(cz_model *m, uint64_t seed, uint64_t sub, float scale) {
+    for (int k = 0; k < cz_model_num_tensors(m); k++) {
+        const cz_tensor_info *t = cz_model_tensor(m, k);
+        if (!t->no_decay) continue;
+        cz_rng_stream r = cz_rng_stream_make(seed, CZ_RNG_TEST, (uint64_t)k, sub, 0);
+        for (size_t i = 0; i < t->numel; i++)
+            cz_model_params(m)[t->offset + i] += scale * (float)cz_rng_normal(&r, i);
+    }
+}
+
 static inline cz_model_config tiny_config(cz_arch arch, int vocab, int hidden, int layers,
                                           int heads, int positions) {
     cz_model_config c;

@@ -225,13 +225,7 @@ static void run(cz_arch arch, const char *label, const cz_gemm_ctx *gemm) {
     CHECK(cz_model_create(&m, &c, B, T, P, gemm, &err) == 0);
     cz_model_init_weights(m, 11);
     /* non-trivial LayerNorm and bias parameters */
-    for (int k = 0; k < cz_model_num_tensors(m); k++) {
-        const cz_tensor_info *t = cz_model_tensor(m, k);
-        if (!t->no_decay) continue;
-        cz_rng_stream r = cz_rng_stream_make(5, CZ_RNG_TEST, (uint64_t)k, 1, 0);
-        for (size_t i = 0; i < t->numel; i++)
-            cz_model_params(m)[t->offset + i] += 0.1f * (float)cz_rng_normal(&r, i);
-    }
+    perturb_no_decay(m, 5, 1, 0.1f);
     static test_batch tb;
     make_batch(&tb, &c, B, T, P, 2, NULL, 3);
 

@@ -28,13 +28,7 @@ static cz_model *make(const cz_model_config *c, int recompute, const cz_gemm_ctx
     CHECK(cz_model_create(&m, &rc, 3, 12, 4, gemm, &err) == 0);
     cz_model_init_weights(m, 21);
     /* non-trivial LayerNorm and bias parameters */
-    for (int k = 0; k < cz_model_num_tensors(m); k++) {
-        const cz_tensor_info *t = cz_model_tensor(m, k);
-        if (!t->no_decay) continue;
-        cz_rng_stream r = cz_rng_stream_make(5, CZ_RNG_TEST, (uint64_t)k, 1, 0);
-        for (size_t i = 0; i < t->numel; i++)
-            cz_model_params(m)[t->offset + i] += 0.1f * (float)cz_rng_normal(&r, i);
-    }
+    perturb_no_decay(m, 5, 1, 0.1f);
     return m;
 }
 
