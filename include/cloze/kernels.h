@@ -69,6 +69,13 @@ void cz_gemm_ref(int trans_a, int trans_b, int m, int n, int k, float alpha, con
  * where the CPU lacks AVX512_BF16; on = 0 returns to fp32. Logs the kernel. */
 int cz_gemm_set_bf16(cz_gemm_ctx *g, int on, cz_error *err);
 int cz_gemm_is_bf16(const cz_gemm_ctx *g);
+/* A copy of g that runs every product on one thread, with its own bf16
+ * packing buffers when g is in bf16 mode: for callers that run independent
+ * products side by side, one per thread (the model's per-(sequence, head)
+ * attention products). The path per shape is g's, and the results are
+ * bitwise g's (thread-count independence above). A copy does not follow a
+ * later cz_gemm_set_bf16 on g. Free with cz_gemm_free. */
+cz_gemm_ctx *cz_gemm_single_thread(const cz_gemm_ctx *g, cz_error *err);
 /* x rounded to the nearest bfloat16 (ties to even), as a float; subnormals
  * become signed zeros, as vcvtneps2bf16 does (it treats them as zero). */
 float cz_bf16_round(float x);

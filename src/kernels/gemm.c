@@ -198,6 +198,20 @@ int cz_gemm_set_bf16(cz_gemm_ctx *g, int on, cz_error *err) {
     return 0;
 }
 
+cz_gemm_ctx *cz_gemm_single_thread(const cz_gemm_ctx *g, cz_error *err) {
+    cz_gemm_ctx *one = cz_alloc(sizeof *one, err);
+    if (!one) return NULL;
+    *one = *g; /* BLIS contexts are plain values: copied with it */
+    one->threads = 1;
+    bli_rntm_set_num_threads(1, &one->rntm);
+    one->bf16 = NULL;
+    if (g->bf16 && !(one->bf16 = cz_gemm_bf16_work_create(1, err))) {
+        cz_free(one);
+        return NULL;
+    }
+    return one;
+}
+
 int cz_gemm_is_bf16(const cz_gemm_ctx *g) {
     return g->bf16 != NULL || g->bf16_ref;
 }

@@ -23,6 +23,7 @@
 #include "cloze/model.h"
 
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -66,6 +67,11 @@ struct cz_model {
     cz_model_config cfg;
     int max_b, max_t, max_p;
     const cz_gemm_ctx *gemm;
+    /* one single-thread copy of gemm per OpenMP thread: the attention
+     * products of different (sequence, head) pairs run side by side, each
+     * on one thread (cz_gemm_single_thread; the same bits as gemm) */
+    cz_gemm_ctx **head_gemm;
+    int n_head_gemm;
     cz_tensor_info *tensors;
     int n_tensors;
     int *tensor_kind;
@@ -379,6 +385,13 @@ int cz_model_create(cz_model **out, const cz_model_config *cfg, int max_batch, i
     TAKE(m->dctx, N * H);
     TAKE(m->di, N * I);
     TAKE(m->dqkv, N * 3 * H);
+    if (gemm) {
+        int nt = omp_get_max_threads();
+        /* not from take(): these are not activations (memory plan) */
+        if (!(m->head_gemm = cz_alloc((size_t)nt * sizeof *m->head_gemm, err))) goto fail;
+        for (; m->n_head_gemm < nt; m->n_head_gemm++)
+            if (!(m->head_gemm[m->n_head_gemm] = cz_gemm_single_thread(gemm, err))) goto fail;
+    }
     *out = m;
     return 0;
 fail:
@@ -388,6 +401,8 @@ fail:
 
 void cz_model_free(cz_model *m) {
     if (!m) return;
+    for (int i = 0; i < m->n_head_gemm; i++) cz_gemm_free(m->head_gemm[i]);
+    cz_free(m->head_gemm);
     for (int i = m->n_allocs - 1; i >= 0; i--) cz_free(m->allocs[i]);
     cz_free(m);
 }
@@ -566,6 +581,72 @@ static void attn_dropout(cz_model *m, const cz_batch *b, int l, float *y, const 
     }
 }
 
+/* ---- attention products, one (sequence, head) pair at a time ----
+ * Each pair's products are small (T x T x d: 1M multiply-adds at T = 128,
+ * d = 64), too small to split over threads; so the pairs run side by side,
+ * each on one thread with its own single-thread GEMM context. Every product
+ * is computed exactly as one call on m->gemm would (cz_gemm_single_thread),
+ * so the results do not depend on the thread count. */
+typedef struct head_args {
+    cz_model *m;
+    layer *ly;
+    const cz_batch *b;
+    float scale;
+    const float *pd; /* probabilities after dropout */
+} head_args;
+typedef void (*head_fn)(const cz_gemm_ctx *g, const head_args *a, int s, int h);
+
+static void for_each_head(cz_model *m, int pairs, head_fn fn, const head_args *a) {
+    int A = m->cfg.heads;
+    if (m->n_head_gemm == 0) { /* no GEMM context: the reference loops */
+        for (int i = 0; i < pairs; i++) fn(m->gemm, a, i / A, i % A);
+        return;
+    }
+    int nt = omp_get_max_threads() < m->n_head_gemm ? omp_get_max_threads() : m->n_head_gemm;
+#pragma omp parallel for num_threads(nt) schedule(static)
+    for (int i = 0; i < pairs; i++) fn(m->head_gemm[omp_get_thread_num()], a, i / A, i % A);
+}
+
+/* S = scale Q K^T into probs (the softmax runs over all pairs afterwards) */
+static void head_scores(const cz_gemm_ctx *g, const head_args *a, int s, int h) {
+    int T = a->b->seq, H = a->m->cfg.hidden, A = a->m->cfg.heads, d = H / A;
+    const float *q = a->ly->qkv_act + (size_t)s * T * 3 * H + h * d;
+    float *p = a->ly->probs + ((size_t)s * A + h) * T * T;
+    cz_gemm(g, 0, 1, T, T, d, a->scale, q, 3 * H, q + H, 3 * H, 0.0f, p, T);
+}
+
+/* ctx = Pd V */
+static void head_context(const cz_gemm_ctx *g, const head_args *a, int s, int h) {
+    int T = a->b->seq, H = a->m->cfg.hidden, A = a->m->cfg.heads, d = H / A;
+    const float *v = a->ly->qkv_act + (size_t)s * T * 3 * H + 2 * H + h * d;
+    const float *p = a->pd + ((size_t)s * A + h) * T * T;
+    cz_gemm(g, 0, 0, T, d, T, 1.0f, p, T, v, 3 * H, 0.0f, a->ly->ctx + (size_t)s * T * H + h * d,
+            H);
+}
+
+/* ctx = Pd V: dV = Pd^T dctx, dPd = dctx V^T */
+static void head_context_backward(const cz_gemm_ctx *g, const head_args *a, int s, int h) {
+    cz_model *m = a->m;
+    int T = a->b->seq, H = m->cfg.hidden, A = m->cfg.heads, d = H / A;
+    size_t row0 = (size_t)s * T, pp = ((size_t)s * A + h) * T * T;
+    const float *v = a->ly->qkv_act + row0 * 3 * H + 2 * H + h * d;
+    float *dv = m->dqkv + row0 * 3 * H + 2 * H + h * d;
+    const float *dctx = m->dctx + row0 * H + h * d;
+    cz_gemm(g, 1, 0, T, d, T, 1.0f, a->pd + pp, T, dctx, H, 0.0f, dv, 3 * H);
+    cz_gemm(g, 0, 1, T, T, d, 1.0f, dctx, H, v, 3 * H, 0.0f, m->dprobs + pp, T);
+}
+
+/* S = scale Q K^T: dQ = scale dS K, dK = scale dS^T Q */
+static void head_scores_backward(const cz_gemm_ctx *g, const head_args *a, int s, int h) {
+    cz_model *m = a->m;
+    int T = a->b->seq, H = m->cfg.hidden, A = m->cfg.heads, d = H / A;
+    size_t row0 = (size_t)s * T, pp = ((size_t)s * A + h) * T * T;
+    const float *q = a->ly->qkv_act + row0 * 3 * H + h * d, *k = q + H;
+    float *dq = m->dqkv + row0 * 3 * H + h * d, *dk = dq + H;
+    cz_gemm(g, 0, 0, T, d, T, a->scale, m->dprobs + pp, T, k, 3 * H, 0.0f, dq, 3 * H);
+    cz_gemm(g, 1, 0, T, d, T, a->scale, m->dprobs + pp, T, q, 3 * H, 0.0f, dk, 3 * H);
+}
+
 /* Scores of all (sequence, head) pairs by GEMM, then one softmax (and one
  * dropout) over all B*A*T rows, so those kernels get enough rows to use
  * every thread; then P V per pair. */
@@ -573,12 +654,7 @@ static void attention_forward(cz_model *m, layer *ly, int l, const cz_batch *b) 
     int T = b->seq, H = m->cfg.hidden, A = m->cfg.heads, d = H / A, B = b->batch;
     float scale = 1.0f / sqrtf((float)d);
     int causal = m->cfg.arch == CZ_ARCH_GPT;
-    for (int s = 0; s < B; s++)
-        for (int h = 0; h < A; h++) {
-            const float *q = ly->qkv_act + (size_t)s * T * 3 * H + h * d;
-            float *p = ly->probs + ((size_t)s * A + h) * T * T;
-            gemm(m, 0, 1, T, T, d, scale, q, 3 * H, q + H, 3 * H, 0.0f, p, T);
-        }
+    PHASE(gemm, for_each_head(m, B * A, head_scores, &(head_args){m, ly, b, scale, NULL}));
     PHASE(attention,
           cz_attn_softmax_batch(ly->probs, B, A, T, b->attn_mask ? m->key_bias : NULL, causal));
     const float *pd = ly->probs;
@@ -586,13 +662,7 @@ static void attention_forward(cz_model *m, layer *ly, int l, const cz_batch *b) 
         PHASE(attention, attn_dropout(m, b, l, m->probs_drop, ly->probs));
         pd = m->probs_drop;
     }
-    for (int s = 0; s < B; s++)
-        for (int h = 0; h < A; h++) {
-            const float *v = ly->qkv_act + (size_t)s * T * 3 * H + 2 * H + h * d;
-            const float *p = pd + ((size_t)s * A + h) * T * T;
-            gemm(m, 0, 0, T, d, T, 1.0f, p, T, v, 3 * H, 0.0f, ly->ctx + (size_t)s * T * H + h * d,
-                 H);
-        }
+    PHASE(gemm, for_each_head(m, B * A, head_context, &(head_args){m, ly, b, scale, pd}));
 }
 
 /* From dctx [N, H] to dqkv [N, 3H]. */
@@ -605,26 +675,11 @@ static void attention_backward(cz_model *m, layer *ly, int l, const cz_batch *b)
         pd = m->probs_drop;
     }
     /* ctx = Pd V: dV = Pd^T dctx, dPd = dctx V^T */
-    for (int s = 0; s < B; s++)
-        for (int h = 0; h < A; h++) {
-            size_t row0 = (size_t)s * T, pp = ((size_t)s * A + h) * T * T;
-            const float *v = ly->qkv_act + row0 * 3 * H + 2 * H + h * d;
-            float *dv = m->dqkv + row0 * 3 * H + 2 * H + h * d;
-            const float *dctx = m->dctx + row0 * H + h * d;
-            gemm(m, 1, 0, T, d, T, 1.0f, pd + pp, T, dctx, H, 0.0f, dv, 3 * H);
-            gemm(m, 0, 1, T, T, d, 1.0f, dctx, H, v, 3 * H, 0.0f, m->dprobs + pp, T);
-        }
+    PHASE(gemm, for_each_head(m, B * A, head_context_backward, &(head_args){m, ly, b, scale, pd}));
     if (attn_dropping(m, b)) PHASE(attention, attn_dropout(m, b, l, m->dprobs, m->dprobs));
     PHASE(attention, cz_softmax_backward(m->dprobs, ly->probs, m->dprobs, B * A * T, T));
     /* S = scale Q K^T: dQ = scale dS K, dK = scale dS^T Q */
-    for (int s = 0; s < B; s++)
-        for (int h = 0; h < A; h++) {
-            size_t row0 = (size_t)s * T, pp = ((size_t)s * A + h) * T * T;
-            const float *q = ly->qkv_act + row0 * 3 * H + h * d, *k = q + H;
-            float *dq = m->dqkv + row0 * 3 * H + h * d, *dk = dq + H;
-            gemm(m, 0, 0, T, d, T, scale, m->dprobs + pp, T, k, 3 * H, 0.0f, dq, 3 * H);
-            gemm(m, 1, 0, T, d, T, scale, m->dprobs + pp, T, q, 3 * H, 0.0f, dk, 3 * H);
-        }
+    PHASE(gemm, for_each_head(m, B * A, head_scores_backward, &(head_args){m, ly, b, scale, NULL}));
 }
 
 /* ---- forward ---- */
