@@ -322,10 +322,12 @@ BF16 void cz_gemm_bf16_run(cz_gemm_bf16_work *w, int ta, int tb, int m, int n, i
      * synchronisation did under OMP_WAIT_POLICY=PASSIVE (docs/performance.md,
      * "bf16 mode") */
     /* Attention-sized products (<= 4M multiply-adds: one head's 128 x 128
-     * x 64) run on one thread, as on cz_gemm's fp32 path: with
-     * OMP_WAIT_POLICY=PASSIVE (cloze-mpirun's setting) waking the second
-     * thread for each of the ~7000 per-head products of a BERT-base step
-     * cost 0.6 s per step (docs/performance.md, "bf16 mode"). */
+     * x 64) run on one thread, as on cz_gemm's fp32 path: under
+     * OMP_WAIT_POLICY=PASSIVE waking the second thread for each of the
+     * ~7000 per-head products of a BERT-base step cost 0.6 s per step, and
+     * with the default policy two threads per product measured no faster
+     * (docs/performance.md, "bf16 mode"). The model runs these products side
+     * by side instead, one per thread (cz_gemm_single_thread). */
     int nt = (double)m * n * k <= SMALL_MACS ? 1 : w->threads;
 #pragma omp parallel num_threads(nt) if (nt > 1)
     {
