@@ -1,16 +1,20 @@
-/* GEMM throughput for every matrix-product shape of a BERT-base step, cloze's
+/* GEMM throughput for every matrix-product shape of a BERT step, cloze's
  * path (cz_gemm) side by side with OpenBLAS (dlopen'ed, so that its BLAS
  * symbols cannot collide with BLIS's), alternating per measurement.
  *
- * Shapes: BERT-base (d = 768, FFN 3072, 12 heads of 64) at sequence length
- * 128, micro-batch of 8 sequences = 1024 tokens. Linear weights are stored as
- * PyTorch does ([out, in], model.h), so the forward is Y = X W^T (NT), the
- * input gradient dX = dY W (NN), the weight gradient dW = dY^T X (TN).
- * Attention runs one product per (sequence, head), 96 per micro-batch, on
- * head slices of [tokens x 768] buffers (row stride 768).
+ * Shapes (--model): BERT-base (d = 768, FFN 3072, 12 heads of 64) at sequence
+ * length 128, micro-batch of 8 sequences = 1024 tokens; or BERT-mini (d = 256,
+ * FFN 1024, 4 heads of 64), 32 sequences = 4096 tokens, the micro-batch of
+ * bench/e2e_vs_torch.sh at 1 rank. Linear weights are stored as PyTorch does
+ * ([out, in], model.h), so the forward is Y = X W^T (NT), the input gradient
+ * dX = dY W (NN), the weight gradient dW = dY^T X (TN). Attention runs one
+ * product per (sequence, head) on head slices of [tokens x d] buffers (row
+ * stride d). --decoder adds the MLM decoder's three products (20 masked
+ * positions per sequence against the 30522-word embedding table).
  *
  * Usage: bench-gemm_bench [--choice auto|default|avx512] [--threads 1,2]
  *        [--rounds 3] [--min-time 0.2] [--openblas PATH] [--quick] [--bf16]
+ *        [--model base|mini] [--decoder]
  * --bf16 adds cloze's bf16 mode (cz_gemm_set_bf16, "cloze-bf16") to every
  * measurement, rotated with the fp32 path and OpenBLAS. (Debian's OpenBLAS
  * 0.3.21 is built without bfloat16: no cblas_sbgemm to compare with.)
@@ -33,32 +37,55 @@ enum { CBLAS_ROW_MAJOR = 101, CBLAS_NO_TRANS = 111, CBLAS_TRANS = 112 };
 typedef struct {
     const char *name;
     int ta, tb, m, n, k;
-    int batch;         /* independent products per micro-batch (attention: 96) */
+    int batch;         /* independent products per micro-batch (attention: B x heads) */
     int lda, ldb, ldc; /* 0: dense */
 } shape;
 
-#define T 1024
-#define D 768
-#define F 3072
-#define S 128
-#define DH 64
-#define BH 96 /* 8 sequences x 12 heads */
+/* Model dimensions: tokens per micro-batch, hidden, FFN, sequence, head size,
+ * heads, and the MLM decoder (masked positions x vocabulary). */
+typedef struct {
+    const char *name;
+    int tokens, d, f, seq, dh, heads, pred_rows, vocab;
+} dims;
 
-static const shape shapes[] = {
-    {"fwd qkv/out  X.W^T", 0, 1, T, D, D, 1, 0, 0, 0},
-    {"fwd ffn-up   X.W^T", 0, 1, T, F, D, 1, 0, 0, 0},
-    {"fwd ffn-down X.W^T", 0, 1, T, D, F, 1, 0, 0, 0},
-    {"bwd qkv/out  dY.W", 0, 0, T, D, D, 1, 0, 0, 0},
-    {"bwd ffn-up   dY.W", 0, 0, T, D, F, 1, 0, 0, 0},
-    {"bwd ffn-down dY.W", 0, 0, T, F, D, 1, 0, 0, 0},
-    {"bwd qkv/out  dY^T.X", 1, 0, D, D, T, 1, 0, 0, 0},
-    {"bwd ffn-up   dY^T.X", 1, 0, F, D, T, 1, 0, 0, 0},
-    {"bwd ffn-down dY^T.X", 1, 0, D, F, T, 1, 0, 0, 0},
-    {"attn Q.K^T, dC.V^T", 0, 1, S, S, DH, BH, D, D, S},
-    {"attn P.V, dS.K", 0, 0, S, DH, S, BH, S, D, D},
-    {"attn P^T.dC, dS^T.Q", 1, 0, S, DH, S, BH, S, D, D},
+static const dims models[] = {
+    /* BERT-base, 8 sequences of 128, 20 predictions each */
+    {"base", 1024, 768, 3072, 128, 64, 12, 160, 30522},
+    /* BERT-mini (L4 H256 A4), 32 sequences of 128, as bench/e2e_vs_torch.sh */
+    {"mini", 4096, 256, 1024, 128, 64, 4, 640, 30522},
 };
-#define NSHAPES (int)(sizeof shapes / sizeof shapes[0])
+
+#define MAX_SHAPES 16
+static shape shapes[MAX_SHAPES];
+static int NSHAPES;
+static dims M; /* the model being measured */
+
+static void add(const char *name, int ta, int tb, int m, int n, int k, int batch, int lda, int ldb,
+                int ldc) {
+    shapes[NSHAPES++] = (shape){name, ta, tb, m, n, k, batch, lda, ldb, ldc};
+}
+
+static void make_shapes(int with_decoder) {
+    int T = M.tokens, D = M.d, F = M.f, S = M.seq, DH = M.dh, BH = T / S * M.heads;
+    int P = M.pred_rows, V = M.vocab;
+    NSHAPES = 0;
+    add("fwd qkv/out  X.W^T", 0, 1, T, D, D, 1, 0, 0, 0);
+    add("fwd ffn-up   X.W^T", 0, 1, T, F, D, 1, 0, 0, 0);
+    add("fwd ffn-down X.W^T", 0, 1, T, D, F, 1, 0, 0, 0);
+    add("bwd qkv/out  dY.W", 0, 0, T, D, D, 1, 0, 0, 0);
+    add("bwd ffn-up   dY.W", 0, 0, T, D, F, 1, 0, 0, 0);
+    add("bwd ffn-down dY.W", 0, 0, T, F, D, 1, 0, 0, 0);
+    add("bwd qkv/out  dY^T.X", 1, 0, D, D, T, 1, 0, 0, 0);
+    add("bwd ffn-up   dY^T.X", 1, 0, F, D, T, 1, 0, 0, 0);
+    add("bwd ffn-down dY^T.X", 1, 0, D, F, T, 1, 0, 0, 0);
+    add("attn Q.K^T, dC.V^T", 0, 1, S, S, DH, BH, D, D, S);
+    add("attn P.V, dS.K", 0, 0, S, DH, S, BH, S, D, D);
+    add("attn P^T.dC, dS^T.Q", 1, 0, S, DH, S, BH, S, D, D);
+    if (!with_decoder) return;
+    add("mlm decoder  H.E^T", 0, 1, P, V, D, 1, 0, 0, 0);
+    add("mlm decoder  dZ.E", 0, 0, P, D, V, 1, 0, 0, 0);
+    add("mlm decoder  dZ^T.H", 1, 0, V, D, P, 1, 0, 0, 0);
+}
 
 typedef struct {
     float *a, *b, *c;
@@ -66,8 +93,8 @@ typedef struct {
     int lda, ldb, ldc;
 } operands;
 
-/* Attention products address head h of sequence s inside a [tokens x 768]
- * buffer: rows s*128.., columns h*64..; scores are dense [128 x 128]. */
+/* Attention products address head h of sequence s inside a [tokens x d]
+ * buffer: rows s*seq.., columns h*dh..; scores are dense [seq x seq]. */
 static operands make_operands(const shape *sh) {
     operands o;
     int a_rows = sh->ta ? sh->k : sh->m, a_cols = sh->ta ? sh->m : sh->k;
@@ -77,14 +104,16 @@ static operands make_operands(const shape *sh) {
     o.ldc = sh->ldc ? sh->ldc : sh->n;
     size_t a_len = (size_t)a_rows * o.lda, b_len = (size_t)b_rows * o.ldb;
     size_t c_len = (size_t)sh->m * o.ldc;
-    /* batch: 8 sequences x 12 heads; a head slice of a [T x 768] buffer is
-     * 64 columns to the right, the next sequence 128 rows down */
+    /* batch: sequences x heads; a head slice of a [tokens x d] buffer is
+     * dh columns to the right, the next sequence seq rows down */
+    int D = M.d;
+    size_t TD = (size_t)M.tokens * D;
     o.a_step = o.lda == D ? 0 : a_len;
     o.b_step = o.ldb == D ? 0 : b_len;
     o.c_step = o.ldc == D ? 0 : c_len;
-    size_t a_total = sh->batch > 1 ? (o.lda == D ? (size_t)T * D : a_len * sh->batch) : a_len;
-    size_t b_total = sh->batch > 1 ? (o.ldb == D ? (size_t)T * D : b_len * sh->batch) : b_len;
-    size_t c_total = sh->batch > 1 ? (o.ldc == D ? (size_t)T * D : c_len * sh->batch) : c_len;
+    size_t a_total = sh->batch > 1 ? (o.lda == D ? TD : a_len * sh->batch) : a_len;
+    size_t b_total = sh->batch > 1 ? (o.ldb == D ? TD : b_len * sh->batch) : b_len;
+    size_t c_total = sh->batch > 1 ? (o.ldc == D ? TD : c_len * sh->batch) : c_len;
     o.a = cz_alloc(a_total * sizeof(float), NULL);
     o.b = cz_alloc(b_total * sizeof(float), NULL);
     o.c = cz_alloc(c_total * sizeof(float), NULL);
@@ -96,8 +125,8 @@ static operands make_operands(const shape *sh) {
 /* offset of product j in a buffer: its own block, or head/sequence slice */
 static size_t offset(size_t step, int ld, int j, int rows) {
     if (step) return step * (size_t)j;
-    int seq = j / 12, head = j % 12;
-    return (size_t)seq * rows * ld + (size_t)head * DH;
+    int seq = j / M.heads, head = j % M.heads;
+    return (size_t)seq * rows * ld + (size_t)head * M.dh;
 }
 
 static void run_once(const shape *sh, const operands *o, const cz_gemm_ctx *g, cblas_sgemm_fn ob) {
@@ -133,7 +162,8 @@ static double measure(const shape *sh, const operands *o, const cz_gemm_ctx *g, 
 int main(int argc, char **argv) {
     const char *choice_name = "auto", *threads_list = "1,2";
     const char *openblas_path = "/usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so.0";
-    int rounds = 3, quick = 0, bf16 = 0;
+    const char *model_name = "base";
+    int rounds = 3, quick = 0, bf16 = 0, decoder = 0;
     double min_time = 0.2;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--choice") && i + 1 < argc)
@@ -146,6 +176,10 @@ int main(int argc, char **argv) {
             min_time = atof(argv[++i]);
         else if (!strcmp(argv[i], "--openblas") && i + 1 < argc)
             openblas_path = argv[++i];
+        else if (!strcmp(argv[i], "--model") && i + 1 < argc)
+            model_name = argv[++i];
+        else if (!strcmp(argv[i], "--decoder"))
+            decoder = 1;
         else if (!strcmp(argv[i], "--quick"))
             quick = 1;
         else if (!strcmp(argv[i], "--bf16"))
@@ -153,11 +187,20 @@ int main(int argc, char **argv) {
         else {
             fprintf(stderr,
                     "usage: %s [--choice auto|default|avx512] [--threads 1,2] [--rounds N] "
-                    "[--min-time S] [--openblas PATH] [--quick] [--bf16]\n",
+                    "[--min-time S] [--openblas PATH] [--quick] [--bf16] [--model base|mini] "
+                    "[--decoder]\n",
                     argv[0]);
             return 2;
         }
     }
+    M.name = NULL;
+    for (size_t i = 0; i < sizeof models / sizeof models[0]; i++)
+        if (!strcmp(models[i].name, model_name)) M = models[i];
+    if (!M.name) {
+        fprintf(stderr, "--model %s: expected base or mini\n", model_name);
+        return 2;
+    }
+    make_shapes(decoder);
     cz_gemm_choice choice = !strcmp(choice_name, "default")  ? CZ_GEMM_BLIS_DEFAULT
                             : !strcmp(choice_name, "avx512") ? CZ_GEMM_AVX512
                                                              : CZ_GEMM_AUTO;
@@ -203,11 +246,12 @@ int main(int argc, char **argv) {
                                         : "blis-default",
              cz_gemm_kernel(ctx[0]));
     snprintf(ob_name, sizeof ob_name, "openblas:%s", ob_core());
+    printf("# model: BERT-%s, %d tokens per micro-batch\n", M.name, M.tokens);
     printf("# cloze path: %s\n# openblas: %s (%s)\n", cz_gemm_describe(ctx[0]), ob_core(),
            openblas_path);
     if (bf16) printf("# cloze bf16 path: %s\n", cz_gemm_describe(ctx_bf16[0]));
 
-    operands ops[NSHAPES];
+    operands ops[MAX_SHAPES];
     for (int s = 0; s < NSHAPES; s++) ops[s] = make_operands(&shapes[s]);
     for (int r = 0; r < rounds; r++)
         for (int t = 0; t < nthreads; t++) {
@@ -224,12 +268,14 @@ int main(int argc, char **argv) {
                     double gf = measure(&shapes[s], &ops[s], g, ob, min_time);
                     if (use_ob && threads[t] > 1) usleep(150000);
                     const shape *sh = &shapes[s];
+                    char times[16] = "";
+                    if (sh->batch > 1) snprintf(times, sizeof times, " x%d", sh->batch);
                     printf("sample\t%s\t%s %c%c %dx%dx%d%s\t%d\t%.1f\n",
                            path == 1   ? ob_name
                            : path == 2 ? "cloze-bf16"
                                        : cloze_name,
                            sh->name, sh->ta ? 'T' : 'N', sh->tb ? 'T' : 'N', sh->m, sh->n, sh->k,
-                           sh->batch > 1 ? " x96" : "", threads[t], gf);
+                           times, threads[t], gf);
                     fflush(stdout);
                 }
             }

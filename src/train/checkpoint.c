@@ -14,7 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CZ_RUN_STATE_VERSION 1
+/* 2: BERT's query, key and value weights lie one after the other in the
+ * flat buffer, then their biases (add_qkv in src/model/model.c); version 1
+ * interleaved weight and bias per map. GPT's layout is the same in both. */
+#define CZ_RUN_STATE_VERSION 2
 
 typedef struct cz_run_state {
     uint64_t version;
@@ -126,9 +129,12 @@ static int load_on_coordinator(cz_run *r, const char *path, cz_run_state *st, fl
     cz_ckpt *c = NULL;
     if (cz_ckpt_read(path, &c, err) != 0) return -1;
     int rc = cz_ckpt_get_exact(c, "state", st, sizeof *st, err);
-    if (rc == 0 && st->version != CZ_RUN_STATE_VERSION)
-        rc = cz_fail(err, "%s: state: version %llu, this cloze reads %d", path,
-                     (unsigned long long)st->version, CZ_RUN_STATE_VERSION);
+    int gpt_v1 = st->version == 1 && r->cfg.model.arch == CZ_ARCH_GPT;
+    if (rc == 0 && st->version != CZ_RUN_STATE_VERSION && !gpt_v1)
+        rc = cz_fail(err,
+                     "%s: state: version %llu, this cloze reads %d (BERT parameters are laid "
+                     "out differently since version 2)",
+                     path, (unsigned long long)st->version, CZ_RUN_STATE_VERSION);
     if (rc == 0 && st->n_params != r->n_params)
         rc = cz_fail(err,
                      "%s: params: %llu parameters, but the configured model has %zu; resume "

@@ -3,7 +3,8 @@
 # steps and resumed prints the same losses, to the last digit, as an
 # uninterrupted run; the three placements give identical losses; resuming a
 # 2-rank checkpoint on 1 rank (same global batch) continues the same sample
-# sequence; a corrupt newest checkpoint is skipped by --resume auto.
+# sequence; a corrupt newest checkpoint is skipped by --resume auto; a
+# checkpoint of an older run-state version is refused.
 source "$(dirname "$0")/train_common.sh"
 work=$(mktemp -d /tmp/cloze-resume-XXXXXX)
 trap 'rm -rf "$work"' EXIT
@@ -48,4 +49,14 @@ grep -q "ckpt-00000012.lz4" "$work/corrupt.log" || { echo "FAIL: skipped checkpo
 grep -q "resumed from .*ckpt-00000009.lz4" "$work/corrupt.log" || { echo "FAIL: did not resume from step 9"; cat "$work/corrupt.log"; exit 1; }
 $PY "$SRC/tests/scripts/compare_metrics.py" "$work/full-replicated/metrics.jsonl" \
   "$work/corrupt/metrics.jsonl" --exact --fields loss
+
+# a checkpoint of the older run-state version 1 (BERT's q/k/v parameters
+# interleaved): refused with one line naming the file, exit non-zero
+mkdir -p "$work/old"
+"$BIN/tests/ckpt_set_version" "$work/full-sharded/ckpt-00000012.lz4" "$work/old/ckpt-00000012.lz4" 1
+if mpi 1 "$BIN/cloze-train" $(common "$work/old") --resume auto 2> "$work/old.log"; then
+  echo "FAIL: a version-1 BERT checkpoint was accepted"; exit 1
+fi
+grep -q "old/ckpt-00000012.lz4: state: version 1" "$work/old.log" ||
+  { echo "FAIL: version refusal not reported"; cat "$work/old.log"; exit 1; }
 echo "test_train_resume: ok"
