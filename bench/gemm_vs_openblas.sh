@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Side-by-side GEMM throughput: BLIS's own kernel choice, cloze's CPUID choice
 # (cz_gemm, AUTO), BLIS's AVX-512 skx kernels forced (CZ_GEMM_AVX512) and
-# OpenBLAS, on the BERT-base shapes of bench/gemm_bench.c.
+# OpenBLAS, on the BERT-base (or BERT-mini) shapes of bench/gemm_bench.c.
 # BLIS fixes its configuration per process, so the three choices run as
 # separate processes, alternated; OpenBLAS runs inside both, alternated with
 # BLIS per measurement. Prints a markdown table of medians.
@@ -9,7 +9,8 @@
 # Usage: bench/gemm_vs_openblas.sh [build-dir] [processes-per-choice]
 #   env ROUNDS (rounds inside a process, default 2), MIN_TIME (s, default 0.2),
 #   THREADS (thread counts, default 1,2), CHOICES (default "default auto
-#   avx512"), BF16=1 (add cloze's bf16 mode, "cloze-bf16", to the auto process)
+#   avx512"), BF16=1 (add cloze's bf16 mode, "cloze-bf16", to the auto process),
+#   MODEL=base|mini (shapes, default base), DECODER=1 (add the MLM decoder's)
 set -euo pipefail
 build=${1:-build}
 reps=${2:-2}
@@ -18,6 +19,9 @@ bench="$build/bench/bench-gemm_bench"
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 
+extra=()
+[ -n "${MODEL:-}" ] && extra+=(--model "$MODEL")
+[ "${DECODER:-0}" = 1 ] && extra+=(--decoder)
 # OpenBLAS picks its AVX-512 kernels from CPUID only when these are unset.
 for r in $(seq "$reps"); do
   for choice in ${CHOICES:-default auto avx512}; do
@@ -25,7 +29,7 @@ for r in $(seq "$reps"); do
     [ "${BF16:-0}" = 1 ] && [ "$choice" = auto ] && bf16=(--bf16)
     env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$bench" --choice "$choice" \
       --threads "${THREADS:-1,2}" --rounds "${ROUNDS:-2}" --min-time "${MIN_TIME:-0.2}" \
-      "${bf16[@]}" 2>/dev/null >>"$out"
+      "${bf16[@]}" "${extra[@]}" 2>/dev/null >>"$out"
   done
 done
 

@@ -173,6 +173,12 @@ int main(int argc, char **argv) {
      * thresholds 512 x 200 x 240 and cz_gemm's small-product bound) */
     for (int ta = 0; ta < 2; ta++)
         for (int tb = 0; tb < 2; tb++) check_case(g1, g2, ta, tb, 515, 203, 241, 3, 1.0f, 1.0f);
+    /* A^T B with k >= 1024 and k^2 >= 4 m n: cz_gemm's k-split path (the
+     * halves of k side by side), once with C in two column panels (m n above
+     * its 2^18-float scratch) */
+    check_case(g1, g2, 1, 0, 300, 70, 1500, 3, 1.0f, 1.0f);
+    check_case(g1, g2, 1, 0, 301, 70, 1025, 0, -0.5f, 0.0f);
+    check_case(g1, g2, 1, 0, 600, 500, 1100, 1, 1.0f, 1.0f);
     /* k = 0: C = beta C, nothing else */
     check_case(g1, g2, 0, 0, 9, 7, 0, 2, 1.0f, 1.0f);
 

@@ -33,12 +33,31 @@
 #include "gemm_bf16.h"
 
 #include <blis.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* 128x128x128 = 2M; the attention products are 1M (see cz_gemm_ctx) */
 #define SMALL_PRODUCT_MACS (4.0 * 1024 * 1024)
+
+/* Weight gradients dW = dY^T X are A^T B products whose k (the tokens of a
+ * micro-batch) can be long next to m and n. BLIS's packed path splits only
+ * m and n across threads, and on such shapes its threads spend much of the
+ * time packing and waiting: BERT-mini's 256 x 256 x 4096 ran at 124-181
+ * GFLOP/s on 2 threads, 0.92 of OpenBLAS. So A^T B products with k >=
+ * KSPLIT_MIN_K and k^2 >= 4 m n (C small next to the operands) are cut at
+ * k/2: the first half accumulates into C (with beta), the second goes into
+ * a scratch panel which is then added to C, the two halves side by side on
+ * the threads. The cut depends on the shape only, so any thread count gives
+ * the same bits (one thread runs the halves in turn). Measured, paired:
+ * those products 1.07-1.40x, a BERT-mini step 0.96x the time; BERT-base's
+ * 768 x 768 x 1024 products, where the rule does not cut, were not faster
+ * as a whole step (docs/performance.md). C is done in column panels of at
+ * most KSPLIT_SCRATCH floats; panels do not change the bits (BLIS's packed
+ * path sums each element the same way whatever n). */
+#define KSPLIT_MIN_K 1024
+#define KSPLIT_SCRATCH (1 << 18)
 
 struct cz_gemm_ctx {
     cz_gemm_choice choice;
@@ -62,6 +81,7 @@ struct cz_gemm_ctx {
     int per_shape;
     char kernel[32]; /* BLIS configuration that runs ("skx"), or "reference" */
     char description[192];
+    float *ksplit; /* KSPLIT_SCRATCH floats: the second half's panel */
     /* bf16 mode (cz_gemm_set_bf16): packing buffers, NULL = fp32 */
     cz_gemm_bf16_work *bf16;
     int bf16_ref; /* bf16 mode on a CZ_GEMM_REFERENCE context: the loops */
@@ -126,6 +146,10 @@ cz_gemm_ctx *cz_gemm_setup(cz_gemm_choice choice, int threads, cz_error *err) {
     if (!g) return NULL;
     g->choice = choice;
     g->threads = threads > 0 ? threads : 1;
+    if (!(g->ksplit = cz_alloc(sizeof(float) * KSPLIT_SCRATCH, err))) {
+        cz_free(g);
+        return NULL;
+    }
     /* an rntm_t without a thread count runs single-threaded whatever
      * BLIS_NUM_THREADS says: set it explicitly */
     bli_rntm_init(&g->rntm);
@@ -165,6 +189,7 @@ cz_gemm_ctx *cz_gemm_setup(cz_gemm_choice choice, int threads, cz_error *err) {
 void cz_gemm_free(cz_gemm_ctx *g) {
     if (!g) return;
     cz_gemm_bf16_work_free(g->bf16);
+    cz_free(g->ksplit);
     cz_free(g);
 }
 
@@ -205,7 +230,9 @@ cz_gemm_ctx *cz_gemm_single_thread(const cz_gemm_ctx *g, cz_error *err) {
     one->threads = 1;
     bli_rntm_set_num_threads(1, &one->rntm);
     one->bf16 = NULL;
-    if (g->bf16 && !(one->bf16 = cz_gemm_bf16_work_create(1, err))) {
+    one->ksplit = cz_alloc(sizeof(float) * KSPLIT_SCRATCH, err); /* its own */
+    if (!one->ksplit || (g->bf16 && !(one->bf16 = cz_gemm_bf16_work_create(1, err)))) {
+        cz_free(one->ksplit);
         cz_free(one);
         return NULL;
     }
@@ -240,6 +267,51 @@ void cz_gemm_ref(int ta, int tb, int m, int n, int k, float alpha, const float *
     }
 }
 
+static int use_ksplit(const cz_gemm_ctx *g, int ta, int tb, int m, int n, int k) {
+    return g->per_shape && ta && !tb && k >= KSPLIT_MIN_K && (double)k * k >= 4.0 * m * n &&
+           m <= KSPLIT_SCRATCH / 16 && (double)m * n * k > SMALL_PRODUCT_MACS;
+}
+
+static void blis_sgemm(const cz_gemm_ctx *g, const rntm_t *rntm, int ta, int tb, int m, int n,
+                       int k, float alpha, const float *a, int lda, const float *b, int ldb,
+                       float beta, float *c, int ldc) {
+    rntm_t r = *rntm; /* BLIS may write to it */
+    bli_sgemm_ex(ta ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE, tb ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE,
+                 m, n, k, &alpha, (float *)a, lda, 1, (float *)b, ldb, 1, &beta, c, ldc, 1,
+                 (cntx_t *)&g->packed_only, &r);
+}
+
+/* C = beta C + alpha A^T B as two halves of k (see KSPLIT_MIN_K). A is
+ * [k x m] (row stride lda), B [k x n]. */
+static void gemm_ksplit(const cz_gemm_ctx *g, int m, int n, int k, float alpha, const float *a,
+                        int lda, const float *b, int ldb, float beta, float *c, int ldc) {
+    int h = k / 2, w = KSPLIT_SCRATCH / m / 16 * 16;
+    if (w > n) w = n;
+    rntm_t half = g->rntm; /* each half on half the threads */
+    bli_rntm_set_num_threads(g->threads >= 2 ? g->threads / 2 : 1, &half);
+    const float *a2 = a + (size_t)h * lda, *b2 = b + (size_t)h * ldb;
+    float *t = g->ksplit;
+    for (int j0 = 0; j0 < n; j0 += w) {
+        int nw = n - j0 < w ? n - j0 : w;
+#pragma omp parallel num_threads(2) if (g->threads >= 2)
+        {
+            int id = omp_get_thread_num(), nt = omp_get_num_threads();
+            if (id == 0)
+                blis_sgemm(g, &half, 1, 0, m, nw, h, alpha, a, lda, b + j0, ldb, beta, c + j0, ldc);
+            if (id == 1 || nt == 1)
+                blis_sgemm(g, &half, 1, 0, m, nw, k - h, alpha, a2, lda, b2 + j0, ldb, 0.0f, t, nw);
+#pragma omp barrier
+#pragma omp for schedule(static)
+            for (int i = 0; i < m; i++) {
+                float *restrict ci = c + (size_t)i * ldc + j0;
+                const float *restrict ti = t + (size_t)i * nw;
+#pragma omp simd
+                for (int j = 0; j < nw; j++) ci[j] += ti[j];
+            }
+        }
+    }
+}
+
 void cz_gemm(const cz_gemm_ctx *g, int ta, int tb, int m, int n, int k, float alpha, const float *a,
              int lda, const float *b, int ldb, float beta, float *c, int ldc) {
     if (m == 0 || n == 0) return;
@@ -258,6 +330,10 @@ void cz_gemm(const cz_gemm_ctx *g, int ta, int tb, int m, int n, int k, float al
     /* op(A) is m x k: stored row-major as [m x k] (rs=lda, cs=1) or, when
      * transposed, as [k x m] which BLIS reads through the transpose flag.
      * NULL context: the configuration fixed in cz_gemm_setup. */
+    if (use_ksplit(g, ta, tb, m, n, k)) {
+        gemm_ksplit(g, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+        return;
+    }
     rntm_t rntm = g->rntm;
     cntx_t *cntx = NULL; /* BLIS_DEFAULT: the active context, BLIS decides */
     if (g->per_shape) {
