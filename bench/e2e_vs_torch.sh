@@ -11,10 +11,11 @@
 #           gpt (GPT-1 L12 H768 A12, seq 512, batch 2, vocab 30522)
 #   default: mini:2 base128:2
 # env: PEAK (GFLOP/s the MFU divides by, for the whole node; default:
-#      measured at the start of the run: the 2-thread fp32 rate of the
-#      BERT-base linear-layer products from bench-gemm_bench --quick, cloze's
-#      and OpenBLAS's samples together, best sample per shape, median over
-#      shapes),
+#      measured in the run: the 2-thread fp32 rate of the BERT-base
+#      linear-layer products from bench-gemm_bench --quick, cloze's and
+#      OpenBLAS's samples together, best sample per shape, median over
+#      shapes; probed at the start and before every cloze run, and the
+#      median of those probes is the denominator),
 #      WORK (scratch directory), PYTHON (default /usr/bin/python3),
 #      LOCK (default /tmp/cloze-cpu.lock: every timed run holds it, so timed
 #      runs of several people on one machine never overlap).
@@ -50,6 +51,7 @@ shape() { # sets conf arch L H A T B P csteps tsteps
 run_cloze() { # cfg ranks threads rep precision
   local dir="$work/run-$1-$2x$3-$4-$5"
   rm -rf "$dir"
+  [ -n "$FIXED_PEAK" ] || echo "peak probe: $(probe_peak) GFLOP/s"
   flock "$LOCK" "$root/launch/cloze-mpirun" -n "$2" -t "$3" "$build/cloze-train" \
     "$root/conf/$conf.cfg" --quiet \
     --set data.train_manifest="$work/data/train.manifest" --set train.run_dir="$dir" \
@@ -97,15 +99,26 @@ run_torch() { # cfg ranks threads rep
   echo "RESULT torch $1 $2x$3 rep$4 tokens_per_s $tps mfu nan rss_mib $rss" | tee -a "$results"
 }
 
-if [ -z "${PEAK:-}" ]; then
-  # per shape the best sample (other jobs only ever lower a sample: a
-  # median of few short samples came out 20 % low once), then the median
-  # over the shapes
-  PEAK=$(flock "$LOCK" "$build/bench/bench-gemm_bench" --choice auto --threads 2 --quick \
+# The 2-thread sgemm rate: per BERT-base linear shape the best sample (other
+# jobs only ever lower a sample), then the median over the shapes. This
+# guest's rate moves with its neighbours (one start-of-run probe read 166
+# and another 172 GFLOP/s where most read 205-210), so without PEAK= it is
+# probed again before every cloze run and MFU is taken over the median of
+# all probes of the run (printed with their range).
+probe_peak() {
+  flock "$LOCK" "$build/bench/bench-gemm_bench" --choice auto --threads 2 --quick \
     --rounds 2 2>/dev/null | awk -F'\t' '$1 == "sample" && $3 !~ /^attn/ {
       if ($5 > best[$3]) best[$3] = $5 } END {for (k in best) print best[k]}' |
-    sort -n | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}')
-  echo "peak: $PEAK GFLOP/s (2-thread sgemm, BERT-base linear shapes: median over shapes of the best sample, this run)"
+    sort -n | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}' |
+    tee -a "$work/peaks.txt"
+}
+: >"$work/peaks.txt"
+FIXED_PEAK=${PEAK:-}
+if [ -z "$FIXED_PEAK" ]; then
+  PEAK=$(probe_peak)
+  echo "peak: $PEAK GFLOP/s at the start (2-thread sgemm, BERT-base linear shapes; probed again before each cloze run)"
+else
+  echo "peak: $PEAK GFLOP/s (PEAK= given)"
 fi
 echo "machine: $(lscpu | grep 'Model name' | sed 's/  */ /g'); $(date -u '+%F %H:%M UTC'); load: $(cut -d' ' -f1-3 /proc/loadavg)"
 for item in "${configs[@]}"; do
@@ -122,7 +135,12 @@ echo "end: $(date -u '+%H:%M UTC'); load: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 # Table: medians over repetitions; torch MFU uses cloze's FLOPs per token
 # (same model, cz_model_forward_flops x 3), recovered from cloze's MFU.
-"$PYTHON" - "$results" "$PEAK" <<'EOF'
+final_peak=$PEAK
+if [ -z "$FIXED_PEAK" ]; then
+  final_peak=$(sort -n "$work/peaks.txt" | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}')
+  echo "peak probes: $(wc -l <"$work/peaks.txt"), $(sort -n "$work/peaks.txt" | head -1)-$(sort -n "$work/peaks.txt" | tail -1) GFLOP/s, median $final_peak (the MFU denominator below)"
+fi
+"$PYTHON" - "$results" "$PEAK" "$final_peak" <<'EOF'
 import statistics, sys
 from collections import defaultdict
 runs = defaultdict(list)
@@ -130,7 +148,7 @@ for line in open(sys.argv[1]):
     f = line.split()
     kv = dict(zip(f[5::2], f[6::2]))
     runs[(f[2], f[3], f[1])].append({k: float(v) for k, v in kv.items()})
-peak = float(sys.argv[2])
+given, peak = float(sys.argv[2]), float(sys.argv[3])  # cloze's mfu is over `given`
 names = {"mini": "BERT-mini T128 B32", "base128": "BERT-base T128 B8",
          "base512": "BERT-base T512 B2", "gpt": "GPT-1 T512 B2"}
 print(f"| model | ranks x threads | cloze precision | cloze tokens/s | torch tokens/s | cloze/torch | cloze MFU | "
@@ -141,9 +159,9 @@ for (cfg, layout, prog) in [k for k in runs if k[2].startswith("cloze")]:
     c, t = runs[(cfg, layout, prog)], runs.get((cfg, layout, "torch"), [])
     med = lambda rs, k: statistics.median(r[k] for r in rs) if rs else float("nan")
     ctps, ttps = med(c, "tokens_per_s"), med(t, "tokens_per_s")
-    fpt = statistics.median(r["mfu"] * peak * 1e9 / r["tokens_per_s"] for r in c)
+    fpt = statistics.median(r["mfu"] * given * 1e9 / r["tokens_per_s"] for r in c)
     print(f"| {names.get(cfg, cfg)} | {layout.replace('x', ' x ')} | {prog[6:]} | {ctps:.0f} | {ttps:.0f} | "
-          f"{ctps / ttps:.2f} | {100 * med(c, 'mfu'):.1f}% | {100 * ttps * fpt / (peak * 1e9):.1f}% | "
+          f"{ctps / ttps:.2f} | {100 * ctps * fpt / (peak * 1e9):.1f}% | {100 * ttps * fpt / (peak * 1e9):.1f}% | "
           f"{med(c, 'rss_mib'):.0f} MiB | {med(t, 'rss_mib'):.0f} MiB | {med(c, 'optim_s'):.3f} | "
           f"{med(c, 'comm_wait_s'):.3f} | {len(c)} |")
 print(f"\nMFU = tokens/s x 3 x forward FLOPs per token (cz_model_forward_flops) / {peak:g} GFLOP/s "
