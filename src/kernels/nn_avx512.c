@@ -324,7 +324,7 @@ AVX512 void nn512_gelu_backward(float *dx, const float *x, const float *dy, size
  * the block's two double accumulators (held in registers for the chunk):
  * the chunk's rows stay in cache and in the TLB while the blocks move right.
  * Walking one block down all rows instead touched a new page per row when
- * rows are 4 KiB or more apart: 4096 x 1024 took 2.0 ms, now 0.4-0.5 ms on
+ * rows are 4 KiB or more apart: 4096 x 1024 took 2.0 ms, now 0.4-0.8 ms on
  * 2 threads (docs/performance.md). Accumulators live in memory between
  * chunks, for BIAS_GROUP blocks at a time. */
 #define BIAS_GROUP 64

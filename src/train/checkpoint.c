@@ -129,8 +129,9 @@ static int load_on_coordinator(cz_run *r, const char *path, cz_run_state *st, fl
     cz_ckpt *c = NULL;
     if (cz_ckpt_read(path, &c, err) != 0) return -1;
     int rc = cz_ckpt_get_exact(c, "state", st, sizeof *st, err);
-    int gpt_v1 = st->version == 1 && r->cfg.model.arch == CZ_ARCH_GPT;
-    if (rc == 0 && st->version != CZ_RUN_STATE_VERSION && !gpt_v1)
+    /* GPT's layout did not change with version 2 */
+    if (rc == 0 && st->version != CZ_RUN_STATE_VERSION &&
+        !(st->version == 1 && r->cfg.model.arch == CZ_ARCH_GPT))
         rc = cz_fail(err,
                      "%s: state: version %llu, this cloze reads %d (BERT parameters are laid "
                      "out differently since version 2)",
