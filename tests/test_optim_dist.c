@@ -47,7 +47,7 @@ static float init_of(size_t i) {
 static cz_optim_config ocfg(const char *name) {
     cz_optim_config c;
     memset(&c, 0, sizeof c);
-    snprintf(c.name, sizeof c.name, "%s", name);
+    c.kind = strcmp(name, "lamb") == 0 ? CZ_OPT_LAMB : CZ_OPT_ADAMW;
     c.lr = 1e-2;
     c.beta1 = 0.9;
     c.beta2 = 0.999;
@@ -55,7 +55,7 @@ static cz_optim_config ocfg(const char *name) {
     c.weight_decay = 0.01;
     c.bias_correction = 1;
     c.clip_norm = 1.0;
-    strcpy(c.schedule, "linear");
+    c.schedule = CZ_SCHEDULE_LINEAR;
     c.warmup_steps = 2;
     return c;
 }
@@ -107,16 +107,16 @@ static uint64_t hash(const float *x, size_t n) {
     return cz_fnv1a64(x, n * sizeof(float), CZ_FNV_SEED);
 }
 
-static int same_on_all_ranks(const cz_dist *d, uint64_t h) {
+static int same_on_all_ranks(const cz_comm *d, uint64_t h) {
     uint64_t lo = h, hi = h;
-    MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_UINT64_T, MPI_MIN, d->comm);
-    MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_UINT64_T, MPI_MAX, d->comm);
+    MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_UINT64_T, MPI_MIN, d->mpi);
+    MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_UINT64_T, MPI_MAX, d->mpi);
     return lo == hi;
 }
 
 /* One training step of one placement: local grads, backward-order hook
  * calls (last tensor first), then the optimizer step. */
-static int do_step(const cz_dist *d, cz_optimizer *o, const cz_optim_config *c, float *w, float *g,
+static int do_step(const cz_comm *d, cz_optimizer *o, const cz_optim_config *c, float *w, float *g,
                    int s, int mb, cz_step_report *rep, cz_error *err) {
     for (size_t i = 0; i < N; i++) g[i] = grad_of(d->rank, s, i);
     cz_grad_sync *gs = cz_optimizer_grad_sync(o);
@@ -125,18 +125,20 @@ static int do_step(const cz_dist *d, cz_optimizer *o, const cz_optim_config *c, 
     return cz_optimizer_step(o, w, g, mb, cz_lr_at(c, s, STEPS), rep, err);
 }
 
-static void run(const cz_dist *d, const char *opt, const char *algo) {
+static void run(const cz_comm *d, const char *opt, const char *algo) {
     static const char *places[3] = {"coordinator", "sharded", "replicated"};
+    static const cz_placement place_of[3] = {CZ_PLACE_COORDINATOR, CZ_PLACE_SHARDED,
+                                             CZ_PLACE_REPLICATED};
     cz_optim_config c = ocfg(opt);
     cz_error err;
     cz_optimizer *o[3] = {0};
     float *w[3], *g = malloc(N * sizeof(float));
     int mb = 2 * d->size; /* two micro-batches per rank */
     for (int j = 0; j < 3; j++) {
-        cz_dist_config dc;
+        cz_comm_config dc;
         memset(&dc, 0, sizeof dc);
-        snprintf(dc.allreduce, sizeof dc.allreduce, "%s", algo);
-        strcpy(dc.placement, places[j]);
+        dc.allreduce = strcmp(algo, "ring") == 0 ? CZ_ALLREDUCE_RING : CZ_ALLREDUCE_MPI;
+        c.placement = place_of[j];
         dc.bucket_mb = 1200.0 * 4 / (1024 * 1024); /* 1200 floats: 5 buckets */
         if (cz_optimizer_create(&o[j], d, &c, &dc, N, ranges, NT, &err) != 0) {
             CHECK(0, "%s", err.msg);
@@ -200,10 +202,10 @@ static void run(const cz_dist *d, const char *opt, const char *algo) {
     /* resume: a fresh sharded optimizer gets the moments scattered and the
      * step count, and continues exactly like the original */
     cz_optimizer *fresh;
-    cz_dist_config dc;
+    cz_comm_config dc;
     memset(&dc, 0, sizeof dc);
-    snprintf(dc.allreduce, sizeof dc.allreduce, "%s", algo);
-    strcpy(dc.placement, "sharded");
+    dc.allreduce = strcmp(algo, "ring") == 0 ? CZ_ALLREDUCE_RING : CZ_ALLREDUCE_MPI;
+    c.placement = CZ_PLACE_SHARDED;
     dc.bucket_mb = 1200.0 * 4 / (1024 * 1024);
     if (cz_optimizer_create(&fresh, d, &c, &dc, N, ranges, NT, &err) == 0) {
         CHECK(cz_optimizer_scatter_moments(fresh, mm[1], vv[1], &err) == 0, "%s", err.msg);
@@ -230,9 +232,9 @@ static void run(const cz_dist *d, const char *opt, const char *algo) {
 }
 
 int main(int argc, char **argv) {
-    cz_dist d;
+    cz_comm d;
     cz_error err;
-    if (cz_dist_init(&d, &argc, &argv, &err) != 0) {
+    if (cz_comm_init(&d, &argc, &argv, &err) != 0) {
         fprintf(stderr, "%s\n", err.msg);
         return 1;
     }
@@ -248,8 +250,8 @@ int main(int argc, char **argv) {
     run(&d, "lamb", "ring");
     run(&d, "adamw", "mpi");
     int local = failures, total = 0;
-    MPI_Allreduce(&local, &total, 1, MPI_INT, MPI_SUM, d.comm);
+    MPI_Allreduce(&local, &total, 1, MPI_INT, MPI_SUM, d.mpi);
     if (d.rank == 0 && total == 0) printf("ok (%d ranks)\n", d.size);
-    cz_dist_finalize(&d);
+    cz_comm_finalize(&d);
     return total ? 1 : 0;
 }

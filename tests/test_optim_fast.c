@@ -154,17 +154,19 @@ static void step_grads(float *g, size_t n, int s) {
 
 /* Runs STEPS steps with `threads` OpenMP threads; weights into w, norms
  * and clip factors per step into norm[], clip[]. */
-static int run_steps(const cz_dist *d, const char *opt, const char *place, int threads,
+static int run_steps(const cz_comm *d, const char *opt, const char *place, int threads,
                      const cz_param_range *ranges, size_t n, float *w, double *norm, double *clip) {
     cz_optim_config c;
     memset(&c, 0, sizeof c);
-    snprintf(c.name, sizeof c.name, "%s", opt);
+    c.kind = strcmp(opt, "lamb") == 0 ? CZ_OPT_LAMB : CZ_OPT_ADAMW;
     c.lr = 1e-3, c.beta1 = 0.9, c.beta2 = 0.999, c.eps = 1e-6, c.weight_decay = 0.01;
     c.bias_correction = 1, c.clip_norm = 1.0;
-    cz_dist_config dc;
+    c.placement = !strcmp(place, "coordinator") ? CZ_PLACE_COORDINATOR
+                  : !strcmp(place, "sharded")   ? CZ_PLACE_SHARDED
+                                                : CZ_PLACE_REPLICATED;
+    cz_comm_config dc;
     memset(&dc, 0, sizeof dc);
-    strcpy(dc.allreduce, "ring");
-    snprintf(dc.placement, sizeof dc.placement, "%s", place);
+    dc.allreduce = CZ_ALLREDUCE_RING;
     dc.bucket_mb = 30000.0 * 4 / (1024 * 1024); /* buckets cut tensors into pieces */
     cz_error err;
     cz_optimizer *o;
@@ -208,7 +210,7 @@ static void old_form(const cz_param_range *ranges, size_t n, float *w, const dou
     free(g), free(m), free(v);
 }
 
-static void test_step(const cz_dist *d) {
+static void test_step(const cz_comm *d) {
     cz_param_range ranges[NT];
     size_t n = 0;
     for (int k = 0; k < NT; k++) {
@@ -246,9 +248,9 @@ static void test_step(const cz_dist *d) {
 }
 
 int main(int argc, char **argv) {
-    cz_dist d;
+    cz_comm d;
     cz_error err;
-    if (cz_dist_init(&d, &argc, &argv, &err) != 0) {
+    if (cz_comm_init(&d, &argc, &argv, &err) != 0) {
         fprintf(stderr, "%s\n", err.msg);
         return 1;
     }
@@ -256,6 +258,6 @@ int main(int argc, char **argv) {
     printf("kernel path: %s\n", cz_kernels_describe());
     test_rules();
     test_step(&d);
-    cz_dist_finalize(&d);
+    cz_comm_finalize(&d);
     return check_finish(NULL);
 }
