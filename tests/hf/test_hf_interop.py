@@ -14,9 +14,11 @@ For every exported cloze checkpoint:
     heads computed in float64 from cloze's last hidden states and weights,
     and the losses agree to 1e-5 relative;
   * AutoTokenizer on the export gives the ids of `cloze-prep tokenize`,
-    line by line (no special tokens on either side; transformers gets the
-    line after cloze-prep's documented normalisation, which collapses runs
-    of spaces and drops control characters before any tokenizer).
+    line by line (no special tokens on either side; for WordPiece
+    transformers gets the line after cloze-prep's documented BERT-mode
+    normalisation, which collapses runs of spaces and drops control
+    characters before the tokenizer; GPT-2 BPE gets the line as it is,
+    since cloze-prep's GPT mode keeps every byte, docs/formats.md).
 For the imported all-MiniLM-L6-v2 (a bare BertModel): cloze's hidden states
 of every layer within 1e-5 relative of BertModel's.
 """
@@ -100,7 +102,8 @@ def cloze_tokenize(prep, vocab, merges, lines):
 def check_tokenizer(label, prep, export_dir, vocab, merges, lines):
     tok = AutoTokenizer.from_pretrained(export_dir)
     ours = cloze_tokenize(prep, vocab, merges, lines)
-    theirs = tok([cloze_normalise(l) for l in lines], add_special_tokens=False)["input_ids"]
+    text = lines if merges else [cloze_normalise(l) for l in lines]  # GPT mode: bytes as they are
+    theirs = tok(text, add_special_tokens=False)["input_ids"]
     bad = [i for i in range(len(lines)) if ours[i] != theirs[i]]
     n_tok = sum(len(x) for x in ours)
     check(not bad, f"{label}: {type(tok).__name__} on the export gives cloze-prep's ids for "
