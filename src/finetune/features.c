@@ -1,6 +1,7 @@
 /* Examples into model inputs (include/cloze/finetune.h, "features").
- * Text goes through cloze-prep's normalisation (docs/formats.md), as the
- * pre-training corpus did, then the model's tokenizer.
+ * Text goes through cloze-prep's normalisation (docs/formats.md: BERT mode
+ * for WordPiece, bytes as they are for BPE), as the pre-training corpus
+ * did, then the model's tokenizer.
  *
  * Classification (BERT Sec. 4.1 / Fig. 4a-b): [CLS] A [SEP] B [SEP],
  * segments 0 then 1; when the pair is too long, a token is dropped from the
@@ -69,9 +70,13 @@ static int reserve(cz_ft_features *f, int *cap, int need, cz_error *err) {
     return 0;
 }
 
-/* Normalised text -> ids (appended). */
+/* Text -> ids (appended), through cloze-prep's BERT-mode normalisation
+ * when the tokenizer is WordPiece; GPT's byte-level BPE gets the bytes as
+ * they are, as cloze-prep's GPT mode gives them to it (docs/formats.md). */
 static int encode(const struct cz_tokenizer *tok, const char *text, cz_buf *norm, cz_ids *out,
                   cz_error *err) {
+    if (cz_tokenizer_kind_of(tok) == CZ_TOK_BPE)
+        return cz_tokenizer_encode(tok, text, strlen(text), out, err);
     norm->len = 0;
     cz_norm_stats ns = {0, 0};
     if (cz_normalize(text, strlen(text), 0, norm, &ns, err)) return -1;
