@@ -92,6 +92,8 @@ typedef struct cz_ft_dataset {
  * labels seen is stored in t (a training file). */
 int cz_ft_read(cz_ft_dataset *d, cz_ft_task *t, const char *path, int collect, cz_error *err);
 void cz_ft_dataset_free(cz_ft_dataset *d);
+/* Keeps the first n examples (a stated subset of a training file). */
+void cz_ft_dataset_truncate(cz_ft_dataset *d, int n);
 
 /* ---- features ---- */
 
@@ -177,5 +179,54 @@ void cz_ft_entity_scores(const int *gold, const int *pred, const int *sentence_l
 char *cz_ft_squad_answer(const cz_ft_features *f, const cz_ft_dataset *d,
                          const struct cz_tokenizer *tok, int example, const float *logits,
                          int first_feature, int n_features, int max_answer, int n_best);
+
+/* ---- runs ---- */
+
+/* One fine-tuning run (cloze-finetune run): the recipe's knobs. */
+typedef struct cz_ft_options {
+    char init[1024]; /* a cloze checkpoint (.lz4) or a Hugging Face directory */
+    int random_init; /* 1: the architecture and vocabulary of init, not its weights */
+    cz_ft_task task;
+    char train_path[1024], dev_path[1024];
+    int train_limit, dev_limit; /* > 0: only the first N examples */
+    int max_seq, doc_stride, max_query, max_answer, n_best;
+    double lr, warmup_fraction, weight_decay;
+    int batch;       /* examples per optimizer step, over all ranks */
+    int micro_batch; /* per forward on one rank; 0 = batch / ranks */
+    int epochs;
+    unsigned long long seed; /* data order, head initialisation, dropout */
+    float lm_weight;         /* GPT: lambda of the auxiliary LM loss */
+    int threads;             /* per rank; 0 = cores / ranks */
+    int eval_epochs;         /* 1: dev scores after every epoch, not only the last */
+    char out_dir[1024];
+    const char *resume; /* NULL, "auto" or a checkpoint */
+    int quiet;
+    char label[128]; /* names the run in results.jsonl (the grid's point) */
+} cz_ft_options;
+
+void cz_ft_options_default(cz_ft_options *o);
+
+typedef struct cz_ft_result {
+    double score; /* the task's selection figure on dev, in percent */
+    cz_ft_scores dev;
+    long steps;
+    double seconds;
+} cz_ft_result;
+
+/* Runs on MPI_COMM_WORLD (initialised by the caller): writes OUT/results.jsonl
+ * (a line per evaluation), OUT/metrics.jsonl and checkpoints (the train
+ * runtime's), OUT/vocab/, and for SQuAD OUT/predictions.json. */
+int cz_ft_run(const cz_ft_options *o, cz_ft_result *res, cz_error *err);
+
+/* Feature extraction (BERT Sec. 5.3, the feature-based approach): the
+ * per-token states of the chosen layers (negative = from the top: -1 is the
+ * last layer, 0 the embeddings), concatenated, for every sequence of
+ * o->dev_path read as o->task (classification layouts, or [CLS] pieces
+ * [SEP] for tagging). Writes out_path (safetensors): "features" [N*T,
+ * k*H], "mask" [N*T], "tokens" [N*T], and for tagging "first_piece_of_word"
+ * [N*T] (the word index at each word's first piece, -1 elsewhere), all F32.
+ * Ranks split the sequences; rank 0 writes. */
+int cz_ft_extract(const cz_ft_options *o, const int *layers, int n_layers, const char *out_path,
+                  cz_error *err);
 
 #endif

@@ -51,6 +51,9 @@ int cz_ft_task_preset(cz_ft_task *t, const char *name, cz_error *err) {
         snprintf(t->label, sizeof t->label, "1");
         set_labels(t, binary, 2);
         t->metric = CZ_FT_MCC;
+    } else if (!strcmp(name, "lines")) { /* one text per line, no labels (features) */
+        t->header = 0;
+        snprintf(t->text_a, sizeof t->text_a, "0");
     } else if (!strcmp(name, "tsv")) {
         snprintf(t->text_a, sizeof t->text_a, "sentence");
         snprintf(t->label, sizeof t->label, "label");
@@ -65,7 +68,7 @@ int cz_ft_task_preset(cz_ft_task *t, const char *name, cz_error *err) {
     } else {
         return cz_fail(err,
                        "task \"%s\": one of sst2, mrpc, rte, cola, tsv (any TSV with named "
-                       "columns), squad, conll (wnut17)",
+                       "columns), squad, conll (wnut17), lines (features)",
                        name);
     }
     return 0;
@@ -121,24 +124,32 @@ static cz_ft_example *push_example(cz_ft_dataset *d, int *cap, cz_error *err) {
     return x;
 }
 
+static void example_free(cz_ft_example *x);
+
+void cz_ft_dataset_truncate(cz_ft_dataset *d, int n) {
+    for (int i = n; i < d->n; i++) example_free(&d->ex[i]);
+    if (n < d->n) d->n = n;
+}
+
 void cz_ft_dataset_free(cz_ft_dataset *d) {
-    for (int i = 0; i < d->n; i++) {
-        cz_ft_example *x = &d->ex[i];
-        free(x->a);
-        free(x->b);
-        for (int w = 0; w < x->n_words && x->words; w++) free(x->words[w]);
-        free(x->words);
-        free(x->tags);
-        free(x->id);
-        free(x->question);
-        free(x->context);
-        for (int k = 0; k < x->n_answers; k++) free(x->answers[k].text);
-        free(x->answers);
-        free(x->word_start);
-        free(x->word_end);
-    }
+    for (int i = 0; i < d->n; i++) example_free(&d->ex[i]);
     free(d->ex);
     memset(d, 0, sizeof *d);
+}
+
+static void example_free(cz_ft_example *x) {
+    free(x->a);
+    free(x->b);
+    for (int w = 0; w < x->n_words && x->words; w++) free(x->words[w]);
+    free(x->words);
+    free(x->tags);
+    free(x->id);
+    free(x->question);
+    free(x->context);
+    for (int k = 0; k < x->n_answers; k++) free(x->answers[k].text);
+    free(x->answers);
+    free(x->word_start);
+    free(x->word_end);
 }
 
 /* ---- TSV ---- */
@@ -200,8 +211,7 @@ static int read_tsv(cz_ft_dataset *d, cz_ft_task *t, char *text, int collect, cz
             cb = column_of(t->text_b, n_hdr ? hdr_f : NULL, n_hdr, d->path, err);
             cl = column_of(t->label, n_hdr ? hdr_f : NULL, n_hdr, d->path, err);
             if (ca < -1 || cb < -1 || cl < -1) return -1;
-            if (ca < 0 || cl < 0)
-                return cz_fail(err, "%s: the task names no text or label column", d->path);
+            if (ca < 0) return cz_fail(err, "%s: the task names no text column", d->path);
             have_cols = 1;
         }
         int need = ca > cb ? ca : cb;
@@ -214,7 +224,7 @@ static int read_tsv(cz_ft_dataset *d, cz_ft_task *t, char *text, int collect, cz
         x->a = strdup(f[ca]);
         x->b = cb >= 0 ? strdup(f[cb]) : NULL;
         if (!x->a || (cb >= 0 && !x->b)) return cz_fail(err, "%s: out of memory", d->path);
-        x->label = label_index(t, f[cl], collect);
+        x->label = cl < 0 ? 0 : label_index(t, f[cl], collect);
         if (x->label < 0)
             return cz_fail(err, "%s:%d: label \"%s\" is not one of the task's %d labels", d->path,
                            lineno, f[cl], t->n_labels);
@@ -439,7 +449,8 @@ int cz_ft_read(cz_ft_dataset *d, cz_ft_task *t, const char *path, int collect, c
                                     : read_tsv(d, t, text, collect && was_empty, err);
     cz_free(text);
     if (rc == 0 && t->kind != CZ_FT_SPAN && collect && was_empty) sort_labels(t, d);
-    if (rc == 0 && t->kind != CZ_FT_SPAN && t->n_labels < 2)
+    if (rc == 0 && t->kind != CZ_FT_SPAN && (t->label[0] || t->kind == CZ_FT_TAG) &&
+        t->n_labels < 2)
         rc = cz_fail(err, "%s: %d label(s): classification needs at least 2", path, t->n_labels);
     if (rc) cz_ft_dataset_free(d);
     return rc;

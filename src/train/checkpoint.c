@@ -61,7 +61,8 @@ int cz_run_save_checkpoint(cz_run *r, cz_error *err) {
         char *config_text = cz_config_to_string(&r->cfg);
         size_t bytes = sizeof(float) * r->n_params;
         int64_t step_le = r->step; /* little-endian hosts only (see shard.h) */
-        cz_blob blobs[6] = {
+        enum { MAX_TASK_BLOBS = 8 };
+        cz_blob blobs[6 + MAX_TASK_BLOBS] = {
             {"step", &step_le, sizeof step_le},
             {"config", config_text, config_text ? strlen(config_text) : 0},
             {"state", &st, sizeof st},
@@ -69,10 +70,13 @@ int cz_run_save_checkpoint(cz_run *r, cz_error *err) {
             {"adam_m", m, bytes},
             {"adam_v", v, bytes},
         };
+        int nb = 6; /* and what a task keeps beside them (cz_train_task.blobs) */
+        for (int i = 0; r->task && i < r->task->n_blobs && i < MAX_TASK_BLOBS; i++)
+            blobs[nb++] = r->task->blobs[i];
         char path[CZ_PATH_MAX + 32];
         cz_ckpt_path(path, sizeof path, r->cfg.train.run_dir, r->step);
         double t0 = cz_now();
-        rc = cz_ckpt_write(path, blobs, 6, err);
+        rc = cz_ckpt_write(path, blobs, nb, err);
         free(config_text);
         if (rc == 0) rc = cz_ckpt_prune(r->cfg.train.run_dir, r->cfg.train.keep_last, err);
         if (rc == 0 && !r->quiet) cz_info("checkpoint %s written in %.2fs", path, cz_now() - t0);

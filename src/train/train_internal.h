@@ -21,6 +21,7 @@ typedef struct cz_phase {
 
 typedef struct cz_run {
     cz_config cfg;
+    const cz_train_task *task; /* NULL: pre-training on data.train_manifest */
     cz_comm comm;
     int threads;
     int quiet;
@@ -49,8 +50,8 @@ typedef struct cz_run {
 typedef struct cz_step_stats {
     long step;
     int seq;
-    double loss, mlm_loss, nsp_loss, lm_loss;
-    long mlm_correct, mlm_count, nsp_correct, nsp_count;
+    double loss, mlm_loss, nsp_loss, lm_loss, task_loss;
+    long mlm_correct, mlm_count, nsp_correct, nsp_count, task_correct, task_count;
     double lr, grad_norm;
     int skipped;
     double seconds, comm_wait, tokens, flops;
