@@ -198,6 +198,7 @@ typedef struct cz_ft_options {
     float lm_weight;         /* GPT: lambda of the auxiliary LM loss */
     int threads;             /* per rank; 0 = cores / ranks */
     int eval_epochs;         /* 1: dev scores after every epoch, not only the last */
+    long stop_after;         /* > 0: stop with a checkpoint after N steps (time slices) */
     char out_dir[1024];
     const char *resume; /* NULL, "auto" or a checkpoint */
     int quiet;
@@ -211,6 +212,7 @@ typedef struct cz_ft_result {
     cz_ft_scores dev;
     long steps;
     double seconds;
+    int finished; /* 0: stopped early (--stop-after, a signal): continue with --resume auto */
 } cz_ft_result;
 
 /* Runs on MPI_COMM_WORLD (initialised by the caller): writes OUT/results.jsonl

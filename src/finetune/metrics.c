@@ -190,8 +190,8 @@ void cz_ft_entity_scores(const int *gold, const int *pred, const int *sentence_l
         n_gold += ng;
         n_pred += np;
         off += L;
-        s->n += L;
     }
+    s->n = n_sentences;
     free(g);
     free(p);
     s->precision = n_pred ? 100.0 * (double)correct / (double)n_pred : 0.0;

@@ -482,11 +482,15 @@ static int evaluate(void *ctx, cz_model *m, const cz_comm *comm, long step, int 
             if (final && r->res) {
                 r->res->score = sc;
                 r->res->dev = s;
+                r->res->finished = 1;
             }
         }
     }
     MPI_Bcast(&rc, 1, MPI_INT, 0, comm->mpi);
-    if (r->res && final) MPI_Bcast(&r->res->score, 1, MPI_DOUBLE, 0, comm->mpi);
+    if (r->res && final) {
+        MPI_Bcast(&r->res->score, 1, MPI_DOUBLE, 0, comm->mpi);
+        r->res->finished = 1;
+    }
     free(logits);
     return rc ? (comm->rank == 0 ? -1 : cz_fail(err, "rank 0 could not score the dev set")) : 0;
 }
@@ -495,7 +499,7 @@ static int evaluate(void *ctx, cz_model *m, const cz_comm *comm, long step, int 
  * fine-tuning model, and the recipe (docs/finetune.md). */
 static int make_config(ft_run *r, int ranks, cz_config *cfg, cz_error *err) {
     const cz_ft_options *o = r->o;
-    char ov[16][CZ_PATH_MAX + 32];
+    char ov[24][CZ_PATH_MAX + 32];
     int n = 0;
     int gpt = r->mc.arch == CZ_ARCH_GPT;
     snprintf(ov[n++], sizeof ov[0], "model.arch=%s", gpt ? "gpt" : "bert");
@@ -511,8 +515,9 @@ static int make_config(ft_run *r, int ranks, cz_config *cfg, cz_error *err) {
              o->eval_epochs ? r->steps_per_epoch : 0L);
     snprintf(ov[n++], sizeof ov[0], "train.ckpt_every=%ld", r->steps_per_epoch);
     snprintf(ov[n++], sizeof ov[0], "train.keep_last=1");
+    snprintf(ov[n++], sizeof ov[0], "train.stop_after_steps=%ld", o->stop_after);
     snprintf(ov[n++], sizeof ov[0], "train.run_dir=%s", o->out_dir);
-    const char *ovp[16];
+    const char *ovp[24];
     for (int i = 0; i < n; i++) ovp[i] = ov[i];
     if (cz_config_load(cfg, NULL, ovp, n, err)) return -1;
     cfg->model = r->mc;

@@ -50,6 +50,7 @@ static const char HELP[] =
     "  --eval-every-epoch   dev scores after every epoch (else after the last)\n"
     "  --random-init        the architecture and vocabulary of MODEL, not its weights\n"
     "  --resume auto|PATH   run: continue a stopped run; grid: finished points are kept\n"
+    "  --stop-after N       stop with a checkpoint after N steps (continue: --resume auto)\n"
     "  --quiet              no progress lines\n"
     "grid: --lr, --batch, --epochs take comma lists (BERT's: 2e-5,3e-5,5e-5 16,32 2,3,4);\n"
     "      --restarts N seeds seed..seed+N-1 per point (1). Each point runs in\n"
@@ -144,6 +145,7 @@ static int parse(args *a, int argc, char **argv, cz_error *err) {
         NUM("--weight-decay", o->weight_decay, strtod)
         NUM("--lm-weight", o->lm_weight, (float)strtod)
         NUM("--restarts", a->restarts, (int)strtol10)
+        NUM("--stop-after", o->stop_after, strtol10)
         LIST("--lr", a->lrs, a->n_lr)
         LIST("--batch", a->batches, a->n_batch)
         LIST("--epochs", a->epochs, a->n_epochs)
@@ -281,6 +283,14 @@ static int run_grid(args *a, int rank, cz_error *err) {
                         free(pts);
                         return cz_fail_prefix(err, "grid point %s", p->dir);
                     }
+                    if (!res.finished) { /* stopped by a signal: the grid resumes later */
+                        free(pts);
+                        if (rank == 0)
+                            cz_info("grid stopped at point %s; run the same command again to "
+                                    "continue",
+                                    p->dir);
+                        return 0;
+                    }
                     p->score = res.score;
                 }
     if (rank == 0) {
@@ -396,9 +406,13 @@ int main(int argc, char **argv) {
         } else {
             cz_ft_result res;
             rc = cz_ft_run(&a.o, &res, &err);
-            if (rc == 0 && rank == 0)
+            if (rc == 0 && rank == 0 && res.finished)
                 printf("%s: dev %.4f after %ld steps (%.1f s); %s/results.jsonl\n", a.o.task.name,
                        res.score, res.steps, res.seconds, a.o.out_dir);
+            else if (rc == 0 && rank == 0)
+                printf("%s: stopped before step %ld with a checkpoint in %s; continue with "
+                       "--resume auto\n",
+                       a.o.task.name, res.steps, a.o.out_dir);
         }
     }
     if (rc != 0) {
