@@ -79,6 +79,9 @@ cz_gemm_ctx *cz_gemm_single_thread(const cz_gemm_ctx *g, cz_error *err);
 /* x rounded to the nearest bfloat16 (ties to even), as a float; subnormals
  * become signed zeros, as vcvtneps2bf16 does (it treats them as zero). */
 float cz_bf16_round(float x);
+/* y[i] = cz_bf16_round(x[i]) (may alias), bit for bit on every path. */
+void cz_bf16_round_n(float *y, const float *x, size_t n);
+void cz_bf16_round_n_ref(float *y, const float *x, size_t n);
 /* The definition of the bf16 mode: inputs rounded by cz_bf16_round, the
  * products summed in double, then C = alpha sum + beta C as cz_gemm_ref. */
 void cz_gemm_bf16_ref(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
@@ -86,17 +89,22 @@ void cz_gemm_bf16_ref(int trans_a, int trans_b, int m, int n, int k, float alpha
 
 /* ---- Transformer kernels (src/kernels/nn.c) ----
  * Each kernel has a scalar reference `*_ref` (the definition, used by tests)
- * and the fast path without suffix: AVX-512 (src/kernels/nn_avx512.c) when
- * the CPU has it, else the scalar code, both OpenMP over independent rows or
- * columns; same results up to float rounding (tests/test_kernels.c states the
- * bound per kernel). Reductions over
- * rows (bias, gamma, embedding gradients) run parallel over columns and
- * sequentially over rows, so results never depend on the thread count.
- * "+=" in a comment means the kernel accumulates into that output. */
+ * and the fast path without suffix: one vector source (src/kernels/nn_vec.c)
+ * compiled for AVX-512, AVX2 + FMA and a portable baseline (SSE2, NEON), the
+ * copy chosen once per process by cz_cpu_kernel_isa (cloze/cpu.h;
+ * CLOZE_KERNELS=scalar|baseline|avx2|avx512 forces one, scalar being the
+ * plain loops of nn.c). All run OpenMP over independent rows or columns;
+ * same results up to float rounding (tests/test_kernels.c states the bound
+ * per kernel). Reductions over rows (bias, gamma, embedding gradients) run
+ * parallel over columns and sequentially over rows, so results never depend
+ * on the thread count. "+=" in a comment means the kernel accumulates into
+ * that output. */
 
-/* "avx512" or "scalar": the path the fast kernels take on this CPU
- * (environment CLOZE_KERNELS=scalar forces the scalar one). */
+/* How the fast kernels' path was chosen, e.g. "avx512 (the widest this CPU
+ * has)"; cz_kernels_isa: just the name ("scalar", "baseline", "avx2",
+ * "avx512"). */
 const char *cz_kernels_describe(void);
+const char *cz_kernels_isa(void);
 
 /* y[n,:] = (x[n,:] - mean) * rstd * gamma + beta, rstd = 1/sqrt(var + eps),
  * var the biased (population) variance over C columns (Ba et al. 2016).
