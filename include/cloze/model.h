@@ -13,10 +13,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cloze/batch.h"
 #include "cloze/core.h"
 #include "cloze/kernels.h"
-
-typedef enum { CZ_ARCH_BERT = 0, CZ_ARCH_GPT = 1 } cz_arch;
 
 typedef struct cz_model_config {
     cz_arch arch;
@@ -45,26 +44,6 @@ typedef struct cz_model_config {
 } cz_model_config;
 
 typedef enum { CZ_RECOMPUTE_NONE = 0, CZ_RECOMPUTE_LAYERS = 1 } cz_recompute;
-
-/* One micro-batch, built by the data module. B sequences of T tokens. */
-typedef struct cz_batch {
-    int batch, seq;
-    const int32_t *tokens;    /* [B*T] */
-    const int32_t *segments;  /* [B*T] BERT token type ids; NULL for GPT */
-    const uint8_t *attn_mask; /* [B*T] 1 = real token, 0 = padding; NULL = all real */
-    /* BERT heads */
-    int max_pred;                 /* P prediction slots per sequence */
-    const int32_t *mlm_positions; /* [B*P] position in [0,T) */
-    const int32_t *mlm_labels;    /* [B*P] original token id */
-    const float *mlm_weights;     /* [B*P] 1 = real slot, 0 = unused */
-    const int32_t *nsp_labels;    /* [B] 0 = IsNext, 1 = NotNext */
-    /* GPT head */
-    const int32_t *targets; /* [B*T] next token id, -1 = no loss at this position */
-    /* dropout keys: (seed, step, sample_ids[b], layer, site) -> Philox stream */
-    int train; /* 1: dropout on, 0: off */
-    uint64_t seed, step;
-    const uint64_t *sample_ids; /* [B] global sample index of each sequence */
-} cz_batch;
 
 /* Losses and counts of one forward pass. The loss that backward
  * differentiates is `loss`:
