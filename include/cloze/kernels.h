@@ -56,6 +56,28 @@ void cz_gemm(const cz_gemm_ctx *g, int trans_a, int trans_b, int m, int n, int k
 void cz_gemm_ref(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
                  int lda, const float *b, int ldb, float beta, float *c, int ldc);
 
+/* ---- the MFU denominator ----
+ * The peak arithmetic rate of one rank running g's products on g's
+ * threads, stated with where it came from. In order of preference:
+ *   1. given > 0 (train.peak_gflops): taken as it is;
+ *   2. fp32 on a CPU whose clock and FMA width are known
+ *      (cz_cpu_peak_gflops_per_core x threads): the theoretical peak, an
+ *      upper bound, so MFU stays below 100%;
+ *   3. otherwise (virtual machines without cpufreq, bf16 mode): the best of
+ *      CZ_PEAK_PROBES products of 1024 x 1024 x 1024 through g, the rate
+ *      BLIS reaches on this machine. A busy machine lowers a probe, never
+ *      raises it, so the best of several is the most stable reading; MFU
+ *      can still pass 100% when all of them ran beside other work, and
+ *      cz_format_mfu then says so.
+ * Returns -1 with err only when the probe buffers cannot be allocated. */
+#define CZ_PEAK_PROBES 8
+typedef struct cz_peak {
+    double gflops; /* per rank */
+    int measured;  /* 1: probed on this machine (case 3) */
+    char source[192];
+} cz_peak;
+int cz_gemm_peak(const cz_gemm_ctx *g, double given, cz_peak *out, cz_error *err);
+
 /* ---- bf16 mode (src/kernels/gemm_bf16.c) ----
  * on = 1: every later cz_gemm on g rounds the elements of op(A) and op(B) to
  * bfloat16 (round to nearest even) and accumulates in fp32 (vdpbf16ps,

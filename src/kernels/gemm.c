@@ -348,3 +348,49 @@ void cz_gemm(const cz_gemm_ctx *g, int ta, int tb, int m, int n, int k, float al
                  m, n, k, &alpha, (float *)a, lda, 1, (float *)b, ldb, 1, &beta, c, ldc, 1, cntx,
                  &rntm);
 }
+
+/* ---- the MFU denominator (kernels.h) ---- */
+
+static double probe_best_gflops(const cz_gemm_ctx *g, cz_error *err) {
+    const int n = 1024;
+    float *a = cz_alloc(sizeof(float) * n * n * 3, err);
+    if (!a) return -1;
+    for (long i = 0; i < 2L * n * n; i++) a[i] = (float)((i * 7) % 13) * 0.01f;
+    double best = 0;
+    for (int rep = 0; rep < CZ_PEAK_PROBES; rep++) {
+        double t0 = cz_now();
+        cz_gemm(g, 0, 0, n, n, n, 1.0f, a, n, a + (size_t)n * n, n, 0.0f, a + 2 * (size_t)n * n, n);
+        double rate = 2.0 * n * n * n / (cz_now() - t0) / 1e9;
+        if (rate > best) best = rate;
+    }
+    cz_free(a);
+    return best;
+}
+
+int cz_gemm_peak(const cz_gemm_ctx *g, double given, cz_peak *out, cz_error *err) {
+    memset(out, 0, sizeof *out);
+    if (given > 0) {
+        out->gflops = given;
+        snprintf(out->source, sizeof out->source, "train.peak_gflops = %g", given);
+        return 0;
+    }
+    char how[128];
+    cz_cpu cpu;
+    cz_cpu_detect(&cpu);
+    double core = cz_gemm_is_bf16(g) ? 0 : cz_cpu_peak_gflops_per_core(&cpu, how, sizeof how);
+    if (core > 0) {
+        out->gflops = core * g->threads;
+        snprintf(out->source, sizeof out->source, "theoretical peak %.0f GFLOP/s (%s x %d threads)",
+                 out->gflops, how, g->threads);
+        return 0;
+    }
+    double best = probe_best_gflops(g, err);
+    if (best < 0) return -1;
+    out->gflops = best;
+    out->measured = 1;
+    snprintf(out->source, sizeof out->source,
+             "best of %d %s 1024^3 products at start-up, %.0f GFLOP/s (no theoretical peak: %s)",
+             CZ_PEAK_PROBES, cz_gemm_is_bf16(g) ? "bf16" : "sgemm", best,
+             cz_gemm_is_bf16(g) ? "bf16 mode" : how);
+    return 0;
+}
