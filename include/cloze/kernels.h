@@ -38,7 +38,7 @@ typedef enum {
  * failure. AUTO: BLIS's AVX-512 "skx" kernels where the CPU and OS allow
  * AVX-512 at full width, its AVX2/FMA kernels on CPUs without AVX-512 and on
  * AMD family 0x19 (Zen 3/Zen 4: 256-bit units, measured no faster with skx,
- * see docs/performance.md), BLIS's default where nothing better is known.
+ * docs/performance.md, "Design decisions"), BLIS's default where nothing better is known.
  * BLIS_DEFAULT: BLIS's own CPUID choice. AVX512: skx wherever AVX-512 is
  * usable. REFERENCE: the loops of cz_gemm_ref. Call it before anything else
  * uses BLIS. */
@@ -84,7 +84,7 @@ int cz_gemm_peak(const cz_gemm_ctx *g, double given, cz_peak *out, cz_error *err
  * AVX512_BF16); C, alpha, beta and everything outside the products stay
  * fp32 (fp32 master weights). All products take this path, attention ones
  * included (faster there too; they run on one thread, as in fp32:
- * docs/performance.md, "bf16 mode"). Results do not depend on the thread
+ * docs/performance.md, "Design decisions"). Results do not depend on the thread
  * count. The context then owns packing buffers, so it runs one
  * product at a time (the model's products are sequential). With
  * CZ_GEMM_REFERENCE the products run cz_gemm_bf16_ref. Fails (-1, err)

@@ -12,10 +12,10 @@
  * library also contains the AVX-512 "skx" configuration (sgemm micro-kernel
  * 32x12), which only needs the instruction set, not a particular model.
  *
- * Measured on AMD family 0x19 model 0x11 (Zen 4, docs/performance.md): BLIS
- * picks zen3 there, and skx is no faster on the large products (Zen 4 runs
- * AVX-512 on 256-bit units) and slower on attention-sized ones (skx has no
- * "sup" small-matrix kernels). So AUTO keeps zen3 on that family and takes
+ * On AMD family 0x19 model 0x11 (Zen 4) BLIS picks zen3, and skx measured
+ * no faster on the large products (Zen 4 runs AVX-512 on 256-bit units) and
+ * slower on attention-sized ones (skx has no "sup" small-matrix kernels;
+ * docs/performance.md, "Design decisions"). So AUTO keeps zen3 on that family and takes
  * skx on other AVX-512 CPUs (Intel, AMD family 0x1A Zen 5 with 512-bit
  * units, which BLIS 0.9.0 does not know and would run on "generic").
  *
@@ -44,16 +44,16 @@
 /* Weight gradients dW = dY^T X are A^T B products whose k (the tokens of a
  * micro-batch) can be long next to m and n. BLIS's packed path splits only
  * m and n across threads, and on such shapes its threads spend much of the
- * time packing and waiting: BERT-mini's 256 x 256 x 4096 ran at 124-181
- * GFLOP/s on 2 threads, 0.92 of OpenBLAS. So A^T B products with k >=
+ * time packing and waiting (BERT-mini's 256 x 256 x 4096 measured slower
+ * than OpenBLAS on 2 threads). So A^T B products with k >=
  * KSPLIT_MIN_K and k^2 >= 4 m n (C small next to the operands) are cut at
  * k/2: the first half accumulates into C (with beta), the second goes into
  * a scratch panel which is then added to C, the two halves side by side on
  * the threads. The cut depends on the shape only, so any thread count gives
- * the same bits (one thread runs the halves in turn). Measured, paired:
- * those products 1.07-1.40x, a BERT-mini step 0.96x the time; BERT-base's
- * 768 x 768 x 1024 products, where the rule does not cut, were not faster
- * as a whole step (docs/performance.md). C is done in column panels of at
+ * the same bits (one thread runs the halves in turn). Measured faster on
+ * those products and on a whole BERT-mini step; BERT-base's 768 x 768 x
+ * 1024 products, where the rule does not cut, were not faster as a whole
+ * step (docs/performance.md, "Design decisions"). C is done in column panels of at
  * most KSPLIT_SCRATCH floats; panels do not change the bits (BLIS's packed
  * path sums each element the same way whatever n). */
 #define KSPLIT_MIN_K 1024
@@ -73,8 +73,8 @@ struct cz_gemm_ctx {
      * - small products (below the context's sup thresholds and at most
      *   SMALL_PRODUCT_MACS multiply-adds, i.e. attention per head): one
      *   thread, with sup kernels (`with_sup`) except for A.B^T, where zen3's
-     *   sup kernel runs 128x128x64 at 0.75 of OpenBLAS and the packed path at
-     *   0.97 (docs/performance.md). One thread because a 1M-MAC product
+     *   sup kernel measured slower than its packed path on 128x128x64
+     *   (docs/performance.md, "Design decisions"). One thread because a 1M-MAC product
      *   gains little from a second one and the model parallelises over
      *   heads instead. */
     cntx_t packed_only, with_sup;

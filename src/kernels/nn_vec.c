@@ -229,7 +229,7 @@ static void CZ_ISA_FN(add_bias)(float *y, const float *bias, int n, int c, int l
  * into the block's double accumulator: the chunk's rows stay in cache and in
  * the TLB while the blocks move right (walking one block down all rows
  * touches a new page per row when rows are 4 KiB or more apart; measured
- * faster, docs/performance.md, "Kernel notes"). Accumulators live in memory
+ * faster, docs/performance.md, "Design decisions"). Accumulators live in memory
  * between chunks, for BIAS_GROUP blocks at a time. */
 #define BIAS_GROUP (1024 / VL)
 #define BIAS_ROWS 8
