@@ -264,6 +264,15 @@ static void CZ_ISA_FN(bias_backward)(float *db, const float *dy, int n, int c, i
 
 /* ---- attention softmax ---- */
 
+/* z[0:k] = exp(z - m) (k lanes, k >= VL meaning all), returned with the
+ * lanes past k at 0 so that sums can take it as it is */
+static inline vf exp_minus_in_place(float *z, int k, float m) {
+    vf e = vexp(vload_n(z, k) - m);
+    if (k < VL) e = vsel(vmask_n(k), e, (vf){0});
+    vstore_n(z, e, k);
+    return e;
+}
+
 /* keys [0, end) of a row of t scores; keys past end get probability 0 */
 static void softmax_row(float *s, int end, int t, const float *kb) {
     vf mx = vsplat(-FLT_MAX);
@@ -279,13 +288,7 @@ static void softmax_row(float *s, int end, int t, const float *kb) {
     }
     float m = vhmax(mx);
     vf acc = {0};
-    for (int j = 0; j < end; j += VL) {
-        int k = end - j;
-        vf e = vexp(vload_n(s + j, k) - m);
-        if (k < VL) e = vsel(vmask_n(k), e, (vf){0});
-        vstore_n(s + j, e, k);
-        acc += e;
-    }
+    for (int j = 0; j < end; j += VL) acc += exp_minus_in_place(s + j, end - j, m);
     float inv = 1.0f / vsum(acc);
     for (int j = 0; j < end; j += VL) vstore_n(s + j, vload_n(s + j, end - j) * inv, end - j);
     if (end < t) memset(s + end, 0, (size_t)(t - end) * sizeof *s);
@@ -458,13 +461,7 @@ static void xent_row(float *z, double *loss, int32_t *argmax, int32_t label, int
     *argmax = first;
     double zl = label >= 0 ? z[label] : 0.0;
     vd acc = {0};
-    for (int j = 0; j < v; j += VL) {
-        int k = v - j;
-        vf e = vexp(vload_n(z + j, k) - m);
-        if (k < VL) e = vsel(vmask_n(k), e, (vf){0});
-        vstore_n(z + j, e, k);
-        acc += vwiden(e);
-    }
+    for (int j = 0; j < v; j += VL) acc += vwiden(exp_minus_in_place(z + j, v - j, m));
     double sum = vsum_d(acc);
     *loss = label >= 0 ? log(sum) - (zl - m) : 0.0;
     float inv = (float)(1.0 / sum);
