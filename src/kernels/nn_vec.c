@@ -29,33 +29,32 @@
 
 static void ln_row(float *y, float *sum, float *mean, float *rstd, const float *x, const float *r,
                    const float *gamma, const float *beta, int c, float eps) {
-    vd acc = {0};
-    for (int j = 0; j < c; j += VL) {
-        vf v = vload_n(x + j, c - j);
-        if (r) {
-            v += vload_n(r + j, c - j);
-            vstore_n(sum + j, v, c - j);
-        }
-        acc += vwiden(v); /* lanes past c load 0 */
-    }
+    vd acc = vd_zero();
+    if (r)
+        VLOOP(j, k, c, {
+            vf v = vload_n(x + j, k) + vload_n(r + j, k);
+            vstore_n(sum + j, v, k);
+            acc = vd_add(acc, vwiden(v)); /* lanes past c load 0 */
+        });
+    else
+        VLOOP(j, k, c, acc = vd_add(acc, vwiden(vload_n(x + j, k))););
     const float *s = r ? sum : x;
     double m = vsum_d(acc) / c;
-    vd vacc = {0};
-    for (int j = 0; j < c; j += VL) {
-        vd d = vwiden(vload_n(s + j, c - j)) - m;
-        if (c - j < VL) d = vkeep_d(d, c - j); /* lanes past c hold -m */
-        vacc += d * d;
-    }
+    vd vacc = vd_zero();
+    VLOOP(j, k, c, {
+        vd d = vd_sub_s(vwiden(vload_n(s + j, k)), m);
+        if (k < VL) d = vd_keep(d, k); /* lanes past c hold -m */
+        vacc = vd_add(vacc, vd_mul(d, d));
+    });
     double var = vsum_d(vacc) / c;
     double rs = 1.0 / sqrt(var + eps);
     *mean = (float)m;
     *rstd = (float)rs;
     float mf = (float)m, rf = (float)rs;
-    for (int j = 0; j < c; j += VL) {
-        int k = c - j;
+    VLOOP(j, k, c, {
         vf xh = (vload_n(s + j, k) - mf) * rf;
         vstore_n(y + j, xh * vload_n(gamma + j, k) + vload_n(beta + j, k), k);
-    }
+    });
 }
 
 static void CZ_ISA_FN(layernorm_forward)(float *y, float *sum, float *mean, float *rstd,
@@ -72,35 +71,33 @@ static void CZ_ISA_FN(layernorm_forward)(float *y, float *sum, float *mean, floa
 /* dx = rstd (g - mean(g) - xhat mean(g xhat)), g = dy gamma */
 static void ln_dx_row(float *dx, const float *dy, const float *x, float mean, float rstd,
                       const float *gamma, int c) {
-    vd sg = {0}, sgx = {0};
-    for (int j = 0; j < c; j += VL) {
-        int k = c - j;
+    vd sg = vd_zero(), sgx = vd_zero();
+    VLOOP(j, k, c, {
         vf xh = (vload_n(x + j, k) - mean) * rstd;
         vf g = vload_n(dy + j, k) * vload_n(gamma + j, k); /* 0 past c */
-        sg += vwiden(g);
-        sgx += vwiden(g * xh);
-    }
+        sg = vd_add(sg, vwiden(g));
+        sgx = vd_add(sgx, vwiden(g * xh));
+    });
     float a = (float)(vsum_d(sg) / c), b = (float)(vsum_d(sgx) / c);
-    for (int j = 0; j < c; j += VL) {
-        int k = c - j;
+    VLOOP(j, k, c, {
         vf xh = (vload_n(x + j, k) - mean) * rstd;
         vf g = vload_n(dy + j, k) * vload_n(gamma + j, k);
         vstore_n(dx + j, ((g - a) - xh * b) * rstd, k);
-    }
+    });
 }
 
 /* dgamma, dbeta over VL columns from j0: the reference's additions in the
  * reference's order (double sums of exact double products) */
-static void ln_dparam_cols(float *dgamma, float *dbeta, const float *dy, const float *x,
-                           const float *mean, const float *rstd, int n, int c, int j0) {
-    int k = c - j0;
-    vd g = {0}, b = {0};
+static inline void ln_dparam_cols(float *dgamma, float *dbeta, const float *dy, const float *x,
+                                  const float *mean, const float *rstd, int n, int c, int j0,
+                                  int k) {
+    vd g = vd_zero(), b = vd_zero();
     for (int i = 0; i < n; i++) {
         size_t o = (size_t)i * c + j0;
         vd d = vwiden(vload_n(dy + o, k));
         vf xh = (vload_n(x + o, k) - mean[i]) * rstd[i];
-        g += d * vwiden(xh);
-        b += d;
+        g = vd_add(g, vd_mul(d, vwiden(xh)));
+        b = vd_add(b, d);
     }
     vstore_n(dgamma + j0, vload_n(dgamma + j0, k) + vnarrow(g), k);
     vstore_n(dbeta + j0, vload_n(dbeta + j0, k) + vnarrow(b), k);
@@ -113,8 +110,12 @@ static void CZ_ISA_FN(layernorm_backward)(float *dx, float *dgamma, float *dbeta
 #pragma omp parallel
     {
 #pragma omp for schedule(static) nowait
-        for (int b = 0; b < blocks; b++)
-            ln_dparam_cols(dgamma, dbeta, dy, x, mean, rstd, n, c, VL * b);
+        for (int b = 0; b < blocks; b++) {
+            if (c - VL * b >= VL) /* whole blocks with a constant lane count */
+                ln_dparam_cols(dgamma, dbeta, dy, x, mean, rstd, n, c, VL * b, VL);
+            else
+                ln_dparam_cols(dgamma, dbeta, dy, x, mean, rstd, n, c, VL * b, c - VL * b);
+        }
 #pragma omp for schedule(static)
         for (int i = 0; i < n; i++)
             ln_dx_row(dx + (size_t)i * c, dy + (size_t)i * c, x + (size_t)i * c, mean[i], rstd[i],
@@ -122,24 +123,39 @@ static void CZ_ISA_FN(layernorm_backward)(float *dx, float *dgamma, float *dbeta
     }
 }
 
+/* flat elementwise loops run in chunks of CHUNK floats (whole vectors, one
+ * tail per chunk at most) */
+#define CHUNK 4096
+
 /* ---- GELU (Hendrycks & Gimpel 2016) ---- */
 
 /* Phi(x) = erfc(-x/sqrt2)/2: 1 - erfc(z)/2 for x >= 0, erfc(z)/2 below,
  * z = |x|/sqrt2. erfc(z) = t exp(-z^2 + P(t)), t = 1/(1 + z/2) (Numerical
- * Recipes, 2nd ed., erfcc). The exponent is formed in double (z^2 exact
- * there) and split into float hi + lo; e^lo ~ 1 + lo. */
+ * Recipes, 2nd ed., erfcc). The exponent needs z^2 = x^2/2 to more than
+ * float precision (float rounding alone costs x^2/2 2^-24 relative, 1e-6
+ * at x = -6), so it is carried as hi + lo without FMA (which the baseline
+ * lacks): x = xh + xl with xh the top 12 significant bits (Dekker 1971,
+ * Veltkamp splitting by masking), so xh^2 and xh xl are exact in float and
+ * x^2 = xh^2 + (2 xh xl + xl^2) to ~2^-46; the exponent P - x^2/2 is then
+ * a float plus its rounding error lo (Fast2Sum and TwoSum, Knuth TAOCP
+ * 4.2.2), and e^lo ~ 1 + lo. */
 static inline vf phi_cdf(vf x) {
     static const float c[10] = {-1.26551223f, 1.00002368f,  0.37409196f, 0.09678418f,  -0.18628806f,
                                 0.27886807f,  -1.13520398f, 1.48851587f, -0.82215223f, 0.17087277f};
     vf ax = vabs(x);
-    vd zd = vwiden(ax) * 0.70710678118654752440;
-    vf z = vnarrow(zd);
-    vf t = 1.0f / (z * 0.5f + 1.0f);
+    vf t = 1.0f / (ax * (0.5f * 0.70710678118654752f) + 1.0f);
     vf p = vsplat(c[9]);
     for (int i = 8; i >= 0; i--) p = p * t + c[i];
-    vd arg = vwiden(p) - zd * zd;
-    vf hi = vnarrow(arg), lo = vnarrow(arg - vwiden(hi));
-    vf e = vexp(hi);
+    vf xh = (vf)((vi)ax & (int32_t)0xfffff000), xl = ax - xh;
+    /* -x^2/2 = q_hi + q_lo: the exact -xh^2/2 plus the small rest, then
+     * renormalised (Fast2Sum, |q_hi| >= |q_lo|) so that q_lo is only the
+     * rounding error of q */
+    vf q_hi = xh * xh * -0.5f, q_lo = (xh * xl + xl * xl * 0.5f) * -1.0f;
+    vf q = q_hi + q_lo;
+    q_lo = q_lo - (q - q_hi);
+    vf arg = p + q, bb = arg - p;
+    vf lo = (p - (arg - bb)) + (q - bb) + q_lo; /* TwoSum error of p + q */
+    vf e = vexp(arg);
     vf h = t * (e + e * lo) * 0.5f;
     return vsel(x >= 0.0f, 1.0f - h, h);
 }
@@ -179,36 +195,38 @@ static inline vf gelu_grad_v(vf x, int tanh_form) {
 
 static void CZ_ISA_FN(gelu_forward)(float *y, float *x, const float *bias, size_t rows, int c,
                                     int tanh_form) {
-    if (!bias) { /* one flat row, cut into vectors */
-        size_t n = rows * (size_t)c, nv = (n + VL - 1) / VL;
+    if (!bias) { /* one flat row, cut into chunks of CHUNK */
+        size_t n = rows * (size_t)c, nc = (n + CHUNK - 1) / CHUNK;
 #pragma omp parallel for schedule(static)
-        for (size_t v = 0; v < nv; v++) {
-            size_t j = VL * v;
-            int k = n - j >= VL ? VL : (int)(n - j);
-            vstore_n(y + j, gelu_v(vload_n(x + j, k), tanh_form), k);
+        for (size_t q = 0; q < nc; q++) {
+            float *xq = x + CHUNK * q, *yq = y + CHUNK * q;
+            int len = n - CHUNK * q >= CHUNK ? CHUNK : (int)(n - CHUNK * q);
+            VLOOP(j, k, len, vstore_n(yq + j, gelu_v(vload_n(xq + j, k), tanh_form), k););
         }
         return;
     }
 #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < rows; i++) {
         float *xr = x + i * c, *yr = y + i * c;
-        for (int j = 0; j < c; j += VL) {
-            int k = c - j;
+        VLOOP(j, k, c, {
             vf u = vload_n(xr + j, k) + vload_n(bias + j, k);
             vstore_n(xr + j, u, k);
             vstore_n(yr + j, gelu_v(u, tanh_form), k);
-        }
+        });
     }
 }
 
 static void CZ_ISA_FN(gelu_backward)(float *dx, const float *x, const float *dy, size_t n,
                                      int tanh_form) {
-    size_t nv = (n + VL - 1) / VL;
+    size_t nc = (n + CHUNK - 1) / CHUNK;
 #pragma omp parallel for schedule(static)
-    for (size_t v = 0; v < nv; v++) {
-        size_t j = VL * v;
-        int k = n - j >= VL ? VL : (int)(n - j);
-        vstore_n(dx + j, vload_n(dy + j, k) * gelu_grad_v(vload_n(x + j, k), tanh_form), k);
+    for (size_t q = 0; q < nc; q++) {
+        size_t o = CHUNK * q;
+        int len = n - o >= CHUNK ? CHUNK : (int)(n - o);
+        VLOOP(j, k, len, {
+            vf g = gelu_grad_v(vload_n(x + o + j, k), tanh_form);
+            vstore_n(dx + o + j, vload_n(dy + o + j, k) * g, k);
+        });
     }
 }
 
@@ -218,8 +236,7 @@ static void CZ_ISA_FN(add_bias)(float *y, const float *bias, int n, int c, int l
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < n; i++) {
         float *row = y + (size_t)i * ld;
-        for (int j = 0; j < c; j += VL)
-            vstore_n(row + j, vload_n(row + j, c - j) + vload_n(bias + j, c - j), c - j);
+        VLOOP(j, k, c, vstore_n(row + j, vload_n(row + j, k) + vload_n(bias + j, k), k););
     }
 }
 
@@ -242,14 +259,18 @@ static void CZ_ISA_FN(bias_backward)(float *db, const float *dy, int n, int c, i
         for (int g0 = b_lo; g0 < b_hi; g0 += BIAS_GROUP) {
             int g1 = g0 + BIAS_GROUP < b_hi ? g0 + BIAS_GROUP : b_hi;
             vd acc[BIAS_GROUP];
-            for (int b = g0; b < g1; b++) acc[b - g0] = (vd){0};
+            for (int b = g0; b < g1; b++) acc[b - g0] = vd_zero();
             for (int i0 = 0; i0 < n; i0 += BIAS_ROWS) {
                 int i1 = i0 + BIAS_ROWS < n ? i0 + BIAS_ROWS : n;
                 for (int b = g0; b < g1; b++) {
-                    int k = c - VL * b;
+                    const float *col = dy + VL * b;
                     vd a = acc[b - g0];
-                    for (int i = i0; i < i1; i++)
-                        a += vwiden(vload_n(dy + (size_t)i * ld + VL * b, k));
+                    if (c - VL * b >= VL) /* a whole block: plain vector loads */
+                        for (int i = i0; i < i1; i++)
+                            a = vd_add(a, vwiden(vload(col + (size_t)i * ld)));
+                    else
+                        for (int i = i0; i < i1; i++)
+                            a = vd_add(a, vwiden(vload_n(col + (size_t)i * ld, c - VL * b)));
                     acc[b - g0] = a;
                 }
             }
@@ -276,8 +297,7 @@ static inline vf exp_minus_in_place(float *z, int k, float m) {
 /* keys [0, end) of a row of t scores; keys past end get probability 0 */
 static void softmax_row(float *s, int end, int t, const float *kb) {
     vf mx = vsplat(-FLT_MAX);
-    for (int j = 0; j < end; j += VL) {
-        int k = end - j;
+    VLOOP(j, k, end, {
         vf v = vload_n(s + j, k);
         if (kb) {
             v += vload_n(kb + j, k);
@@ -285,12 +305,12 @@ static void softmax_row(float *s, int end, int t, const float *kb) {
         }
         if (k < VL) v = vsel(vmask_n(k), v, vsplat(-FLT_MAX));
         mx = vmax(mx, v);
-    }
+    });
     float m = vhmax(mx);
     vf acc = {0};
-    for (int j = 0; j < end; j += VL) acc += exp_minus_in_place(s + j, end - j, m);
+    VLOOP(j, k, end, acc += exp_minus_in_place(s + j, k, m););
     float inv = 1.0f / vsum(acc);
-    for (int j = 0; j < end; j += VL) vstore_n(s + j, vload_n(s + j, end - j) * inv, end - j);
+    VLOOP(j, k, end, vstore_n(s + j, vload_n(s + j, k) * inv, k););
     if (end < t) memset(s + end, 0, (size_t)(t - end) * sizeof *s);
 }
 
@@ -310,13 +330,10 @@ static void CZ_ISA_FN(softmax_backward)(float *ds, const float *p, const float *
     for (int i = 0; i < rows; i++) {
         size_t o = (size_t)i * cols;
         vf acc = {0};
-        for (int j = 0; j < cols; j += VL)
-            acc += vload_n(dp + o + j, cols - j) * vload_n(p + o + j, cols - j);
+        VLOOP(j, k, cols, acc += vload_n(dp + o + j, k) * vload_n(p + o + j, k););
         float dot = vsum(acc);
-        for (int j = 0; j < cols; j += VL) {
-            int k = cols - j;
-            vstore_n(ds + o + j, vload_n(p + o + j, k) * (vload_n(dp + o + j, k) - dot), k);
-        }
+        VLOOP(j, k, cols,
+              vstore_n(ds + o + j, vload_n(p + o + j, k) * (vload_n(dp + o + j, k) - dot), k););
     }
 }
 
@@ -329,11 +346,33 @@ static inline void mulhilo(vu a, uint32_t m, vu *hi, vu *lo) {
     *lo = __builtin_convertvector(p, vu);
 }
 
+/* Lane indices that transpose four vectors of words (w_k[b] = word k of
+ * block b) into element order (element 4b + k): first the words 0,1 and 2,3
+ * are interleaved (IL_*: lanes of the low or high half of two vectors, one
+ * from each in turn), then the pairs (PR_*). */
+#if VL == 16
+#define IL_LO 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23
+#define IL_HI 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31
+#define PR_LO 0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23
+#define PR_HI 8, 9, 24, 25, 10, 11, 26, 27, 12, 13, 28, 29, 14, 15, 30, 31
+#elif VL == 8
+#define IL_LO 0, 8, 1, 9, 2, 10, 3, 11
+#define IL_HI 4, 12, 5, 13, 6, 14, 7, 15
+#define PR_LO 0, 1, 8, 9, 2, 3, 10, 11
+#define PR_HI 4, 5, 12, 13, 6, 7, 14, 15
+#else
+#define IL_LO 0, 4, 1, 5
+#define IL_HI 2, 6, 3, 7
+#define PR_LO 0, 1, 4, 5
+#define PR_HI 2, 3, 6, 7
+#endif
+
 /* Philox4x32-10 (Salmon et al. 2011) of blocks base .. base + VL - 1, the
  * same rounds and key schedule as cz_philox4x32 (src/core/rng.c); the caller
  * guarantees that the high 32 bits of the block number are the same for all.
- * w[k][b] = word k of block base + b. */
-static void philox_v(const cz_rng_stream *s, uint64_t base, uint32_t w[4][VL]) {
+ * e[q] = stream elements 4 base + q VL .. + VL - 1 (element 4b + k = word k
+ * of block base + b). */
+static void philox_v(const cz_rng_stream *s, uint64_t base, vu e[4]) {
     vu c0 = (vu)viota() + (uint32_t)base, c1 = (vu){0} + (uint32_t)(base >> 32);
     vu c2 = (vu){0} + (uint32_t)s->stream, c3 = (vu){0} + (uint32_t)(s->stream >> 32);
     uint32_t k0 = s->key[0], k1 = s->key[1];
@@ -348,10 +387,12 @@ static void philox_v(const cz_rng_stream *s, uint64_t base, uint32_t w[4][VL]) {
         k0 += 0x9E3779B9u;
         k1 += 0xBB67AE85u;
     }
-    memcpy(w[0], &c0, sizeof c0);
-    memcpy(w[1], &c1, sizeof c1);
-    memcpy(w[2], &c2, sizeof c2);
-    memcpy(w[3], &c3, sizeof c3);
+    vu a = __builtin_shufflevector(c0, c1, IL_LO), b = __builtin_shufflevector(c2, c3, IL_LO);
+    vu c = __builtin_shufflevector(c0, c1, IL_HI), d = __builtin_shufflevector(c2, c3, IL_HI);
+    e[0] = __builtin_shufflevector(a, b, PR_LO);
+    e[1] = __builtin_shufflevector(a, b, PR_HI);
+    e[2] = __builtin_shufflevector(c, d, PR_LO);
+    e[3] = __builtin_shufflevector(c, d, PR_HI);
 }
 
 /* elements [lo, hi) (stream indices) one at a time, as the reference */
@@ -385,14 +426,10 @@ static void CZ_ISA_FN(dropout)(float *y, const float *x, size_t n, float p, cons
             dropout_one_by_one(y, x, p, scale, s, first, G * g, G * g + G);
             continue;
         }
-        uint32_t w[4][VL], e[4 * VL];
-        philox_v(s, base, w);
-        for (int b = 0; b < VL; b++) /* element 4b + k is word k of block b */
-            for (int k = 0; k < 4; k++) e[4 * b + k] = w[k][b];
+        vu e[4];
+        philox_v(s, base, e);
         for (int q = 0; q < 4; q++) {
-            vu u;
-            memcpy(&u, e + VL * q, sizeof u);
-            vf uf = __builtin_convertvector(u >> 8, vf);
+            vf uf = __builtin_convertvector((vi)(e[q] >> 8), vf); /* < 2^24: exact */
             vf v = vload(x + i0 + VL * q) * scale;
             vstore(y + i0 + VL * q, vsel(uf >= thr, v, (vf){0}));
         }
@@ -409,12 +446,11 @@ static void CZ_ISA_FN(embedding_forward)(float *out, const int32_t *ids, const i
         const float *te = tok + (size_t)ids[i] * c, *pe = pos + (size_t)(i % t) * c;
         const float *se = seg ? seg + (size_t)segs[i] * c : NULL;
         float *o = out + (size_t)i * c;
-        for (int j = 0; j < c; j += VL) {
-            int k = c - j;
+        VLOOP(j, k, c, {
             vf v = vload_n(te + j, k) + vload_n(pe + j, k);
             if (se) v += vload_n(se + j, k);
             vstore_n(o + j, v, k);
-        }
+        });
     }
 }
 
@@ -425,7 +461,7 @@ static void CZ_ISA_FN(embedding_backward)(float *dtok, float *dpos, float *dseg,
     int blocks = (c + VL - 1) / VL;
 #pragma omp parallel for schedule(static)
     for (int b = 0; b < blocks; b++) {
-        int j0 = VL * b, k = c - j0;
+        int j0 = VL * b, k = c - j0 < VL ? c - j0 : VL;
         for (int i = 0; i < n; i++) {
             vf d = vload_n(dout + (size_t)i * c + j0, k);
             float *pt = dtok + (size_t)ids[i] * c + j0, *pp = dpos + (size_t)(i % t) * c + j0;
@@ -444,15 +480,14 @@ static void CZ_ISA_FN(embedding_backward)(float *dtok, float *dpos, float *dseg,
 static void xent_row(float *z, double *loss, int32_t *argmax, int32_t label, int v) {
     vf mx = vsplat(-INFINITY);
     vi am = {0}, idx = viota();
-    for (int j = 0; j < v; j += VL) {
-        int k = v - j;
+    VLOOP(j, k, v, {
         vf x = vload_n(z + j, k);
         if (k < VL) x = vsel(vmask_n(k), x, vsplat(-INFINITY));
         vi gt = x > mx; /* the first maximum per lane */
         mx = vsel(gt, x, mx);
         am = vseli(gt, idx, am);
         idx += VL;
-    }
+    });
     float m = vhmax(mx);
     /* the smallest index among lanes holding the maximum = the first maximum */
     int32_t first = INT32_MAX;
@@ -460,12 +495,12 @@ static void xent_row(float *z, double *loss, int32_t *argmax, int32_t label, int
         if (mx[l] == m && am[l] < first) first = am[l];
     *argmax = first;
     double zl = label >= 0 ? z[label] : 0.0;
-    vd acc = {0};
-    for (int j = 0; j < v; j += VL) acc += vwiden(exp_minus_in_place(z + j, v - j, m));
+    vd acc = vd_zero();
+    VLOOP(j, k, v, acc = vd_add(acc, vwiden(exp_minus_in_place(z + j, k, m))););
     double sum = vsum_d(acc);
     *loss = label >= 0 ? log(sum) - (zl - m) : 0.0;
     float inv = (float)(1.0 / sum);
-    for (int j = 0; j < v; j += VL) vstore_n(z + j, vload_n(z + j, v - j) * inv, v - j);
+    VLOOP(j, k, v, vstore_n(z + j, vload_n(z + j, k) * inv, k););
 }
 
 static void CZ_ISA_FN(xent_forward)(float *logits, double *loss, int32_t *argmax,
@@ -484,25 +519,31 @@ static void CZ_ISA_FN(xent_backward)(float *probs, const int32_t *labels, const 
             memset(p, 0, (size_t)v * sizeof *p);
             continue;
         }
-        for (int j = 0; j < v; j += VL) vstore_n(p + j, vload_n(p + j, v - j) * scale[i], v - j);
+        VLOOP(j, k, v, vstore_n(p + j, vload_n(p + j, k) * scale[i], k););
         p[labels[i]] -= scale[i];
     }
 }
 
 /* ---- bf16 rounding: cz_bf16_round (gemm_bf16.c) on VL lanes ---- */
 
+static inline void bf16_round_v(float *y, const float *x, int k) {
+    vu u = (vu)vload_n(x, k);
+    vi zero = (vi)((u & 0x7f800000u) == 0);         /* zero or subnormal: signed zero */
+    vi nan = (vi)((u & 0x7fffffffu) > 0x7f800000u); /* NaN: stays a quiet NaN */
+    vu rounded = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    vu quiet = (u | 0x00400000u) & 0xffff0000u;
+    vu r = (vu)vseli(nan, (vi)quiet, (vi)rounded);
+    r = (vu)vseli(zero, (vi)(u & 0x80000000u), (vi)r);
+    vstore_n(y, (vf)r, k);
+}
+
 static void CZ_ISA_FN(bf16_round)(float *y, const float *x, size_t n) {
+    size_t nc = (n + CHUNK - 1) / CHUNK;
 #pragma omp parallel for schedule(static)
-    for (size_t j = 0; j < n; j += VL) {
-        int k = n - j >= VL ? VL : (int)(n - j);
-        vu u = (vu)vload_n(x + j, k);
-        vi zero = (vi)((u & 0x7f800000u) == 0);         /* zero or subnormal: signed zero */
-        vi nan = (vi)((u & 0x7fffffffu) > 0x7f800000u); /* NaN: stays a quiet NaN */
-        vu rounded = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
-        vu quiet = (u | 0x00400000u) & 0xffff0000u;
-        vu r = (vu)vseli(nan, (vi)quiet, (vi)rounded);
-        r = (vu)vseli(zero, (vi)(u & 0x80000000u), (vi)r);
-        vstore_n(y + j, (vf)r, k);
+    for (size_t q = 0; q < nc; q++) {
+        size_t o = CHUNK * q;
+        int len = n - o >= CHUNK ? CHUNK : (int)(n - o);
+        VLOOP(j, k, len, bf16_round_v(y + o + j, x + o + j, k););
     }
 }
 

@@ -5,8 +5,11 @@
  * CZ_VBYTES and target flags (CMakeLists.txt): 64 bytes with AVX-512, 32 with
  * AVX2 + FMA, 16 for the baseline (SSE2 on x86-64, NEON on aarch64). GCC's
  * vector extensions (GCC manual, "Using Vector Instructions through Built-in
- * Functions") turn `vf` arithmetic into instructions of that width; vectors
- * of doubles (`vd`) hold as many lanes as `vf` and take two registers.
+ * Functions") turn `vf` arithmetic into instructions of that width. `vd`
+ * holds as many doubles as `vf` has floats, as two vectors of the hardware
+ * width (a struct: GCC keeps a generic vector wider than the hardware in
+ * memory, which put a store and a load on every accumulation); its
+ * arithmetic is spelled vd_add, vd_mul, ...
  * Nothing here names an instruction, so the same definition is what runs on
  * every CPU, and the code is read once.
  *
@@ -31,9 +34,13 @@
 typedef float vf __attribute__((vector_size(CZ_VBYTES)));
 typedef int32_t vi __attribute__((vector_size(CZ_VBYTES)));
 typedef uint32_t vu __attribute__((vector_size(CZ_VBYTES)));
-typedef double vd __attribute__((vector_size(2 * CZ_VBYTES)));
-typedef uint64_t vu64 __attribute__((vector_size(2 * CZ_VBYTES)));
-typedef int64_t vl64 __attribute__((vector_size(2 * CZ_VBYTES)));
+typedef uint64_t vu64 __attribute__((vector_size(2 * CZ_VBYTES))); /* for products only */
+typedef double vdh __attribute__((vector_size(CZ_VBYTES)));        /* VL / 2 doubles */
+typedef int64_t vlh __attribute__((vector_size(CZ_VBYTES)));
+typedef float vfh __attribute__((vector_size(CZ_VBYTES / 2))); /* VL / 2 floats */
+typedef struct vd {
+    vdh lo, hi; /* lanes 0 .. VL/2-1 and VL/2 .. VL-1 */
+} vd;
 
 /* memcpy: unaligned loads and stores without aliasing questions; GCC turns
  * a fixed-size copy into one vector move */
@@ -45,25 +52,39 @@ static inline vf vload(const float *p) {
 static inline void vstore(float *p, vf v) {
     memcpy(p, &v, sizeof v);
 }
-/* the first k lanes from p (k < VL), the others 0 */
-static inline vf vload_part(const float *p, int k) {
+/* k lanes from p, the others 0 (k >= VL: all); for tails, lane by lane */
+static inline vf vload_n(const float *p, int k) {
+    if (k >= VL) return vload(p);
     vf v = {0};
-    memcpy(&v, p, (size_t)k * sizeof(float));
+    for (int l = 0; l < k; l++) v[l] = p[l];
     return v;
 }
-static inline void vstore_part(float *p, vf v, int k) {
-    memcpy(p, &v, (size_t)k * sizeof(float));
-}
-/* k lanes, k >= VL meaning all */
-static inline vf vload_n(const float *p, int k) {
-    return k >= VL ? vload(p) : vload_part(p, k);
-}
 static inline void vstore_n(float *p, vf v, int k) {
-    if (k >= VL)
+    if (k >= VL) {
         vstore(p, v);
-    else
-        vstore_part(p, v, k);
+        return;
+    }
+    for (int l = 0; l < k; l++) p[l] = v[l];
 }
+
+/* The loop over [0, n) in vectors: the body runs with the constant k = VL
+ * for every whole vector and once more with k = n - j < VL for the tail,
+ * so the loads and stores of the main loop are plain vector moves with no
+ * branch (the body is written once and compiled twice). Inside, j is the
+ * first index and k the lane count. */
+#define VLOOP(j, k, n, ...)                                                                        \
+    do {                                                                                           \
+        const int n_ = (n);                                                                        \
+        int j = 0;                                                                                 \
+        for (; j + VL <= n_; j += VL) {                                                            \
+            const int k = VL;                                                                      \
+            __VA_ARGS__                                                                            \
+        }                                                                                          \
+        if (j < n_) {                                                                              \
+            const int k = n_ - j;                                                                  \
+            __VA_ARGS__                                                                            \
+        }                                                                                          \
+    } while (0)
 
 static inline vf vsplat(float x) {
     return (vf){0} + x;
@@ -84,12 +105,6 @@ static inline vf vsel(vi m, vf a, vf b) {
 static inline vi vseli(vi m, vi a, vi b) {
     return (a & m) | (b & ~m);
 }
-/* the same for double lanes: d in lanes [0, k), 0 elsewhere */
-static inline vd vkeep_d(vd d, int k) {
-    vl64 iota;
-    for (int l = 0; l < VL; l++) iota[l] = l;
-    return (vd)((vl64)d & (iota < k));
-}
 static inline vf vmax(vf a, vf b) {
     return vsel(a > b, a, b);
 }
@@ -97,16 +112,51 @@ static inline vf vabs(vf a) {
     return (vf)((vi)a & 0x7fffffff);
 }
 
-static inline vd vwiden(vf v) {
-    return __builtin_convertvector(v, vd);
+/* ---- double lanes ---- */
+static inline vd vd_zero(void) {
+    return (vd){{0}, {0}};
 }
-static inline vf vnarrow(vd v) {
-    return __builtin_convertvector(v, vf);
+/* lane indices of the low and high halves and of the whole (GCC >= 12's
+ * __builtin_shufflevector takes them as constants) */
+#if CZ_VBYTES == 64
+#define CZ_LO 0, 1, 2, 3, 4, 5, 6, 7
+#define CZ_HI 8, 9, 10, 11, 12, 13, 14, 15
+#elif CZ_VBYTES == 32
+#define CZ_LO 0, 1, 2, 3
+#define CZ_HI 4, 5, 6, 7
+#else
+#define CZ_LO 0, 1
+#define CZ_HI 2, 3
+#endif
+typedef double vdw __attribute__((vector_size(2 * CZ_VBYTES)));
+static inline vd vwiden(vf v) {
+    vdw w = __builtin_convertvector(v, vdw);
+    return (vd){__builtin_shufflevector(w, w, CZ_LO), __builtin_shufflevector(w, w, CZ_HI)};
+}
+static inline vf vnarrow(vd d) {
+    vfh a = __builtin_convertvector(d.lo, vfh), b = __builtin_convertvector(d.hi, vfh);
+    return __builtin_shufflevector(a, b, CZ_LO, CZ_HI);
+}
+static inline vd vd_add(vd a, vd b) {
+    return (vd){a.lo + b.lo, a.hi + b.hi};
+}
+static inline vd vd_mul(vd a, vd b) {
+    return (vd){a.lo * b.lo, a.hi * b.hi};
+}
+static inline vd vd_sub_s(vd a, double s) {
+    return (vd){a.lo - s, a.hi - s};
+}
+/* d in lanes [0, k), 0 elsewhere */
+static inline vd vd_keep(vd d, int k) {
+    vlh iota;
+    for (int l = 0; l < VL / 2; l++) iota[l] = l;
+    return (vd){(vdh)((vlh)d.lo & (iota < k)), (vdh)((vlh)d.hi & (iota + VL / 2 < k))};
 }
 /* lane sums in lane order 0, 1, ..., VL-1 (a fixed order per build) */
 static inline double vsum_d(vd v) {
     double s = 0;
-    for (int l = 0; l < VL; l++) s += v[l];
+    for (int l = 0; l < VL / 2; l++) s += v.lo[l];
+    for (int l = 0; l < VL / 2; l++) s += v.hi[l];
     return s;
 }
 static inline float vsum(vf v) {
