@@ -68,7 +68,7 @@ void cz_metrics_close(cz_run *r);
 void cz_metrics_step(cz_run *r, const cz_step_stats *s);
 void cz_metrics_eval(cz_run *r, long step, const cz_eval_stats *e);
 
-/* checkpoint.c: what a checkpoint holds and how a run resumes from one */
+/* run_state.c: what a run's checkpoint holds and how a run resumes from one */
 int cz_run_save_checkpoint(cz_run *r, cz_error *err);
 /* Returns 1 when resumed, 0 when there was nothing to resume from. */
 int cz_run_resume(cz_run *r, const char *resume, cz_error *err);
