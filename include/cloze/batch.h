@@ -34,6 +34,13 @@ typedef struct cz_batch {
     int train; /* 1: dropout on, 0: off */
     uint64_t seed, step;
     const uint64_t *sample_ids; /* [B] global sample index of each sequence */
+    /* fine-tuning heads (cz_head in model.h); NULL labels = forward only
+     * (logits, no loss) */
+    const int32_t *labels;          /* [B] CLASSIFY: class in [0, C) */
+    const int32_t *start_positions; /* [B] SPAN: answer start token in [0, T) */
+    const int32_t *end_positions;   /* [B] SPAN: answer end token (inclusive) */
+    const int32_t *token_labels;    /* [B*T] TAG: class, -1 = no loss at this token */
+    const int32_t *cls_index;       /* [B] GPT CLASSIFY: position of the extract token */
 } cz_batch;
 
 #endif
