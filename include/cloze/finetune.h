@@ -20,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cloze/comm.h"
 #include "cloze/core.h"
 #include "cloze/model.h"
 
@@ -215,10 +216,10 @@ typedef struct cz_ft_result {
     int finished; /* 0: stopped early (--stop-after, a signal): continue with --resume auto */
 } cz_ft_result;
 
-/* Runs on MPI_COMM_WORLD (initialised by the caller): writes OUT/results.jsonl
+/* Runs on the ranks of world (cz_comm_init): writes OUT/results.jsonl
  * (a line per evaluation), OUT/metrics.jsonl and checkpoints (the train
  * runtime's), OUT/vocab/, and for SQuAD OUT/predictions.json. */
-int cz_ft_run(const cz_ft_options *o, cz_ft_result *res, cz_error *err);
+int cz_ft_run(const cz_comm *world, const cz_ft_options *o, cz_ft_result *res, cz_error *err);
 
 /* Feature extraction (BERT Sec. 5.3, the feature-based approach): the
  * per-token states of the chosen layers (negative = from the top: -1 is the
@@ -228,7 +229,7 @@ int cz_ft_run(const cz_ft_options *o, cz_ft_result *res, cz_error *err);
  * k*H], "mask" [N*T], "tokens" [N*T], and for tagging "first_piece_of_word"
  * [N*T] (the word index at each word's first piece, -1 elsewhere), all F32.
  * Ranks split the sequences; rank 0 writes. */
-int cz_ft_extract(const cz_ft_options *o, const int *layers, int n_layers, const char *out_path,
-                  cz_error *err);
+int cz_ft_extract(const cz_comm *world, const cz_ft_options *o, const int *layers, int n_layers,
+                  const char *out_path, cz_error *err);
 
 #endif

@@ -23,10 +23,11 @@ typedef struct cz_train_options {
     int quiet;          /* 1: no progress lines (tests) */
 } cz_train_options;
 
-/* Runs the whole training job on MPI_COMM_WORLD (MPI already initialised).
- * Returns 0 on success (also when stopped by a signal after checkpointing),
- * -1 with err filled otherwise. */
-int cz_train_run(const cz_config *cfg, const cz_train_options *opt, cz_error *err);
+/* Runs the whole training job on the ranks of `world` (cz_comm_init), on a
+ * communicator of its own. Returns 0 on success (also when stopped by a
+ * signal after checkpointing), -1 with err filled otherwise. */
+int cz_train_run(const cz_comm *world, const cz_config *cfg, const cz_train_options *opt,
+                 cz_error *err);
 
 /* A task that brings its own samples, model initialisation and evaluation
  * (cloze-finetune): the run keeps everything else of cz_train_run (ranks,
@@ -51,7 +52,7 @@ typedef struct cz_train_task {
     int n_blobs;
 } cz_train_task;
 
-int cz_train_run_task(const cz_config *cfg, const cz_train_options *opt, const cz_train_task *task,
-                      cz_error *err);
+int cz_train_run_task(const cz_comm *world, const cz_config *cfg, const cz_train_options *opt,
+                      const cz_train_task *task, cz_error *err);
 
 #endif

@@ -12,12 +12,12 @@
  * initialisation, both from the seed). */
 #include <errno.h>
 #include <math.h>
-#include <mpi.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "cloze/ckpt.h"
+#include "cloze/comm.h"
 #include "cloze/config.h"
 #include "cloze/data.h"
 #include "cloze/finetune.h"
@@ -40,12 +40,6 @@ void cz_ft_options_default(cz_ft_options *o) {
     o->warmup_fraction = 0.1;
     o->weight_decay = 0.01;
     o->lm_weight = 0.5f;
-}
-
-static int rank_of_world(void) {
-    int r = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &r);
-    return r;
 }
 
 static int make_dir(const char *path, cz_error *err) {
@@ -83,25 +77,6 @@ static void base_free(ft_base *b) {
     memset(b, 0, sizeof *b);
 }
 
-/* A fine-tuned checkpoint names its head in blob "finetune.head". */
-static void read_head_blob(const cz_ckpt *c, cz_model_config *mc) {
-    size_t n = 0;
-    const char *h = cz_ckpt_get(c, "finetune.head", &n);
-    char text[256];
-    if (!h || n >= sizeof text) return;
-    memcpy(text, h, n);
-    text[n] = 0;
-    float lw = 0;
-    int head = 0, labels = 0, vocab = 0;
-    if (sscanf(text, "head %d num_labels %d lm_weight %f vocab_size %d", &head, &labels, &lw,
-               &vocab) == 4) {
-        mc->head = head;
-        mc->num_labels = labels;
-        mc->lm_weight = lw;
-        mc->vocab_size = vocab;
-    }
-}
-
 static int base_load(ft_base *b, const char *init, cz_error *err) {
     memset(b, 0, sizeof *b);
     struct stat st;
@@ -126,7 +101,7 @@ static int base_load(ft_base *b, const char *init, cz_error *err) {
     free(t);
     if (rc) return -1;
     b->mc = cfg.model;
-    read_head_blob(b->ck, &b->mc);
+    cz_hf_head_from_ckpt(b->ck, &b->mc); /* a fine-tuned checkpoint: its head */
     if (cz_model_create(&b->m, &b->mc, 1, 1, 1, NULL, err) ||
         cz_ckpt_get_exact(b->ck, "params", cz_model_params(b->m),
                           cz_model_num_params(b->m) * sizeof(float), err))
@@ -182,14 +157,15 @@ static int write_bytes(const char *dir, const char *name, const void *data, size
 
 /* The vocabulary goes into OUT/vocab/ (the run's record of it) and the
  * tokenizer is loaded from there. Rank 0 writes, every rank reads. */
-static int load_tokenizer(const ft_base *b, const char *out, cz_tokenizer **tok, cz_error *err) {
+static int load_tokenizer(const cz_comm *world, const ft_base *b, const char *out,
+                          cz_tokenizer **tok, cz_error *err) {
     if (!b->has_vocab)
         return cz_fail(err, "the model carries no vocabulary and names no manifest that has one");
     char dir[1100], vp[1200], mp[1200];
     snprintf(dir, sizeof dir, "%s/vocab", out);
     int bpe = !strcmp(b->vocab.kind, "bpe");
     int rc = 0;
-    if (rank_of_world() == 0) {
+    if (world->rank == 0) {
         rc = make_dir(dir, err);
         if (rc == 0)
             rc = write_bytes(dir, bpe ? "encoder.json" : "vocab.txt", b->vocab.vocab,
@@ -198,8 +174,7 @@ static int load_tokenizer(const ft_base *b, const char *out, cz_tokenizer **tok,
             rc = write_bytes(dir, "vocab.bpe", b->vocab.merges, b->vocab.merges_len, mp, sizeof mp,
                              err);
     }
-    MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
-    if (rc) return rank_of_world() == 0 ? -1 : cz_fail(err, "rank 0 could not write %s", dir);
+    if (cz_comm_share_verdict(world, 0, rc, err) < 0) return -1;
     snprintf(vp, sizeof vp, "%s/%s", dir, bpe ? "encoder.json" : "vocab.txt");
     snprintf(mp, sizeof mp, "%s/vocab.bpe", dir);
     if (bpe) return cz_tokenizer_load_bpe(tok, vp, mp, err);
@@ -212,6 +187,7 @@ static int load_tokenizer(const ft_base *b, const char *out, cz_tokenizer **tok,
 /* ---- the run ---- */
 
 typedef struct ft_run {
+    const cz_comm *world;
     const cz_ft_options *o;
     cz_ft_task task;
     ft_base base;
@@ -257,14 +233,14 @@ static int init_model(void *ctx, cz_model *m, cz_error *err) {
     ft_run *r = ctx;
     (void)err;
     if (r->o->random_init) { /* the architecture only: the runtime's initialisation stays */
-        if (rank_of_world() == 0 && !r->o->quiet)
+        if (r->world->rank == 0 && !r->o->quiet)
             cz_info("random initialisation (seed %llu), the architecture of %s", r->o->seed,
                     r->o->init);
         return 0;
     }
     char fresh[512];
     int n = copy_tensors(m, &r->base, fresh, sizeof fresh);
-    if (rank_of_world() == 0 && !r->o->quiet)
+    if (r->world->rank == 0 && !r->o->quiet)
         cz_info("initialised from %s; %d tensor(s) fresh (seed %llu): %s", r->o->init, n,
                 r->o->seed, fresh);
     return 0;
@@ -436,6 +412,16 @@ static void write_result(ft_run *r, long step, int final, const cz_ft_scores *s,
     fflush(f);
 }
 
+/* Every rank learns whether any rank failed (a rank that fails alone must
+ * not leave the others waiting in the next collective). */
+static int any_failed(const cz_comm *comm, int rc, const char *what, cz_error *err) {
+    double bad = rc != 0;
+    cz_error e2;
+    if (cz_comm_allreduce_doubles(comm, &bad, 1, CZ_OP_MAX, &e2)) return -1;
+    if (bad && rc == 0) cz_fail(err, "%s failed on another rank", what);
+    return bad != 0;
+}
+
 static int evaluate(void *ctx, cz_model *m, const cz_comm *comm, long step, int final,
                     cz_error *err) {
     ft_run *r = ctx;
@@ -457,17 +443,14 @@ static int evaluate(void *ctx, cz_model *m, const cz_comm *comm, long step, int 
         }
         memcpy(logits + (size_t)first * w, cz_model_head_logits(m), (size_t)n * w * sizeof(float));
     }
-    int bad = rc != 0;
-    MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, comm->mpi);
-    if (bad) {
+    if (any_failed(comm, rc, "dev evaluation", err)) {
         free(logits);
-        return rc ? -1 : cz_fail(err, "dev evaluation failed on another rank");
+        return -1;
     }
     /* every row was filled by exactly one rank, zeros elsewhere: the sum is exact */
-    for (size_t off = 0, total = (size_t)f->n * w; off < total; off += (size_t)1 << 28) {
-        int cnt = (int)(total - off < ((size_t)1 << 28) ? total - off : ((size_t)1 << 28));
-        MPI_Reduce(comm->rank ? logits + off : MPI_IN_PLACE, logits + off, cnt, MPI_FLOAT, MPI_SUM,
-                   0, comm->mpi);
+    if (cz_reduce(comm, CZ_ALLREDUCE_RING, logits, (size_t)f->n * w, NULL, err)) {
+        free(logits);
+        return -1;
     }
     if (comm->rank == 0) {
         cz_ft_scores s;
@@ -486,13 +469,13 @@ static int evaluate(void *ctx, cz_model *m, const cz_comm *comm, long step, int 
             }
         }
     }
-    MPI_Bcast(&rc, 1, MPI_INT, 0, comm->mpi);
+    free(logits);
+    if (cz_comm_share_verdict(comm, 0, rc, err) < 0) return -1;
     if (r->res && final) {
-        MPI_Bcast(&r->res->score, 1, MPI_DOUBLE, 0, comm->mpi);
+        if (cz_comm_bcast(comm, &r->res->score, sizeof r->res->score, 0, err)) return -1;
         r->res->finished = 1;
     }
-    free(logits);
-    return rc ? (comm->rank == 0 ? -1 : cz_fail(err, "rank 0 could not score the dev set")) : 0;
+    return 0;
 }
 
 /* The run's train configuration: the architecture's defaults, the
@@ -582,15 +565,15 @@ static int prepare_data(ft_run *r, cz_error *err) {
     return 0;
 }
 
-int cz_ft_run(const cz_ft_options *o, cz_ft_result *res, cz_error *err) {
+int cz_ft_run(const cz_comm *world, const cz_ft_options *o, cz_ft_result *res, cz_error *err) {
     ft_run r;
     memset(&r, 0, sizeof r);
+    r.world = world;
     r.o = o;
     r.res = res;
     r.t0 = cz_now();
     if (res) memset(res, 0, sizeof *res);
-    int ranks = 1, rank = rank_of_world();
-    MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+    int ranks = world->size, rank = world->rank;
     r.task = o->task;
     int rc = -1;
     if (o->batch % ranks)
@@ -600,7 +583,7 @@ int cz_ft_run(const cz_ft_options *o, cz_ft_result *res, cz_error *err) {
         return cz_fail(err, "--micro-batch %d does not divide batch / ranks = %d", r.micro,
                        o->batch / ranks);
     if (make_dir(o->out_dir, err) || base_load(&r.base, o->init, err) ||
-        load_tokenizer(&r.base, o->out_dir, &r.tok, err))
+        load_tokenizer(world, &r.base, o->out_dir, &r.tok, err))
         goto done;
     /* the fine-tuning model: the base architecture with the task's head */
     r.mc = r.base.mc;
@@ -639,8 +622,7 @@ int cz_ft_run(const cz_ft_options *o, cz_ft_result *res, cz_error *err) {
     }
     /* what a checkpoint of this run holds beside the train runtime's blobs:
      * its head (so that it can be exported or fine-tuned further) */
-    snprintf(r.head_blob, sizeof r.head_blob, "head %d num_labels %d lm_weight %g vocab_size %d",
-             r.mc.head, r.mc.num_labels, (double)r.mc.lm_weight, r.mc.vocab_size);
+    cz_hf_head_text(&r.mc, r.head_blob, sizeof r.head_blob);
     size_t tl = (size_t)snprintf(r.task_blob, sizeof r.task_blob, "task %s\nlabels", r.task.name);
     for (int i = 0; i < r.task.n_labels && tl < sizeof r.task_blob; i++)
         tl += (size_t)snprintf(r.task_blob + tl, sizeof r.task_blob - tl, " %s", r.task.labels[i]);
@@ -652,7 +634,7 @@ int cz_ft_run(const cz_ft_options *o, cz_ft_result *res, cz_error *err) {
     if (r.base.has_vocab) nb += cz_hf_vocab_blobs(&r.base.vocab, meta, sizeof meta, all + 2);
     cz_train_task task = {&r, build_sample, init_model, evaluate, all, nb};
     cz_train_options to = {o->resume, o->quiet};
-    rc = cz_train_run_task(&cfg, &to, &task, err);
+    rc = cz_train_run_task(world, &cfg, &to, &task, err);
     if (res) {
         res->steps = r.steps;
         res->seconds = cz_now() - r.t0;
@@ -664,14 +646,14 @@ done:
 
 /* ---- feature extraction ---- */
 
-int cz_ft_extract(const cz_ft_options *o, const int *layers, int n_layers, const char *out_path,
-                  cz_error *err) {
+int cz_ft_extract(const cz_comm *world, const cz_ft_options *o, const int *layers, int n_layers,
+                  const char *out_path, cz_error *err) {
     ft_run r;
     memset(&r, 0, sizeof r);
+    r.world = world;
     r.o = o;
     r.task = o->task;
-    int ranks = 1, rank = rank_of_world(), rc = -1;
-    MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+    int ranks = world->size, rank = world->rank, rc = -1;
     cz_model *m = NULL;
     float *out = NULL, *mask = NULL, *toks = NULL, *words = NULL;
     cz_gemm_ctx *gemm = NULL;
@@ -683,7 +665,8 @@ int cz_ft_extract(const cz_ft_options *o, const int *layers, int n_layers, const
     else
         snprintf(dir, sizeof dir, ".");
     snprintf(r.task.name, sizeof r.task.name, "%s", o->task.name);
-    if (base_load(&r.base, o->init, err) || load_tokenizer(&r.base, dir, &r.tok, err)) goto done;
+    if (base_load(&r.base, o->init, err) || load_tokenizer(world, &r.base, dir, &r.tok, err))
+        goto done;
     r.mc = r.base.mc;
     r.mc.head = CZ_HEAD_NONE;
     r.mc.lm_weight = 0;
@@ -747,17 +730,10 @@ int cz_ft_extract(const cz_ft_options *o, const int *layers, int n_layers, const
                        (size_t)H * sizeof(float));
         }
     }
-    int bad = rc != 0;
-    MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    if (bad) {
-        if (!rc) cz_fail(err, "feature extraction failed on another rank");
+    if (any_failed(world, rc, "feature extraction", err) ||
+        cz_reduce(world, CZ_ALLREDUCE_RING, out, nt * row, NULL, err)) {
         rc = -1;
         goto done;
-    }
-    for (size_t off = 0, total = nt * row; off < total; off += (size_t)1 << 28) {
-        int cnt = (int)(total - off < ((size_t)1 << 28) ? total - off : ((size_t)1 << 28));
-        MPI_Reduce(rank ? out + off : MPI_IN_PLACE, out + off, cnt, MPI_FLOAT, MPI_SUM, 0,
-                   MPI_COMM_WORLD);
     }
     if (rank == 0) {
         for (size_t t = 0; t < nt; t++) {
@@ -814,8 +790,7 @@ int cz_ft_extract(const cz_ft_options *o, const int *layers, int n_layers, const
                         out_path, N, T, lay, n_layers, H);
         }
     }
-    MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
-    if (rc && rank) cz_fail(err, "rank 0 could not write %s", out_path);
+    rc = cz_comm_share_verdict(world, 0, rc, err) < 0 ? -1 : 0;
 done:
     free(out);
     free(mask);

@@ -12,6 +12,7 @@
 #include "cloze/ckpt.h"
 #include "cloze/config.h"
 #include "cloze/hf.h"
+#include "cloze/safetensors.h"
 #include "cloze/sha256.h"
 #include "cloze/shard.h"
 
@@ -93,6 +94,7 @@ static int model_of_ckpt(const char *path, const cz_ckpt *c, cz_config *cfg, cz_
     int rc = cz_config_from_string(cfg, t, path, err);
     free(t);
     if (rc) return -1;
+    cz_hf_head_from_ckpt(c, &cfg->model); /* a cloze-finetune checkpoint: its task head */
     if (cz_model_create(m, &cfg->model, 1, 1, 1, NULL, err)) return cz_fail_prefix(err, "%s", path);
     size_t bytes = cz_model_num_params(*m) * sizeof(float);
     if (cz_ckpt_get_exact(c, "params", cz_model_params(*m), bytes, err)) return -1;
@@ -119,8 +121,8 @@ static int vocab_of_manifest(const cz_config *cfg, int lower, cz_hf_vocab *v, cz
     } else if (bpe) {
         snprintf(merges, sizeof merges, "%s", vocab);
         char *slash = strrchr(merges, '/');
-        snprintf(slash ? slash + 1 : merges, sizeof merges - (size_t)(slash ? slash + 1 - merges : 0),
-                 "vocab.bpe");
+        snprintf(slash ? slash + 1 : merges,
+                 sizeof merges - (size_t)(slash ? slash + 1 - merges : 0), "vocab.bpe");
     }
     int rc = 0;
     const cz_manifest_file *files[2] = {vf, bpe ? mf : NULL};
@@ -196,8 +198,8 @@ static int export_hf(int argc, char **argv) {
     printf("%s -> %s: model.safetensors (%d tensors, %.1f MB), config.json (%s), %s, "
            "tokenizer_config.json (%s%s) from %s\n",
            ckpt, dir, cz_model_num_tensors(m), cz_model_num_params(m) * 4.0 / 1e6,
-           bert ? "BertForPreTraining" : "OpenAIGPTLMHeadModel",
-           bert ? "vocab.txt" : "vocab.json + merges.txt", bert ? "BertTokenizer" : "GPT2Tokenizer",
+           cz_hf_architecture(&cfg.model), bert ? "vocab.txt" : "vocab.json + merges.txt",
+           bert ? "BertTokenizer" : "GPT2Tokenizer",
            bert ? (v.lower_case ? ", uncased" : ", cased") : "", v.source);
     rc = 0;
 done:

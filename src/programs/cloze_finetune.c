@@ -6,11 +6,11 @@
  *   cloze-finetune features per-token states of chosen layers (Sec. 5.3)
  * A thin main: arguments -> cz_ft_options -> src/finetune. */
 #include <math.h>
-#include <mpi.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "cloze/comm.h"
 #include "cloze/finetune.h"
 #include "cloze/json.h"
 
@@ -236,7 +236,8 @@ typedef struct point {
     char dir[1100];
 } point;
 
-static int run_grid(args *a, int rank, cz_error *err) {
+static int run_grid(const cz_comm *world, args *a, cz_error *err) {
+    int rank = world->rank;
     cz_ft_options base = a->o;
     static const double bert_lr[3] = {2e-5, 3e-5, 5e-5}, bert_b[2] = {16, 32},
                         bert_e[3] = {2, 3, 4};
@@ -279,7 +280,7 @@ static int run_grid(args *a, int rank, cz_error *err) {
                         cz_info("grid point %d/%d: lr %g, batch %d, epochs %d, seed %llu", k + 1, n,
                                 p->lr, p->batch, p->epochs, p->seed);
                     cz_ft_result res;
-                    if (cz_ft_run(&o, &res, err)) {
+                    if (cz_ft_run(world, &o, &res, err)) {
                         free(pts);
                         return cz_fail_prefix(err, "grid point %s", p->dir);
                     }
@@ -385,18 +386,20 @@ int main(int argc, char **argv) {
         fprintf(stderr, "cloze-finetune %s: %s\n", cmd, err.msg);
         return 2;
     }
-    int provided = 0;
-    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-    int rank = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    cz_comm world;
+    if (cz_comm_init(&world, &argc, &argv, &err) != 0) {
+        fprintf(stderr, "cloze-finetune: %s\n", err.msg);
+        return 1;
+    }
+    int rank = world.rank;
     cz_log_setup(rank, getenv("CLOZE_DEBUG") ? CZ_LOG_DEBUG : CZ_LOG_INFO);
     if (features) {
         int layers[64];
         int nl = a.n_layers ? a.n_layers : 4;
         for (int i = 0; i < nl; i++) layers[i] = a.n_layers ? (int)a.layers[i] : -1 - i;
-        rc = cz_ft_extract(&a.o, layers, nl, a.out_file, &err);
+        rc = cz_ft_extract(&world, &a.o, layers, nl, a.out_file, &err);
     } else if (!strcmp(cmd, "grid")) {
-        rc = run_grid(&a, rank, &err);
+        rc = run_grid(&world, &a, &err);
     } else {
         if (a.n_lr == 1) a.o.lr = a.lrs[0];
         if (a.n_batch == 1) a.o.batch = (int)a.batches[0];
@@ -405,7 +408,7 @@ int main(int argc, char **argv) {
             rc = cz_fail(&err, "run takes one --lr, --batch and --epochs (lists: grid)");
         } else {
             cz_ft_result res;
-            rc = cz_ft_run(&a.o, &res, &err);
+            rc = cz_ft_run(&world, &a.o, &res, &err);
             if (rc == 0 && rank == 0 && res.finished)
                 printf("%s: dev %.4f after %ld steps (%.1f s); %s/results.jsonl\n", a.o.task.name,
                        res.score, res.steps, res.seconds, a.o.out_dir);
@@ -417,9 +420,9 @@ int main(int argc, char **argv) {
     }
     if (rc != 0) {
         fprintf(stderr, "cloze-finetune: error (rank %d): %s\n", rank, err.msg);
-        MPI_Abort(MPI_COMM_WORLD, 1);
+        cz_comm_abort(&world, 1);
         return 1;
     }
-    MPI_Finalize();
+    cz_comm_finalize(&world);
     return 0;
 }
