@@ -197,6 +197,7 @@ typedef struct cz_ft_options {
     int epochs;
     unsigned long long seed; /* data order, head initialisation, dropout */
     float lm_weight;         /* GPT: lambda of the auxiliary LM loss */
+    float dropout;           /* >= 0: hidden and attention dropout; < 0: the model's own */
     int threads;             /* per rank; 0 = cores / ranks */
     int eval_epochs;         /* 1: dev scores after every epoch, not only the last */
     long stop_after;         /* > 0: stop with a checkpoint after N steps (time slices) */

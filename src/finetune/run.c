@@ -40,6 +40,7 @@ void cz_ft_options_default(cz_ft_options *o) {
     o->warmup_fraction = 0.1;
     o->weight_decay = 0.01;
     o->lm_weight = 0.5f;
+    o->dropout = -1.0f;
 }
 
 static int make_dir(const char *path, cz_error *err) {
@@ -592,6 +593,13 @@ int cz_ft_run(const cz_comm *world, const cz_ft_options *o, cz_ft_result *res, c
                                               : CZ_HEAD_TAG;
     r.mc.lm_weight = 0;
     r.mc.recompute = 0;
+    if (o->dropout >= 0) {
+        if (o->dropout >= 1) {
+            cz_fail(err, "--dropout %g must be in [0, 1)", (double)o->dropout);
+            goto done;
+        }
+        r.mc.hidden_dropout = r.mc.attn_dropout = o->dropout;
+    }
     if (r.mc.arch == CZ_ARCH_GPT) {
         if (r.base.mc.head == CZ_HEAD_PRETRAIN || r.base.mc.head == CZ_HEAD_NONE)
             r.mc.vocab_size = r.base.mc.vocab_size + 3; /* <s> $ <e> */

@@ -42,6 +42,7 @@ static const char HELP[] =
     "  --warmup F           warm-up fraction of the steps (0.1)\n"
     "  --weight-decay F     decoupled weight decay (0.01)\n"
     "  --lm-weight F        GPT: lambda of the auxiliary LM loss (0.5)\n"
+    "  --dropout F          hidden and attention dropout (the model's own: 0.1 for BERT's)\n"
     "  --doc-stride N       SQuAD: tokens between windows (128)\n"
     "  --max-query N        SQuAD: question tokens kept (64)\n"
     "  --max-answer N       SQuAD: longest answer in tokens (30)\n"
@@ -144,6 +145,7 @@ static int parse(args *a, int argc, char **argv, cz_error *err) {
         NUM("--warmup", o->warmup_fraction, strtod)
         NUM("--weight-decay", o->weight_decay, strtod)
         NUM("--lm-weight", o->lm_weight, (float)strtod)
+        NUM("--dropout", o->dropout, (float)strtod)
         NUM("--restarts", a->restarts, (int)strtol10)
         NUM("--stop-after", o->stop_after, strtol10)
         LIST("--lr", a->lrs, a->n_lr)

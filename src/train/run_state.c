@@ -12,9 +12,14 @@
  * + seed restore it exactly. */
 #include "train_internal.h"
 
+
+#include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+
+#include "cloze/hf.h"
 
 /* 2: BERT's query, key and value weights lie one after the other in the
  * flat buffer, then their biases (add_qkv in src/model/model.c); version 1
@@ -194,4 +199,50 @@ int cz_run_resume(cz_run *r, const char *resume, cz_error *err) {
                 r->step, (unsigned long long)r->samples_done, (unsigned long long)st.world_size,
                 r->comm.size);
     return 1;
+}
+
+/* model.init_from. A directory is read as Hugging Face's (config.json must
+ * describe the configured model; heads the file lacks keep their fresh
+ * initialisation); a file as a cloze checkpoint (its config's model section
+ * must match, its params blob is taken whole). */
+int cz_run_init_from(cz_run *r, cz_error *err) {
+    const char *from = r->cfg.train.init_from;
+    struct stat st;
+    if (stat(from, &st) != 0)
+        return cz_fail(err, "model.init_from = %s: %s", from, strerror(errno));
+    if (S_ISDIR(st.st_mode)) {
+        cz_model_config hc;
+        cz_hf_load_report rep;
+        if (cz_hf_read_config(from, &hc, NULL, 0, err) != 0) return -1;
+        if (!same_model(&hc, &r->cfg.model))
+            return cz_fail(err,
+                           "model.init_from = %s: config.json describes another model (hidden "
+                           "%d, layers %d, vocab %d); set the model keys to match",
+                           from, hc.hidden, hc.layers, hc.vocab_size);
+        if (cz_hf_load(r->model, from, &rep, err) != 0) return -1;
+        if (r->comm.rank == 0)
+            cz_info("model.init_from %s: %d tensors loaded%s%s", from, rep.loaded,
+                    rep.fresh ? "; fresh: " : "", rep.fresh_list);
+        return 0;
+    }
+    cz_ckpt *c = NULL;
+    if (cz_ckpt_read(from, &c, err) != 0) return -1;
+    size_t n = 0;
+    const char *text = cz_ckpt_get(c, "config", &n);
+    int rc = 0;
+    if (text) {
+        cz_config old;
+        char *t = strndup(text, n);
+        if (!t || cz_config_from_string(&old, t, from, err) != 0)
+            rc = -1;
+        else if (!same_model(&old.model, &r->cfg.model))
+            rc = cz_fail(err, "model.init_from = %s: its model section differs from the configured one",
+                         from);
+        free(t);
+    }
+    if (rc == 0)
+        rc = cz_ckpt_get_exact(c, "params", cz_model_params(r->model), sizeof(float) * cz_model_num_params(r->model), err);
+    cz_ckpt_free(c);
+    if (rc == 0 && r->comm.rank == 0) cz_info("model.init_from %s: parameters loaded", from);
+    return rc;
 }

@@ -153,6 +153,7 @@ static int setup(cz_run *r, const cz_comm *world, const cz_config *cfg, const cz
     cz_model_init_weights(r->model, t->seed);
     if (r->task && r->task->init_model && r->task->init_model(r->task->ctx, r->model, err) != 0)
         return -1;
+    if (r->cfg.train.init_from[0] && cz_run_init_from(r, err) != 0) return -1;
     r->n_params = cz_model_num_params(r->model);
 
     int nt = cz_model_num_tensors(r->model);

@@ -75,6 +75,9 @@ void cz_metrics_eval(cz_run *r, long step, const cz_eval_stats *e);
 int cz_run_save_checkpoint(cz_run *r, cz_error *err);
 /* Returns 1 when resumed, 0 when there was nothing to resume from. */
 int cz_run_resume(cz_run *r, const char *resume, cz_error *err);
+/* model.init_from: the weights of a cloze checkpoint or a Hugging Face
+ * directory into the freshly initialised model (every rank reads them). */
+int cz_run_init_from(cz_run *r, cz_error *err);
 
 /* signals.c: SIGTERM / SIGUSR1 ask for checkpoint-and-exit */
 void cz_signals_install(void);
