@@ -34,8 +34,7 @@
 typedef float vf __attribute__((vector_size(CZ_VBYTES)));
 typedef int32_t vi __attribute__((vector_size(CZ_VBYTES)));
 typedef uint32_t vu __attribute__((vector_size(CZ_VBYTES)));
-typedef uint64_t vu64 __attribute__((vector_size(2 * CZ_VBYTES))); /* for products only */
-typedef double vdh __attribute__((vector_size(CZ_VBYTES)));        /* VL / 2 doubles */
+typedef double vdh __attribute__((vector_size(CZ_VBYTES)));     /* VL / 2 doubles */
 typedef int64_t vlh __attribute__((vector_size(CZ_VBYTES)));
 typedef float vfh __attribute__((vector_size(CZ_VBYTES / 2))); /* VL / 2 floats */
 typedef struct vd {
@@ -159,15 +158,41 @@ static inline double vsum_d(vd v) {
     for (int l = 0; l < VL / 2; l++) s += v.hi[l];
     return s;
 }
+/* Horizontal sum and maximum by halving: lane l meets lane l ^ 2^i, every
+ * lane ends with the result (a fixed order per build). */
+#if VL == 16
+#define CZ_R1 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7
+#define CZ_R2 4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11
+#define CZ_R3 2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13
+#define CZ_R4 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14
+#define CZ_REDUCE(v, op)                                                                           \
+    (v = op(v, __builtin_shufflevector(v, v, CZ_R1)),                                              \
+     v = op(v, __builtin_shufflevector(v, v, CZ_R2)),                                              \
+     v = op(v, __builtin_shufflevector(v, v, CZ_R3)),                                              \
+     v = op(v, __builtin_shufflevector(v, v, CZ_R4)), v[0])
+#elif VL == 8
+#define CZ_R1 4, 5, 6, 7, 0, 1, 2, 3
+#define CZ_R2 2, 3, 0, 1, 6, 7, 4, 5
+#define CZ_R3 1, 0, 3, 2, 5, 4, 7, 6
+#define CZ_REDUCE(v, op)                                                                           \
+    (v = op(v, __builtin_shufflevector(v, v, CZ_R1)),                                              \
+     v = op(v, __builtin_shufflevector(v, v, CZ_R2)),                                              \
+     v = op(v, __builtin_shufflevector(v, v, CZ_R3)), v[0])
+#else
+#define CZ_R1 2, 3, 0, 1
+#define CZ_R2 1, 0, 3, 2
+#define CZ_REDUCE(v, op)                                                                           \
+    (v = op(v, __builtin_shufflevector(v, v, CZ_R1)),                                              \
+     v = op(v, __builtin_shufflevector(v, v, CZ_R2)), v[0])
+#endif
+static inline vf vadd_(vf a, vf b) {
+    return a + b;
+}
 static inline float vsum(vf v) {
-    float s = 0;
-    for (int l = 0; l < VL; l++) s += v[l];
-    return s;
+    return CZ_REDUCE(v, vadd_);
 }
 static inline float vhmax(vf v) {
-    float m = v[0];
-    for (int l = 1; l < VL; l++) m = v[l] > m ? v[l] : m;
-    return m;
+    return CZ_REDUCE(v, vmax);
 }
 
 /* 2^n for integer-valued float n in [-252, 254] as two factors 2^h * 2^l
