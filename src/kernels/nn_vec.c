@@ -165,8 +165,7 @@ static inline vf phi_cdf(vf x) {
  * or 1 to float precision there); also returns 1 - sigmoid */
 static inline vf sigmoid2(vf u, vf *one_minus) {
     vf a = u * -2.0f;
-    a = vmax(a, vsplat(-80.0f));
-    a = vsel(a > 80.0f, vsplat(80.0f), a);
+    a = vmin(vmax(a, vsplat(-80.0f)), vsplat(80.0f));
     vf e = vexp(a);
     vf s = 1.0f / (1.0f + e);
     *one_minus = e * s;
