@@ -283,15 +283,16 @@ static int run_grid(const cz_comm *world, args *a, cz_error *err) {
                                 p->lr, p->batch, p->epochs, p->seed);
                     cz_ft_result res;
                     if (cz_ft_run(world, &o, &res, err)) {
+                        cz_fail_prefix(err, "grid point %s", p->dir);
                         free(pts);
-                        return cz_fail_prefix(err, "grid point %s", p->dir);
+                        return -1;
                     }
                     if (!res.finished) { /* stopped by a signal: the grid resumes later */
-                        free(pts);
                         if (rank == 0)
                             cz_info("grid stopped at point %s; run the same command again to "
                                     "continue",
                                     p->dir);
+                        free(pts);
                         return 0;
                     }
                     p->score = res.score;
