@@ -1,9 +1,10 @@
 /* The optimizer's fast paths against their definitions (1-rank MPI job):
- *   - AdamW and LAMB's direction, AVX-512 (when the CPU has it) vs the
- *     scalar `*_ref` code (and AdamW's against the rule written out here,
- *     one element at a time): the same bits in weights, moments, direction and
- *     sums, on random data with signed zeros and subnormals, ranges whose
- *     boundaries are not multiples of the vector width, decay and no-decay;
+ *   - AdamW and LAMB's direction, the copy of src/optim/adamw_vec.c for
+ *     this CPU or for CLOZE_KERNELS (ctest runs one test per path; a path
+ *     the CPU lacks exits 77) vs the baseline copy, `*_ref` (and AdamW's against the rule written
+ * out here, one element at a time): the same bits in weights, moments, direction and sums, on
+ * random data with signed zeros and subnormals, ranges whose boundaries are not multiples of the
+ * vector width, decay and no-decay;
  *   - sums of squares: the same bits on both paths, and within rounding of a
  *     plain double sum;
  *   - cz_optimizer_step (every placement, AdamW and LAMB) with 1, 2 and 3
@@ -11,6 +12,7 @@
  *     the old two-pass form (average written back as floats, then the
  *     scalar update with the clip factor) bit for bit, and its norm is
  *     within rounding of a double reference. */
+#include "cloze/cpu.h"
 #include "cloze/kernels.h"
 #include "cloze/optim.h"
 #include "cloze/rng.h"
@@ -58,7 +60,8 @@ static cz_adam_coef coef(int t, float gscale) {
 #define SAME(a, b, n) (memcmp((a), (b), (n) * sizeof(float)) == 0)
 
 /* optim.h's AdamW rule written out here, one element at a time, in float
- * (this file is built for baseline x86-64: no FMA to contract into) */
+ * (this file is built with -ffp-contract=off, tests/kernels.cmake, as
+ * src/optim is: no FMA contraction, also where FMA is baseline, aarch64) */
 static void adamw_plain(const cz_adam_coef *k, const cz_param_range *r, int nr, float *w,
                         const float *g, float *m, float *v, size_t lo, size_t hi) {
     for (size_t i = lo; i < hi; i++) {
@@ -256,6 +259,11 @@ int main(int argc, char **argv) {
     cz_comm d;
     mpi_test_begin(&d, &argc, &argv);
     printf("kernel path: %s\n", cz_kernels_describe());
+    if (cz_cpu_kernel_isa_refused()) {
+        printf("skipped: this CPU cannot run the path CLOZE_KERNELS asks for\n");
+        cz_comm_finalize(&d);
+        return 77;
+    }
     test_rules();
     test_step(&d);
     return mpi_test_end(&d);

@@ -66,25 +66,6 @@ static const cz_phase *phase_at(const cz_run *r, long step) {
     return step >= r->phase2_start ? &r->phase[1] : &r->phase[0];
 }
 
-/* Per-rank sgemm rate for MFU: the best of a few 1024^3 products with the
- * same BLIS context the model uses. */
-static double measure_peak_gflops(const cz_gemm_ctx *g, cz_error *err) {
-    const int n = 1024;
-    float *a = cz_alloc(sizeof(float) * n * n * 3, err);
-    if (!a) return -1;
-    for (long i = 0; i < 2L * n * n; i++) a[i] = (float)((i * 7) % 13) * 0.01f;
-    double best = 0;
-    for (int rep = 0; rep < 4; rep++) {
-        double t0 = cz_now();
-        cz_gemm(g, 0, 0, n, n, n, 1.0f, a, n, a + (size_t)n * n, n, 0.0f, a + 2 * (size_t)n * n, n);
-        double dt = cz_now() - t0;
-        double rate = 2.0 * n * n * n / dt / 1e9;
-        if (rate > best) best = rate;
-    }
-    cz_free(a);
-    return best;
-}
-
 static int open_data(cz_run *r, cz_error *err) {
     const cz_config *c = &r->cfg;
     if (!c->data.train_manifest[0])
@@ -187,20 +168,20 @@ static int setup(cz_run *r, const cz_comm *world, const cz_config *cfg, const cz
             0)
         return -1;
 
-    r->peak_gflops = t->peak_gflops > 0 ? t->peak_gflops : measure_peak_gflops(r->gemm, err);
-    if (r->peak_gflops < 0) return -1;
+    if (cz_gemm_peak(r->gemm, t->peak_gflops, &r->peak, err) != 0) return -1;
 
     if (r->comm.rank == 0) {
         if (make_dirs(t->run_dir, err) != 0) return -1;
         char path[CZ_PATH_MAX + 32];
         snprintf(path, sizeof path, "%s/config.cfg", t->run_dir);
         if (cz_config_write(&r->cfg, path, err) != 0) return -1;
-        cz_info("%s: %s L=%d H=%d A=%d, %.2fM parameters; %d rank(s) x %d thread(s); gemm: %s "
-                "(%.0f GFLOP/s per rank)",
+        cz_info("%s: %s L=%d H=%d A=%d, %.2fM parameters; %d rank(s) x %d thread(s); gemm: %s; "
+                "other kernels: %s",
                 r->cfg.source, r->cfg.model.arch == CZ_ARCH_BERT ? "BERT" : "GPT",
                 r->cfg.model.layers, r->cfg.model.hidden, r->cfg.model.heads,
                 (double)r->n_params / 1e6, r->comm.size, r->threads, cz_gemm_describe(r->gemm),
-                r->peak_gflops);
+                cz_kernels_describe());
+        cz_info("MFU denominator per rank: %s", r->peak.source);
         cz_info("batch: global %d = micro %d x %d rank(s) x %d accumulation, seq %d, %ld steps",
                 r->phase[0].global_batch, r->phase[0].micro_batch, r->comm.size, r->phase[0].accum,
                 r->phase[0].seq, t->steps);

@@ -37,7 +37,7 @@ typedef struct cz_run {
     cz_phase phase[2];
     long phase2_start; /* first step of phase 2 (== steps when there is none) */
     FILE *metrics;
-    double peak_gflops; /* per rank, sgemm */
+    cz_peak peak; /* the MFU denominator per rank (kernels.h) */
     /* position: everything a resume needs besides weights and moments */
     long step;             /* next step to run */
     uint64_t samples_done; /* next global sample index */
