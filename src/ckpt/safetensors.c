@@ -436,7 +436,7 @@ static const char *short_float(char *buf, size_t cap, float v) {
 }
 
 /* The Hugging Face class whose state_dict names match the model's tensors. */
-static const char *hf_architecture(const cz_model_config *c) {
+const char *cz_hf_architecture(const cz_model_config *c) {
     static const char *bert[] = {"BertForPreTraining", "BertModel", "BertForSequenceClassification",
                                  "BertForQuestionAnswering", "BertForTokenClassification"};
     static const char *gpt[] = {"OpenAIGPTLMHeadModel", "OpenAIGPTModel",
@@ -465,7 +465,7 @@ int cz_hf_config_write(const char *path, const cz_model_config *c, cz_error *err
                   "  \"max_position_embeddings\": %d,\n  \"type_vocab_size\": %d,\n"
                   "  \"initializer_range\": %s,\n  \"layer_norm_eps\": %s,\n"
                   "  \"tie_word_embeddings\": true\n}\n",
-                  hf_architecture(c), labels, c->vocab_size, c->hidden, c->layers, c->heads,
+                  cz_hf_architecture(c), labels, c->vocab_size, c->hidden, c->layers, c->heads,
                   c->intermediate, c->gelu_tanh ? "gelu_new" : "gelu", hd, ad, c->max_positions,
                   c->type_vocab_size, ir, eps);
     } else {
@@ -476,7 +476,7 @@ int cz_hf_config_write(const char *path, const cz_model_config *c, cz_error *err
                   "  \"afn\": \"%s\",\n  \"resid_pdrop\": %s,\n  \"embd_pdrop\": %s,\n"
                   "  \"attn_pdrop\": %s,\n  \"layer_norm_epsilon\": %s,\n"
                   "  \"initializer_range\": %s,\n  \"tie_word_embeddings\": true\n}\n",
-                  hf_architecture(c), labels, c->vocab_size, c->hidden, c->layers, c->heads,
+                  cz_hf_architecture(c), labels, c->vocab_size, c->hidden, c->layers, c->heads,
                   c->max_positions, c->gelu_tanh ? "gelu" : "gelu_exact", hd, hd, ad, eps, ir);
     }
     if (b.failed) {
