@@ -2,10 +2,14 @@
  * gradients, steps the optimizer, evaluates, logs, checkpoints, and stops
  * cleanly on SIGTERM/SIGUSR1 (what Slurm sends before preemption).
  *
- * One step, as data flows (../shared/DESIGN.md):
+ * One step, as data flows (docs/architecture.md, "How a batch flows"):
  *   data (samples base .. base+G-1) -> micro-batch m = a*ranks + rank
- *   -> forward/backward (grad scale 1/(G/b)) -> grad sync per bucket
- *   -> placement step (clip, AdamW/LAMB, schedule) -> next step */
+ *   -> forward/backward, the last micro-batch's backward hooked to the grad
+ *      sync, which reduces each bucket while backward continues
+ *   -> grad sync finished -> placement step (clip, AdamW/LAMB, schedule)
+ *   -> next step
+ * train owns the cz_grad_sync: it creates, begins, hooks and finishes it;
+ * the optimizer only reads its layout. */
 #ifndef CLOZE_TRAIN_H
 #define CLOZE_TRAIN_H
 

@@ -1,6 +1,6 @@
 /* The table of every configuration key (see keys.h). Defaults follow BERT
  * (Devlin et al. 2018, Sec. 3 and App. A.2) and, where `def_gpt` is set,
- * GPT-1 (Radford et al. 2018, Sec. 4.1); notes in ../shared/papers/.
+ * GPT-1 (Radford et al. 2018, Sec. 4.1).
  *
  * A default that differs by architecture applies only when the key is not
  * given (in the file or with --set). */
