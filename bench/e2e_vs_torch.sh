@@ -40,7 +40,11 @@
 #      KERNELS (CLOZE_KERNELS values for cloze's runs, default "auto"; e.g.
 #      "auto avx2" adds runs of the AVX2 path on an AVX-512 machine, shown
 #      as cloze-fp32-avx2: figures of that path on that CPU, not of an
-#      AVX2-only CPU).
+#      AVX2-only CPU),
+#      CSTEPS, TSTEPS (cloze's optimizer steps, median over steps 3..; and
+#      PyTorch's timed steps after its 2 warm-up steps; defaults per config:
+#      mini 10 and 8, base128 6 and 4, base512 and gpt 5 and 3), to make a
+#      run fit a hold of the machine.
 # Prints one RESULT line per run, then a markdown table of medians.
 set -euo pipefail
 build=$(cd "$1" && pwd); shift
@@ -77,6 +81,7 @@ shape() { # sets conf arch L H A T B P csteps tsteps
     gpt) conf=gpt1; arch=gpt; L=12; H=768; A=12; T=512; B=2; P=0; csteps=5; tsteps=3 ;;
     *) echo "e2e_vs_torch: unknown config $1" >&2; exit 2 ;;
   esac
+  csteps=${CSTEPS:-$csteps}; tsteps=${TSTEPS:-$tsteps}
 }
 
 run_cloze() { # cfg ranks threads rep precision kernels

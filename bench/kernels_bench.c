@@ -3,7 +3,14 @@
  * CLOZE_KERNELS picks (cloze/cpu.h), so paths are compared by running this
  * once per value, alternated (bench/README.md).
  *
- *   bench-kernels_bench [--model mini|base] [--threads N] [--reps N]
+ *   bench-kernels_bench [--model mini|base] [--threads N] [--reps N] [--clock wall|cpu]
+ *                       [--only SUBSTRING]
+ *
+ * --clock cpu times the calling thread's CPU time (CLOCK_THREAD_CPUTIME_ID)
+ * instead of wall time: with --threads 1 that leaves out the time the
+ * thread spent descheduled, which on a shared, loaded machine is most of the
+ * noise (other processes still evict its caches). --only runs the kernels
+ * whose name contains SUBSTRING.
  *
  * mini: 32 sequences of 128 (4096 tokens), H 256, FFN 1024, 4 heads;
  * base: 8 sequences of 128 (1024 tokens), H 768, FFN 3072, 12 heads. Both
@@ -12,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cloze/kernels.h"
 #include "cloze/rng.h"
@@ -28,14 +36,24 @@ static float *buf(size_t n, uint64_t key) {
     return x;
 }
 
+static int cpu_clock;
+
+static double now(void) {
+    if (!cpu_clock) return cz_now();
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 #define TIME(name, call)                                                                           \
     do {                                                                                           \
         double t[64];                                                                              \
+        if (only && !strstr(name, only)) break;                                                    \
         call;                                                                                      \
         for (int rep_ = 0; rep_ < reps; rep_++) {                                                  \
-            double t0 = cz_now();                                                                  \
+            double t0 = now();                                                                     \
             call;                                                                                  \
-            t[rep_] = cz_now() - t0;                                                               \
+            t[rep_] = now() - t0;                                                                  \
         }                                                                                          \
         qsort(t, (size_t)reps, sizeof *t, cmp);                                                    \
         printf("%-26s %8.3f ms\n", name, 1e3 * t[reps / 2]);                                       \
@@ -43,6 +61,7 @@ static float *buf(size_t n, uint64_t key) {
 
 int main(int argc, char **argv) {
     int base = 0, threads = 1, reps = 7;
+    const char *only = NULL;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--model"))
             base = !strcmp(argv[i + 1], "base");
@@ -50,6 +69,10 @@ int main(int argc, char **argv) {
             threads = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--reps"))
             reps = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--clock"))
+            cpu_clock = !strcmp(argv[i + 1], "cpu");
+        else if (!strcmp(argv[i], "--only"))
+            only = argv[i + 1];
     }
     if (reps < 1) reps = 1;
     if (reps > 64) reps = 64;
@@ -65,13 +88,16 @@ int main(int argc, char **argv) {
     int32_t *lab = malloc(P * sizeof *lab), *am = malloc(P * sizeof *am);
     for (int i = 0; i < P; i++) lab[i] = (i * 37) % V;
     cz_rng_stream st = cz_rng_stream_make(1, CZ_RNG_DROPOUT, 1, 2, 3);
-    printf("kernels: %s; %s shapes, %d thread(s), median of %d calls\n", cz_kernels_describe(),
-           base ? "BERT-base" : "BERT-mini", threads, reps);
+    printf("kernels: %s; %s shapes, %d thread(s), median of %d calls, %s time\n",
+           cz_kernels_describe(), base ? "BERT-base" : "BERT-mini", threads, reps,
+           cpu_clock ? "thread CPU" : "wall");
     TIME("add+layernorm fwd",
          cz_add_layernorm_forward(y, sum, mean, rstd, x, r, g, b, N, H, 1e-12f));
     TIME("layernorm bwd", cz_layernorm_backward(u, dg, db, dy, sum, mean, rstd, g, N, H));
     TIME("bias+gelu fwd (erf)", cz_bias_gelu_forward(y, u, b, N, I, 0));
     TIME("gelu bwd (erf)", cz_gelu_backward(y, u, dy, (size_t)N * I, 0));
+    TIME("bias+gelu fwd (tanh)", cz_bias_gelu_forward(y, u, b, N, I, 1));
+    TIME("gelu bwd (tanh)", cz_gelu_backward(y, u, dy, (size_t)N * I, 1));
     TIME("bias bwd", cz_bias_backward(db, dy, N, I, I));
     TIME("softmax fwd (padding)", cz_attn_softmax_batch(s, S, A, T, r, 0));
     TIME("softmax bwd", cz_softmax_backward(y, s, dy, S * A * T, T));

@@ -507,6 +507,18 @@ static void test_fused(void) {
         cz_dropout(dy2, dx_, lens[t], 0.25f, &st, firsts[t]);
         CHECK(memcmp(dy1, dy2, lens[t] * sizeof *dy1) == 0);
     }
+    /* the keep threshold at its edge: p equal to an element's uniform keeps
+     * it (u >= p), the next float above drops it (the fast path compares
+     * the raw word against 256 ceil(p 2^24)) */
+    for (int t = 0; t < 2; t++) {
+        const size_t at = 1000 + 7 * (size_t)t;
+        float u = cz_rng_uniform(&st, at);
+        float p = t ? nextafterf(u, 1.0f) : u;
+        cz_dropout_ref(dy1, dx_, D, p, &st, 0);
+        cz_dropout(dy2, dx_, D, p, &st, 0);
+        CHECK((dy1[at] != 0.0f) == (t == 0));
+        CHECK(memcmp(dy1, dy2, sizeof dy1) == 0);
+    }
 
     /* cross-entropy: ties pick the first maximum, also across vector lanes */
     enum { V = 70 };

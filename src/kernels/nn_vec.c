@@ -129,35 +129,41 @@ static void CZ_ISA_FN(layernorm_backward)(float *dx, float *dgamma, float *dbeta
 
 /* ---- GELU (Hendrycks & Gimpel 2016) ---- */
 
+/* -x^2/2 = q + *lo exactly (vmul_err; -x/2 is exact) */
+static inline vf neg_half_square(vf x, vf *lo) {
+    vf h = x * -0.5f;
+    vf q = h * x;
+    *lo = vmul_err(h, x, q);
+    return q;
+}
+
 /* Phi(x) = erfc(-x/sqrt2)/2: 1 - erfc(z)/2 for x >= 0, erfc(z)/2 below,
  * z = |x|/sqrt2. erfc(z) = t exp(-z^2 + P(t)), t = 1/(1 + z/2) (Numerical
- * Recipes, 2nd ed., erfcc). The exponent needs z^2 = x^2/2 to more than
+ * Recipes, 2nd ed., erfcc). The exponent needs -z^2 = -x^2/2 to more than
  * float precision (float rounding alone costs x^2/2 2^-24 relative, 1e-6
- * at x = -6), so it is carried as hi + lo without FMA (which the baseline
- * lacks): x = xh + xl with xh the top 12 significant bits (Dekker 1971,
- * Veltkamp splitting by masking), so xh^2 and xh xl are exact in float and
- * x^2 = xh^2 + (2 xh xl + xl^2) to ~2^-46; the exponent P - x^2/2 is then
- * a float plus its rounding error lo (Fast2Sum and TwoSum, Knuth TAOCP
- * 4.2.2), and e^lo ~ 1 + lo. */
-static inline vf phi_cdf(vf x) {
+ * at x = -6), so it is carried as q + q_lo exactly, and exp's reduction
+ * (vec.h) takes the parts one at a time, largest first:
+ *   r = ((q - n ln2_hi) + P) - n ln2_lo + q_lo,
+ * where q - n ln2_hi is exact once |q| > 2.6 (Sterbenz: n ln2 is then within
+ * a factor 2 of q, as |P| < 1.27) and otherwise rounds by at most 6e-8, and
+ * each later sum is below 0.4 in magnitude and rounds by at most 1.5e-8.
+ * |x| is clamped at 16, where Phi is 0 or 1 in float, so that x^2 stays
+ * finite. Also returns q, q_lo for the density (gelu_grad_v). */
+static inline vf phi_cdf(vf x, vf *q_out, vf *q_lo_out) {
     static const float c[10] = {-1.26551223f, 1.00002368f,  0.37409196f, 0.09678418f,  -0.18628806f,
                                 0.27886807f,  -1.13520398f, 1.48851587f, -0.82215223f, 0.17087277f};
-    vf ax = vabs(x);
+    vf ax = vmin(vabs(x), vsplat(16.0f));
     vf t = 1.0f / (ax * (0.5f * 0.70710678118654752f) + 1.0f);
     vf p = vsplat(c[9]);
 #pragma GCC unroll 9
     for (int i = 8; i >= 0; i--) p = p * t + c[i];
-    vf xh = (vf)((vi)ax & (int32_t)0xfffff000), xl = ax - xh;
-    /* -x^2/2 = q_hi + q_lo: the exact -xh^2/2 plus the small rest, then
-     * renormalised (Fast2Sum, |q_hi| >= |q_lo|) so that q_lo is only the
-     * rounding error of q */
-    vf q_hi = xh * xh * -0.5f, q_lo = (xh * xl + xl * xl * 0.5f) * -1.0f;
-    vf q = q_hi + q_lo;
-    q_lo = q_lo - (q - q_hi);
-    vf arg = p + q, bb = arg - p;
-    vf lo = (p - (arg - bb)) + (q - bb) + q_lo; /* TwoSum error of p + q */
-    vf e = vexp(arg);
-    vf h = t * (e + e * lo) * 0.5f;
+    vf q_lo, q = neg_half_square(ax, &q_lo);
+    vf n = vexp_n(q + p);
+    vf r = (q - n * CZ_LN2_HI) + p;
+    r = (r - n * CZ_LN2_LO) + q_lo;
+    vf h = t * vexp_finish(r, n) * 0.5f;
+    *q_out = q;
+    *q_lo_out = q_lo;
     return vsel(x >= 0.0f, 1.0f - h, h);
 }
 
@@ -166,7 +172,7 @@ static inline vf phi_cdf(vf x) {
 static inline vf sigmoid2(vf u, vf *one_minus) {
     vf a = u * -2.0f;
     a = vmin(vmax(a, vsplat(-80.0f)), vsplat(80.0f));
-    vf e = vexp(a);
+    vf e = vexp_in_range(a);
     vf s = 1.0f / (1.0f + e);
     *one_minus = e * s;
     return s;
@@ -177,8 +183,8 @@ static inline vf tanh_arg(vf x) { /* sqrt(2/pi) (x + 0.044715 x^3) */
 }
 
 static inline vf gelu_v(vf x, int tanh_form) {
-    vf om;
-    return tanh_form ? x * sigmoid2(tanh_arg(x), &om) : x * phi_cdf(x);
+    vf om, q, q_lo;
+    return tanh_form ? x * sigmoid2(tanh_arg(x), &om) : x * phi_cdf(x, &q, &q_lo);
 }
 
 static inline vf gelu_grad_v(vf x, int tanh_form) {
@@ -188,9 +194,13 @@ static inline vf gelu_grad_v(vf x, int tanh_form) {
         vf du = (x * x * (3.0f * 0.044715f) + 1.0f) * 0.79788456080286536f;
         return s + ((x + x) * s) * (om * du);
     }
-    /* Phi(x) + x phi(x) */
-    vf pdf = vexp(x * x * -0.5f) * 0.39894228040143268f;
-    return x * pdf + phi_cdf(x);
+    /* Phi(x) + x phi(x), phi(x) = exp(-x^2/2) / sqrt(2 pi) from the same
+     * exact q + q_lo as Phi's exponent (phi_cdf) */
+    vf q, q_lo, cdf = phi_cdf(x, &q, &q_lo);
+    vf n = vexp_n(q);
+    vf r = (q - n * CZ_LN2_HI - n * CZ_LN2_LO) + q_lo;
+    vf pdf = vexp_finish(r, n) * 0.39894228040143268f;
+    return x * pdf + cdf;
 }
 
 static void CZ_ISA_FN(gelu_forward)(float *y, float *x, const float *bias, size_t rows, int c,
@@ -339,70 +349,92 @@ static void CZ_ISA_FN(softmax_backward)(float *ds, const float *p, const float *
 
 /* ---- dropout: VL Philox blocks (4 VL elements) per step ---- */
 
-/* hi and lo 32-bit halves of a * m, lane by lane: written as the scalar
- * 32 x 32 -> 64 product so that the vectoriser uses its widening multiply
- * (vpmuludq on even and odd lanes); a product of 64-bit vector lanes would
- * become a full 64 x 64 multiply (vpmullq, or three vpmuludq on AVX2) */
-static inline void mulhilo(vu a, uint32_t m, vu *hi, vu *lo) {
-    uint32_t x[VL], h[VL], l[VL];
-    memcpy(x, &a, sizeof x);
-#pragma omp simd
-    for (int i = 0; i < VL; i++) {
-        uint64_t p = (uint64_t)x[i] * m;
-        h[i] = (uint32_t)(p >> 32);
-        l[i] = (uint32_t)p;
-    }
-    memcpy(hi, h, sizeof h);
-    memcpy(lo, l, sizeof l);
-}
+/* Philox4x32-10 (Salmon et al. 2011), the same rounds and key schedule as
+ * cz_philox4x32 (src/core/rng.c), on VL blocks at a time. A block's four
+ * words sit in the low halves of 64-bit lanes, one block per lane, so
+ * VL / 2 blocks per vector and two vectors (h = 0, 1) per word: the 32 x 32
+ * -> 64-bit multiply (vmul_wide_u32) then leaves a product's high word one shift
+ * away and its low word in place (the high halves of the lanes are never
+ * read: the multiply ignores them, and so do the XORs' low halves and the
+ * final shuffle). */
+#define PHILOX_ROUNDS 10
+typedef struct philox_keys { /* 64-bit so that a XOR can take its key from memory */
+    uint64_t k0[PHILOX_ROUNDS], k1[PHILOX_ROUNDS];
+} philox_keys;
 
-/* Lane indices that transpose four vectors of words (w_k[b] = word k of
- * block b) into element order (element 4b + k): first the words 0,1 and 2,3
- * are interleaved (IL_*: lanes of the low or high half of two vectors, one
- * from each in turn), then the pairs (PR_*). */
-#if VL == 16
-#define IL_LO 0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23
-#define IL_HI 8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31
-#define PR_LO 0, 1, 16, 17, 2, 3, 18, 19, 4, 5, 20, 21, 6, 7, 22, 23
-#define PR_HI 8, 9, 24, 25, 10, 11, 26, 27, 12, 13, 28, 29, 14, 15, 30, 31
-#elif VL == 8
-#define IL_LO 0, 8, 1, 9, 2, 10, 3, 11
-#define IL_HI 4, 12, 5, 13, 6, 14, 7, 15
-#define PR_LO 0, 1, 8, 9, 2, 3, 10, 11
-#define PR_HI 4, 5, 12, 13, 6, 7, 14, 15
-#else
-#define IL_LO 0, 4, 1, 5
-#define IL_HI 2, 6, 3, 7
-#define PR_LO 0, 1, 4, 5
-#define PR_HI 2, 3, 6, 7
-#endif
-
-/* Philox4x32-10 (Salmon et al. 2011) of blocks base .. base + VL - 1, the
- * same rounds and key schedule as cz_philox4x32 (src/core/rng.c); the caller
- * guarantees that the high 32 bits of the block number are the same for all.
- * e[q] = stream elements 4 base + q VL .. + VL - 1 (element 4b + k = word k
- * of block base + b). */
-static void philox_v(const cz_rng_stream *s, uint64_t base, vu e[4]) {
-    vu c0 = (vu)viota() + (uint32_t)base, c1 = (vu){0} + (uint32_t)(base >> 32);
-    vu c2 = (vu){0} + (uint32_t)s->stream, c3 = (vu){0} + (uint32_t)(s->stream >> 32);
+static philox_keys philox_schedule(const cz_rng_stream *s) {
+    philox_keys k;
     uint32_t k0 = s->key[0], k1 = s->key[1];
-    for (int round = 0; round < 10; round++) {
-        vu hi0, lo0, hi1, lo1;
-        mulhilo(c0, 0xD2511F53u, &hi0, &lo0);
-        mulhilo(c2, 0xCD9E8D57u, &hi1, &lo1);
-        c0 = hi1 ^ c1 ^ k0;
-        c1 = lo1;
-        c2 = hi0 ^ c3 ^ k1;
-        c3 = lo0;
+    for (int round = 0; round < PHILOX_ROUNDS; round++) {
+        k.k0[round] = k0;
+        k.k1[round] = k1;
         k0 += 0x9E3779B9u;
         k1 += 0xBB67AE85u;
     }
-    vu a = __builtin_shufflevector(c0, c1, IL_LO), b = __builtin_shufflevector(c2, c3, IL_LO);
-    vu c = __builtin_shufflevector(c0, c1, IL_HI), d = __builtin_shufflevector(c2, c3, IL_HI);
-    e[0] = __builtin_shufflevector(a, b, PR_LO);
-    e[1] = __builtin_shufflevector(a, b, PR_HI);
-    e[2] = __builtin_shufflevector(c, d, PR_LO);
-    e[3] = __builtin_shufflevector(c, d, PR_HI);
+    return k;
+}
+
+/* Lane indices for the transpose into element order (element 4b + k = word
+ * k of block b): PAIR_W takes the low words of two vectors in turn (words
+ * 0 and 1, or 2 and 3, of each block side by side); Q_LO and Q_HI then
+ * interleave those pairs as 64-bit lanes, for the first and the second half
+ * of the blocks. */
+#if VL == 16
+#define PAIR_W 0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30
+#define Q_LO 0, 8, 1, 9, 2, 10, 3, 11
+#define Q_HI 4, 12, 5, 13, 6, 14, 7, 15
+#elif VL == 8
+#define PAIR_W 0, 8, 2, 10, 4, 12, 6, 14
+#define Q_LO 0, 4, 1, 5
+#define Q_HI 2, 6, 3, 7
+#else
+#define PAIR_W 0, 4, 2, 6
+#define Q_LO 0, 2
+#define Q_HI 1, 3
+#endif
+
+typedef struct philox_words {
+    vq c0, c1, c2, c3;
+} philox_words;
+
+static inline philox_words philox_start(const cz_rng_stream *s, uint64_t base, int first) {
+    philox_words w;
+    for (int l = 0; l < VL / 2; l++) w.c0[l] = (uint32_t)base + (uint32_t)(first + l);
+    w.c1 = (vq){0} + (uint32_t)(base >> 32);
+    w.c2 = (vq){0} + (uint32_t)s->stream;
+    w.c3 = (vq){0} + (uint32_t)(s->stream >> 32);
+    return w;
+}
+
+static inline void philox_round(philox_words *w, uint64_t k0, uint64_t k1) {
+    vq p0 = vmul_wide_u32(w->c0, 0xD2511F53u), p1 = vmul_wide_u32(w->c2, 0xCD9E8D57u);
+    w->c0 = (p1 >> 32) ^ w->c1 ^ k0;
+    w->c1 = p1;
+    w->c2 = (p0 >> 32) ^ w->c3 ^ k1;
+    w->c3 = p0;
+}
+
+/* element order: the VL elements of the first and of the second half of
+ * the VL / 2 blocks */
+static inline void philox_elements(const philox_words *w, vu *e0, vu *e1) {
+    vq w01 = (vq)__builtin_shufflevector((vu)w->c0, (vu)w->c1, PAIR_W);
+    vq w23 = (vq)__builtin_shufflevector((vu)w->c2, (vu)w->c3, PAIR_W);
+    *e0 = (vu)__builtin_shufflevector(w01, w23, Q_LO);
+    *e1 = (vu)__builtin_shufflevector(w01, w23, Q_HI);
+}
+
+/* blocks base .. base + VL - 1 (the caller guarantees that the high 32 bits
+ * of the block number are the same for all): e[q] = stream elements
+ * 4 base + q VL .. + VL - 1 */
+static inline void philox_v(const cz_rng_stream *s, const philox_keys *k, uint64_t base, vu e[4]) {
+    philox_words a = philox_start(s, base, 0), b = philox_start(s, base, VL / 2);
+#pragma GCC unroll 10
+    for (int round = 0; round < PHILOX_ROUNDS; round++) {
+        philox_round(&a, k->k0[round], k->k1[round]);
+        philox_round(&b, k->k0[round], k->k1[round]);
+    }
+    philox_elements(&a, &e[0], &e[1]);
+    philox_elements(&b, &e[2], &e[3]);
 }
 
 /* elements [lo, hi) (stream indices) one at a time, as the reference */
@@ -420,14 +452,17 @@ static void CZ_ISA_FN(dropout)(float *y, const float *x, size_t n, float p, cons
     float scale = 1.0f / (1.0f - p);
     uint64_t end = first + n;
     uint64_t g0 = (first + G - 1) / G, g1 = end / G; /* whole groups inside */
-    if (g0 >= g1) {
+    /* keep iff (w >> 8) 2^-24 >= p (cz_rng_uniform), i.e. for the integer
+     * w >> 8 >= ceil(p 2^24), i.e. w >= 256 ceil(p 2^24) (p 2^24 is exact) */
+    double need = ceil((double)p * 16777216.0);
+    if (g0 >= g1 || !(need < 16777216.0)) { /* short, or p so close to 1 that none is kept */
         dropout_one_by_one(y, x, p, scale, s, first, first, end);
         return;
     }
+    const uint32_t thr = need > 0 ? 256u * (uint32_t)need : 0u;
     dropout_one_by_one(y, x, p, scale, s, first, first, G * g0);
     dropout_one_by_one(y, x, p, scale, s, first, G * g1, end);
-    /* keep iff (w >> 8) 2^-24 >= p, i.e. (float)(w >> 8) >= p 2^24 (exact) */
-    const float thr = p * 16777216.0f;
+    const philox_keys keys = philox_schedule(s);
 #pragma omp parallel for schedule(static)
     for (uint64_t g = g0; g < g1; g++) {
         uint64_t base = VL * g; /* first block */
@@ -437,11 +472,10 @@ static void CZ_ISA_FN(dropout)(float *y, const float *x, size_t n, float p, cons
             continue;
         }
         vu e[4];
-        philox_v(s, base, e);
+        philox_v(s, &keys, base, e);
         for (int q = 0; q < 4; q++) {
-            vf uf = __builtin_convertvector((vi)(e[q] >> 8), vf); /* < 2^24: exact */
             vf v = vload(x + i0 + VL * q) * scale;
-            vstore(y + i0 + VL * q, vsel(uf >= thr, v, (vf){0}));
+            vstore(y + i0 + VL * q, vsel(e[q] >= thr, v, (vf){0}));
         }
     }
 }

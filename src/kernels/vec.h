@@ -10,8 +10,16 @@
  * width (a struct: GCC keeps a generic vector wider than the hardware in
  * memory, which put a store and a load on every accumulation); its
  * arithmetic is spelled vd_add, vd_mul, ...
- * Nothing here names an instruction, so the same definition is what runs on
- * every CPU, and the code is read once.
+ *
+ * The kernels name no instruction, so one definition is what runs on every
+ * CPU, and the code is read once. A few helpers below do name instructions,
+ * each because GCC does not find it from the portable form: max and min
+ * (from `a > b ? a : b` it emits a compare and a blend), the fused
+ * multiply-add of an error term (a * b - p with p = a * b cannot be left to
+ * contraction: p is already rounded), AVX-512's vscalefps for 2^n, and the
+ * 32 x 32 -> 64-bit multiply of even lanes (pmuludq; from 64-bit lanes GCC
+ * emits a full 64-bit multiply). Each has the portable form beside it, used
+ * where the target lacks the instruction, with the same result.
  *
  * CZ_ISA_SUFFIX (avx512, avx2, baseline) names the functions of one copy:
  * CZ_ISA_FN(layernorm) is cz_layernorm_avx512 in the AVX-512 object. */
@@ -20,6 +28,13 @@
 
 #include <stdint.h>
 #include <string.h>
+
+#if defined(__SSE2__)
+#include <immintrin.h>
+#endif
+#if defined(__ARM_NEON)
+#include <arm_neon.h>
+#endif
 
 #ifndef CZ_VBYTES
 #error "vec.h: compile with -DCZ_VBYTES=16|32|64 -DCZ_ISA_SUFFIX=name (see CMakeLists.txt)"
@@ -36,6 +51,7 @@ typedef int32_t vi __attribute__((vector_size(CZ_VBYTES)));
 typedef uint32_t vu __attribute__((vector_size(CZ_VBYTES)));
 typedef double vdh __attribute__((vector_size(CZ_VBYTES))); /* VL / 2 doubles */
 typedef int64_t vlh __attribute__((vector_size(CZ_VBYTES)));
+typedef uint64_t vq __attribute__((vector_size(CZ_VBYTES)));   /* VL / 2 words of 64 bits */
 typedef float vfh __attribute__((vector_size(CZ_VBYTES / 2))); /* VL / 2 floats */
 typedef struct vd {
     vdh lo, hi; /* lanes 0 .. VL/2-1 and VL/2 .. VL-1 */
@@ -104,26 +120,108 @@ static inline vf vsel(vi m, vf a, vf b) {
 static inline vi vseli(vi m, vi a, vi b) {
     return (a & m) | (b & ~m);
 }
-/* max lane by lane, b where either is NaN; as a lane loop so that the
- * vectoriser emits the max instruction (a compare and select on the vector
- * types stays three instructions) */
+/* The target's width and instruction set, for the helpers that name
+ * instructions */
+#if CZ_VBYTES == 64 && defined(__AVX512F__)
+#define CZ_X86_512 1
+#else
+#define CZ_X86_512 0
+#endif
+#if CZ_VBYTES == 32 && defined(__AVX2__)
+#define CZ_X86_256 1
+#else
+#define CZ_X86_256 0
+#endif
+#if CZ_VBYTES == 16 && defined(__SSE2__)
+#define CZ_X86_128 1
+#else
+#define CZ_X86_128 0
+#endif
+#if CZ_VBYTES == 16 && defined(__ARM_NEON)
+#define CZ_NEON 1
+#else
+#define CZ_NEON 0
+#endif
+
+/* max and min lane by lane with b where either is NaN: x86's maxps/minps
+ * (one instruction; a > b ? a : b on the vector types compiles to a compare
+ * and a blend). vexp relies on the NaN rule: it sends NaN to its lower
+ * clamp. */
 static inline vf vmax(vf a, vf b) {
-    float x[VL], y[VL];
-    memcpy(x, &a, sizeof x);
-    memcpy(y, &b, sizeof y);
-#pragma omp simd
-    for (int l = 0; l < VL; l++) x[l] = x[l] > y[l] ? x[l] : y[l];
-    memcpy(&a, x, sizeof a);
-    return a;
+#if CZ_X86_512
+    return (vf)_mm512_max_ps((__m512)a, (__m512)b);
+#elif CZ_X86_256
+    return (vf)_mm256_max_ps((__m256)a, (__m256)b);
+#elif CZ_X86_128
+    return (vf)_mm_max_ps((__m128)a, (__m128)b);
+#else
+    return vsel(a > b, a, b);
+#endif
 }
 static inline vf vmin(vf a, vf b) {
-    float x[VL], y[VL];
-    memcpy(x, &a, sizeof x);
-    memcpy(y, &b, sizeof y);
-#pragma omp simd
-    for (int l = 0; l < VL; l++) x[l] = x[l] < y[l] ? x[l] : y[l];
-    memcpy(&a, x, sizeof a);
-    return a;
+#if CZ_X86_512
+    return (vf)_mm512_min_ps((__m512)a, (__m512)b);
+#elif CZ_X86_256
+    return (vf)_mm256_min_ps((__m256)a, (__m256)b);
+#elif CZ_X86_128
+    return (vf)_mm_min_ps((__m128)a, (__m128)b);
+#else
+    return vsel(a < b, a, b);
+#endif
+}
+
+/* CZ_HAVE_FMA: the target has a fused multiply-add (x86 FMA3 in the avx2
+ * and avx512 copies, every aarch64), so vfma(a, b, c) = a b + c with one
+ * rounding. The kernels' other a * b + c are contracted by the compiler
+ * (-ffp-contract=fast, GCC's default for GNU C); vfma is for the error terms,
+ * where the product must not be rounded first. */
+#if defined(__FMA__) || defined(__ARM_FEATURE_FMA)
+#define CZ_HAVE_FMA 1
+static inline vf vfma(vf a, vf b, vf c) {
+#if CZ_X86_512
+    return (vf)_mm512_fmadd_ps((__m512)a, (__m512)b, (__m512)c);
+#elif CZ_X86_256
+    return (vf)_mm256_fmadd_ps((__m256)a, (__m256)b, (__m256)c);
+#elif CZ_NEON
+    return (vf)vfmaq_f32((float32x4_t)c, (float32x4_t)a, (float32x4_t)b);
+#else
+    for (int l = 0; l < VL; l++) c[l] = __builtin_fmaf(a[l], b[l], c[l]);
+    return c;
+#endif
+}
+#else
+#define CZ_HAVE_FMA 0
+#endif
+
+/* a b - p exactly, for p = fl(a b) (no overflow or underflow): with FMA one
+ * instruction; otherwise Dekker's product (Dekker 1971; Knuth TAOCP 4.2.2):
+ * a = ah + al with ah the top 12 significant bits (Veltkamp splitting, here
+ * by masking the low 12 bits), likewise b, so that every partial product is
+ * exact in float and the sum below has no rounding. */
+static inline vf vmul_err(vf a, vf b, vf p) {
+#if CZ_HAVE_FMA
+    return vfma(a, b, -p);
+#else
+    vf ah = (vf)((vi)a & (int32_t)0xfffff000), al = a - ah;
+    vf bh = (vf)((vi)b & (int32_t)0xfffff000), bl = b - bh;
+    return ((ah * bh - p) + ah * bl + al * bh) + al * bl;
+#endif
+}
+
+/* The low 32 bits of each 64-bit lane of a times m, as full 64-bit
+ * products (pmuludq: the high halves of a are ignored). */
+static inline vq vmul_wide_u32(vq a, uint32_t m) {
+#if CZ_X86_512
+    return (vq)_mm512_mul_epu32((__m512i)a, _mm512_set1_epi64(m));
+#elif CZ_X86_256
+    return (vq)_mm256_mul_epu32((__m256i)a, _mm256_set1_epi64x(m));
+#elif CZ_X86_128
+    return (vq)_mm_mul_epu32((__m128i)a, _mm_set1_epi64x(m));
+#elif CZ_NEON
+    return (vq)vmull_u32(vmovn_u64((uint64x2_t)a), vdup_n_u32(m));
+#else
+    return (a & 0xffffffffu) * m;
+#endif
 }
 static inline vf vabs(vf a) {
     return (vf)((vi)a & 0x7fffffff);
@@ -213,30 +311,29 @@ static inline float vhmax(vf v) {
     return CZ_REDUCE(v, vmax);
 }
 
-/* 2^n for integer-valued float n in [-252, 254] as two factors 2^h * 2^l
- * (h + l = n, each a normal float): x * 2^h * 2^l, multiplied in that
- * order, is exact up to one final rounding, also when the result is
- * subnormal or near the largest float */
-static inline vf vexp2i(vf n, vf *lo) {
-    vi ni = __builtin_convertvector(n, vi);
-    vi h = ni >> 1, l = ni - h;
-    *lo = (vf)((l + 127) << 23);
-    return (vf)((h + 127) << 23);
-}
-
-/* exp(x) in float: Cody-Waite reduction x = n ln2 + r, |r| <= ln2/2 (ln2
- * split so that n * hi is exact for |n| < 2^8), Taylor polynomial of degree
- * 7 for e^r (truncation r^8/8! < 6e-9 relative), 2^n by exponent bits:
- * within ~2 ulp of expf. x below -104 is raised to -104 (the result
- * underflows to 0 there, as expf's); callers keep x <= 88.7 (every argument
- * in nn_vec.c is <= 0 or clamped), so no upper clamp is spent. n is rounded
- * with the 1.5 * 2^23 trick (valid for |x log2 e| < 2^22). */
-static inline vf vexp(vf x) {
-    x = vmax(x, vsplat(-104.0f));    /* callers keep x <= 88.7 (exp finite) */
+/* exp(x) in float (Cody-Waite reduction, then a polynomial and 2^n), in
+ * three steps so that a caller whose argument comes in parts can reduce it
+ * itself (nn_vec.c, phi_cdf):
+ *   n = vexp_n(x): round(x log2 e) as an integer-valued float, by the
+ *       1.5 * 2^23 trick (valid for |x log2 e| < 2^22);
+ *   r = x - n ln2, with ln2 = CZ_LN2_HI + CZ_LN2_LO split so that n * hi is
+ *       exact for |n| < 2^8, so |r| <= ln2/2 plus rounding;
+ *   vexp_finish(r, n) = e^r 2^n: Taylor polynomial of degree 7 for e^r
+ *       (truncation r^8/8! < 6e-9 relative), then 2^n.
+ * Within ~2 ulp of expf. 2^n: the avx512 copy scales by vscalefps, which
+ * rounds once and so also gives expf's subnormal results (vexp clamps x at
+ * -104, where the result is 0); the other copies build 2^n from exponent
+ * bits, which holds n in [-126, 127], and return 0 below (n <= -127, x
+ * below about -87.7, where expf is subnormal: < 1.2e-38 in absolute terms).
+ * Callers keep x <= 88 (every argument in nn_vec.c is <= 0 or clamped), so
+ * no upper clamp is spent. */
+#define CZ_LN2_HI 0.693145751953125f
+#define CZ_LN2_LO 1.428606765330187e-06f
+static inline vf vexp_n(vf x) {
     const float shift = 12582912.0f; /* 1.5 * 2^23 */
-    vf n = (x * 1.44269504088896341f + shift) - shift;
-    vf r = x - n * 0.693145751953125f;
-    r = r - n * 1.428606765330187e-06f;
+    return (x * 1.44269504088896341f + shift) - shift;
+}
+static inline vf vexp_finish(vf r, vf n) {
     vf p = vsplat(1.0f / 5040.0f);
     p = p * r + 1.0f / 720.0f;
     p = p * r + 1.0f / 120.0f;
@@ -245,8 +342,26 @@ static inline vf vexp(vf x) {
     p = p * r + 0.5f;
     p = p * r + 1.0f;
     p = p * r + 1.0f;
-    vf lo, hi = vexp2i(n, &lo);
-    return (p * hi) * lo;
+#if CZ_X86_512
+    return (vf)_mm512_scalef_ps((__m512)p, (__m512)n);
+#else
+    vi ni = __builtin_convertvector(n, vi);
+    vf two_n = (vf)(((vu)ni + 127u) << 23);
+    return vsel(n > -127.0f, p * two_n, (vf){0}); /* also 0 for NaN */
+#endif
+}
+/* x in [-104, 88]: no clamp */
+static inline vf vexp_in_range(vf x) {
+    vf n = vexp_n(x);
+    vf r = x - n * CZ_LN2_HI;
+    r = r - n * CZ_LN2_LO;
+    return vexp_finish(r, n);
+}
+static inline vf vexp(vf x) {
+#if CZ_X86_512
+    x = vmax(x, vsplat(-104.0f)); /* NaN and -inf too: scalef needs a finite p */
+#endif
+    return vexp_in_range(x);
 }
 
 #endif
