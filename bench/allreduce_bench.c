@@ -6,7 +6,7 @@
  * bytes each rank must move in a bandwidth-optimal all-reduce; NCCL-tests'
  * definition), best of a few repetitions. Then one overlap measurement of
  * the bucketed gradient sync against a simulated backward. */
-#include "cloze/dist.h"
+#include "cloze/comm.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -22,20 +22,20 @@ static void busy(double seconds) {
 
 /* Overlap: backward of `n` floats reported in 64 ranges from the end with
  * `compute` seconds of work in between; how long does finish still wait? */
-static void overlap(const cz_dist *d, size_t n, double bucket_mib, double compute) {
+static void overlap(const cz_comm *d, size_t n, double bucket_mib, double compute) {
     cz_error err;
     cz_grad_sync *gs;
     float *g = cz_alloc(n * sizeof(float), &err);
     if (!g || cz_grad_sync_create(&gs, d, n, bucket_mib * 1024 * 1024, CZ_SYNC_ALLREDUCE,
                                   CZ_ALLREDUCE_RING, &err) != 0)
-        MPI_Abort(d->comm, 1);
+        MPI_Abort(d->mpi, 1);
     double plain = 0, total = 0, wait = 0;
     for (int rep = 0; rep < 3; rep++) {
-        MPI_Barrier(d->comm);
+        MPI_Barrier(d->mpi);
         double t0 = cz_now();
         cz_ring_allreduce(d, g, n, &err);
         plain += cz_now() - t0;
-        MPI_Barrier(d->comm);
+        MPI_Barrier(d->mpi);
         t0 = cz_now();
         cz_grad_sync_begin(gs, g);
         size_t piece = n / 64;
@@ -45,7 +45,7 @@ static void overlap(const cz_dist *d, size_t n, double bucket_mib, double comput
             cz_grad_sync_ready(gs, lo, hi - lo);
         }
         double t1 = cz_now();
-        if (cz_grad_sync_finish(gs, &err) != 0) MPI_Abort(d->comm, 1);
+        if (cz_grad_sync_finish(gs, &err) != 0) MPI_Abort(d->mpi, 1);
         wait += cz_now() - t1;
         total += cz_now() - t0;
     }
@@ -59,33 +59,33 @@ static void overlap(const cz_dist *d, size_t n, double bucket_mib, double comput
     cz_free(g);
 }
 
-static double time_one(const cz_dist *d, int ring, float *buf, size_t n, int iters) {
+static double time_one(const cz_comm *d, int ring, float *buf, size_t n, int iters) {
     cz_error err;
     double best = 1e30;
     for (int rep = 0; rep < 3; rep++) {
-        MPI_Barrier(d->comm);
+        MPI_Barrier(d->mpi);
         double t0 = cz_now();
         for (int i = 0; i < iters; i++) {
             if (ring) {
                 if (cz_ring_allreduce(d, buf, n, &err) != 0) {
                     fprintf(stderr, "%s\n", err.msg);
-                    MPI_Abort(d->comm, 1);
+                    MPI_Abort(d->mpi, 1);
                 }
             } else {
-                MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, d->comm);
+                MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, d->mpi);
             }
         }
         double t = (cz_now() - t0) / iters;
-        MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, d->comm);
+        MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, d->mpi);
         if (t < best) best = t;
     }
     return best;
 }
 
 int main(int argc, char **argv) {
-    cz_dist d;
+    cz_comm d;
     cz_error err;
-    if (cz_dist_init(&d, &argc, &argv, &err) != 0) {
+    if (cz_comm_init(&d, &argc, &argv, &err) != 0) {
         fprintf(stderr, "%s\n", err.msg);
         return 1;
     }
@@ -95,7 +95,7 @@ int main(int argc, char **argv) {
     size_t max_n =
         one_size ? (size_t)atol(argv[2]) : (size_t)(max_mib * 1024 * 1024 / sizeof(float));
     float *buf = cz_alloc(max_n * sizeof(float), &err);
-    if (!buf) MPI_Abort(d.comm, 1);
+    if (!buf) MPI_Abort(d.mpi, 1);
     for (size_t i = 0; i < max_n; i++) buf[i] = 1e-3f * (float)(i % 1000);
     int p = d.size;
     if (d.rank == 0)
@@ -112,6 +112,6 @@ int main(int argc, char **argv) {
     }
     cz_free(buf);
     if (!one_size) overlap(&d, (size_t)4 << 20, 2.0, 0.05);
-    cz_dist_finalize(&d);
+    cz_comm_finalize(&d);
     return 0;
 }

@@ -105,9 +105,9 @@ int main(int argc, char **argv) {
         }
     }
     if (steps < 2) steps = 2;
-    cz_dist d;
+    cz_comm d;
     cz_error err;
-    if (cz_dist_init(&d, &argc, &argv, &err) != 0) {
+    if (cz_comm_init(&d, &argc, &argv, &err) != 0) {
         fprintf(stderr, "optim_bench: %s\n", err.msg);
         return 1;
     }
@@ -168,6 +168,6 @@ int main(int argc, char **argv) {
     free(dt);
     free(ct);
     free(st);
-    cz_dist_finalize(&d);
+    cz_comm_finalize(&d);
     return 0;
 }

@@ -107,16 +107,16 @@ static uint64_t hash(const float *x, size_t n) {
     return cz_fnv1a64(x, n * sizeof(float), CZ_FNV_SEED);
 }
 
-static int same_on_all_ranks(const cz_dist *d, uint64_t h) {
+static int same_on_all_ranks(const cz_comm *d, uint64_t h) {
     uint64_t lo = h, hi = h;
-    MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_UINT64_T, MPI_MIN, d->comm);
-    MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_UINT64_T, MPI_MAX, d->comm);
+    MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_UINT64_T, MPI_MIN, d->mpi);
+    MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_UINT64_T, MPI_MAX, d->mpi);
     return lo == hi;
 }
 
 /* One training step of one placement: local grads, backward-order hook
  * calls (last tensor first), then the optimizer step. */
-static int do_step(const cz_dist *d, cz_optimizer *o, const cz_optim_config *c, float *w, float *g,
+static int do_step(const cz_comm *d, cz_optimizer *o, const cz_optim_config *c, float *w, float *g,
                    int s, int mb, cz_step_report *rep, cz_error *err) {
     for (size_t i = 0; i < N; i++) g[i] = grad_of(d->rank, s, i);
     cz_grad_sync *gs = cz_optimizer_grad_sync(o);
@@ -125,7 +125,7 @@ static int do_step(const cz_dist *d, cz_optimizer *o, const cz_optim_config *c, 
     return cz_optimizer_step(o, w, g, mb, cz_lr_at(c, s, STEPS), rep, err);
 }
 
-static void run(const cz_dist *d, const char *opt, const char *algo) {
+static void run(const cz_comm *d, const char *opt, const char *algo) {
     static const char *places[3] = {"coordinator", "sharded", "replicated"};
     cz_optim_config c = ocfg(opt);
     cz_error err;
@@ -230,9 +230,9 @@ static void run(const cz_dist *d, const char *opt, const char *algo) {
 }
 
 int main(int argc, char **argv) {
-    cz_dist d;
+    cz_comm d;
     cz_error err;
-    if (cz_dist_init(&d, &argc, &argv, &err) != 0) {
+    if (cz_comm_init(&d, &argc, &argv, &err) != 0) {
         fprintf(stderr, "%s\n", err.msg);
         return 1;
     }
@@ -248,8 +248,8 @@ int main(int argc, char **argv) {
     run(&d, "lamb", "ring");
     run(&d, "adamw", "mpi");
     int local = failures, total = 0;
-    MPI_Allreduce(&local, &total, 1, MPI_INT, MPI_SUM, d.comm);
+    MPI_Allreduce(&local, &total, 1, MPI_INT, MPI_SUM, d.mpi);
     if (d.rank == 0 && total == 0) printf("ok (%d ranks)\n", d.size);
-    cz_dist_finalize(&d);
+    cz_comm_finalize(&d);
     return total ? 1 : 0;
 }

@@ -154,7 +154,7 @@ static void step_grads(float *g, size_t n, int s) {
 
 /* Runs STEPS steps with `threads` OpenMP threads; weights into w, norms
  * and clip factors per step into norm[], clip[]. */
-static int run_steps(const cz_dist *d, const char *opt, const char *place, int threads,
+static int run_steps(const cz_comm *d, const char *opt, const char *place, int threads,
                      const cz_param_range *ranges, size_t n, float *w, double *norm, double *clip) {
     cz_optim_config c;
     memset(&c, 0, sizeof c);
@@ -208,7 +208,7 @@ static void old_form(const cz_param_range *ranges, size_t n, float *w, const dou
     free(g), free(m), free(v);
 }
 
-static void test_step(const cz_dist *d) {
+static void test_step(const cz_comm *d) {
     cz_param_range ranges[NT];
     size_t n = 0;
     for (int k = 0; k < NT; k++) {
@@ -246,9 +246,9 @@ static void test_step(const cz_dist *d) {
 }
 
 int main(int argc, char **argv) {
-    cz_dist d;
+    cz_comm d;
     cz_error err;
-    if (cz_dist_init(&d, &argc, &argv, &err) != 0) {
+    if (cz_comm_init(&d, &argc, &argv, &err) != 0) {
         fprintf(stderr, "%s\n", err.msg);
         return 1;
     }
@@ -256,6 +256,6 @@ int main(int argc, char **argv) {
     printf("kernel path: %s\n", cz_kernels_describe());
     test_rules();
     test_step(&d);
-    cz_dist_finalize(&d);
+    cz_comm_finalize(&d);
     return check_finish(NULL);
 }

@@ -2,14 +2,14 @@
  * gradient-norm clipping, and the optimizer placement across ranks
  * (coordinator / sharded / replicated) behind one call per step.
  *
- * Names stay out of dist: the weight-decay rule is turned into a list of
+ * Names stay out of comm: the weight-decay rule is turned into a list of
  * (offset, numel, no_decay) ranges here, once, from the model's tensors. */
 #ifndef CLOZE_OPTIM_H
 #define CLOZE_OPTIM_H
 
 #include "cloze/config.h"
 #include "cloze/core.h"
-#include "cloze/dist.h"
+#include "cloze/comm.h"
 #include "cloze/model.h"
 
 /* One tensor of the flat buffer: LAMB's trust ratio is per range, weight
@@ -125,7 +125,7 @@ typedef struct cz_optimizer cz_optimizer;
 /* n = parameter count; ranges as above (copied). Creates the grad sync
  * (bucket size dist->bucket_mb MiB) whose hook the train loop registers with
  * cz_model_set_grad_hook(m, cz_grad_sync_ready, cz_optimizer_grad_sync(o)). */
-int cz_optimizer_create(cz_optimizer **out, const cz_dist *d, const cz_optim_config *ocfg,
+int cz_optimizer_create(cz_optimizer **out, const cz_comm *d, const cz_optim_config *ocfg,
                         const cz_dist_config *dcfg, size_t n, const cz_param_range *ranges,
                         int n_ranges, cz_error *err);
 void cz_optimizer_free(cz_optimizer *o);

@@ -4,7 +4,7 @@
  *
  * Everything is organised by "segments": the intersections of the tensors
  * (cz_param_range) with the pieces of the bucket layout (bucket k, chunk c;
- * see dist.h). A segment belongs to one tensor and is owned by one rank.
+ * see comm.h). A segment belongs to one tensor and is owned by one rank.
  * Norms are one double partial per segment, summed in segment order, so the
  * same bits come out whether one rank computed every partial (coordinator,
  * replicated) or each rank its own (sharded: the partial table is summed
@@ -38,7 +38,7 @@ typedef struct block {
 } block;
 
 struct cz_optimizer {
-    cz_dist dist;
+    cz_comm comm;
     cz_optim_config cfg;
     cz_optim_kind kind;
     cz_placement place;
@@ -77,8 +77,8 @@ int cz_placement_parse(const char *name, cz_placement *out, cz_error *err) {
 /* Does this rank update segment s? */
 static int mine(const cz_optimizer *o, const segment *s) {
     if (o->place == CZ_PLACE_REPLICATED) return 1;
-    if (o->place == CZ_PLACE_COORDINATOR) return o->dist.rank == 0;
-    return s->owner == o->dist.rank;
+    if (o->place == CZ_PLACE_COORDINATOR) return o->comm.rank == 0;
+    return s->owner == o->comm.rank;
 }
 
 static int build_segments(cz_optimizer *o, cz_error *err) {
@@ -92,7 +92,7 @@ static int build_segments(cz_optimizer *o, cz_error *err) {
         for (int c = 0; c < l->p; c++) {
             size_t poff, pcount;
             cz_piece_range(l, k, c, &poff, &pcount);
-            if (c == o->dist.rank) o->bucket_moff[k] = packed;
+            if (c == o->comm.rank) o->bucket_moff[k] = packed;
             if (pcount == 0) continue;
             /* first tensor that ends after poff (ranges are sorted) */
             int lo = 0, hi = o->n_ranges - 1;
@@ -115,7 +115,7 @@ static int build_segments(cz_optimizer *o, cz_error *err) {
                 s->range = r;
                 s->owner = c;
                 s->moff = a;
-                if (o->place == CZ_PLACE_SHARDED && c == o->dist.rank) {
+                if (o->place == CZ_PLACE_SHARDED && c == o->comm.rank) {
                     s->moff = packed;
                     packed += s->count;
                 }
@@ -124,7 +124,7 @@ static int build_segments(cz_optimizer *o, cz_error *err) {
     }
     if (o->place == CZ_PLACE_SHARDED)
         o->n_moments = packed;
-    else if (o->place == CZ_PLACE_REPLICATED || o->dist.rank == 0)
+    else if (o->place == CZ_PLACE_REPLICATED || o->comm.rank == 0)
         o->n_moments = o->n;
     else
         o->n_moments = 0;
@@ -160,13 +160,13 @@ static void segment_sums(const cz_optimizer *o, const double *bsum, double *part
     for (int b = 0; b < o->n_blk; b++) part[o->blk[b].seg] += bsum[b];
 }
 
-int cz_optimizer_create(cz_optimizer **out, const cz_dist *d, const cz_optim_config *ocfg,
+int cz_optimizer_create(cz_optimizer **out, const cz_comm *d, const cz_optim_config *ocfg,
                         const cz_dist_config *dcfg, size_t n, const cz_param_range *ranges,
                         int n_ranges, cz_error *err) {
     *out = NULL;
     cz_optimizer *o = calloc(1, sizeof *o);
     if (!o) return cz_fail(err, "optim: out of memory");
-    o->dist = *d;
+    o->comm = *d;
     o->cfg = *ocfg;
     o->n = n;
     o->n_ranges = n_ranges;
@@ -248,10 +248,10 @@ void cz_optimizer_set_steps_done(cz_optimizer *o, long t) {
 
 /* Makes the per-segment partials complete on every rank (see top). */
 static int exchange_partials(cz_optimizer *o, double *part, cz_error *err) {
-    if (o->dist.size == 1 || o->place == CZ_PLACE_REPLICATED) return 0;
+    if (o->comm.size == 1 || o->place == CZ_PLACE_REPLICATED) return 0;
     int rc = o->place == CZ_PLACE_SHARDED
-                 ? MPI_Allreduce(MPI_IN_PLACE, part, o->n_seg, MPI_DOUBLE, MPI_SUM, o->dist.comm)
-                 : MPI_Bcast(part, o->n_seg, MPI_DOUBLE, 0, o->dist.comm);
+                 ? MPI_Allreduce(MPI_IN_PLACE, part, o->n_seg, MPI_DOUBLE, MPI_SUM, o->comm.mpi)
+                 : MPI_Bcast(part, o->n_seg, MPI_DOUBLE, 0, o->comm.mpi);
     return rc == MPI_SUCCESS ? 0 : cz_fail(err, "optim: exchange of norm partials failed");
 }
 
@@ -341,34 +341,34 @@ static int lamb_update(cz_optimizer *o, const cz_adam_coef *k, float scale, floa
 
 /* New weights from their updaters to every rank. */
 static int distribute_params(cz_optimizer *o, float *params, cz_error *err) {
-    if (o->dist.size == 1 || o->place == CZ_PLACE_REPLICATED) return 0;
+    if (o->comm.size == 1 || o->place == CZ_PLACE_REPLICATED) return 0;
     if (o->place == CZ_PLACE_COORDINATOR) {
         const size_t block = (size_t)1 << 28;
         for (size_t off = 0; off < o->n; off += block) {
             size_t len = o->n - off < block ? o->n - off : block;
-            if (MPI_Bcast(params + off, (int)len, MPI_FLOAT, 0, o->dist.comm) != MPI_SUCCESS)
+            if (MPI_Bcast(params + off, (int)len, MPI_FLOAT, 0, o->comm.mpi) != MPI_SUCCESS)
                 return cz_fail(err, "optim: broadcast of weights failed at offset %zu", off);
         }
         return 0;
     }
-    int p = o->dist.size;
+    int p = o->comm.size;
     int *counts = calloc((size_t)p, sizeof(int)), *displs = calloc((size_t)p, sizeof(int));
     int rc = counts && displs ? 0 : cz_fail(err, "optim: out of memory");
     for (int k = 0; rc == 0 && k < o->layout.n_buckets; k++) {
         size_t off, count;
         cz_bucket_range(&o->layout, k, &off, &count);
         if (o->algo == CZ_ALLREDUCE_RING) {
-            rc = cz_ring_allgather_comm(o->dist.comm, params + off, count, err);
+            rc = cz_ring_allgather_comm(o->comm.mpi, params + off, count, err);
             continue;
         }
         for (int c = 0; c < p; c++) {
             size_t co, cc;
-            cz_dist_chunk(count, p, c, &co, &cc);
+            cz_comm_chunk(count, p, c, &co, &cc);
             counts[c] = (int)cc;
             displs[c] = (int)co;
         }
         if (MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_FLOAT, params + off, counts, displs, MPI_FLOAT,
-                           o->dist.comm) != MPI_SUCCESS)
+                           o->comm.mpi) != MPI_SUCCESS)
             rc = cz_fail(err, "optim: all-gather of weights failed (bucket %d)", k);
     }
     free(counts);
@@ -409,7 +409,7 @@ int cz_optimizer_step(cz_optimizer *o, float *params, float *grads, int micro_ba
 /* Sharded moments move bucket by bucket: this rank's piece of bucket k is
  * contiguous in its packed arrays at bucket_moff[k]. */
 static int move_sharded(cz_optimizer *o, float *full, float *packed, int gather, cz_error *err) {
-    int p = o->dist.size;
+    int p = o->comm.size;
     int *counts = calloc((size_t)p, sizeof(int)), *displs = calloc((size_t)p, sizeof(int));
     int rc = counts && displs ? 0 : cz_fail(err, "optim: out of memory");
     for (int k = 0; rc == 0 && k < o->layout.n_buckets; k++) {
@@ -417,16 +417,16 @@ static int move_sharded(cz_optimizer *o, float *full, float *packed, int gather,
         cz_bucket_range(&o->layout, k, &boff, &bcount);
         for (int c = 0; c < p; c++) {
             size_t co, cc;
-            cz_dist_chunk(bcount, p, c, &co, &cc);
+            cz_comm_chunk(bcount, p, c, &co, &cc);
             counts[c] = (int)cc;
             displs[c] = (int)co;
         }
-        float *root = o->dist.rank == 0 ? full + boff : NULL;
+        float *root = o->comm.rank == 0 ? full + boff : NULL;
         float *mine_ = packed + o->bucket_moff[k];
-        int r = gather ? MPI_Gatherv(mine_, counts[o->dist.rank], MPI_FLOAT, root, counts, displs,
-                                     MPI_FLOAT, 0, o->dist.comm)
-                       : MPI_Scatterv(root, counts, displs, MPI_FLOAT, mine_, counts[o->dist.rank],
-                                      MPI_FLOAT, 0, o->dist.comm);
+        int r = gather ? MPI_Gatherv(mine_, counts[o->comm.rank], MPI_FLOAT, root, counts, displs,
+                                     MPI_FLOAT, 0, o->comm.mpi)
+                       : MPI_Scatterv(root, counts, displs, MPI_FLOAT, mine_, counts[o->comm.rank],
+                                      MPI_FLOAT, 0, o->comm.mpi);
         if (r != MPI_SUCCESS)
             rc = cz_fail(err, "optim: moments %s failed (bucket %d)", gather ? "gather" : "scatter",
                          k);
@@ -440,7 +440,7 @@ int cz_optimizer_gather_moments(cz_optimizer *o, float *m_out, float *v_out, cz_
     if (o->place == CZ_PLACE_SHARDED) /* packed in bucket order, even on 1 rank */
         return move_sharded(o, m_out, o->m, 1, err) != 0 ? -1
                                                          : move_sharded(o, v_out, o->v, 1, err);
-    if (o->dist.rank == 0) {
+    if (o->comm.rank == 0) {
         memcpy(m_out, o->m, o->n * sizeof(float));
         memcpy(v_out, o->v, o->n * sizeof(float));
     }
@@ -453,16 +453,16 @@ int cz_optimizer_scatter_moments(cz_optimizer *o, const float *m_in, const float
         return move_sharded(o, (float *)m_in, o->m, 0, err) != 0
                    ? -1
                    : move_sharded(o, (float *)v_in, o->v, 0, err);
-    if (o->dist.rank == 0) {
+    if (o->comm.rank == 0) {
         memcpy(o->m, m_in, o->n * sizeof(float));
         memcpy(o->v, v_in, o->n * sizeof(float));
     }
-    if (o->place == CZ_PLACE_REPLICATED && o->dist.size > 1) {
+    if (o->place == CZ_PLACE_REPLICATED && o->comm.size > 1) {
         const size_t block = (size_t)1 << 28;
         for (size_t off = 0; off < o->n; off += block) {
             int len = (int)(o->n - off < block ? o->n - off : block);
-            if (MPI_Bcast(o->m + off, len, MPI_FLOAT, 0, o->dist.comm) != MPI_SUCCESS ||
-                MPI_Bcast(o->v + off, len, MPI_FLOAT, 0, o->dist.comm) != MPI_SUCCESS)
+            if (MPI_Bcast(o->m + off, len, MPI_FLOAT, 0, o->comm.mpi) != MPI_SUCCESS ||
+                MPI_Bcast(o->v + off, len, MPI_FLOAT, 0, o->comm.mpi) != MPI_SUCCESS)
                 return cz_fail(err, "optim: moments broadcast failed at offset %zu", off);
         }
     }

@@ -42,14 +42,14 @@ static void bcast_floats(float *buf, size_t n, MPI_Comm comm) {
 int cz_run_save_checkpoint(cz_run *r, cz_error *err) {
     float *m = NULL, *v = NULL;
     int rc = 0;
-    if (r->dist.rank == 0) {
+    if (r->comm.rank == 0) {
         m = cz_alloc(sizeof(float) * r->n_params, err);
         v = m ? cz_alloc(sizeof(float) * r->n_params, err) : NULL;
         if (!v) rc = -1;
     }
-    MPI_Bcast(&rc, 1, MPI_INT, 0, r->dist.comm);
+    MPI_Bcast(&rc, 1, MPI_INT, 0, r->comm.mpi);
     if (rc == 0) rc = cz_optimizer_gather_moments(r->opt, m, v, err);
-    if (rc == 0 && r->dist.rank == 0) {
+    if (rc == 0 && r->comm.rank == 0) {
         cz_run_state st = {CZ_RUN_STATE_VERSION,
                            (uint64_t)r->step,
                            r->samples_done,
@@ -57,7 +57,7 @@ int cz_run_save_checkpoint(cz_run *r, cz_error *err) {
                            (uint64_t)r->bad_total,
                            r->cfg.train.seed,
                            r->n_params,
-                           (uint64_t)r->dist.size};
+                           (uint64_t)r->comm.size};
         char *config_text = cz_config_to_string(&r->cfg);
         size_t bytes = sizeof(float) * r->n_params;
         int64_t step_le = r->step; /* little-endian hosts only (see shard.h) */
@@ -81,10 +81,10 @@ int cz_run_save_checkpoint(cz_run *r, cz_error *err) {
     cz_free(v);
     /* every rank learns whether the coordinator's write worked */
     char msg[CZ_ERROR_MAX] = {0};
-    if (r->dist.rank == 0 && rc != 0) snprintf(msg, sizeof msg, "%s", err->msg);
-    MPI_Bcast(&rc, 1, MPI_INT, 0, r->dist.comm);
+    if (r->comm.rank == 0 && rc != 0) snprintf(msg, sizeof msg, "%s", err->msg);
+    MPI_Bcast(&rc, 1, MPI_INT, 0, r->comm.mpi);
     if (rc != 0) {
-        MPI_Bcast(msg, sizeof msg, MPI_CHAR, 0, r->dist.comm);
+        MPI_Bcast(msg, sizeof msg, MPI_CHAR, 0, r->comm.mpi);
         return cz_fail(err, "%s", msg);
     }
     return 0;
@@ -174,21 +174,21 @@ int cz_run_resume(cz_run *r, const char *resume, cz_error *err) {
     memset(&st, 0, sizeof st);
     float *m = NULL, *v = NULL;
     char msg[CZ_ERROR_MAX] = {0};
-    if (r->dist.rank == 0) {
+    if (r->comm.rank == 0) {
         found = choose_checkpoint(r, resume, path, sizeof path, err);
         if (found == 1 && load_on_coordinator(r, path, &st, &m, &v, err) != 0) found = -1;
         if (found < 0) snprintf(msg, sizeof msg, "%s", err->msg);
     }
-    MPI_Bcast(&found, 1, MPI_INT, 0, r->dist.comm);
+    MPI_Bcast(&found, 1, MPI_INT, 0, r->comm.mpi);
     if (found < 0) {
         cz_free(m);
         cz_free(v);
-        MPI_Bcast(msg, sizeof msg, MPI_CHAR, 0, r->dist.comm);
+        MPI_Bcast(msg, sizeof msg, MPI_CHAR, 0, r->comm.mpi);
         return cz_fail(err, "%s", msg);
     }
     if (found == 0) return 0;
-    MPI_Bcast(&st, sizeof st, MPI_BYTE, 0, r->dist.comm);
-    bcast_floats(cz_model_params(r->model), r->n_params, r->dist.comm);
+    MPI_Bcast(&st, sizeof st, MPI_BYTE, 0, r->comm.mpi);
+    bcast_floats(cz_model_params(r->model), r->n_params, r->comm.mpi);
     int rc = cz_optimizer_scatter_moments(r->opt, m, v, err);
     cz_free(m);
     cz_free(v);
@@ -197,9 +197,9 @@ int cz_run_resume(cz_run *r, const char *resume, cz_error *err) {
     r->step = (long)st.step;
     r->samples_done = st.samples_done;
     r->bad_total = (long)st.bad_total;
-    if (r->dist.rank == 0)
+    if (r->comm.rank == 0)
         cz_info("resumed from %s: step %ld, sample %llu (written by %llu rank(s), now %d)", path,
                 r->step, (unsigned long long)r->samples_done, (unsigned long long)st.world_size,
-                r->dist.size);
+                r->comm.size);
     return 1;
 }

@@ -6,7 +6,7 @@
 #include <string.h>
 
 void cz_metrics_open(cz_run *r) {
-    if (r->dist.rank != 0) return;
+    if (r->comm.rank != 0) return;
     char path[CZ_PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/metrics.jsonl", r->cfg.train.run_dir);
     r->metrics = fopen(path, "a");
@@ -33,10 +33,10 @@ static double ratio(long num, long den) {
 }
 
 void cz_metrics_step(cz_run *r, const cz_step_stats *s) {
-    if (r->dist.rank != 0) return;
+    if (r->comm.rank != 0) return;
     const int bert = r->cfg.model.arch == CZ_ARCH_BERT;
     double tokens_per_s = s->tokens / s->seconds;
-    double mfu = s->flops / s->seconds / (r->peak_gflops * 1e9 * r->dist.size);
+    double mfu = s->flops / s->seconds / (r->peak_gflops * 1e9 * r->comm.size);
     double done = (double)(s->step + 1 - r->first_step);
     double eta = done > 0 ? r->elapsed / done * (double)(r->cfg.train.steps - s->step - 1) : 0;
     if (r->metrics) {
@@ -81,7 +81,7 @@ void cz_metrics_step(cz_run *r, const cz_step_stats *s) {
 }
 
 void cz_metrics_eval(cz_run *r, long step, const cz_eval_stats *e) {
-    if (r->dist.rank != 0) return;
+    if (r->comm.rank != 0) return;
     const int bert = r->cfg.model.arch == CZ_ARCH_BERT;
     double mlm_loss = e->mlm_count ? e->mlm_loss_sum / (double)e->mlm_count : 0;
     double lm_loss = e->lm_count ? e->lm_loss_sum / (double)e->lm_count : 0;

@@ -33,7 +33,7 @@ static int threads_per_rank(const cz_run *r) {
     if (r->cfg.train.threads > 0) return r->cfg.train.threads;
     MPI_Comm node;
     int local = 1;
-    MPI_Comm_split_type(r->dist.comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    MPI_Comm_split_type(r->comm.mpi, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
     MPI_Comm_size(node, &local);
     MPI_Comm_free(&node);
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
@@ -51,13 +51,13 @@ static int make_phase(const cz_run *r, int which, cz_phase *ph, cz_error *err) {
     ph->micro_batch =
         which == 1 && d->phase2_micro_batch > 0 ? d->phase2_micro_batch : t->micro_batch;
     if (r->cfg.model.arch == CZ_ARCH_GPT) ph->max_pred = 0;
-    long per_step = (long)ph->micro_batch * r->dist.size;
+    long per_step = (long)ph->micro_batch * r->comm.size;
     if (ph->global_batch % per_step != 0)
         return cz_fail(err,
                        "%sglobal_batch=%d is not divisible by micro_batch x ranks = %d x %d; "
                        "choose a global batch that is a multiple of %ld",
                        which ? "phase 2: " : "train.", ph->global_batch, ph->micro_batch,
-                       r->dist.size, per_step);
+                       r->comm.size, per_step);
     ph->accum = (int)(ph->global_batch / per_step);
     ph->micro_batches = ph->global_batch / ph->micro_batch;
     return 0;
@@ -133,7 +133,7 @@ static int setup(cz_run *r, const cz_config *cfg, const cz_train_options *opt, c
     r->cfg = *cfg;
     r->quiet = opt->quiet;
     r->inject_nan_steps = getenv("CLOZE_INJECT_NAN_STEPS");
-    if (cz_dist_from_comm(&r->dist, MPI_COMM_WORLD, err) != 0) return -1;
+    if (cz_comm_from_mpi(&r->comm, MPI_COMM_WORLD, err) != 0) return -1;
     r->threads = threads_per_rank(r);
     omp_set_num_threads(r->threads);
 
@@ -179,14 +179,14 @@ static int setup(cz_run *r, const cz_config *cfg, const cz_train_options *opt, c
     const cz_tensor_info *t0 = cz_model_tensor(r->model, 0);
     if (cz_optim_ranges_from_tensors(t0, nt, &r->cfg.optim, r->ranges, err) != 0) return -1;
     r->n_ranges = nt;
-    if (cz_optimizer_create(&r->opt, &r->dist, &r->cfg.optim, &r->cfg.dist, r->n_params, r->ranges,
+    if (cz_optimizer_create(&r->opt, &r->comm, &r->cfg.optim, &r->cfg.dist, r->n_params, r->ranges,
                             r->n_ranges, err) != 0)
         return -1;
 
     r->peak_gflops = t->peak_gflops > 0 ? t->peak_gflops : measure_peak_gflops(r->gemm, err);
     if (r->peak_gflops < 0) return -1;
 
-    if (r->dist.rank == 0) {
+    if (r->comm.rank == 0) {
         if (make_dirs(t->run_dir, err) != 0) return -1;
         char path[CZ_PATH_MAX + 32];
         snprintf(path, sizeof path, "%s/config.cfg", t->run_dir);
@@ -195,10 +195,10 @@ static int setup(cz_run *r, const cz_config *cfg, const cz_train_options *opt, c
                 "(%.0f GFLOP/s per rank)",
                 r->cfg.source, r->cfg.model.arch == CZ_ARCH_BERT ? "BERT" : "GPT",
                 r->cfg.model.layers, r->cfg.model.hidden, r->cfg.model.heads,
-                (double)r->n_params / 1e6, r->dist.size, r->threads, cz_gemm_describe(r->gemm),
+                (double)r->n_params / 1e6, r->comm.size, r->threads, cz_gemm_describe(r->gemm),
                 r->peak_gflops);
         cz_info("batch: global %d = micro %d x %d rank(s) x %d accumulation, seq %d, %ld steps",
-                r->phase[0].global_batch, r->phase[0].micro_batch, r->dist.size, r->phase[0].accum,
+                r->phase[0].global_batch, r->phase[0].micro_batch, r->comm.size, r->phase[0].accum,
                 r->phase[0].seq, t->steps);
         if (r->phase2_start < t->steps)
             cz_info("phase 2 from step %ld: seq %d, max_pred %d, global batch %d",
@@ -206,7 +206,7 @@ static int setup(cz_run *r, const cz_config *cfg, const cz_train_options *opt, c
                     r->phase[1].global_batch);
         log_memory_plan(r, max_b, max_t);
     }
-    MPI_Barrier(r->dist.comm);
+    MPI_Barrier(r->comm.mpi);
     return 0;
 }
 
@@ -254,7 +254,7 @@ static void reduce_step_stats(cz_run *r, cz_step_stats *s, int micro_batches) {
                    (double)s->mlm_count,
                    (double)s->nsp_correct,
                    (double)s->nsp_count};
-    MPI_Allreduce(MPI_IN_PLACE, v, 8, MPI_DOUBLE, MPI_SUM, r->dist.comm);
+    MPI_Allreduce(MPI_IN_PLACE, v, 8, MPI_DOUBLE, MPI_SUM, r->comm.mpi);
     s->loss = v[0] / micro_batches;
     s->mlm_loss = v[1] / micro_batches;
     s->nsp_loss = v[2] / micro_batches;
@@ -296,7 +296,7 @@ static int train_step(cz_run *r, cz_step_stats *s, cz_error *err) {
      * same micro-batches whatever the rank count (1 rank x accumulation 2 ==
      * 2 ranks x accumulation 1) */
     for (int a = 0; a < ph->accum; a++) {
-        int m = a * r->dist.size + r->dist.rank;
+        int m = a * r->comm.size + r->comm.rank;
         uint64_t first = r->samples_done + (uint64_t)m * (uint64_t)ph->micro_batch;
         if (build_micro_batch(buf, r->train_data, first, ph->micro_batch, ph->seq, ph->max_pred,
                               err) != 0)
@@ -353,7 +353,7 @@ static int evaluate(cz_run *r, cz_error *err) {
     cz_eval_stats e;
     memset(&e, 0, sizeof e);
     int batches = r->cfg.train.eval_batches > 0 ? r->cfg.train.eval_batches : 1;
-    for (int m = r->dist.rank; m < batches; m += r->dist.size) {
+    for (int m = r->comm.rank; m < batches; m += r->comm.size) {
         uint64_t first = (uint64_t)m * (uint64_t)ph->micro_batch;
         if (build_micro_batch(buf, r->eval_data, first, ph->micro_batch, ph->seq, ph->max_pred,
                               err) != 0)
@@ -375,7 +375,7 @@ static int evaluate(cz_run *r, cz_error *err) {
     double v[8] = {e.mlm_loss_sum,      e.lm_loss_sum,         (double)e.mlm_correct,
                    (double)e.mlm_count, (double)e.nsp_correct, (double)e.nsp_count,
                    (double)e.lm_count,  (double)e.samples};
-    MPI_Allreduce(MPI_IN_PLACE, v, 8, MPI_DOUBLE, MPI_SUM, r->dist.comm);
+    MPI_Allreduce(MPI_IN_PLACE, v, 8, MPI_DOUBLE, MPI_SUM, r->comm.mpi);
     e.mlm_loss_sum = v[0];
     e.lm_loss_sum = v[1];
     e.mlm_correct = (long)v[2];
@@ -392,7 +392,7 @@ static int evaluate(cz_run *r, cz_error *err) {
 
 static int stop_requested_everywhere(cz_run *r) {
     int flag = cz_signals_pending();
-    MPI_Allreduce(MPI_IN_PLACE, &flag, 1, MPI_INT, MPI_MAX, r->dist.comm);
+    MPI_Allreduce(MPI_IN_PLACE, &flag, 1, MPI_INT, MPI_MAX, r->comm.mpi);
     return flag;
 }
 
@@ -405,14 +405,14 @@ static void report_peak_memory(cz_run *r, const char *key, const char *what) {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     double mib = (double)ru.ru_maxrss / 1024.0, max_mib = mib, sum_mib = mib;
-    MPI_Allreduce(MPI_IN_PLACE, &max_mib, 1, MPI_DOUBLE, MPI_MAX, r->dist.comm);
-    MPI_Allreduce(MPI_IN_PLACE, &sum_mib, 1, MPI_DOUBLE, MPI_SUM, r->dist.comm);
-    if (r->dist.rank != 0) return;
+    MPI_Allreduce(MPI_IN_PLACE, &max_mib, 1, MPI_DOUBLE, MPI_MAX, r->comm.mpi);
+    MPI_Allreduce(MPI_IN_PLACE, &sum_mib, 1, MPI_DOUBLE, MPI_SUM, r->comm.mpi);
+    if (r->comm.rank != 0) return;
     cz_info("peak memory per rank%s: max %.0f MiB, mean %.0f MiB", what, max_mib,
-            sum_mib / r->dist.size);
+            sum_mib / r->comm.size);
     if (r->metrics) {
         fprintf(r->metrics, "{\"%s_mib_max\":%.1f,\"%s_mib_mean\":%.1f}\n", key, max_mib, key,
-                sum_mib / r->dist.size);
+                sum_mib / r->comm.size);
         fflush(r->metrics);
     }
 }
@@ -423,7 +423,7 @@ static int run_loop(cz_run *r, cz_error *err) {
     double loop_start = cz_now();
     long last_ckpt = r->step;
     while (r->step < t->steps) {
-        if (r->step == r->phase2_start && r->step > 0 && r->dist.rank == 0)
+        if (r->step == r->phase2_start && r->step > 0 && r->comm.rank == 0)
             cz_info("step %ld: entering phase 2 (seq %d)", r->step + 1, r->phase[1].seq);
         cz_step_stats s;
         if (train_step(r, &s, err) != 0) return -1;
@@ -456,14 +456,14 @@ static int run_loop(cz_run *r, cz_error *err) {
             last_ckpt = r->step;
         }
         if (stop) {
-            if (r->dist.rank == 0)
+            if (r->comm.rank == 0)
                 cz_info("stop requested by signal: checkpoint at step %ld written, exiting; "
                         "continue with --resume auto",
                         r->step);
             return 0;
         }
         if (sliced) {
-            if (r->dist.rank == 0)
+            if (r->comm.rank == 0)
                 cz_info("train.stop_after_steps=%ld reached: checkpoint at step %ld written; "
                         "continue with --resume auto",
                         t->stop_after_steps, r->step);
@@ -473,7 +473,7 @@ static int run_loop(cz_run *r, cz_error *err) {
     report_peak_memory(r, "peak_rss_train", " (training steps)");
     if (evaluate(r, err) != 0) return -1;
     if (last_ckpt != r->step && cz_run_save_checkpoint(r, err) != 0) return -1;
-    if (r->dist.rank == 0) {
+    if (r->comm.rank == 0) {
         char buf[32];
         cz_info("done: %ld steps in %s (%ld non-finite)", t->steps,
                 cz_format_duration(r->elapsed, buf, sizeof buf), r->bad_total);

@@ -5,7 +5,7 @@
 #include "cloze/ckpt.h"
 #include "cloze/config.h"
 #include "cloze/data.h"
-#include "cloze/dist.h"
+#include "cloze/comm.h"
 #include "cloze/kernels.h"
 #include "cloze/model.h"
 #include "cloze/optim.h"
@@ -21,7 +21,7 @@ typedef struct cz_phase {
 
 typedef struct cz_run {
     cz_config cfg;
-    cz_dist dist;
+    cz_comm comm;
     int threads;
     int quiet;
     cz_gemm_ctx *gemm;

@@ -1,4 +1,4 @@
-/* dist: ring all-reduce / reduce-scatter / all-gather and the bucketed
+/* comm: ring all-reduce / reduce-scatter / all-gather and the bucketed
  * gradient sync, as real MPI jobs (1..5 ranks).
  * References are computed independently on every rank: each rank can
  * regenerate every other rank's input from the RNG keyed by that rank.
@@ -6,7 +6,7 @@
  *  - random floats: the documented ring order (((g[c+1] + g[c+2]) + ...) + g[c])
  *    recomputed here must match bit for bit, and a double sum within rounding;
  *  - every rank must hold the same bits (hashes gathered and compared). */
-#include "cloze/dist.h"
+#include "cloze/comm.h"
 #include "cloze/rng.h"
 
 #include <math.h>
@@ -43,10 +43,10 @@ static void fill(float *buf, size_t n, int integer, int r, int t) {
     for (size_t i = 0; i < n; i++) buf[i] = input(integer, r, i, t);
 }
 
-static int same_on_all_ranks(const cz_dist *d, const float *buf, size_t n) {
+static int same_on_all_ranks(const cz_comm *d, const float *buf, size_t n) {
     uint64_t h = cz_fnv1a64(buf, n * sizeof(float), CZ_FNV_SEED);
     uint64_t *all = calloc((size_t)d->size, sizeof *all);
-    MPI_Allgather(&h, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, d->comm);
+    MPI_Allgather(&h, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, d->mpi);
     int ok = 1;
     for (int r = 0; r < d->size; r++) ok &= all[r] == h;
     free(all);
@@ -57,13 +57,13 @@ static int same_on_all_ranks(const cz_dist *d, const float *buf, size_t n) {
 static int chunk_of(size_t n, int p, size_t i) {
     for (int c = 0; c < p; c++) {
         size_t off, cnt;
-        cz_dist_chunk(n, p, c, &off, &cnt);
+        cz_comm_chunk(n, p, c, &off, &cnt);
         if (i >= off && i < off + cnt) return c;
     }
     return -1;
 }
 
-static void test_allreduce(const cz_dist *d, size_t n, int t) {
+static void test_allreduce(const cz_comm *d, size_t n, int t) {
     int p = d->size;
     float *buf = malloc((n + 1) * sizeof(float));
     cz_error err;
@@ -102,7 +102,7 @@ static void test_allreduce(const cz_dist *d, size_t n, int t) {
     fill(buf, n, 0, d->rank, t);
     CHECK(cz_ring_reduce_scatter(d, buf, n, &err) == 0, "%s", err.msg);
     size_t off, cnt, bad = 0;
-    cz_dist_chunk(n, p, d->rank, &off, &cnt);
+    cz_comm_chunk(n, p, d->rank, &off, &cnt);
     for (size_t i = off; i < off + cnt; i++) bad += buf[i] != ring_order_sum(0, p, d->rank, i, t);
     CHECK(bad == 0, "reduce-scatter n=%zu: %zu wrong", n, bad);
     /* all-gather alone: each rank contributes its chunk of rank-keyed values */
@@ -134,7 +134,7 @@ static void feed_backward(cz_grad_sync *gs, size_t n, int scramble, int rank) {
     }
 }
 
-static void test_grad_sync(const cz_dist *d, cz_allreduce_algo algo) {
+static void test_grad_sync(const cz_comm *d, cz_allreduce_algo algo) {
     const size_t n = 10007;
     int p = d->size;
     cz_error err;
@@ -196,9 +196,9 @@ static void test_grad_sync(const cz_dist *d, cz_allreduce_algo algo) {
 }
 
 int main(int argc, char **argv) {
-    cz_dist d;
+    cz_comm d;
     cz_error err;
-    if (cz_dist_init(&d, &argc, &argv, &err) != 0) {
+    if (cz_comm_init(&d, &argc, &argv, &err) != 0) {
         fprintf(stderr, "%s\n", err.msg);
         return 1;
     }
@@ -210,9 +210,9 @@ int main(int argc, char **argv) {
     test_grad_sync(&d, CZ_ALLREDUCE_RING);
     test_grad_sync(&d, CZ_ALLREDUCE_MPI);
     int local = failures, total = 0;
-    MPI_Allreduce(&local, &total, 1, MPI_INT, MPI_SUM, d.comm);
+    MPI_Allreduce(&local, &total, 1, MPI_INT, MPI_SUM, d.mpi);
     if (d.rank == 0 && total == 0)
         printf("ok (%d ranks, thread level %d)\n", d.size, d.thread_level);
-    cz_dist_finalize(&d);
+    cz_comm_finalize(&d);
     return total ? 1 : 0;
 }

@@ -1,4 +1,4 @@
-/* dist: ring reduce-scatter and all-gather over MPI point-to-point
+/* comm: ring reduce-scatter and all-gather over MPI point-to-point
  * (Patarasuk & Yuan 2009; the bandwidth-optimal ring: each rank sends
  * 2(p-1)/p of the buffer in an all-reduce).
  *
@@ -11,7 +11,7 @@
  * is copied, never recomputed, so every rank ends with the owner's bits.
  * Each step is pipelined in pieces of CZ_RING_PIPE floats: all receives
  * are posted first and each piece is added as soon as it has arrived. */
-#include "cloze/dist.h"
+#include "cloze/comm.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -51,7 +51,7 @@ int cz_ring_reduce_scatter_comm(MPI_Comm comm, float *buf, size_t n, float *scra
     MPI_Comm_size(comm, &p);
     if (p == 1 || n == 0) return 0;
     size_t max_chunk, dummy;
-    cz_dist_chunk(n, p, 0, &dummy, &max_chunk);
+    cz_comm_chunk(n, p, 0, &dummy, &max_chunk);
     size_t np = n_pieces(max_chunk);
     float *tmp = scratch ? scratch : cz_alloc(max_chunk * sizeof(float), err);
     MPI_Request *sreq = calloc(np + 1, sizeof *sreq), *rreq = calloc(np + 1, sizeof *rreq);
@@ -64,8 +64,8 @@ int cz_ring_reduce_scatter_comm(MPI_Comm comm, float *buf, size_t n, float *scra
     for (int s = 0; s < p - 1; s++) {
         int sc = ((rank - 1 - s) % p + 2 * p) % p, rc_ = ((rank - 2 - s) % p + 2 * p) % p;
         size_t soff, scount, roff, rcount;
-        cz_dist_chunk(n, p, sc, &soff, &scount);
-        cz_dist_chunk(n, p, rc_, &roff, &rcount);
+        cz_comm_chunk(n, p, sc, &soff, &scount);
+        cz_comm_chunk(n, p, rc_, &roff, &rcount);
         if (post_recvs(comm, tmp, rcount, prev, s, rreq) != 0 ||
             post_sends(comm, buf + soff, scount, next, s, sreq) != 0) {
             rc = cz_fail(err, "ring reduce-scatter: step %d: MPI post failed", s);
@@ -99,7 +99,7 @@ int cz_ring_allgather_comm(MPI_Comm comm, float *buf, size_t n, cz_error *err) {
     MPI_Comm_size(comm, &p);
     if (p == 1 || n == 0) return 0;
     size_t max_chunk, dummy;
-    cz_dist_chunk(n, p, 0, &dummy, &max_chunk);
+    cz_comm_chunk(n, p, 0, &dummy, &max_chunk);
     size_t np = n_pieces(max_chunk);
     MPI_Request *req = calloc(2 * np + 2, sizeof *req);
     if (!req) return cz_fail(err, "ring all-gather: out of memory");
@@ -107,8 +107,8 @@ int cz_ring_allgather_comm(MPI_Comm comm, float *buf, size_t n, cz_error *err) {
     for (int s = 0; s < p - 1; s++) {
         int sc = ((rank - s) % p + p) % p, rc_ = ((rank - s - 1) % p + p) % p;
         size_t soff, scount, roff, rcount;
-        cz_dist_chunk(n, p, sc, &soff, &scount);
-        cz_dist_chunk(n, p, rc_, &roff, &rcount);
+        cz_comm_chunk(n, p, sc, &soff, &scount);
+        cz_comm_chunk(n, p, rc_, &roff, &rcount);
         size_t nr = n_pieces(rcount), ns = n_pieces(scount);
         if (post_recvs(comm, buf + roff, rcount, prev, s, req) != 0 ||
             post_sends(comm, buf + soff, scount, next, s, req + nr) != 0 ||
@@ -122,25 +122,25 @@ int cz_ring_allgather_comm(MPI_Comm comm, float *buf, size_t n, cz_error *err) {
     return rc;
 }
 
-int cz_ring_reduce_scatter(const cz_dist *d, float *buf, size_t n, cz_error *err) {
-    return cz_ring_reduce_scatter_comm(d->comm, buf, n, NULL, err);
+int cz_ring_reduce_scatter(const cz_comm *d, float *buf, size_t n, cz_error *err) {
+    return cz_ring_reduce_scatter_comm(d->mpi, buf, n, NULL, err);
 }
 
-int cz_ring_allgather(const cz_dist *d, float *buf, size_t n, cz_error *err) {
-    return cz_ring_allgather_comm(d->comm, buf, n, err);
+int cz_ring_allgather(const cz_comm *d, float *buf, size_t n, cz_error *err) {
+    return cz_ring_allgather_comm(d->mpi, buf, n, err);
 }
 
-int cz_ring_allreduce(const cz_dist *d, float *buf, size_t n, cz_error *err) {
-    if (cz_ring_reduce_scatter_comm(d->comm, buf, n, NULL, err) != 0) return -1;
-    return cz_ring_allgather_comm(d->comm, buf, n, err);
+int cz_ring_allreduce(const cz_comm *d, float *buf, size_t n, cz_error *err) {
+    if (cz_ring_reduce_scatter_comm(d->mpi, buf, n, NULL, err) != 0) return -1;
+    return cz_ring_allgather_comm(d->mpi, buf, n, err);
 }
 
-int cz_allreduce(const cz_dist *d, cz_allreduce_algo algo, float *buf, size_t n, cz_error *err) {
+int cz_allreduce(const cz_comm *d, cz_allreduce_algo algo, float *buf, size_t n, cz_error *err) {
     if (algo == CZ_ALLREDUCE_RING) return cz_ring_allreduce(d, buf, n, err);
     const size_t block = (size_t)1 << 28;
     for (size_t off = 0; off < n; off += block) {
         int len = (int)(n - off < block ? n - off : block);
-        if (MPI_Allreduce(MPI_IN_PLACE, buf + off, len, MPI_FLOAT, MPI_SUM, d->comm) != MPI_SUCCESS)
+        if (MPI_Allreduce(MPI_IN_PLACE, buf + off, len, MPI_FLOAT, MPI_SUM, d->mpi) != MPI_SUCCESS)
             return cz_fail(err, "MPI_Allreduce failed at offset %zu", off);
     }
     return 0;

@@ -1,4 +1,4 @@
-/* dist: gradient synchronisation in buckets, overlapped with backward.
+/* comm: gradient synchronisation in buckets, overlapped with backward.
  *
  * Choice: a communication thread (needs MPI_THREAD_MULTIPLE, because the
  * main thread may still call MPI, e.g. for the loss) on its own duplicated
@@ -8,7 +8,7 @@
  * same message sequence whatever order the hook reports ranges in (no
  * deadlock), and each bucket's bits come from the fixed ring order. Without
  * MPI_THREAD_MULTIPLE, cz_grad_sync_finish reduces all buckets itself. */
-#include "cloze/dist.h"
+#include "cloze/comm.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -46,7 +46,7 @@ static int bucket_complete(const cz_grad_sync *gs, int k) {
 static int gather_to_root(cz_grad_sync *gs, float *b, size_t count, cz_error *err) {
     for (int c = 0; c < gs->p; c++) {
         size_t off, cnt;
-        cz_dist_chunk(count, gs->p, c, &off, &cnt);
+        cz_comm_chunk(count, gs->p, c, &off, &cnt);
         gs->counts[c] = (int)cnt;
         gs->displs[c] = (int)off;
     }
@@ -78,11 +78,11 @@ static int reduce_bucket(cz_grad_sync *gs, int k, cz_error *err) {
     } else {
         for (int c = 0; c < gs->p; c++) {
             size_t o, cnt;
-            cz_dist_chunk(count, gs->p, c, &o, &cnt);
+            cz_comm_chunk(count, gs->p, c, &o, &cnt);
             gs->counts[c] = (int)cnt;
         }
         size_t o, cnt;
-        cz_dist_chunk(count, gs->p, gs->rank, &o, &cnt);
+        cz_comm_chunk(count, gs->p, gs->rank, &o, &cnt);
         rc = MPI_Reduce_scatter(b, gs->scratch, gs->counts, MPI_FLOAT, MPI_SUM, gs->comm);
         if (rc == MPI_SUCCESS) memcpy(b + o, gs->scratch, cnt * sizeof(float));
     }
@@ -116,7 +116,7 @@ static void *comm_thread(void *arg) {
     return NULL;
 }
 
-int cz_grad_sync_create(cz_grad_sync **out, const cz_dist *d, size_t n, double bucket_bytes,
+int cz_grad_sync_create(cz_grad_sync **out, const cz_comm *d, size_t n, double bucket_bytes,
                         cz_sync_mode mode, cz_allreduce_algo algo, cz_error *err) {
     *out = NULL;
     cz_grad_sync *gs = calloc(1, sizeof *gs);
@@ -130,13 +130,13 @@ int cz_grad_sync_create(cz_grad_sync **out, const cz_dist *d, size_t n, double b
     gs->counts = calloc((size_t)d->size, sizeof(int));
     gs->displs = calloc((size_t)d->size, sizeof(int));
     size_t max_chunk, dummy;
-    cz_dist_chunk(gs->layout.bucket, d->size, 0, &dummy, &max_chunk);
+    cz_comm_chunk(gs->layout.bucket, d->size, 0, &dummy, &max_chunk);
     gs->scratch = cz_alloc((max_chunk + 1) * sizeof(float), err);
     if (!gs->ready || !gs->counts || !gs->displs || !gs->scratch) {
         cz_grad_sync_free(gs);
         return cz_fail(err, "grad sync: out of memory");
     }
-    if (MPI_Comm_dup(d->comm, &gs->comm) != MPI_SUCCESS) {
+    if (MPI_Comm_dup(d->mpi, &gs->comm) != MPI_SUCCESS) {
         gs->comm = MPI_COMM_NULL;
         cz_grad_sync_free(gs);
         return cz_fail(err, "grad sync: MPI_Comm_dup failed");

@@ -1,40 +1,40 @@
-/* dist: MPI world setup and the bucket/chunk layout shared by every
- * collective and every optimizer placement (see include/cloze/dist.h). */
-#include "cloze/dist.h"
+/* comm: MPI world setup and the bucket/chunk layout shared by every
+ * collective and every optimizer placement (see include/cloze/comm.h). */
+#include "cloze/comm.h"
 
 #include <string.h>
 
-int cz_dist_from_comm(cz_dist *d, MPI_Comm comm, cz_error *err) {
+int cz_comm_from_mpi(cz_comm *d, MPI_Comm comm, cz_error *err) {
     memset(d, 0, sizeof *d);
     int provided = MPI_THREAD_SINGLE;
     MPI_Query_thread(&provided);
     d->thread_level = provided;
     /* our own duplicate: our tags can never match the caller's messages */
-    if (MPI_Comm_dup(comm, &d->comm) != MPI_SUCCESS)
-        return cz_fail(err, "dist: MPI_Comm_dup failed");
-    MPI_Comm_rank(d->comm, &d->rank);
-    MPI_Comm_size(d->comm, &d->size);
+    if (MPI_Comm_dup(comm, &d->mpi) != MPI_SUCCESS)
+        return cz_fail(err, "comm: MPI_Comm_dup failed");
+    MPI_Comm_rank(d->mpi, &d->rank);
+    MPI_Comm_size(d->mpi, &d->size);
     return 0;
 }
 
-int cz_dist_init(cz_dist *d, int *argc, char ***argv, cz_error *err) {
+int cz_comm_init(cz_comm *d, int *argc, char ***argv, cz_error *err) {
     int provided = MPI_THREAD_SINGLE;
     if (MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS)
-        return cz_fail(err, "dist: MPI_Init_thread failed");
+        return cz_fail(err, "comm: MPI_Init_thread failed");
     /* errors come back as return codes, so that they carry our message */
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-    if (cz_dist_from_comm(d, MPI_COMM_WORLD, err) != 0) return -1;
+    if (cz_comm_from_mpi(d, MPI_COMM_WORLD, err) != 0) return -1;
     d->owns_mpi = 1;
     return 0;
 }
 
-void cz_dist_finalize(cz_dist *d) {
-    if (d->comm != MPI_COMM_NULL && d->comm != 0) MPI_Comm_free(&d->comm);
+void cz_comm_finalize(cz_comm *d) {
+    if (d->mpi != MPI_COMM_NULL && d->mpi != 0) MPI_Comm_free(&d->mpi);
     if (d->owns_mpi) MPI_Finalize();
     d->owns_mpi = 0;
 }
 
-void cz_dist_chunk(size_t n, int p, int c, size_t *off, size_t *count) {
+void cz_comm_chunk(size_t n, int p, int c, size_t *off, size_t *count) {
     size_t base = n / (size_t)p, extra = n % (size_t)p, uc = (size_t)c;
     *off = uc * base + (uc < extra ? uc : extra);
     *count = base + (uc < extra ? 1 : 0);
@@ -72,7 +72,7 @@ void cz_bucket_range(const cz_bucket_layout *l, int k, size_t *off, size_t *coun
 void cz_piece_range(const cz_bucket_layout *l, int k, int c, size_t *off, size_t *count) {
     size_t boff, bcount, coff;
     cz_bucket_range(l, k, &boff, &bcount);
-    cz_dist_chunk(bcount, l->p, c, &coff, count);
+    cz_comm_chunk(bcount, l->p, c, &coff, count);
     *off = boff + coff;
 }
 

@@ -1,11 +1,11 @@
-# dist / optim / ckpt tests.
+# comm / optim / ckpt tests.
 cloze_add_unit_test(test_ckpt)
 add_dependencies(test_ckpt cloze-ckpt) # it runs the cloze-ckpt program
 
-add_executable(test_dist ${CLOZE_TEST_DIR}/test_dist.c)
-target_link_libraries(test_dist PRIVATE cloze)
+add_executable(test_comm ${CLOZE_TEST_DIR}/test_comm.c)
+target_link_libraries(test_comm PRIVATE cloze)
 foreach(np 1 2 3 4 5)
-  cloze_add_mpi_test(test_dist_np${np} ${np} test_dist TIMEOUT 120)
+  cloze_add_mpi_test(test_comm_np${np} ${np} test_comm TIMEOUT 120)
 endforeach()
 
 cloze_add_unit_test(test_optim)
