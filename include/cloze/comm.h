@@ -58,10 +58,17 @@ int cz_ring_allgather(const cz_comm *d, float *buf, size_t n, cz_error *err);
 int cz_ring_reduce_scatter_comm(MPI_Comm comm, float *buf, size_t n, float *tmp, cz_error *err);
 int cz_ring_allgather_comm(MPI_Comm comm, float *buf, size_t n, cz_error *err);
 
-/* dist.allreduce: "ring" (ours, deterministic) or "mpi" (MPI_Allreduce,
+/* dist.allreduce: "ring" (ours, deterministic), "mpi" (MPI_Allreduce,
  * MPI_Reduce_scatter, MPI_Reduce: for comparison; bitwise agreement across
- * placements is only promised for "ring"). */
-typedef enum { CZ_ALLREDUCE_RING = 0, CZ_ALLREDUCE_MPI = 1 } cz_allreduce_algo;
+ * placements is only promised for our own algorithms), "hierarchical" and
+ * "torus2d" (two-level, below), "auto" (picked by the alpha-beta model). */
+typedef enum {
+    CZ_ALLREDUCE_RING = 0,
+    CZ_ALLREDUCE_MPI = 1,
+    CZ_ALLREDUCE_HIERARCHICAL = 2,
+    CZ_ALLREDUCE_TORUS2D = 3,
+    CZ_ALLREDUCE_AUTO = 4
+} cz_allreduce_algo;
 int cz_allreduce_algo_parse(const char *name, cz_allreduce_algo *out, cz_error *err);
 /* Whole-buffer sum over ranks with the chosen algorithm (ring: identical
  * bits on every rank; mpi: MPI_Allreduce in pieces of at most 2^28 floats). */
@@ -116,5 +123,105 @@ void cz_grad_sync_ready(void *gs, size_t offset, size_t count);
 int cz_grad_sync_finish(cz_grad_sync *gs, cz_error *err);
 /* Seconds the last step spent waiting in finish (communication not hidden). */
 double cz_grad_sync_wait_seconds(const cz_grad_sync *gs);
+
+/* ---- hosts, two-level all-reduce algorithms and their cost model ----
+ * (src/comm/hosts.c, collectives.c, cost_model.c; docs/distributed.md)
+ *
+ * Every algorithm keeps the chunk ownership above: after a reduce-scatter,
+ * rank c holds chunk c (cz_comm_chunk(n, p, c)) of the sum, so placements
+ * and norms do not depend on the algorithm. The two-level algorithms
+ * arrange the p ranks as `outer` groups of `inner` ranks, rank (o, i):
+ *   hierarchical  inner = the ranks of one host (MPI_Comm_split_type
+ *                 shared; i = index in the host, o = host), outer = the
+ *                 ranks with the same i on every host (Horovod's
+ *                 hierarchical all-reduce);
+ *   torus2d XxY   rank g at (x, y) = (g % X, g / X); inner = a row (same
+ *                 y, X ranks), outer = a column (same x, Y ranks) (the
+ *                 TPU v3 pod's 2-D all-reduce, Ying et al. 2018, sec. 3).
+ * All-reduce = ring reduce-scatter inside the inner groups (member i ends
+ * with the inner sum of the chunks owned by (., i)), ring reduce-scatter of
+ * those across the outer group (rank (o, i) ends with its own chunk, summed
+ * everywhere), ring all-gather across the outer group, ring all-gather
+ * inside the inner group. Summation order of chunk c, owned by (o, i):
+ *   S_o' = ((g(o',i+1) + g(o',i+2)) + ...) + g(o',i)     inner, indices mod inner
+ *   sum  = ((S_(o+1) + S_(o+2)) + ...) + S_o             outer, indices mod outer
+ * fixed by the layout alone: the same bits on every rank and every run. The
+ * flat ring is the case inner = p, outer = 1. */
+
+/* Which ranks share a host. Hosts are numbered by their lowest rank. */
+typedef struct cz_host_layout {
+    int p, n_hosts;
+    int ranks_per_host; /* 0 when hosts have different numbers of ranks */
+    int *host_of;       /* [p]: host of each rank */
+    int *local_of;      /* [p]: index of each rank among its host's ranks (by rank) */
+} cz_host_layout;
+/* Collective over comm (MPI_Comm_split_type MPI_COMM_TYPE_SHARED). */
+int cz_host_layout_get(MPI_Comm comm, cz_host_layout *l, cz_error *err);
+/* A layout given by hand (models of clusters that are not here): hosts of
+ * r ranks each, ranks placed host by host (block) or round robin. */
+int cz_host_layout_make(cz_host_layout *l, int n_hosts, int ranks_per_host, int round_robin,
+                        cz_error *err);
+int cz_host_layout_copy(cz_host_layout *dst, const cz_host_layout *src, cz_error *err);
+void cz_host_layout_free(cz_host_layout *l);
+
+/* The alpha-beta model (Hockney): a message of m bytes costs alpha + m*beta.
+ * Inside a host copies share the host's memory (beta_shm per byte copied by
+ * all its ranks together); between hosts every message crosses its path's
+ * links, each link direction carries beta_net per byte, shared by the
+ * messages crossing it at once, plus alpha_hop per link after the first. */
+typedef struct cz_net_model {
+    double alpha_net; /* seconds per message between hosts (software + first hop) */
+    double alpha_hop; /* seconds per further link on the path (torus forwarding) */
+    double beta_net;  /* seconds per byte on one direction of one link */
+    double alpha_shm; /* seconds per message inside a host */
+    double beta_shm;  /* seconds per byte copied inside a host */
+} cz_net_model;
+/* Defaults: a 10 Gbit/s Ethernet cluster over TCP (docs/distributed.md). */
+void cz_net_model_default(cz_net_model *m);
+/* The network the hosts sit on: a non-blocking switch (star) or a 2-D torus
+ * of tx*ty hosts, host h at (h % tx, h / tx), routed X first then Y. */
+typedef struct cz_net_topology {
+    int torus; /* 0: star */
+    int tx, ty;
+} cz_net_topology;
+
+/* Model time of one all-reduce of `bytes` (grid_x used by torus2d). */
+double cz_model_allreduce(const cz_net_model *m, const cz_net_topology *t, const cz_host_layout *l,
+                          cz_allreduce_algo algo, int grid_x, double bytes);
+/* Lower bound of any all-reduce across the hosts' links: every host must
+ * send and receive 2(h-1)/h of the data (Patarasuk & Yuan 2009) and the
+ * result needs ceil(log2 h) message latencies. */
+double cz_model_bound(const cz_net_model *m, const cz_host_layout *l, double bytes);
+
+/* An all-reduce algorithm bound to (duplicates of) a communicator. */
+typedef struct cz_coll cz_coll;
+typedef struct cz_coll_opts {
+    cz_allreduce_algo algo; /* AUTO: chosen by the model for `bytes` */
+    int grid_x, grid_y;     /* torus2d shape; 0: chosen (auto) or an error (torus2d) */
+    double bytes;           /* typical message (a bucket), for AUTO */
+    cz_net_model net;
+    cz_net_topology topo; /* for AUTO's model; star unless known */
+    /* NULL: the hosts MPI reports (MPI_Comm_split_type). Else a layout given
+     * by hand, p ranks: tests run two-level shapes on one machine. */
+    const cz_host_layout *hosts;
+} cz_coll_opts;
+void cz_coll_opts_default(cz_coll_opts *o);
+/* AUTO's rule: the cheapest algorithm under the model for o->bytes on
+ * layout l (ties keep the simpler one); *grid_x for torus2d; `why` (may be
+ * NULL) gets every candidate's model time. */
+cz_allreduce_algo cz_allreduce_choose(const cz_coll_opts *o, const cz_host_layout *l, int *grid_x,
+                                      char *why, size_t why_len);
+/* Collective over comm. Writes what was chosen and why in describe(). */
+int cz_coll_create(cz_coll **out, MPI_Comm comm, const cz_coll_opts *o, cz_error *err);
+void cz_coll_free(cz_coll *c);
+cz_allreduce_algo cz_coll_algo(const cz_coll *c);
+const char *cz_coll_describe(const cz_coll *c);
+const char *cz_allreduce_algo_name(cz_allreduce_algo a);
+/* In place, any n (0, < p): */
+int cz_coll_allreduce(cz_coll *c, float *buf, size_t n, cz_error *err);
+/* afterwards rank c's chunk c (cz_comm_chunk(n, p, c)) holds the sum */
+int cz_coll_reduce_scatter(cz_coll *c, float *buf, size_t n, cz_error *err);
+/* each rank provides its chunk; afterwards all of buf */
+int cz_coll_allgather(cz_coll *c, float *buf, size_t n, cz_error *err);
 
 #endif

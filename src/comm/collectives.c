@@ -1,0 +1,467 @@
+/* comm: ring, hierarchical and torus2d all-reduce, reduce-scatter and
+ * all-gather on one code path: rings over groups of ranks whose "blocks"
+ * are sets of chunks (include/cloze/comm.h, "two-level all-reduce").
+ *
+ * A ring of q members over blocks B_0..B_(q-1) (Patarasuk & Yuan 2009):
+ * reduce-scatter step s (0..q-2): member m sends block (m-1-s) mod q to m+1
+ * and adds block (m-2-s) mod q arriving from m-1 to its own, so block b
+ * ends, complete, at member b in the order ((x_(b+1) + x_(b+2)) + ...) + x_b.
+ * All-gather step s: member m sends block (m-s) mod q to m+1; blocks are
+ * copied, never recomputed. In the inner ring block i is every chunk owned
+ * by a rank (., i) (one per outer group); in the outer ring of the ranks
+ * (., i) block o is the chunk of rank (o, i). Every message is cut into
+ * pieces of CZ_RING_PIPE floats, all receives of a step are posted first,
+ * and each piece is added as soon as it has arrived. */
+#include "comm_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+enum { LEVEL_INNER = 0, LEVEL_OUTER = 1 };
+
+struct cz_coll {
+    cz_allreduce_algo algo; /* never AUTO */
+    MPI_Comm comm;          /* duplicate of the caller's */
+    MPI_Comm inner, outer;  /* our rings' communicators (ours: split from comm) */
+    int p, rank;
+    comm_shape shape;
+    int me_i, me_o;       /* this rank's (o, i) */
+    int *counts, *displs; /* "mpi": per-rank chunk tables */
+    float *tmp;           /* receive buffer of one block */
+    size_t tmp_len;
+    MPI_Request *req;
+    size_t req_len;
+    struct piece *pieces;
+    size_t pieces_len;
+    char why[768];
+};
+
+static size_t n_pieces(size_t count) {
+    return (count + CZ_RING_PIPE - 1) / CZ_RING_PIPE;
+}
+
+/* One message of a block: buf[off, off + len), packed at tmp[packed]. */
+typedef struct piece {
+    size_t off, packed;
+    int len;
+} piece;
+
+/* Block b of a ring at `level` as its pieces, in the order both ends use.
+ * An inner block is the chunks of the ranks (0, b), (1, b), ...; an outer
+ * block is the chunk of rank (b, i) for this rank's i. */
+static int block_pieces(const cz_coll *c, int level, int b, size_t n, piece *out) {
+    const comm_shape *s = &c->shape;
+    int k = 0, chunks = level == LEVEL_INNER ? s->outer : 1;
+    size_t packed = 0;
+    for (int j = 0; j < chunks; j++) {
+        int owner =
+            level == LEVEL_INNER ? s->member[j * s->inner + b] : s->member[b * s->inner + c->me_i];
+        size_t off, cnt;
+        cz_comm_chunk(n, c->p, owner, &off, &cnt);
+        for (size_t lo = 0; lo < cnt; lo += CZ_RING_PIPE, k++) {
+            out[k].off = off + lo;
+            out[k].packed = packed + lo;
+            out[k].len = (int)(cnt - lo < CZ_RING_PIPE ? cnt - lo : CZ_RING_PIPE);
+        }
+        packed += cnt;
+    }
+    return k;
+}
+
+/* Scratch for a ring of q members over n floats: two receive buffers of a
+ * block, the pieces of two blocks and a request per message of the phase. */
+static int ensure_space(cz_coll *c, int q, size_t n, cz_error *err) {
+    size_t max_chunk = (n + (size_t)c->p - 1) / (size_t)c->p;
+    size_t block = max_chunk * (size_t)c->shape.outer;
+    size_t pieces = (size_t)c->shape.outer * (n_pieces(max_chunk) + 1);
+    size_t reqs = (size_t)(2 * q + 2) * pieces;
+    if (2 * block > c->tmp_len) {
+        cz_free(c->tmp);
+        c->tmp = cz_alloc((2 * block + 1) * sizeof(float), err);
+        c->tmp_len = c->tmp ? 2 * block : 0;
+        if (!c->tmp) return -1;
+    }
+    if (reqs > c->req_len || 2 * pieces > c->pieces_len) {
+        free(c->req);
+        free(c->pieces);
+        c->req = malloc(reqs * sizeof *c->req);
+        c->pieces = malloc(2 * pieces * sizeof *c->pieces);
+        c->req_len = c->pieces_len = 0;
+        if (!c->req || !c->pieces) return cz_fail(err, "comm: out of memory (%zu requests)", reqs);
+        c->req_len = reqs;
+        c->pieces_len = 2 * pieces;
+    }
+    return 0;
+}
+
+static const char *level_name(int level) {
+    return level == LEVEL_INNER ? "inner" : "outer";
+}
+
+typedef struct ring {
+    MPI_Comm comm;
+    int q, m, next, prev;
+} ring;
+
+static ring ring_at(const cz_coll *c, int level) {
+    ring r;
+    r.comm = level == LEVEL_INNER ? c->inner : c->outer;
+    r.q = level == LEVEL_INNER ? c->shape.inner : c->shape.outer;
+    r.m = level == LEVEL_INNER ? c->me_i : c->me_o;
+    r.next = (r.m + 1) % r.q;
+    r.prev = (r.m + r.q - 1) % r.q;
+    return r;
+}
+
+static int fail_step(cz_coll *c, int level, const char *what, int s, int peer, cz_error *err) {
+    return cz_fail(err, "comm: %s %s %s step %d: exchange with ring member %d failed",
+                   cz_allreduce_algo_name(c->algo), level_name(level), what, s, peer);
+}
+
+/* Reduce-scatter, streamed: a piece of step s is forwarded (as step s+1)
+ * as soon as it has been added, so the steps overlap instead of waiting for
+ * each other. Receives of step s land in tmp half s % 2; step s+2's are
+ * posted there once step s has been added. */
+static int ring_reduce_scatter(cz_coll *c, int level, float *buf, size_t n, cz_error *err) {
+    ring r = ring_at(c, level);
+    if (r.q == 1 || n == 0) return 0;
+    if (ensure_space(c, r.q, n, err) != 0) return -1;
+    int q = r.q, m = r.m, steps = q - 1;
+    size_t half = c->tmp_len / 2, per = c->pieces_len / 2;
+    piece *pr = c->pieces, *ps = c->pieces + per;
+    MPI_Request *rreq = c->req, *sreq = c->req + 2 * per; /* rreq: 2 halves of `per` */
+    long ns = 0;
+    /* receives of steps 0 and 1 */
+    for (int s = 0; s < 2 && s < steps; s++) {
+        int rb = ((m - 2 - s) % q + 2 * q) % q, k = block_pieces(c, level, rb, n, pr);
+        float *t = c->tmp + (size_t)(s % 2) * half;
+        for (int j = 0; j < k; j++)
+            if (MPI_Irecv(t + pr[j].packed, pr[j].len, MPI_FLOAT, r.prev, s, r.comm,
+                          &rreq[(size_t)(s % 2) * per + j]) != MPI_SUCCESS)
+                return fail_step(c, level, "reduce-scatter", s, r.prev, err);
+    }
+    /* step 0 sends this member's own values of block m-1 */
+    int k0 = block_pieces(c, level, ((m - 1) % q + q) % q, n, ps);
+    for (int j = 0; j < k0; j++)
+        if (MPI_Isend(buf + ps[j].off, ps[j].len, MPI_FLOAT, r.next, 0, r.comm, &sreq[ns++]) !=
+            MPI_SUCCESS)
+            return fail_step(c, level, "reduce-scatter", 0, r.next, err);
+    for (int s = 0; s < steps; s++) {
+        int rb = ((m - 2 - s) % q + 2 * q) % q, k = block_pieces(c, level, rb, n, pr);
+        float *t = c->tmp + (size_t)(s % 2) * half;
+        for (int j = 0; j < k; j++) {
+            if (MPI_Wait(&rreq[(size_t)(s % 2) * per + j], MPI_STATUS_IGNORE) != MPI_SUCCESS)
+                return fail_step(c, level, "reduce-scatter", s, r.prev, err);
+            float *acc = buf + pr[j].off;
+            const float *in = t + pr[j].packed;
+            for (int e = 0; e < pr[j].len; e++) acc[e] = in[e] + acc[e];
+            /* block rb is what step s+1 sends */
+            if (s + 1 < steps && MPI_Isend(acc, pr[j].len, MPI_FLOAT, r.next, s + 1, r.comm,
+                                           &sreq[ns++]) != MPI_SUCCESS)
+                return fail_step(c, level, "reduce-scatter", s + 1, r.next, err);
+        }
+        if (s + 2 < steps) {
+            int rb2 = ((m - 4 - s) % q + 4 * q) % q, k2 = block_pieces(c, level, rb2, n, pr);
+            for (int j = 0; j < k2; j++)
+                if (MPI_Irecv(t + pr[j].packed, pr[j].len, MPI_FLOAT, r.prev, s + 2, r.comm,
+                              &rreq[(size_t)(s % 2) * per + j]) != MPI_SUCCESS)
+                    return fail_step(c, level, "reduce-scatter", s + 2, r.prev, err);
+        }
+    }
+    if (MPI_Waitall((int)ns, sreq, MPI_STATUSES_IGNORE) != MPI_SUCCESS)
+        return fail_step(c, level, "reduce-scatter", steps - 1, r.next, err);
+    return 0;
+}
+
+/* All-gather, streamed: every receive goes to its place in buf, so all are
+ * posted at once, and each arriving piece is forwarded at once. */
+static int ring_allgather(cz_coll *c, int level, float *buf, size_t n, cz_error *err) {
+    ring r = ring_at(c, level);
+    if (r.q == 1 || n == 0) return 0;
+    if (ensure_space(c, r.q, n, err) != 0) return -1;
+    int q = r.q, m = r.m, steps = q - 1;
+    size_t per = c->pieces_len / 2;
+    piece *pc = c->pieces;
+    MPI_Request *rreq = c->req, *sreq = c->req + (size_t)steps * per;
+    long ns = 0;
+    for (int s = 0; s < steps; s++) {
+        int k = block_pieces(c, level, ((m - s - 1) % q + q) % q, n, pc);
+        for (int j = 0; j < k; j++)
+            if (MPI_Irecv(buf + pc[j].off, pc[j].len, MPI_FLOAT, r.prev, s, r.comm,
+                          &rreq[(size_t)s * per + j]) != MPI_SUCCESS)
+                return fail_step(c, level, "all-gather", s, r.prev, err);
+    }
+    int k0 = block_pieces(c, level, m, n, pc);
+    for (int j = 0; j < k0; j++)
+        if (MPI_Isend(buf + pc[j].off, pc[j].len, MPI_FLOAT, r.next, 0, r.comm, &sreq[ns++]) !=
+            MPI_SUCCESS)
+            return fail_step(c, level, "all-gather", 0, r.next, err);
+    for (int s = 0; s < steps; s++) {
+        int k = block_pieces(c, level, ((m - s - 1) % q + q) % q, n, pc);
+        for (int j = 0; j < k; j++) {
+            if (MPI_Wait(&rreq[(size_t)s * per + j], MPI_STATUS_IGNORE) != MPI_SUCCESS)
+                return fail_step(c, level, "all-gather", s, r.prev, err);
+            if (s + 1 < steps && MPI_Isend(buf + pc[j].off, pc[j].len, MPI_FLOAT, r.next, s + 1,
+                                           r.comm, &sreq[ns++]) != MPI_SUCCESS)
+                return fail_step(c, level, "all-gather", s + 1, r.next, err);
+        }
+    }
+    if (MPI_Waitall((int)ns, sreq, MPI_STATUSES_IGNORE) != MPI_SUCCESS)
+        return fail_step(c, level, "all-gather", steps - 1, r.next, err);
+    return 0;
+}
+
+/* ---- "mpi": the library's own collectives, same chunk ownership ---- */
+
+static int mpi_tables(cz_coll *c, size_t n, cz_error *err) {
+    if (n > (size_t)1 << 30)
+        return cz_fail(err, "comm: mpi: %zu floats is more than one MPI call takes here", n);
+    for (int r = 0; r < c->p; r++) {
+        size_t off, cnt;
+        cz_comm_chunk(n, c->p, r, &off, &cnt);
+        c->counts[r] = (int)cnt;
+        c->displs[r] = (int)off;
+    }
+    return 0;
+}
+
+int cz_coll_reduce_scatter(cz_coll *c, float *buf, size_t n, cz_error *err) {
+    if (c->p == 1 || n == 0) return 0;
+    if (c->algo != CZ_ALLREDUCE_MPI)
+        return ring_reduce_scatter(c, LEVEL_INNER, buf, n, err) != 0
+                   ? -1
+                   : ring_reduce_scatter(c, LEVEL_OUTER, buf, n, err);
+    if (mpi_tables(c, n, err) != 0 || ensure_space(c, 1, n, err) != 0) return -1;
+    if (MPI_Reduce_scatter(buf, c->tmp, c->counts, MPI_FLOAT, MPI_SUM, c->comm) != MPI_SUCCESS)
+        return cz_fail(err, "comm: MPI_Reduce_scatter of %zu floats failed", n);
+    memcpy(buf + c->displs[c->rank], c->tmp, (size_t)c->counts[c->rank] * sizeof(float));
+    return 0;
+}
+
+int cz_coll_allgather(cz_coll *c, float *buf, size_t n, cz_error *err) {
+    if (c->p == 1 || n == 0) return 0;
+    if (c->algo != CZ_ALLREDUCE_MPI)
+        return ring_allgather(c, LEVEL_OUTER, buf, n, err) != 0
+                   ? -1
+                   : ring_allgather(c, LEVEL_INNER, buf, n, err);
+    if (mpi_tables(c, n, err) != 0) return -1;
+    if (MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_FLOAT, buf, c->counts, c->displs, MPI_FLOAT, c->comm) !=
+        MPI_SUCCESS)
+        return cz_fail(err, "comm: MPI_Allgatherv of %zu floats failed", n);
+    return 0;
+}
+
+int cz_coll_allreduce(cz_coll *c, float *buf, size_t n, cz_error *err) {
+    if (c->p == 1 || n == 0) return 0;
+    if (c->algo != CZ_ALLREDUCE_MPI)
+        return cz_coll_reduce_scatter(c, buf, n, err) != 0 ? -1 : cz_coll_allgather(c, buf, n, err);
+    const size_t block = (size_t)1 << 28;
+    for (size_t off = 0; off < n; off += block) {
+        int len = (int)(n - off < block ? n - off : block);
+        if (MPI_Allreduce(MPI_IN_PLACE, buf + off, len, MPI_FLOAT, MPI_SUM, c->comm) != MPI_SUCCESS)
+            return cz_fail(err, "comm: MPI_Allreduce failed at offset %zu", off);
+    }
+    return 0;
+}
+
+/* ---- shapes ---- */
+
+int comm_shape_make(comm_shape *s, const cz_host_layout *l, cz_allreduce_algo algo, int grid_x,
+                    cz_error *err) {
+    int p = l->p;
+    memset(s, 0, sizeof *s);
+    s->member = malloc(((size_t)p + 1) * sizeof(int));
+    if (!s->member) return cz_fail(err, "comm: out of memory");
+    if (algo == CZ_ALLREDUCE_HIERARCHICAL) {
+        if (l->ranks_per_host == 0) {
+            comm_shape_free(s);
+            return cz_fail(err,
+                           "dist.allreduce = hierarchical needs the same number of ranks on "
+                           "every host (%d ranks on %d hosts)",
+                           p, l->n_hosts);
+        }
+        s->inner = l->ranks_per_host;
+        s->outer = l->n_hosts;
+        for (int r = 0; r < p; r++) s->member[l->host_of[r] * s->inner + l->local_of[r]] = r;
+    } else if (algo == CZ_ALLREDUCE_TORUS2D) {
+        if (grid_x < 1 || p % grid_x != 0) {
+            comm_shape_free(s);
+            return cz_fail(err, "dist.grid: %d columns do not divide %d ranks into a grid", grid_x,
+                           p);
+        }
+        s->inner = grid_x;
+        s->outer = p / grid_x;
+        s->grid_x = grid_x;
+        for (int r = 0; r < p; r++) s->member[r] = r; /* (y, x) = (r / X, r % X) */
+    } else {
+        s->inner = p;
+        s->outer = 1;
+        for (int r = 0; r < p; r++) s->member[r] = r;
+    }
+    return 0;
+}
+
+void comm_shape_free(comm_shape *s) {
+    free(s->member);
+    s->member = NULL;
+}
+
+/* ---- creation ---- */
+
+const char *cz_allreduce_algo_name(cz_allreduce_algo a) {
+    switch (a) {
+    case CZ_ALLREDUCE_RING:
+        return "ring";
+    case CZ_ALLREDUCE_MPI:
+        return "mpi";
+    case CZ_ALLREDUCE_HIERARCHICAL:
+        return "hierarchical";
+    case CZ_ALLREDUCE_TORUS2D:
+        return "torus2d";
+    case CZ_ALLREDUCE_AUTO:
+        return "auto";
+    }
+    return "?";
+}
+
+void cz_coll_opts_default(cz_coll_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->algo = CZ_ALLREDUCE_RING;
+    o->bytes = 25.0 * 1024 * 1024;
+    cz_net_model_default(&o->net);
+}
+
+/* Most square X x Y = p with X <= Y (torus2d when no grid is given). */
+static int square_grid(int p) {
+    int best = 1;
+    for (int x = 1; x * x <= p; x++)
+        if (p % x == 0) best = x;
+    return best;
+}
+
+/* AUTO: the cheapest of ring, hierarchical and torus2d (every grid, or
+ * o->grid_x when given) for o->bytes under the model; a later candidate must
+ * win by more than 1 % (equal costs keep the simpler algorithm). */
+cz_allreduce_algo cz_allreduce_choose(const cz_coll_opts *o, const cz_host_layout *l, int *gx,
+                                      char *why, size_t why_len) {
+    double best = cz_model_allreduce(&o->net, &o->topo, l, CZ_ALLREDUCE_RING, 0, o->bytes);
+    cz_allreduce_algo algo = CZ_ALLREDUCE_RING;
+    *gx = 0;
+    char list[512];
+    int len = snprintf(list, sizeof list, "ring %.3g ms", best * 1e3);
+    if (l->ranks_per_host > 1 && l->n_hosts > 1) {
+        double t = cz_model_allreduce(&o->net, &o->topo, l, CZ_ALLREDUCE_HIERARCHICAL, 0, o->bytes);
+        len += snprintf(list + len, sizeof list - (size_t)len, ", hierarchical %.3g ms", t * 1e3);
+        if (t < 0.99 * best) best = t, algo = CZ_ALLREDUCE_HIERARCHICAL;
+    }
+    for (int x = 2; x <= l->p / 2; x++) {
+        if (l->p % x != 0 || (o->grid_x > 0 && x != o->grid_x)) continue;
+        double t = cz_model_allreduce(&o->net, &o->topo, l, CZ_ALLREDUCE_TORUS2D, x, o->bytes);
+        if (len < (int)sizeof list - 40)
+            len += snprintf(list + len, sizeof list - (size_t)len, ", torus2d %dx%d %.3g ms", x,
+                            l->p / x, t * 1e3);
+        if (t < 0.99 * best) best = t, algo = CZ_ALLREDUCE_TORUS2D, *gx = x;
+    }
+    if (why)
+        snprintf(why, why_len,
+                 "picked by the alpha-beta model for %.3g MB messages (%.3g Gbit/s links, %.3g us "
+                 "per message; %.3g GB/s, %.3g us inside a host): %s",
+                 o->bytes / 1e6, 8e-9 / o->net.beta_net, o->net.alpha_net * 1e6,
+                 1e-9 / o->net.beta_shm, o->net.alpha_shm * 1e6, list);
+    return algo;
+}
+
+int cz_coll_create(cz_coll **out, MPI_Comm comm, const cz_coll_opts *o, cz_error *err) {
+    *out = NULL;
+    cz_coll *c = calloc(1, sizeof *c);
+    if (!c) return cz_fail(err, "comm: out of memory");
+    c->comm = c->inner = c->outer = MPI_COMM_NULL;
+    cz_host_layout l = {0};
+    if (MPI_Comm_dup(comm, &c->comm) != MPI_SUCCESS) {
+        cz_fail(err, "comm: MPI_Comm_dup failed");
+        goto fail;
+    }
+    MPI_Comm_rank(c->comm, &c->rank);
+    MPI_Comm_size(c->comm, &c->p);
+    if (o->hosts) {
+        if (o->hosts->p != c->p) {
+            cz_fail(err, "comm: a host layout of %d ranks for a job of %d", o->hosts->p, c->p);
+            goto fail;
+        }
+        if (cz_host_layout_copy(&l, o->hosts, err) != 0) goto fail;
+    } else if (cz_host_layout_get(c->comm, &l, err) != 0) {
+        goto fail;
+    }
+    cz_allreduce_algo algo = o->algo;
+    int gx = o->grid_x;
+    char why[640] = "";
+    if (algo == CZ_ALLREDUCE_AUTO) {
+        algo = cz_allreduce_choose(o, &l, &gx, why, sizeof why);
+    } else if (algo == CZ_ALLREDUCE_TORUS2D) {
+        if (gx <= 0) gx = square_grid(c->p);
+        if (o->grid_y > 0 && gx * o->grid_y != c->p) {
+            cz_fail(err, "dist.grid = %dx%d has %d ranks, the job has %d", gx, o->grid_y,
+                    gx * o->grid_y, c->p);
+            goto fail;
+        }
+        snprintf(why, sizeof why, "as configured");
+    } else {
+        snprintf(why, sizeof why, "as configured");
+    }
+    c->algo = algo;
+    if (comm_shape_make(&c->shape, &l, algo == CZ_ALLREDUCE_MPI ? CZ_ALLREDUCE_RING : algo, gx,
+                        err) != 0)
+        goto fail;
+    for (int k = 0; k < c->p; k++)
+        if (c->shape.member[k] == c->rank)
+            c->me_o = k / c->shape.inner, c->me_i = k % c->shape.inner;
+    /* inner ring: same o, ordered by i; outer ring: same i, ordered by o */
+    if (MPI_Comm_split(c->comm, c->me_o, c->me_i, &c->inner) != MPI_SUCCESS ||
+        MPI_Comm_split(c->comm, c->me_i, c->me_o, &c->outer) != MPI_SUCCESS) {
+        cz_fail(err, "comm: MPI_Comm_split for the %s rings failed", cz_allreduce_algo_name(algo));
+        goto fail;
+    }
+    c->counts = calloc((size_t)c->p, sizeof(int));
+    c->displs = calloc((size_t)c->p, sizeof(int));
+    if (!c->counts || !c->displs) {
+        cz_fail(err, "comm: out of memory");
+        goto fail;
+    }
+    char shape[96] = "";
+    if (algo == CZ_ALLREDUCE_HIERARCHICAL)
+        snprintf(shape, sizeof shape, " (%d hosts x %d ranks)", c->shape.outer, c->shape.inner);
+    else if (algo == CZ_ALLREDUCE_TORUS2D)
+        snprintf(shape, sizeof shape, " %dx%d", c->shape.inner, c->shape.outer);
+    snprintf(c->why, sizeof c->why, "%s%s on %d ranks, %d host%s%s: %s",
+             cz_allreduce_algo_name(algo), shape, c->p, l.n_hosts, l.n_hosts == 1 ? "" : "s",
+             l.ranks_per_host ? "" : " (uneven)", why);
+    cz_host_layout_free(&l);
+    *out = c;
+    return 0;
+fail:
+    cz_host_layout_free(&l);
+    cz_coll_free(c);
+    return -1;
+}
+
+void cz_coll_free(cz_coll *c) {
+    if (!c) return;
+    if (c->inner != MPI_COMM_NULL) MPI_Comm_free(&c->inner);
+    if (c->outer != MPI_COMM_NULL) MPI_Comm_free(&c->outer);
+    if (c->comm != MPI_COMM_NULL) MPI_Comm_free(&c->comm);
+    comm_shape_free(&c->shape);
+    free(c->counts);
+    free(c->displs);
+    cz_free(c->tmp);
+    free(c->req);
+    free(c->pieces);
+    free(c);
+}
+
+cz_allreduce_algo cz_coll_algo(const cz_coll *c) {
+    return c->algo;
+}
+
+const char *cz_coll_describe(const cz_coll *c) {
+    return c->why;
+}
