@@ -96,11 +96,22 @@ int main(int argc, char **argv) {
         return 1;
     }
     int bert = o.arch == CZ_ARCH_BERT;
-    cz_model_config c = {o.arch,   o.vocab,      o.hidden,
-                         o.layers, o.heads,      o.inter,
-                         512,      bert ? 2 : 0, bert ? 1e-12f : 1e-5f,
-                         !bert,    0.1f,         0.1f,
-                         0.02f,    o.recompute,  o.bf16};
+    cz_model_config c = {o.arch,
+                         o.vocab,
+                         o.hidden,
+                         o.layers,
+                         o.heads,
+                         o.inter,
+                         512,
+                         bert ? 2 : 0,
+                         bert ? 1e-12f : 1e-5f,
+                         !bert,
+                         0.1f,
+                         0.1f,
+                         0.02f,
+                         o.recompute,
+                         o.bf16,
+                         .head = CZ_HEAD_PRETRAIN};
     if (c.max_positions < o.seq) c.max_positions = o.seq;
     cz_model *m;
     if (cz_model_create(&m, &c, o.batch, o.seq, bert ? o.pred : 0, g, &err)) {
@@ -136,7 +147,7 @@ int main(int argc, char **argv) {
         }
     }
     cz_batch b = {B, T, tok, bert ? seg : NULL, mask, bert ? P : 0, pos, lab, w, nsp, tgt, 1,
-                  7, 0, ids};
+                  7, 0, ids, .labels = NULL};
 
     double *times = malloc((o.steps + 1) * sizeof *times);
     cz_model_profile sum = {0};

@@ -117,13 +117,15 @@ int main(int argc, char **argv) {
     size_t n = bert_base(ranges, &nr);
     cz_optim_config c;
     memset(&c, 0, sizeof c);
-    snprintf(c.name, sizeof c.name, "%s", opt);
+    c.kind = strcmp(opt, "lamb") == 0 ? CZ_OPT_LAMB : CZ_OPT_ADAMW;
     c.lr = 1e-4, c.beta1 = 0.9, c.beta2 = 0.999, c.eps = 1e-6, c.weight_decay = 0.01;
     c.clip_norm = 1.0;
-    cz_dist_config dc;
+    c.placement = !strcmp(place, "coordinator") ? CZ_PLACE_COORDINATOR
+                  : !strcmp(place, "sharded")   ? CZ_PLACE_SHARDED
+                                                : CZ_PLACE_REPLICATED;
+    cz_comm_config dc;
     memset(&dc, 0, sizeof dc);
-    strcpy(dc.allreduce, "ring");
-    snprintf(dc.placement, sizeof dc.placement, "%s", place);
+    dc.allreduce = CZ_ALLREDUCE_RING;
     dc.bucket_mb = 25;
     cz_optimizer *o;
     float *w = cz_alloc(n * sizeof(float), &err), *g = w ? cz_alloc(n * sizeof(float), &err) : NULL;

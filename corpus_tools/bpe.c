@@ -381,7 +381,7 @@ int cz_bpe_encode(const cz_tokenizer *t, const char *text, size_t len, cz_ids *o
     return 0;
 }
 
-char *cz_bpe_decode(const cz_tokenizer *t, const uint32_t *ids, size_t n) {
+char *cz_bpe_decode(const cz_tokenizer *t, const uint32_t *ids, size_t n, size_t *len) {
     size_t cap = 1;
     for (size_t k = 0; k < n; k++) {
         const char *tok = cz_tokenizer_token(t, ids[k]);
@@ -399,5 +399,6 @@ char *cz_bpe_decode(const cz_tokenizer *t, const uint32_t *ids, size_t n) {
         }
     }
     *o = 0;
+    if (len) *len = (size_t)(o - out);
     return out;
 }

@@ -2,7 +2,8 @@
  *
  *   cloze-prep shards   --vocab F [--merges F] --out DIR --shards S ... INPUTS...
  *   cloze-prep vocab    --kind wordpiece|bpe --size N --out FILE INPUTS...
- *   cloze-prep tokenize --vocab F [--merges F] [--cased] [--tokens]   (stdin)
+ *   cloze-prep tokenize --vocab F [--merges F] [--cased] [--tokens] [--whole]   (stdin)
+ *   cloze-prep decode   --vocab F [--merges F] [--whole]   (stdin: ids)
  *   cloze-prep inspect  [--vocab F [--merges F]] [--docs N] SHARD
  *   cloze-prep verify   MANIFEST
  *
@@ -16,8 +17,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "cloze/sha256.h"
 #include "cloze/shard.h"
 #include "prep_input.h"
+#include "prep_set.h"
 #include "prep_shards.h"
 #include "prep_text.h"
 #include "tokenizer.h"
@@ -76,9 +79,12 @@ static const char SHARDS_HELP[] =
     "usage: cloze-prep shards --vocab FILE [--merges FILE] [--cased] --out DIR --shards S\n"
     "                         [--heldout FRACTION] [--threads N] [--format F]\n"
     "                         [--jsonl-field NAME] [--wikitext-detok] [--quiet] INPUTS...\n"
-    "Tokenizes text files/directories into S shards DIR/train-KKKKK.bin and\n"
-    "DIR/train.manifest; --heldout puts that fraction of documents (chosen by a hash of\n"
-    "their normalised text) into DIR/heldout-RRRRR.bin and DIR/heldout.manifest.\n"
+    "Tokenizes text files/directories into S shards and DIR/train.manifest; --heldout\n"
+    "puts that fraction of documents (chosen by a hash of their text) into held-out\n"
+    "shards and DIR/heldout.manifest. The shards go to DIR/set-NNNN/; a new set\n"
+    "replaces the one in DIR only once it is complete, so a failed or killed run\n"
+    "leaves DIR as it was. WordPiece (BERT) normalises the text and splits it into\n"
+    "sentences; GPT-2 BPE keeps every byte of a document as it is (docs/formats.md).\n"
     "  --vocab FILE       WordPiece vocab.txt, or GPT-2 encoder.json with --merges vocab.bpe\n"
     "  --cased            WordPiece: keep case and accents (default: uncased)\n"
     "  --format F         auto (default), text, wikitext, jsonl, gutenberg\n"
@@ -86,21 +92,27 @@ static const char SHARDS_HELP[] =
     "  --wikitext-detok   turn ' @-@ ', ' @,@ ', ' @.@ ' into '-', ',', '.'\n"
     "  --threads N        tokenizer threads (default 1); output is identical for any N\n"
     "Under mpirun, input file i goes to rank i %% np; rank r writes train shards\n"
-    "k with k %% np == r (S >= np) and heldout-r; rank 0 writes the manifests.\n";
+    "k with k %% np == r (S >= np) and heldout-r; rank 0 writes the manifests.\n"
+    "One cloze-prep at a time writes a DIR (DIR/.cloze-prep.lock).\n";
 
 static int mpi_launched(void) {
     return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK");
 }
 
-static void print_summary(const cz_prep_stats *s, double secs) {
+static void print_summary(const cz_prep_stats *s, double secs, int verbatim) {
+    char chars[160];
+    if (verbatim) /* GPT mode: every byte is text (docs/formats.md) */
+        snprintf(chars, sizeof chars, "%llu invalid UTF-8 bytes kept as bytes",
+                 (unsigned long long)s->bytes_replaced);
+    else
+        snprintf(chars, sizeof chars, "%llu invalid bytes replaced, %llu control chars dropped",
+                 (unsigned long long)s->bytes_replaced, (unsigned long long)s->chars_dropped);
     fprintf(stderr,
             "cloze-prep: %llu documents (%llu held out), %llu sentences, %llu tokens, "
-            "[UNK] %.4f%%, %llu invalid bytes replaced, %llu control chars dropped, "
-            "%.1f MB in %.1f s (%.2f MB/s)\n",
+            "[UNK] %.4f%%, %s, %.1f MB in %.1f s (%.2f MB/s)\n",
             (unsigned long long)s->documents, (unsigned long long)s->heldout_documents,
             (unsigned long long)s->sentences, (unsigned long long)s->tokens,
-            s->tokens ? 100.0 * (double)s->unk / (double)s->tokens : 0.0,
-            (unsigned long long)s->bytes_replaced, (unsigned long long)s->chars_dropped,
+            s->tokens ? 100.0 * (double)s->unk / (double)s->tokens : 0.0, chars,
             (double)s->bytes_in / 1e6, secs, secs > 0 ? (double)s->bytes_in / 1e6 / secs : 0.0);
 }
 
@@ -155,14 +167,32 @@ static int cmd_shards(int argc, char **argv) {
     }
     int rc = 1;
     cz_tokenizer *tok = NULL;
+    cz_prep_set set;
+    memset(&set, 0, sizeof set);
+    set.lock_fd = -1;
+    cz_manifest train, heldout;
+    memset(&train, 0, sizeof train);
+    memset(&heldout, 0, sizeof heldout);
     double t0 = cz_now();
-    if (mkdir(o.out_dir, 0755) != 0 && errno != EEXIST) {
-        cz_fail(&err, "%s: cannot create directory: %s", o.out_dir, strerror(errno));
-        goto fail;
-    }
     for (int i = 0; i < n_inputs; i++)
         if (cz_file_list_add(&files, inputs[i], &err) != 0) goto fail;
     if (load_tokenizer(&ta, &tok, &err) != 0) goto fail;
+    /* Rank 0 locks the directory and makes the staging directory every rank
+     * writes into; the set replaces the current one only once complete
+     * (prep_set.h). An empty name tells the other ranks that it failed. */
+    char staging[PATH_MAX] = "";
+    if (o.rank == 0 && cz_prep_set_begin(&set, o.out_dir, &err) == 0)
+        snprintf(staging, sizeof staging, "%s", set.staging);
+    if (use_mpi) MPI_Bcast(staging, sizeof staging, MPI_CHAR, 0, MPI_COMM_WORLD);
+    if (!staging[0]) {
+        if (o.rank == 0) die(&err);
+        cz_tokenizer_free(tok);
+        cz_file_list_free(&files);
+        if (use_mpi) MPI_Finalize();
+        return 1;
+    }
+    const char *out_dir = o.out_dir;
+    o.out_dir = staging;
     cz_prep_stats st;
     if (cz_prep_shards(&o, tok, &files, &st, &err) != 0) goto fail;
     if (use_mpi) {
@@ -172,15 +202,23 @@ static int cmd_shards(int argc, char **argv) {
         MPI_Barrier(MPI_COMM_WORLD); /* every rank's shards are in place */
     }
     if (o.rank == 0) {
-        if (cz_prep_write_manifests(&o, tok, ta.vocab, &err) != 0) goto fail;
-        print_summary(&st, cz_now() - t0);
+        if (cz_prep_collect_manifests(&o, tok, ta.vocab, ta.merges, &train, &heldout, &err) != 0 ||
+            cz_prep_set_commit(&set, &train, o.heldout > 0 ? &heldout : NULL, &err) != 0)
+            goto fail;
+        print_summary(&st, cz_now() - t0, cz_tokenizer_kind_of(tok) == CZ_TOK_BPE);
+        if (o.progress)
+            fprintf(stderr, "cloze-prep: %s/train.manifest%s: set-%04d (%d train shards%s)%s\n",
+                    out_dir, o.heldout > 0 ? " and heldout.manifest" : "", set.number,
+                    train.n_shards, o.heldout > 0 ? ", held-out shards" : "",
+                    set.removed_sets ? ", the previous set removed" : "");
     }
     rc = 0;
 fail:
-    if (rc != 0) {
-        die(&err);
-        if (use_mpi) MPI_Abort(MPI_COMM_WORLD, 1);
-    }
+    if (rc != 0) die(&err);
+    cz_prep_set_end(&set); /* a failed set's staging directory goes */
+    if (rc != 0 && use_mpi) MPI_Abort(MPI_COMM_WORLD, 1);
+    cz_manifest_free(&train);
+    cz_manifest_free(&heldout);
     cz_tokenizer_free(tok);
     cz_file_list_free(&files);
     if (use_mpi) MPI_Finalize();
@@ -257,54 +295,153 @@ done:
 /* ---------------------------------------------------------------- tokenize */
 
 static const char TOKENIZE_HELP[] =
-    "usage: cloze-prep tokenize --vocab FILE [--merges FILE] [--cased] [--tokens]\n"
-    "Reads lines on stdin, normalises each (docs/formats.md) and prints one line of\n"
-    "token ids per input line (--tokens: the token strings).\n";
+    "usage: cloze-prep tokenize --vocab FILE [--merges FILE] [--cased] [--tokens] [--whole]\n"
+    "Reads lines on stdin and prints one line of token ids per input line (--tokens:\n"
+    "the token strings). WordPiece normalises each line first (docs/formats.md);\n"
+    "GPT-2 BPE encodes each line's bytes as they are, less its '\\n' (leading,\n"
+    "trailing and repeated whitespace, tabs and '\\r' are text, as in GPT-2).\n"
+    "  --whole   all of stdin is one text, newlines included: one line of ids\n";
+
+/* All of a stream, for --whole. */
+static int read_all(FILE *f, cz_buf *b, cz_error *err) {
+    char chunk[65536];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
+        if (cz_buf_append(b, chunk, n, err) != 0) return -1;
+    return ferror(f) ? cz_fail(err, "stdin: read error") : 0;
+}
+
+/* One text to one line of ids (or token strings). */
+static int tokenize_text(const cz_tokenizer *tok, const char *text, size_t n, int as_tokens,
+                         cz_buf *norm, cz_ids *ids, cz_error *err) {
+    norm->len = 0;
+    ids->n = 0;
+    cz_norm_stats ns = {0, 0};
+    /* GPT-2's BPE is lossless: its input is the bytes as they are */
+    int bpe = cz_tokenizer_kind_of(tok) == CZ_TOK_BPE;
+    if (!bpe && cz_normalize(text, n, 0, norm, &ns, err) != 0) return -1;
+    const char *in = bpe ? text : norm->data ? norm->data : "";
+    if (cz_tokenizer_encode(tok, in, bpe ? n : norm->len, ids, err) != 0) return -1;
+    for (size_t k = 0; k < ids->n; k++) {
+        if (k) putchar(' ');
+        if (as_tokens)
+            fputs(cz_tokenizer_token(tok, ids->ids[k]), stdout);
+        else
+            printf("%u", ids->ids[k]);
+    }
+    putchar('\n');
+    return 0;
+}
 
 static int cmd_tokenize(int argc, char **argv) {
     tok_args ta = {0};
-    int as_tokens = 0;
+    int as_tokens = 0, whole = 0;
     for (int i = 2; i < argc; i++) {
         if (!strcmp(argv[i], "--help")) return fputs(TOKENIZE_HELP, stdout), 0;
         if (tok_arg(&ta, argc, argv, &i)) continue;
         if (!strcmp(argv[i], "--tokens"))
             as_tokens = 1;
+        else if (!strcmp(argv[i], "--whole"))
+            whole = 1;
         else
             return usage_error("tokenize", "unknown option");
     }
     cz_error err = {{0}};
     cz_tokenizer *tok = NULL;
     if (load_tokenizer(&ta, &tok, &err) != 0) return die(&err);
-    char *line = NULL;
-    size_t cap = 0;
-    ssize_t n;
-    cz_buf norm = {0};
+    cz_buf norm = {0}, all = {0};
     cz_ids ids = {0};
     int rc = 0;
-    while ((n = getline(&line, &cap, stdin)) >= 0) {
-        while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r')) n--;
-        norm.len = 0;
-        ids.n = 0;
-        cz_norm_stats ns = {0, 0};
-        if (cz_normalize(line, (size_t)n, 0, &norm, &ns, &err) != 0 ||
-            cz_tokenizer_encode(tok, norm.data ? norm.data : "", norm.len, &ids, &err) != 0) {
+    if (whole) {
+        if (read_all(stdin, &all, &err) != 0 ||
+            tokenize_text(tok, all.data ? all.data : "", all.len, as_tokens, &norm, &ids, &err))
             rc = die(&err);
-            break;
+    } else {
+        char *line = NULL;
+        size_t cap = 0;
+        ssize_t n;
+        while ((n = getline(&line, &cap, stdin)) >= 0) {
+            if (n > 0 && line[n - 1] == '\n') n--;
+            /* WordPiece: a CRLF line's '\r' is whitespace either way */
+            if (tokenize_text(tok, line, (size_t)n, as_tokens, &norm, &ids, &err) != 0) {
+                rc = die(&err);
+                break;
+            }
         }
-        for (size_t k = 0; k < ids.n; k++) {
-            if (k) putchar(' ');
-            if (as_tokens)
-                fputs(cz_tokenizer_token(tok, ids.ids[k]), stdout);
-            else
-                printf("%u", ids.ids[k]);
-        }
-        putchar('\n');
+        free(line);
     }
-    free(line);
     cz_buf_free(&norm);
+    cz_buf_free(&all);
     cz_ids_free(&ids);
     cz_tokenizer_free(tok);
     return rc;
+}
+
+/* ------------------------------------------------------------------ decode */
+
+static const char DECODE_HELP[] =
+    "usage: cloze-prep decode --vocab FILE [--merges FILE] [--whole]\n"
+    "Reads lines of token ids on stdin (what tokenize prints) and writes each line's\n"
+    "text followed by a newline. GPT-2 BPE gives back the exact bytes: decode of\n"
+    "tokenize is the input, and with --whole on both sides (no newline added) byte\n"
+    "for byte. WordPiece joins the pieces into space-separated words.\n";
+
+static int cmd_decode(int argc, char **argv) {
+    tok_args ta = {0};
+    int whole = 0;
+    for (int i = 2; i < argc; i++) {
+        if (!strcmp(argv[i], "--help")) return fputs(DECODE_HELP, stdout), 0;
+        if (tok_arg(&ta, argc, argv, &i)) continue;
+        if (!strcmp(argv[i], "--whole"))
+            whole = 1;
+        else
+            return usage_error("decode", "unknown option");
+    }
+    cz_error err = {{0}};
+    cz_tokenizer *tok = NULL;
+    if (load_tokenizer(&ta, &tok, &err) != 0) return die(&err);
+    uint32_t vs = cz_tokenizer_vocab_size(tok);
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    cz_ids ids = {0};
+    int rc = 0;
+    for (unsigned long lineno = 1; rc == 0 && (n = getline(&line, &cap, stdin)) >= 0; lineno++) {
+        ids.n = 0;
+        for (char *p = line;;) {
+            while (*p == ' ' || *p == '\t' || *p == '\r' || *p == '\n') p++;
+            if (!*p) break;
+            char *end;
+            errno = 0;
+            unsigned long long v = strtoull(p, &end, 10);
+            if (end == p || *p == '-' || errno || v >= vs) {
+                int w = (int)strcspn(p, " \t\r\n");
+                rc = cz_fail(&err, "stdin line %lu column %zu: '%.*s' is not a token id < %u",
+                             lineno, (size_t)(p - line) + 1, w < 40 ? w : 40, p, vs);
+                break;
+            }
+            if (cz_ids_push(&ids, (uint32_t)v, &err) != 0) {
+                rc = -1;
+                break;
+            }
+            p = end;
+        }
+        if (rc) break;
+        size_t len = 0;
+        char *text = cz_tokenizer_decode(tok, ids.ids, ids.n, &len);
+        if (!text) {
+            rc = cz_fail(&err, "stdin line %lu: out of memory", lineno);
+            break;
+        }
+        fwrite(text, 1, len, stdout);
+        if (!whole) putchar('\n');
+        free(text);
+    }
+    if (rc) die(&err);
+    free(line);
+    cz_ids_free(&ids);
+    cz_tokenizer_free(tok);
+    return rc ? 1 : 0;
 }
 
 /* ----------------------------------------------------------------- inspect */
@@ -315,48 +452,79 @@ static const char INSPECT_HELP[] =
     "(default 3), one sentence per line. Without --vocab the vocabulary named by\n"
     "train.manifest next to the shard is used (BPE: vocab.bpe next to encoder.json).\n";
 
-/* The vocabulary of the manifest next to a shard, when there is one. */
+/* The merges file of a BPE manifest: the one it records, or (manifests from
+ * before the vocab_file records) vocab.bpe next to encoder.json. */
+static void manifest_merges(const cz_manifest *m, char *buf, size_t len) {
+    if (m->vocab_files[CZ_VOCAB_FILE_MERGES].path[0]) {
+        snprintf(buf, len, "%s", m->vocab_files[CZ_VOCAB_FILE_MERGES].path);
+        return;
+    }
+    snprintf(buf, len, "%s", m->vocab_path);
+    char *s = strrchr(buf, '/');
+    snprintf(s ? s + 1 : buf, len - (size_t)(s ? s + 1 - buf : 0), "vocab.bpe");
+}
+
+/* The vocabulary of the train.manifest that lists a shard: next to it, or
+ * one directory up (shards live in DIR/set-NNNN/, the manifest in DIR). */
 static void vocab_from_manifest(const char *shard, tok_args *ta, char *vbuf, char *mbuf) {
-    char mpath[PATH_MAX];
-    snprintf(mpath, sizeof mpath, "%s", shard);
-    char *slash = strrchr(mpath, '/');
-    snprintf(slash ? slash + 1 : mpath, sizeof mpath - (size_t)(slash ? slash + 1 - mpath : 0),
-             "train.manifest");
+    char dir[PATH_MAX], mpath[PATH_MAX + 32];
+    snprintf(dir, sizeof dir, "%s", shard);
+    char *slash = strrchr(dir, '/');
+    if (slash)
+        *slash = 0;
+    else
+        snprintf(dir, sizeof dir, ".");
     cz_manifest m;
     cz_error err;
-    if (cz_manifest_load(&m, mpath, &err) != 0) return;
+    snprintf(mpath, sizeof mpath, "%s/train.manifest", dir);
+    if (cz_manifest_load(&m, mpath, &err) != 0) {
+        snprintf(mpath, sizeof mpath, "%s/../train.manifest", dir);
+        if (cz_manifest_load(&m, mpath, &err) != 0) return;
+    }
     snprintf(vbuf, PATH_MAX, "%s", m.vocab_path);
     ta->vocab = vbuf;
     if (!strcmp(m.vocab_kind, "bpe")) {
-        snprintf(mbuf, PATH_MAX, "%s", m.vocab_path);
-        char *s = strrchr(mbuf, '/');
-        snprintf(s ? s + 1 : mbuf, PATH_MAX - (size_t)(s ? s + 1 - mbuf : 0), "vocab.bpe");
+        manifest_merges(&m, mbuf, PATH_MAX);
         ta->merges = mbuf;
     }
     cz_manifest_free(&m);
 }
 
+/* The ids [a, b) of a shard in a malloc'ed array. */
+static uint32_t *shard_ids(const cz_shard *s, uint64_t a, uint64_t b) {
+    uint32_t *ids = malloc((size_t)(b - a + 1) * sizeof *ids);
+    for (uint64_t i = a; ids && i < b; i++) ids[i - a] = cz_shard_token(s, i);
+    return ids;
+}
+
+/* A document: GPT (BPE) as its text, byte for byte (its sentences, if an
+ * older cloze-prep wrote several, carry their separators); BERT one
+ * sentence per line; without a vocabulary the ids, one sentence per line. */
 static void print_document(const cz_shard *s, const cz_tokenizer *tok, uint64_t d) {
     uint64_t s0 = s->doc_start[d], s1 = s->doc_start[d + 1];
     printf("--- document %llu: %llu sentences, %llu tokens\n", (unsigned long long)d,
            (unsigned long long)(s1 - s0),
            (unsigned long long)(s->sent_start[s1] - s->sent_start[s0]));
-    uint32_t *ids = malloc(sizeof(uint32_t) * 4096);
+    int whole = tok && cz_tokenizer_kind_of(tok) == CZ_TOK_BPE;
     for (uint64_t k = s0; k < s1; k++) {
-        uint64_t a = s->sent_start[k], b = s->sent_start[k + 1];
-        if (!tok || b - a > 4096) {
+        uint64_t a = s->sent_start[k], b = whole ? s->sent_start[s1] : s->sent_start[k + 1];
+        if (!tok) {
             for (uint64_t i = a; i < b; i++) printf("%s%u", i > a ? " " : "", cz_shard_token(s, i));
             putchar('\n');
             continue;
         }
-        for (uint64_t i = a; i < b; i++) ids[i - a] = cz_shard_token(s, i);
-        char *text = cz_tokenizer_decode(tok, ids, (size_t)(b - a));
-        /* BPE sentences after the first carry their separating space or
-         * paragraph break */
-        printf("%s\n", text ? text + (text[0] == ' ' || text[0] == '\n') : "(decode failed)");
+        uint32_t *ids = shard_ids(s, a, b);
+        size_t len = 0;
+        char *text = ids ? cz_tokenizer_decode(tok, ids, (size_t)(b - a), &len) : NULL;
+        if (text)
+            fwrite(text, 1, len, stdout);
+        else
+            fputs("(out of memory)", stdout);
+        putchar('\n');
         free(text);
+        free(ids);
+        if (whole) break;
     }
-    free(ids);
 }
 
 static int cmd_inspect(int argc, char **argv) {
@@ -433,14 +601,34 @@ static int file_fingerprint(const cz_manifest *m, uint64_t *fp, char *which, siz
     cz_free(a);
     if (!strcmp(m->vocab_kind, "bpe")) {
         char mp[PATH_MAX];
-        snprintf(mp, sizeof mp, "%s", m->vocab_path);
-        char *s = strrchr(mp, '/');
-        snprintf(s ? s + 1 : mp, sizeof mp - (size_t)(s ? s + 1 - mp : 0), "vocab.bpe");
+        manifest_merges(m, mp, sizeof mp);
         if (cz_read_file(mp, &b, &nb, &e) != 0) return -1;
         *fp = cz_fnv1a64(b, nb, *fp);
+        snprintf(which, len, "%s + %s", m->vocab_path, mp);
         cz_free(b);
     }
     return 0;
+}
+
+/* The recorded SHA-256 of each vocabulary file against the file now; a file
+ * that cannot be read is only warned about (it may live elsewhere now). */
+static int check_vocab_sha256(const cz_manifest *m) {
+    int bad = 0;
+    for (int k = 0; k < CZ_VOCAB_FILES; k++) {
+        const cz_manifest_file *f = &m->vocab_files[k];
+        char hex[65];
+        cz_error e;
+        if (!f->sha256[0] || cz_sha256_file(f->path, hex, &e) != 0) continue;
+        if (strcmp(hex, f->sha256) != 0) {
+            fprintf(stderr,
+                    "cloze-prep: error: %s: vocab_file %s line: sha256 %s, but %s now hashes to "
+                    "%s\n",
+                    m->path, k == CZ_VOCAB_FILE_VOCAB ? "vocab" : "merges", f->sha256, f->path,
+                    hex);
+            bad++;
+        }
+    }
+    return bad;
 }
 
 static int verify_shard(const cz_manifest *m, const cz_manifest_shard *e, cz_error *err) {
@@ -486,6 +674,7 @@ static int cmd_verify(int argc, char **argv) {
                 "checked\n",
                 m.path, m.vocab_path);
     }
+    if (!bad) bad += check_vocab_sha256(&m); /* one line per cause */
     for (int i = 0; i < m.n_shards; i++) {
         if (verify_shard(&m, &m.shards[i], &err) != 0) {
             die(&err);
@@ -505,6 +694,7 @@ static const char MAIN_HELP[] = "usage: cloze-prep COMMAND [--help] ...\n"
                                 "  shards    text files -> token shards + manifest\n"
                                 "  vocab     learn a WordPiece or BPE vocabulary\n"
                                 "  tokenize  stdin lines -> token ids\n"
+                                "  decode    token ids -> text\n"
                                 "  inspect   print a shard's header and first documents\n"
                                 "  verify    check every shard of a manifest\n"
                                 "Formats: docs/formats.md\n";
@@ -519,6 +709,7 @@ int main(int argc, char **argv) {
     if (!strcmp(c, "shards")) return cmd_shards(argc, argv);
     if (!strcmp(c, "vocab")) return cmd_vocab(argc, argv);
     if (!strcmp(c, "tokenize")) return cmd_tokenize(argc, argv);
+    if (!strcmp(c, "decode")) return cmd_decode(argc, argv);
     if (!strcmp(c, "inspect")) return cmd_inspect(argc, argv);
     if (!strcmp(c, "verify")) return cmd_verify(argc, argv);
     fprintf(stderr, "cloze-prep: unknown command '%s'\n%s", c, MAIN_HELP);

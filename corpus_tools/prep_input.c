@@ -131,8 +131,9 @@ static cz_input_format detect(const char *path, const char *peek, size_t n) {
 }
 
 int cz_reader_open(cz_reader *r, const char *path, cz_input_format fmt, const char *jsonl_field,
-                   cz_error *err) {
+                   int verbatim, cz_error *err) {
     memset(r, 0, sizeof *r);
+    r->verbatim = verbatim;
     snprintf(r->path, sizeof r->path, "%s", path);
     r->jsonl_field = jsonl_field ? jsonl_field : "text";
     r->f = fopen(path, "rb");
@@ -162,6 +163,7 @@ int cz_reader_open(cz_reader *r, const char *path, cz_input_format fmt, const ch
 void cz_reader_close(cz_reader *r) {
     if (r->f) fclose(r->f);
     free(r->line);
+    cz_buf_free(&r->pend);
     r->f = NULL;
     r->line = NULL;
 }
@@ -185,7 +187,13 @@ static long next_line(cz_reader *r, cz_error *err) {
     }
     r->offset += (uint64_t)n;
     r->line_no++;
-    while (n > 0 && (r->line[n - 1] == '\n' || r->line[n - 1] == '\r')) r->line[--n] = 0;
+    /* getline stops after the first '\n': what is stripped is '\r's and
+     * that '\n', so the terminator can be put back exactly (verbatim) */
+    r->eol_nl = n > 0 && r->line[n - 1] == '\n';
+    if (r->eol_nl) r->line[--n] = 0;
+    r->eol_cr = 0;
+    while (n > 0 && r->line[n - 1] == '\r') r->line[--n] = 0, r->eol_cr++;
+    r->line_len = (long)n;
     return (long)n;
 }
 
@@ -293,6 +301,29 @@ static int json_field(const char *s, size_t n, const char *field, cz_buf *o, siz
 
 /* ---- per-format document assembly ---- */
 
+/* Verbatim documents (see prep_input.h): r->pend collects the terminators
+ * and blank lines after the last text line; they join the document only
+ * when another text line follows. */
+static int pend_eol(cz_reader *r, cz_error *err) {
+    for (int k = 0; k < r->eol_cr; k++)
+        if (cz_buf_append(&r->pend, "\r", 1, err) != 0) return -1;
+    return r->eol_nl ? cz_buf_append(&r->pend, "\n", 1, err) : 0;
+}
+
+static int verbatim_text(cz_reader *r, cz_buf *doc, const char *s, long n, cz_error *err) {
+    if (doc->len && r->pend.len && cz_buf_append(doc, r->pend.data, r->pend.len, err) != 0)
+        return -1;
+    r->pend.len = 0;
+    if (cz_buf_append(doc, s, (size_t)n, err) != 0) return -1;
+    return pend_eol(r, err);
+}
+
+static int verbatim_blank(cz_reader *r, cz_buf *doc, const char *s, long n, cz_error *err) {
+    if (!doc->len) return 0; /* before the document: a separator */
+    if (cz_buf_append(&r->pend, s, (size_t)n, err) != 0) return -1;
+    return pend_eol(r, err);
+}
+
 static int add_paragraph_line(cz_buf *doc, const char *s, long n, cz_error *err) {
     if (cz_buf_append(doc, s, (size_t)n, err) != 0) return -1;
     return cz_buf_append(doc, "\n", 1, err);
@@ -305,7 +336,9 @@ static int next_text(cz_reader *r, cz_buf *doc, cz_error *err) {
             if (doc->len) return 1;
             continue;
         }
-        if (add_paragraph_line(doc, r->line, n, err) != 0) return -1;
+        if ((r->verbatim ? verbatim_text(r, doc, r->line, n, err)
+                         : add_paragraph_line(doc, r->line, n, err)) != 0)
+            return -1;
         if (doc->len > CZ_MAX_DOC_BYTES) return 1;
     }
     return n == -2 ? -1 : doc->len > 0;
@@ -313,9 +346,22 @@ static int next_text(cz_reader *r, cz_buf *doc, cz_error *err) {
 
 static int next_wikitext(cz_reader *r, cz_buf *doc, cz_error *err) {
     long n;
+    if (r->pending_title) { /* verbatim: the title that ended the last article */
+        r->pending_title = 0;
+        if (verbatim_text(r, doc, r->line, r->line_len, err) != 0) return -1;
+    }
     while ((n = next_line(r, err)) >= 0) {
         int level = wikitext_heading_level(r->line, n);
-        if (level == 1 && doc->len) return 1; /* the next article begins */
+        if (level == 1 && doc->len) { /* the next article begins */
+            r->pending_title = r->verbatim;
+            return 1;
+        }
+        if (r->verbatim) { /* headings and blank lines are text */
+            if ((is_blank(r->line, n) ? verbatim_blank : verbatim_text)(r, doc, r->line, n, err))
+                return -1;
+            if (doc->len > CZ_MAX_DOC_BYTES) return 1;
+            continue;
+        }
         if (level || is_blank(r->line, n)) continue;
         if (add_paragraph_line(doc, r->line, n, err) != 0) return -1;
         if (doc->len > CZ_MAX_DOC_BYTES) return 1;
@@ -357,6 +403,7 @@ static int next_gutenberg(cz_reader *r, cz_buf *doc, cz_error *err) {
         if (has_marker(r->line, "START OF")) {
             r->in_body = 1;
             doc->len = 0;
+            r->pend.len = 0;
             continue;
         }
         if (has_marker(r->line, "END OF") && r->in_body) {
@@ -364,6 +411,12 @@ static int next_gutenberg(cz_reader *r, cz_buf *doc, cz_error *err) {
             break;
         }
         if (!r->in_body) continue;
+        if (r->verbatim) { /* the lines as they are, hard wraps included */
+            if ((is_blank(r->line, n) ? verbatim_blank : verbatim_text)(r, doc, r->line, n, err))
+                return -1;
+            if (doc->len > CZ_MAX_DOC_BYTES) return 1;
+            continue;
+        }
         if (is_blank(r->line, n)) {
             if (doc->len && doc->data[doc->len - 1] != '\n') {
                 if (cz_buf_append(doc, "\n", 1, err) != 0) return -1;
@@ -382,6 +435,7 @@ static int next_gutenberg(cz_reader *r, cz_buf *doc, cz_error *err) {
 
 int cz_reader_next(cz_reader *r, cz_buf *doc, cz_error *err) {
     doc->len = 0;
+    r->pend.len = 0; /* what trailed the last document is not part of the next */
     switch (r->fmt) {
     case CZ_FMT_WIKITEXT:
         return next_wikitext(r, doc, err);

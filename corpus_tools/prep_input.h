@@ -31,7 +31,14 @@ int cz_file_list_add(cz_file_list *l, const char *path, cz_error *err);
 void cz_file_list_free(cz_file_list *l);
 
 /* Streams one file, document by document. The document's raw bytes go to
- * doc ('\n' between paragraphs), not yet normalised. */
+ * doc ('\n' between paragraphs), not yet normalised.
+ *
+ * verbatim = 1 (GPT mode) keeps the bytes of every line as they are: the
+ * format decides only where documents begin and end (and, for Gutenberg,
+ * which part of the file is the book). Inside a document every line keeps
+ * its terminator ("\n", "\r\n") but the last, blank lines inside it are
+ * kept, and WikiText headings are text. Blank lines at a document's edges
+ * separate documents and are not part of any. */
 typedef struct cz_reader {
     char path[1024];
     FILE *f;
@@ -44,12 +51,16 @@ typedef struct cz_reader {
     int in_body; /* Gutenberg: between the START and END markers */
     int done;
     int pending_title; /* WikiText: the last line read started the next article */
+    int verbatim;
+    long line_len;      /* the last line's length, without its terminator */
+    int eol_cr, eol_nl; /* the last line's terminator: eol_cr '\r's, then '\n' if eol_nl */
+    cz_buf pend;        /* verbatim: terminators and blank lines since the last text line */
 } cz_reader;
 
 /* Opens a file; refuses binary data (a NUL byte or mostly invalid UTF-8 in the
  * first 64 KiB) with an error naming the offset. */
 int cz_reader_open(cz_reader *r, const char *path, cz_input_format fmt, const char *jsonl_field,
-                   cz_error *err);
+                   int verbatim, cz_error *err);
 /* 1 = a document is in doc, 0 = end of file, -1 = error. */
 int cz_reader_next(cz_reader *r, cz_buf *doc, cz_error *err);
 void cz_reader_close(cz_reader *r);

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cloze/sha256.h"
 #include "cloze/shard.h"
 
 /* ---------------------------------------------------------- one document */
@@ -25,6 +26,16 @@ static int push_sent_len(cz_prep_doc *d, uint32_t n, cz_error *err) {
     return 0;
 }
 
+/* GPT mode: the document's bytes are its text, encoded in one piece exactly
+ * as GPT-2's encoder would encode them, and stored as one "sentence" (GPT
+ * training reads documents as a token stream; sentences are BERT's). */
+static int prep_gpt_document(const cz_tokenizer *tok, cz_prep_doc *d, cz_error *err) {
+    if (cz_tokenizer_encode(tok, d->norm.data ? d->norm.data : "", d->norm.len, &d->ids, err) != 0)
+        return -1;
+    if (d->ids.n > UINT32_MAX) return cz_fail(err, "document of %zu tokens", d->ids.n);
+    return d->ids.n ? push_sent_len(d, (uint32_t)d->ids.n, err) : 0;
+}
+
 int cz_prep_document(const cz_tokenizer *tok, const char *raw, size_t len, int detok,
                      cz_prep_doc *d, cz_error *err) {
     d->norm.len = 0;
@@ -34,26 +45,28 @@ int cz_prep_document(const cz_tokenizer *tok, const char *raw, size_t len, int d
     memset(&d->st, 0, sizeof d->st);
     d->st.bytes_in = len;
     cz_norm_stats ns = {0, 0};
-    if (cz_normalize(raw, len, detok, &d->norm, &ns, err) != 0) return -1;
+    int bpe = cz_tokenizer_kind_of(tok) == CZ_TOK_BPE;
+    if ((bpe ? cz_verbatim : cz_normalize)(raw, len, detok, &d->norm, &ns, err) != 0) return -1;
     d->st.bytes_replaced = ns.bytes_replaced;
     d->st.chars_dropped = ns.chars_dropped;
     d->hash = cz_fnv1a64(d->norm.data, d->norm.len, CZ_FNV_SEED);
-    if (cz_split_sentences(d->norm.data, d->norm.len, &d->spans, err) != 0) return -1;
-    int bpe = cz_tokenizer_kind_of(tok) == CZ_TOK_BPE;
-    int32_t unk = cz_tokenizer_token_id(tok, "[UNK]");
-    for (size_t i = 0; i < d->spans.n; i++) {
-        const char *s = d->norm.data + d->spans.v[i].start;
-        size_t before = d->ids.n, n = d->spans.v[i].len;
-        /* GPT-2's BPE sees the space before a word ("Ġword"): every sentence
-         * but the first is encoded with the space or '\n' that separated
-         * it, so that the document decodes back to its text. */
-        if (bpe && i > 0) s--, n++;
-        if (cz_tokenizer_encode(tok, s, n, &d->ids, err) != 0) return -1;
-        uint32_t got = (uint32_t)(d->ids.n - before);
-        if (got == 0) continue;
-        if (push_sent_len(d, got, err) != 0) return -1;
-        if (unk >= 0)
-            for (size_t k = before; k < d->ids.n; k++) d->st.unk += d->ids.ids[k] == (uint32_t)unk;
+    if (bpe) {
+        if (prep_gpt_document(tok, d, err) != 0) return -1;
+    } else {
+        if (cz_split_sentences(d->norm.data, d->norm.len, &d->spans, err) != 0) return -1;
+        int32_t unk = cz_tokenizer_token_id(tok, "[UNK]");
+        for (size_t i = 0; i < d->spans.n; i++) {
+            size_t before = d->ids.n;
+            if (cz_tokenizer_encode(tok, d->norm.data + d->spans.v[i].start, d->spans.v[i].len,
+                                    &d->ids, err) != 0)
+                return -1;
+            uint32_t got = (uint32_t)(d->ids.n - before);
+            if (got == 0) continue;
+            if (push_sent_len(d, got, err) != 0) return -1;
+            if (unk >= 0)
+                for (size_t k = before; k < d->ids.n; k++)
+                    d->st.unk += d->ids.ids[k] == (uint32_t)unk;
+        }
     }
     d->st.sentences = d->n_sent;
     d->st.tokens = d->ids.n;
@@ -193,6 +206,7 @@ typedef struct feeder {
     cz_error err;
     const cz_prep_options *o;
     const cz_file_list *files;
+    int verbatim;                /* GPT mode: documents keep their bytes (prep_input.h) */
     _Atomic uint64_t bytes_read; /* for progress */
     uint64_t bytes_in;           /* whole files consumed, for the summary */
 } feeder;
@@ -204,7 +218,7 @@ static int fill_batch(feeder *f, batch *b, cz_reader *rd, int *open, int *next_f
             if (*next_file >= f->files->n) return 1;
             const char *path = f->files->paths[*next_file];
             *next_file += f->o->world;
-            if (cz_reader_open(rd, path, f->o->fmt, f->o->jsonl_field, &f->err) != 0) {
+            if (cz_reader_open(rd, path, f->o->fmt, f->o->jsonl_field, f->verbatim, &f->err) != 0) {
                 f->rc = -1;
                 return 1;
             }
@@ -273,6 +287,7 @@ static int run_pipeline(run *r, const cz_file_list *files, cz_error *err) {
     memset(&f, 0, sizeof f);
     f.o = r->o;
     f.files = files;
+    f.verbatim = cz_tokenizer_kind_of(r->tok) == CZ_TOK_BPE;
     atomic_init(&f.bytes_read, 0);
     r->bytes_read = &f.bytes_read;
     f.slot[0] = calloc(1, sizeof(batch));
@@ -407,41 +422,57 @@ static int add_shard(cz_manifest *m, const char *path, cz_error *err) {
     return 0;
 }
 
-int cz_prep_write_manifests(const cz_prep_options *o, const cz_tokenizer *tok,
-                            const char *vocab_path, cz_error *err) {
-    cz_manifest m;
-    memset(&m, 0, sizeof m);
-    snprintf(m.vocab_kind, sizeof m.vocab_kind, "%s",
+/* The vocabulary record of a manifest: kind, size, fingerprint, and each
+ * file's absolute path, path as given and SHA-256. */
+static int vocab_record(cz_manifest *m, const cz_tokenizer *tok, const char *vocab_path,
+                        const char *merges_path, cz_error *err) {
+    snprintf(m->vocab_kind, sizeof m->vocab_kind, "%s",
              cz_tokenizer_kind_of(tok) == CZ_TOK_BPE ? "bpe" : "wordpiece");
-    m.vocab_size = cz_tokenizer_vocab_size(tok);
-    m.vocab_fingerprint = cz_tokenizer_fingerprint(tok);
-    char abs[PATH_MAX];
-    snprintf(m.vocab_path, sizeof m.vocab_path, "%s", realpath(vocab_path, abs) ? abs : vocab_path);
-    special_ids(&m, tok);
+    m->vocab_size = cz_tokenizer_vocab_size(tok);
+    m->vocab_fingerprint = cz_tokenizer_fingerprint(tok);
+    const char *given[CZ_VOCAB_FILES] = {vocab_path, merges_path};
+    for (int k = 0; k < CZ_VOCAB_FILES; k++) {
+        if (!given[k]) continue;
+        cz_manifest_file *f = &m->vocab_files[k];
+        char abs[PATH_MAX];
+        snprintf(f->path, sizeof f->path, "%s", realpath(given[k], abs) ? abs : given[k]);
+        snprintf(f->given, sizeof f->given, "%s", given[k]);
+        if (cz_sha256_file(given[k], f->sha256, err) != 0) return -1;
+    }
+    snprintf(m->vocab_path, sizeof m->vocab_path, "%s", m->vocab_files[CZ_VOCAB_FILE_VOCAB].path);
+    special_ids(m, tok);
+    return 0;
+}
+
+int cz_prep_collect_manifests(const cz_prep_options *o, const cz_tokenizer *tok,
+                              const char *vocab_path, const char *merges_path, cz_manifest *train,
+                              cz_manifest *heldout, cz_error *err) {
+    memset(train, 0, sizeof *train);
+    memset(heldout, 0, sizeof *heldout);
+    if (vocab_record(train, tok, vocab_path, merges_path, err) != 0) return -1;
+    *heldout = *train;
     int cap = o->n_shards > o->world ? o->n_shards : o->world;
-    m.shards = cz_alloc((size_t)cap * sizeof *m.shards, err);
-    if (!m.shards) return -1;
+    train->shards = cz_alloc((size_t)cap * sizeof *train->shards, err);
+    heldout->shards = cz_alloc((size_t)o->world * sizeof *heldout->shards, err);
+    if (!train->shards || !heldout->shards) goto fail;
     char path[2048];
-    int rc = 0;
-    for (int k = 0; rc == 0 && k < o->n_shards; k++) {
+    for (int k = 0; k < o->n_shards; k++) {
         shard_path(path, sizeof path, o->out_dir, "train", k);
-        rc = add_shard(&m, path, err);
+        if (add_shard(train, path, err) != 0) goto fail;
     }
-    snprintf(path, sizeof path, "%s/train.manifest", o->out_dir);
-    if (rc == 0 && m.n_shards == 0) rc = cz_fail(err, "%s: no document in any shard", path);
-    if (rc == 0) rc = cz_manifest_write(&m, path, err);
-    if (rc == 0 && o->heldout > 0) {
-        m.n_shards = 0;
-        for (int k = 0; rc == 0 && k < o->world; k++) {
-            shard_path(path, sizeof path, o->out_dir, "heldout", k);
-            rc = add_shard(&m, path, err);
-        }
-        snprintf(path, sizeof path, "%s/heldout.manifest", o->out_dir);
-        if (rc == 0 && m.n_shards == 0)
-            cz_warn("%s: --heldout %g selected no document; the manifest lists no shard", path,
-                    o->heldout);
-        if (rc == 0) rc = cz_manifest_write(&m, path, err);
+    if (train->n_shards == 0) {
+        cz_fail(err, "no document in any shard: the inputs hold no text");
+        goto fail;
     }
-    cz_manifest_free(&m);
-    return rc;
+    for (int k = 0; o->heldout > 0 && k < o->world; k++) {
+        shard_path(path, sizeof path, o->out_dir, "heldout", k);
+        if (add_shard(heldout, path, err) != 0) goto fail;
+    }
+    if (o->heldout > 0 && heldout->n_shards == 0)
+        cz_warn("--heldout %g selected no document; heldout.manifest lists no shard", o->heldout);
+    return 0;
+fail:
+    cz_manifest_free(train);
+    cz_manifest_free(heldout);
+    return -1;
 }

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "cloze/core.h"
+#include "cloze/shard.h"
 #include "prep_input.h"
 #include "tokenizer.h"
 
@@ -44,7 +45,9 @@ typedef struct cz_prep_doc {
     uint64_t hash; /* FNV-1a 64 of the normalised text: decides the heldout split */
 } cz_prep_doc;
 
-/* Normalises, splits and tokenizes raw document bytes into d (reset first). */
+/* Raw document bytes into d (reset first). WordPiece (BERT): normalised,
+ * split into sentences, each encoded; BPE (GPT): the bytes as they are
+ * (cz_verbatim), encoded whole as one sentence. */
 int cz_prep_document(const cz_tokenizer *tok, const char *raw, size_t len, int detok,
                      cz_prep_doc *d, cz_error *err);
 void cz_prep_doc_free(cz_prep_doc *d);
@@ -56,9 +59,12 @@ int cz_prep_is_heldout(uint64_t hash, double fraction);
 int cz_prep_shards(const cz_prep_options *o, const cz_tokenizer *tok, const cz_file_list *files,
                    cz_prep_stats *st, cz_error *err);
 
-/* After every rank finished: <out>/train.manifest (+ heldout.manifest) from
- * the shard headers; empty shards are removed and left out. */
-int cz_prep_write_manifests(const cz_prep_options *o, const cz_tokenizer *tok,
-                            const char *vocab_path, cz_error *err);
+/* After every rank finished: the manifests of the shards in o->out_dir, with
+ * the vocabulary they were made with (kind, size, fingerprint, and each
+ * file's paths and SHA-256). Empty shards are removed and left out; heldout
+ * lists no shard without --heldout. Free both with cz_manifest_free. */
+int cz_prep_collect_manifests(const cz_prep_options *o, const cz_tokenizer *tok,
+                              const char *vocab_path, const char *merges_path, cz_manifest *train,
+                              cz_manifest *heldout, cz_error *err);
 
 #endif

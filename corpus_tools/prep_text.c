@@ -137,6 +137,24 @@ fail:
     return -1;
 }
 
+int cz_verbatim(const char *in, size_t n, int detok, cz_buf *out, cz_norm_stats *st,
+                cz_error *err) {
+    const unsigned char *p = (const unsigned char *)in;
+    for (size_t i = 0; i < n;) {
+        uint32_t c;
+        size_t len = utf8_decode(p + i, n - i, &c);
+        st->bytes_replaced += len == 0;
+        i += len ? len : 1;
+    }
+    size_t start = out->len;
+    if (cz_buf_append(out, in, n, err) != 0) return -1;
+    if (detok && n) {
+        out->len = start + wikitext_detok(out->data + start, n);
+        out->data[out->len] = 0;
+    }
+    return 0;
+}
+
 /* ---------------------------------------------------------------- splitting */
 
 static int cz_spans_push(cz_spans *s, uint32_t start, uint32_t len, cz_error *err) {

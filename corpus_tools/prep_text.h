@@ -29,6 +29,13 @@ typedef struct cz_norm_stats {
 int cz_normalize(const char *in, size_t n, int wikitext_detok, cz_buf *out, cz_norm_stats *st,
                  cz_error *err);
 
+/* GPT mode (byte-level BPE is lossless): appends the document's bytes as
+ * they are: whitespace, newlines, control characters and invalid UTF-8 are
+ * text. Only wikitext_detok = 1 changes them (as cz_normalize does).
+ * st->bytes_replaced counts the invalid UTF-8 bytes, here kept as bytes. */
+int cz_verbatim(const char *in, size_t n, int wikitext_detok, cz_buf *out, cz_norm_stats *st,
+                cz_error *err);
+
 /* One sentence: bytes [start, start + len) of the text. */
 typedef struct cz_span {
     uint32_t start, len;

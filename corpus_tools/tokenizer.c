@@ -183,6 +183,7 @@ int cz_tokenizer_encode(const cz_tokenizer *t, const char *text, size_t len, cz_
                                        : cz_bpe_encode(t, text, len, out, err);
 }
 
-char *cz_tokenizer_decode(const cz_tokenizer *t, const uint32_t *ids, size_t n) {
-    return t->kind == CZ_TOK_WORDPIECE ? cz_wordpiece_decode(t, ids, n) : cz_bpe_decode(t, ids, n);
+char *cz_tokenizer_decode(const cz_tokenizer *t, const uint32_t *ids, size_t n, size_t *len) {
+    return t->kind == CZ_TOK_WORDPIECE ? cz_wordpiece_decode(t, ids, n, len)
+                                       : cz_bpe_decode(t, ids, n, len);
 }

@@ -54,8 +54,11 @@ const char *cz_tokenizer_token(const cz_tokenizer *t, uint32_t id);
  * UTF-8 (cloze-prep normalises first). */
 int cz_tokenizer_encode(const cz_tokenizer *t, const char *text, size_t len, cz_ids *out,
                         cz_error *err);
-/* Decodes ids back to text into a malloc'ed string: BPE byte-exact;
- * WordPiece joins "##" continuations and separates words by spaces. */
-char *cz_tokenizer_decode(const cz_tokenizer *t, const uint32_t *ids, size_t n);
+/* Decodes ids back to text into a malloc'ed, NUL-terminated string and
+ * its length in *len (when not NULL): BPE byte-exact, so the text may hold
+ * NUL bytes and invalid UTF-8, decode(encode(x)) == x for any bytes x;
+ * WordPiece joins "##" continuations and separates words by spaces. Ids
+ * outside the vocabulary are skipped. */
+char *cz_tokenizer_decode(const cz_tokenizer *t, const uint32_t *ids, size_t n, size_t *len);
 
 #endif

@@ -55,9 +55,9 @@ struct cz_tokenizer {
 
 int cz_wordpiece_encode(const cz_tokenizer *t, const char *text, size_t len, cz_ids *out,
                         cz_error *err);
-char *cz_wordpiece_decode(const cz_tokenizer *t, const uint32_t *ids, size_t n);
+char *cz_wordpiece_decode(const cz_tokenizer *t, const uint32_t *ids, size_t n, size_t *len);
 int cz_bpe_encode(const cz_tokenizer *t, const char *text, size_t len, cz_ids *out, cz_error *err);
-char *cz_bpe_decode(const cz_tokenizer *t, const uint32_t *ids, size_t n);
+char *cz_bpe_decode(const cz_tokenizer *t, const uint32_t *ids, size_t n, size_t *len);
 /* BERT's BasicTokenizer: calls fn for each word of text (normalised UTF-8,
  * offs[k] = byte offset of code point k, offs[ncp] = length). A word longer
  * than o->max_word_chars arrives with ncp = max_word_chars + 1 and only its

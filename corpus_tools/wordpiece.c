@@ -220,7 +220,7 @@ int cz_wordpiece_encode(const cz_tokenizer *t, const char *text, size_t len, cz_
     return cz_bert_split(&t->opt, text, len, match_word, &m, err);
 }
 
-char *cz_wordpiece_decode(const cz_tokenizer *t, const uint32_t *ids, size_t n) {
+char *cz_wordpiece_decode(const cz_tokenizer *t, const uint32_t *ids, size_t n, size_t *len) {
     /* " ".join(tokens).replace(" ##", ""): a continuation glues to the left. */
     size_t cap = 1;
     for (size_t k = 0; k < n; k++) {
@@ -242,5 +242,6 @@ char *cz_wordpiece_decode(const cz_tokenizer *t, const uint32_t *ids, size_t n) 
         p += l;
     }
     *p = 0;
+    if (len) *len = (size_t)(p - s);
     return s;
 }

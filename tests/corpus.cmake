@@ -8,4 +8,11 @@ if(TARGET cloze-prep)
                         $<TARGET_FILE:cloze-prep> LABELS "mpi" TIMEOUT 120)
   cloze_add_script_test(corpus_prep_data COMMAND bash ${CLOZE_TEST_DIR}/scripts/corpus_prep_data.sh
                         $<TARGET_FILE:cloze-prep> LABELS "data" TIMEOUT 300)
+  # a new shard set replaces the old one only when complete: error, kill -9,
+  # lock, replacement; and a full disk on a tmpfs the test mounts (skipped,
+  # exit 77, where mounting is not allowed)
+  foreach(mode swap disk-full)
+    cloze_add_script_test(corpus_prep_${mode} COMMAND bash ${CLOZE_TEST_DIR}/scripts/corpus_prep_swap.sh
+                          $<TARGET_FILE:cloze-prep> ${mode} LABELS "prep" TIMEOUT 120)
+  endforeach()
 endif()

@@ -21,3 +21,5 @@ endif()
 # every product in bf16 mode vs fp32 and vs the bf16 definition (skipped
 # where the CPU lacks AVX512_BF16)
 cloze_add_unit_test(test_model_bf16 TIMEOUT 60)
+# the fine-tuning heads: finite differences, loss from the logits, layouts
+cloze_add_unit_test(test_model_heads TIMEOUT 120)

@@ -81,7 +81,10 @@ static void test_defaults(void) {
     CHECK(c.optim.n_no_decay == 2 && !strcmp(c.optim.no_decay[0], "LayerNorm") &&
               !strcmp(c.optim.no_decay[1], "bias"),
           "BERT no_decay list");
-    CHECK(!strcmp(c.optim.schedule, "linear") && !strcmp(c.dist.allreduce, "ring"), "words");
+    CHECK(c.optim.schedule == CZ_SCHEDULE_LINEAR && c.dist.allreduce == CZ_ALLREDUCE_RING &&
+              c.optim.placement == CZ_PLACE_SHARDED && c.optim.kind == CZ_OPT_ADAMW &&
+              c.train.gemm == CZ_GEMM_AUTO,
+          "words");
     CHECK(c.data.seq == 128 && c.data.max_pred == 20 && c.train.global_batch == 256,
           "BERT data/batch");
     CHECK(c.data.train_manifest[0] == 0 && c.train.run_dir[0] == 0, "paths default to empty");
@@ -92,7 +95,7 @@ static void test_defaults(void) {
     CHECK(cz_config_load(&c, NULL, sets, 1, &err) == 0, "gpt from --set only: %s", err.msg);
     CHECK(c.model.arch == CZ_ARCH_GPT && c.model.layer_norm_eps == 1e-5f &&
               c.model.gelu_tanh == 1 && c.model.type_vocab_size == 0 && c.data.seq == 512 &&
-              c.data.max_pred == 0 && !strcmp(c.optim.schedule, "cosine") &&
+              c.data.max_pred == 0 && c.optim.schedule == CZ_SCHEDULE_COSINE &&
               c.optim.bias_correction == 1 && c.optim.lr == 2.5e-4 &&
               !strcmp(c.optim.no_decay[0], "ln_"),
           "GPT arch defaults not applied");
@@ -160,7 +163,7 @@ static void test_conf_files(void) {
     if (cz_config_load(&c, path, NULL, 0, &err) == 0)
         CHECK(c.model.arch == CZ_ARCH_GPT && c.model.vocab_size == 40478 && c.data.seq == 512 &&
                   c.train.global_batch == 64 && c.optim.lr == 2.5e-4 &&
-                  c.optim.warmup_steps == 2000 && !strcmp(c.optim.schedule, "cosine") &&
+                  c.optim.warmup_steps == 2000 && c.optim.schedule == CZ_SCHEDULE_COSINE &&
                   c.model.type_vocab_size == 0,
               "gpt1: not GPT-1 Sec. 4.1");
 }
@@ -181,7 +184,11 @@ static void test_round_trip_values(void) {
         "optim.no_decay=[\"LayerNorm\", \"bias\", \"position_embeddings\"]",
         "optim.warmup_steps=123",
         "data.whole_word_mask=true",
-        "dist.placement=sharded",
+        "dist.placement=coordinator",
+        "dist.allreduce=mpi",
+        "optim.name=lamb",
+        "optim.schedule=constant",
+        "train.gemm=reference",
         "model.gelu=tanh",
     };
     int rc = cz_config_load(&c, NULL, sets, (int)(sizeof sets / sizeof sets[0]), &err);
@@ -192,6 +199,10 @@ static void test_round_trip_values(void) {
           c.data.train_manifest);
     CHECK(c.optim.n_no_decay == 3 && !strcmp(c.optim.no_decay[2], "position_embeddings"), "list");
     CHECK(c.optim.warmup_fraction == 0, "warmup_steps given: the default fraction must be off");
+    CHECK(c.optim.placement == CZ_PLACE_COORDINATOR && c.dist.allreduce == CZ_ALLREDUCE_MPI &&
+              c.optim.kind == CZ_OPT_LAMB && c.optim.schedule == CZ_SCHEDULE_CONSTANT &&
+              c.train.gemm == CZ_GEMM_REFERENCE,
+          "words to enums");
     check_round_trip(&c, "odd values");
 
     const char *empty[] = {"optim.no_decay=[]"};
@@ -358,7 +369,7 @@ static void test_set(void) {
     CHECK(cz_config_validate(&c, &err) != 0 && strstr(err.msg, "model.attn_dropout"),
           "validate range: %s", err.msg);
     cz_config_defaults(&c);
-    snprintf(c.optim.schedule, sizeof c.optim.schedule, "wavy");
+    c.optim.schedule = (cz_schedule)7;
     CHECK(cz_config_validate(&c, &err) != 0 && strstr(err.msg, "optim.schedule"),
           "validate word: %s", err.msg);
 }

@@ -1,7 +1,9 @@
 /* core: Philox known-answer vectors (Random123's kat_vectors), the
- * statistical sanity of the derived draws, and atomic file writes. */
+ * statistical sanity of the derived draws, atomic file writes, and SHA-256
+ * (FIPS 180-4 examples, split updates, a file against sha256sum). */
 #include "cloze/core.h"
 #include "cloze/rng.h"
+#include "cloze/sha256.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -80,8 +82,72 @@ static void test_atomic_write(void) {
     rmdir(dir);
 }
 
+static void hex_of(const uint8_t d[32], char out[65]) {
+    for (int i = 0; i < 32; i++) snprintf(out + 2 * i, 3, "%02x", d[i]);
+}
+
+static void sha_case(const char *msg, size_t len, size_t repeat, const char *want) {
+    cz_sha256 s;
+    cz_sha256_init(&s);
+    for (size_t r = 0; r < repeat; r++) cz_sha256_update(&s, msg, len);
+    uint8_t d[32];
+    char hex[65];
+    cz_sha256_final(&s, d);
+    hex_of(d, hex);
+    CHECK(strcmp(hex, want) == 0, "sha256 of %zu x [%.20s]: %s, want %s", repeat, msg, hex, want);
+}
+
+static void test_sha256(void) {
+    /* FIPS 180-4 / NIST CSRC examples */
+    sha_case("", 0, 1, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+    sha_case("abc", 3, 1, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    const char *m448 = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
+    sha_case(m448, strlen(m448), 1,
+             "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+    sha_case("a", 1, 1000000, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+    /* every split of messages around the block and padding boundaries gives
+     * the digest of the one-shot update */
+    uint8_t msg[200];
+    for (int i = 0; i < 200; i++) msg[i] = (uint8_t)(i * 37 + 11);
+    for (size_t len = 50; len <= 130; len++) {
+        uint8_t one[32], split[32];
+        cz_sha256 s;
+        cz_sha256_init(&s);
+        cz_sha256_update(&s, msg, len);
+        cz_sha256_final(&s, one);
+        for (size_t cut = 0; cut <= len; cut += 7) {
+            cz_sha256_init(&s);
+            cz_sha256_update(&s, msg, cut);
+            cz_sha256_update(&s, msg + cut, len - cut);
+            cz_sha256_final(&s, split);
+            CHECK(memcmp(one, split, 32) == 0, "sha256 of %zu bytes split at %zu differs", len,
+                  cut);
+        }
+    }
+    /* a file of 3 blocks and a bit, against the sha256sum command */
+    char dir[] = "/tmp/cloze-core-sha-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL, "mkdtemp");
+    char path[256], cmd[512], want[65] = "", got[65];
+    snprintf(path, sizeof path, "%s/f", dir);
+    cz_error err;
+    CHECK(cz_write_file_atomic(path, msg, 200, &err) == 0, "%s", err.msg);
+    CHECK(cz_sha256_file(path, got, &err) == 0, "%s", err.msg);
+    snprintf(cmd, sizeof cmd, "sha256sum '%s'", path);
+    FILE *p = popen(cmd, "r");
+    if (p && fscanf(p, "%64s", want) == 1)
+        CHECK(strcmp(got, want) == 0, "cz_sha256_file %s, sha256sum %s", got, want);
+    if (p) pclose(p);
+    snprintf(path, sizeof path, "%s/missing", dir);
+    CHECK(cz_sha256_file(path, got, &err) != 0 && strstr(err.msg, "missing"), "missing file: %s",
+          err.msg);
+    snprintf(path, sizeof path, "%s/f", dir);
+    unlink(path);
+    rmdir(dir);
+}
+
 int main(void) {
     test_philox_kat();
+    test_sha256();
     test_distributions();
     test_atomic_write();
     char buf[32];

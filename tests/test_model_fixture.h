@@ -115,4 +115,63 @@ static inline void make_batch(test_batch *tb, const cz_model_config *c, int B, i
     b->sample_ids = tb->ids;
 }
 
+static inline double loss_of(cz_model *m, const cz_batch *b) {
+    cz_losses l;
+    cz_error err;
+    CHECK(cz_model_forward(m, b, &l, &err) == 0);
+    return l.loss;
+}
+
+/* For each tensor: the derivative along d = g/|g| + r (r a random unit
+ * vector inside the tensor) from central differences must match g . d.
+ * The g/|g| part checks the size of g, the random part its direction. Float
+ * forward: loss rounding ~1e-6 over 2h = 2e-2 gives ~5e-5 noise; truncation
+ * error O(h^2). Tolerance 2e-4 + 2e-2 |g.d|. */
+static inline void gradcheck(cz_model *m, const cz_batch *b, const char *label) {
+    size_t np = cz_model_num_params(m);
+    float *w = cz_model_params(m), *g = cz_model_grads(m);
+    cz_losses l;
+    cz_error err;
+    cz_model_zero_grads(m);
+    CHECK(cz_model_forward(m, b, &l, &err) == 0);
+    cz_model_backward(m, b, 1.0f);
+    float *gcopy = malloc(np * sizeof *gcopy), *dir = malloc(np * sizeof *dir);
+    memcpy(gcopy, g, np * sizeof *g);
+    double worst = 0;
+    for (int k = 0; k < cz_model_num_tensors(m); k++) {
+        const cz_tensor_info *t = cz_model_tensor(m, k);
+        cz_rng_stream r = cz_rng_stream_make(99, CZ_RNG_TEST, (uint64_t)k, 0, 0);
+        double gn = 0, rn = 0;
+        for (size_t i = 0; i < t->numel; i++) {
+            gn += (double)gcopy[t->offset + i] * gcopy[t->offset + i];
+            dir[i] = (float)cz_rng_normal(&r, i);
+            rn += (double)dir[i] * dir[i];
+        }
+        gn = sqrt(gn);
+        rn = sqrt(rn);
+        double ana = 0;
+        for (size_t i = 0; i < t->numel; i++) {
+            dir[i] = (float)(dir[i] / rn + (gn > 0 ? gcopy[t->offset + i] / gn : 0));
+            ana += (double)dir[i] * gcopy[t->offset + i];
+        }
+        const float h = 1e-2f;
+        for (size_t i = 0; i < t->numel; i++) w[t->offset + i] += h * dir[i];
+        double lp = loss_of(m, b);
+        for (size_t i = 0; i < t->numel; i++) w[t->offset + i] -= 2 * h * dir[i];
+        double lm = loss_of(m, b);
+        for (size_t i = 0; i < t->numel; i++) w[t->offset + i] += h * dir[i];
+        double num = (lp - lm) / (2 * h);
+        double diff = fabs(num - ana), tol = 2e-4 + 2e-2 * fabs(ana);
+        if (diff / tol > worst) worst = diff / tol;
+        if (diff > tol)
+            fprintf(stderr, "%s: %s: |g| %.3g numeric %.6g analytic %.6g\n", label, t->name, gn,
+                    num, ana);
+        CHECK(diff <= tol);
+    }
+    printf("%s: %d tensors, worst error / tolerance %.3f, loss %.6f\n", label,
+           cz_model_num_tensors(m), worst, l.loss);
+    free(gcopy);
+    free(dir);
+}
+
 #endif

@@ -18,7 +18,7 @@ static int close_to(double a, double b, double rel) {
 static cz_optim_config base_cfg(void) {
     cz_optim_config c;
     memset(&c, 0, sizeof c);
-    strcpy(c.name, "adamw");
+    c.kind = CZ_OPT_ADAMW;
     c.lr = 1e-3;
     c.beta1 = 0.9;
     c.beta2 = 0.999;
@@ -28,7 +28,7 @@ static cz_optim_config base_cfg(void) {
     c.n_no_decay = 2;
     strcpy(c.no_decay[0], "LayerNorm");
     strcpy(c.no_decay[1], "bias");
-    strcpy(c.schedule, "linear");
+    c.schedule = CZ_SCHEDULE_LINEAR;
     c.warmup_steps = 10;
     return c;
 }
@@ -46,14 +46,14 @@ static void test_schedules(void) {
     c.min_lr_ratio = 0.1;
     CHECK(close_to(cz_lr_at(&c, 99, 100), 1e-4, 1e-12), "linear floor");
     CHECK(close_to(cz_lr_at(&c, 55, 100), 0.5e-3, 1e-12), "linear above floor");
-    strcpy(c.schedule, "cosine");
+    c.schedule = CZ_SCHEDULE_COSINE;
     CHECK(close_to(cz_lr_at(&c, 10, 100), 1e-3, 1e-12), "cosine peak");
     CHECK(close_to(cz_lr_at(&c, 55, 100), 1e-3 * (0.1 + 0.9 * 0.5), 1e-12), "cosine middle");
     CHECK(close_to(cz_lr_at(&c, 100, 100), 1e-4, 1e-12), "cosine floor");
     c.min_lr_ratio = 0;
     CHECK(close_to(cz_lr_at(&c, 40, 130), 1e-3 * 0.5 * (1 + cos(M_PI * 0.25)), 1e-12),
           "cosine quarter");
-    strcpy(c.schedule, "constant");
+    c.schedule = CZ_SCHEDULE_CONSTANT;
     CHECK(close_to(cz_lr_at(&c, 4, 100), 5e-4, 1e-12), "constant warmup");
     CHECK(close_to(cz_lr_at(&c, 80, 100), 1e-3, 1e-12), "constant");
     c.warmup_fraction = 0.1;

@@ -47,7 +47,7 @@ static float init_of(size_t i) {
 static cz_optim_config ocfg(const char *name) {
     cz_optim_config c;
     memset(&c, 0, sizeof c);
-    snprintf(c.name, sizeof c.name, "%s", name);
+    c.kind = strcmp(name, "lamb") == 0 ? CZ_OPT_LAMB : CZ_OPT_ADAMW;
     c.lr = 1e-2;
     c.beta1 = 0.9;
     c.beta2 = 0.999;
@@ -55,7 +55,7 @@ static cz_optim_config ocfg(const char *name) {
     c.weight_decay = 0.01;
     c.bias_correction = 1;
     c.clip_norm = 1.0;
-    strcpy(c.schedule, "linear");
+    c.schedule = CZ_SCHEDULE_LINEAR;
     c.warmup_steps = 2;
     return c;
 }
@@ -127,16 +127,18 @@ static int do_step(const cz_comm *d, cz_optimizer *o, const cz_optim_config *c, 
 
 static void run(const cz_comm *d, const char *opt, const char *algo) {
     static const char *places[3] = {"coordinator", "sharded", "replicated"};
+    static const cz_placement place_of[3] = {CZ_PLACE_COORDINATOR, CZ_PLACE_SHARDED,
+                                             CZ_PLACE_REPLICATED};
     cz_optim_config c = ocfg(opt);
     cz_error err;
     cz_optimizer *o[3] = {0};
     float *w[3], *g = malloc(N * sizeof(float));
     int mb = 2 * d->size; /* two micro-batches per rank */
     for (int j = 0; j < 3; j++) {
-        cz_dist_config dc;
+        cz_comm_config dc;
         memset(&dc, 0, sizeof dc);
-        snprintf(dc.allreduce, sizeof dc.allreduce, "%s", algo);
-        strcpy(dc.placement, places[j]);
+        dc.allreduce = strcmp(algo, "ring") == 0 ? CZ_ALLREDUCE_RING : CZ_ALLREDUCE_MPI;
+        c.placement = place_of[j];
         dc.bucket_mb = 1200.0 * 4 / (1024 * 1024); /* 1200 floats: 5 buckets */
         if (cz_optimizer_create(&o[j], d, &c, &dc, N, ranges, NT, &err) != 0) {
             CHECK(0, "%s", err.msg);
@@ -200,10 +202,10 @@ static void run(const cz_comm *d, const char *opt, const char *algo) {
     /* resume: a fresh sharded optimizer gets the moments scattered and the
      * step count, and continues exactly like the original */
     cz_optimizer *fresh;
-    cz_dist_config dc;
+    cz_comm_config dc;
     memset(&dc, 0, sizeof dc);
-    snprintf(dc.allreduce, sizeof dc.allreduce, "%s", algo);
-    strcpy(dc.placement, "sharded");
+    dc.allreduce = strcmp(algo, "ring") == 0 ? CZ_ALLREDUCE_RING : CZ_ALLREDUCE_MPI;
+    c.placement = CZ_PLACE_SHARDED;
     dc.bucket_mb = 1200.0 * 4 / (1024 * 1024);
     if (cz_optimizer_create(&fresh, d, &c, &dc, N, ranges, NT, &err) == 0) {
         CHECK(cz_optimizer_scatter_moments(fresh, mm[1], vv[1], &err) == 0, "%s", err.msg);

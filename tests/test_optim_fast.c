@@ -158,13 +158,15 @@ static int run_steps(const cz_comm *d, const char *opt, const char *place, int t
                      const cz_param_range *ranges, size_t n, float *w, double *norm, double *clip) {
     cz_optim_config c;
     memset(&c, 0, sizeof c);
-    snprintf(c.name, sizeof c.name, "%s", opt);
+    c.kind = strcmp(opt, "lamb") == 0 ? CZ_OPT_LAMB : CZ_OPT_ADAMW;
     c.lr = 1e-3, c.beta1 = 0.9, c.beta2 = 0.999, c.eps = 1e-6, c.weight_decay = 0.01;
     c.bias_correction = 1, c.clip_norm = 1.0;
-    cz_dist_config dc;
+    c.placement = !strcmp(place, "coordinator") ? CZ_PLACE_COORDINATOR
+                  : !strcmp(place, "sharded")   ? CZ_PLACE_SHARDED
+                                                : CZ_PLACE_REPLICATED;
+    cz_comm_config dc;
     memset(&dc, 0, sizeof dc);
-    strcpy(dc.allreduce, "ring");
-    snprintf(dc.placement, sizeof dc.placement, "%s", place);
+    dc.allreduce = CZ_ALLREDUCE_RING;
     dc.bucket_mb = 30000.0 * 4 / (1024 * 1024); /* buckets cut tensors into pieces */
     cz_error err;
     cz_optimizer *o;

@@ -88,12 +88,13 @@ static void write_file(const char *name, const char *data, size_t n, char *path)
 }
 
 /* Reads every document of a file; documents joined by "|". */
-static void read_case(const char *name, const char *data, cz_input_format fmt, const char *want) {
+static void read_case_v(const char *name, const char *data, cz_input_format fmt, int verbatim,
+                        const char *want) {
     char path[256];
     write_file(name, data, strlen(data), path);
     cz_reader r;
     cz_error err;
-    CHECK(cz_reader_open(&r, path, fmt, "body", &err) == 0, "%s", err.msg);
+    CHECK(cz_reader_open(&r, path, fmt, "body", verbatim, &err) == 0, "%s", err.msg);
     cz_buf doc = {0}, all = {0};
     int rc;
     while ((rc = cz_reader_next(&r, &doc, &err)) == 1) {
@@ -102,10 +103,54 @@ static void read_case(const char *name, const char *data, cz_input_format fmt, c
     }
     CHECK(rc == 0, "%s: %s", name, err.msg);
     const char *got = all.data ? all.data : "";
-    CHECK(!strcmp(got, want), "%s: got [%s] want [%s]", name, got, want);
+    CHECK(!strcmp(got, want), "%s%s: got [%s] want [%s]", name, verbatim ? " (verbatim)" : "", got,
+          want);
     cz_reader_close(&r);
     cz_buf_free(&doc);
     cz_buf_free(&all);
+}
+
+static void read_case(const char *name, const char *data, cz_input_format fmt, const char *want) {
+    read_case_v(name, data, fmt, 0, want);
+}
+
+/* GPT mode: the same files, each document's bytes as they are; the format
+ * only says where documents begin and end (rules in prep_input.h). */
+static void test_readers_verbatim(void) {
+    read_case_v("plain.txt", "a b\r\nc\r\n\r\n \r\nd\n\n\n", CZ_FMT_AUTO, 1, "a b\r\nc|d");
+    read_case_v("spaces.txt", "\n  x  \t\n\ty\u00a0 \n\nz\n", CZ_FMT_TEXT, 1,
+                "  x  \t\n\ty\u00a0 |z");
+    read_case_v("wiki.test.raw",
+                " \n = Cat = \n \n First para . \n = = Life = = \n Second . \n"
+                " = Dog = \n Third . \n",
+                CZ_FMT_AUTO, 1,
+                " = Cat = \n \n First para . \n = = Life = = \n Second . | = Dog = \n Third . ");
+    read_case_v("wiki.b.raw", "Intro\n = A = \n x \n \n \n = B = \n y \n \n", CZ_FMT_AUTO, 1,
+                "Intro| = A = \n x | = B = \n y ");
+    read_case_v("x.jsonl", "{\"body\": \"  A\\n\\n B \\t\"}\n", CZ_FMT_AUTO, 1, "  A\n\n B \t");
+    read_case_v("book.txt",
+                "Title page\n*** START OF THE PROJECT GUTENBERG EBOOK X ***\n\nIt was a\ndark "
+                "night.\n\nThe end.\n*** END OF THE PROJECT GUTENBERG EBOOK X ***\nLicence\n",
+                CZ_FMT_AUTO, 1, "It was a\ndark night.\n\nThe end.");
+    read_case_v("stripped.txt", "\r\nOne two\r\nthree.\r\n\r\nFour.\r\n", CZ_FMT_GUTENBERG, 1,
+                "One two\r\nthree.\r\n\r\nFour.");
+    /* a terminator of several '\r's comes back as it was */
+    read_case_v("cr.txt", "a\r\r\nb\rc\n", CZ_FMT_TEXT, 1, "a\r\r\nb\rc");
+
+    /* cz_verbatim: bytes kept (invalid UTF-8 counted, not replaced) */
+    const char in[] = "  \x93q\x94 \x00\r\n\xC3\xA9 @-@ x";
+    cz_buf out = {0};
+    cz_norm_stats st = {0, 0};
+    cz_error err;
+    CHECK(cz_verbatim(in, sizeof in - 1, 0, &out, &st, &err) == 0, "%s", err.msg);
+    CHECK(out.len == sizeof in - 1 && !memcmp(out.data, in, out.len), "verbatim changed bytes");
+    CHECK(st.bytes_replaced == 2 && st.chars_dropped == 0, "invalid bytes counted: %llu",
+          (unsigned long long)st.bytes_replaced);
+    out.len = 0;
+    CHECK(cz_verbatim(in, sizeof in - 1, 1, &out, &st, &err) == 0, "%s", err.msg);
+    const char want[] = "  \x93q\x94 \x00\r\n\xC3\xA9-x";
+    CHECK(out.len == sizeof want - 1 && !memcmp(out.data, want, out.len), "verbatim + detok");
+    cz_buf_free(&out);
 }
 
 static void test_readers(void) {
@@ -132,7 +177,7 @@ static void test_readers(void) {
     cz_reader r;
     cz_error err;
     cz_buf doc = {0};
-    if (cz_reader_open(&r, path, CZ_FMT_AUTO, "body", &err) != 0) {
+    if (cz_reader_open(&r, path, CZ_FMT_AUTO, "body", 0, &err) != 0) {
         CHECK(0, "%s", err.msg);
         return;
     }
@@ -146,7 +191,7 @@ static void test_readers(void) {
     /* bytes 0, 7, 14, ...: byte 1 (BEL) is the first that is no text */
     for (int i = 0; i < 4096; i++) bin[i] = (char)(i * 7 % 256);
     write_file("blob.bin", bin, sizeof bin, path);
-    CHECK(cz_reader_open(&r, path, CZ_FMT_AUTO, NULL, &err) != 0, "binary file accepted");
+    CHECK(cz_reader_open(&r, path, CZ_FMT_AUTO, NULL, 0, &err) != 0, "binary file accepted");
     CHECK(strstr(err.msg, path) && strstr(err.msg, "offset 1:") && strstr(err.msg, "binary"),
           "message: %s", err.msg);
 }
@@ -157,5 +202,6 @@ int main(void) {
     test_normalize();
     test_split();
     test_readers();
+    test_readers_verbatim();
     return check_finish(dir);
 }

@@ -286,6 +286,14 @@ static void test_manifest(void) {
     snprintf(sh[0].path, sizeof sh[0].path, "%s/shard-0.bin", dir);
     snprintf(sh[1].path, sizeof sh[1].path, "/elsewhere/shard-1.bin");
     m.shards = sh;
+    const char *sha = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
+    cz_manifest_file *vf = &m.vocab_files[CZ_VOCAB_FILE_VOCAB];
+    snprintf(vf->path, sizeof vf->path, "/some dir/encoder.json");
+    snprintf(vf->given, sizeof vf->given, "../some dir/encoder.json");
+    snprintf(vf->sha256, sizeof vf->sha256, "%s", sha);
+    cz_manifest_file *mf = &m.vocab_files[CZ_VOCAB_FILE_MERGES];
+    snprintf(mf->path, sizeof mf->path, "/some dir/merges.txt");
+    snprintf(mf->sha256, sizeof mf->sha256, "%064d", 0);
     char path[512];
     snprintf(path, sizeof path, "%s/train.manifest", dir);
     cz_error err = {{0}};
@@ -303,6 +311,15 @@ static void test_manifest(void) {
     CHECK(r.cls_id == 101 && r.sep_id == 102 && r.mask_id == 103 && r.pad_id == 0 &&
               r.unk_id == 100 && r.eot_id == -1,
           "special ids");
+    /* the vocabulary files: paths with spaces, a given path only when known */
+    CHECK(!strcmp(r.vocab_files[0].path, vf->path) && !strcmp(r.vocab_files[0].given, vf->given) &&
+              !strcmp(r.vocab_files[0].sha256, sha),
+          "vocab_file vocab: [%s] [%s] [%s]", r.vocab_files[0].path, r.vocab_files[0].given,
+          r.vocab_files[0].sha256);
+    CHECK(!strcmp(r.vocab_files[1].path, mf->path) && r.vocab_files[1].given[0] == 0 &&
+              !strcmp(r.vocab_files[1].sha256, mf->sha256),
+          "vocab_file merges: [%s] [%s] [%s]", r.vocab_files[1].path, r.vocab_files[1].given,
+          r.vocab_files[1].sha256);
     CHECK(r.n_shards == 2, "n_shards %d", r.n_shards);
     for (int i = 0; i < 2 && r.n_shards == 2; i++) {
         CHECK(!strcmp(r.shards[i].path, sh[i].path), "shard %d path %s", i, r.shards[i].path);
@@ -316,6 +333,27 @@ static void test_manifest(void) {
 
     char bad[512];
     snprintf(bad, sizeof bad, "%s/bad.manifest", dir);
+    /* a manifest from before the vocab_file records still loads */
+    const char *t0 = "cloze-manifest 1\nvocab bpe 50257 00ff v/encoder.json\nspecial eot 50256\n"
+                     "shard x.bin 1 1 1 0\n";
+    spit(bad, t0, strlen(t0));
+    CHECK(cz_manifest_load(&r, bad, &err) == 0 && r.n_shards == 1 && r.eot_id == 50256 &&
+              r.vocab_files[0].sha256[0] == 0 && r.vocab_files[0].path[0] == 0 &&
+              r.vocab_files[1].sha256[0] == 0,
+          "old manifest: %s", err.msg);
+    cz_manifest_free(&r);
+    /* malformed vocab_file records name the line */
+    const char *bad_vf[] = {"cloze-manifest 1\nvocab bpe 5 0 v\nvocab_file vocab abc /v\n",
+                            "cloze-manifest 1\nvocab bpe 5 0 v\nvocab_file tokens "
+                            "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08 /v\n",
+                            "cloze-manifest 1\nvocab bpe 5 0 v\nvocab_file vocab "
+                            "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08\n",
+                            "cloze-manifest 1\nvocab bpe 5 0 v\nvocab_given merges\n"};
+    for (int i = 0; i < 4; i++) {
+        spit(bad, bad_vf[i], strlen(bad_vf[i]));
+        CHECK(cz_manifest_load(&r, bad, &err) != 0, "bad vocab_file record %d accepted", i);
+        CHECK(strstr(err.msg, ":3:") && strstr(err.msg, "vocab_"), "record %d: %s", i, err.msg);
+    }
     const char *t1 = "cloze-manifest 1\nvocab wordpiece 10 0 v.txt\nshard x.bin 1 2\n";
     spit(bad, t1, strlen(t1));
     CHECK(cz_manifest_load(&r, bad, &err) != 0, "short shard line accepted");

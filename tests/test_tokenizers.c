@@ -5,6 +5,8 @@
  * vocabulary learners (determinism, layout, [UNK] rate, and a learned cased
  * vocabulary checked against HF BertTokenizer(do_lower_case=False)).
  * Needs ../shared/data (CLOZE_SHARED_DATA): exit 77 when it is absent. */
+#include "prep_input.h"
+#include "prep_shards.h"
 #include "tokenizer.h"
 #include "tokenizer_internal.h"
 #include "vocab_learn.h"
@@ -270,7 +272,7 @@ static void test_squad_questions(const cz_tokenizer *t) {
             if (k) strcat(joined, " ");
             strcat(joined, b->items[k].s);
         }
-        char *dec = cz_tokenizer_decode(t, want, n);
+        char *dec = cz_tokenizer_decode(t, want, n, NULL);
         round_n++;
         if (dec && strcmp(dec, joined) == 0)
             round++;
@@ -349,7 +351,7 @@ static int wordpiece_round_trip(const cz_tokenizer *t, const char *text, size_t 
     j.buf[0] = 0;
     cz_error err;
     int ok = cz_bert_split(&t->opt, text, len, join_word, &j, &err) == 0;
-    char *dec = cz_tokenizer_decode(t, ids, n);
+    char *dec = cz_tokenizer_decode(t, ids, n, NULL);
     ok = ok && dec && strcmp(dec, j.buf) == 0;
     free(dec), free(j.buf);
     return ok;
@@ -440,7 +442,7 @@ static void test_golden_file(const cz_tokenizer *t, const char *golden) {
                 units++, bytes += l;
                 good += check_encode(t, golden, text, l, want, n);
                 if (cz_tokenizer_kind_of(t) == CZ_TOK_BPE) {
-                    char *dec = cz_tokenizer_decode(t, want, n);
+                    char *dec = cz_tokenizer_decode(t, want, n, NULL);
                     round += dec && strcmp(dec, text) == 0;
                     round_n++;
                     free(dec);
@@ -463,6 +465,188 @@ static void test_golden_file(const cz_tokenizer *t, const char *golden) {
            round, units, cz_tokenizer_kind_of(t) == CZ_TOK_BPE ? "" : " (those without [UNK])");
     if (have_src) free_lines(&tl);
     free(want), free(text), free(g);
+}
+
+/* decode(encode(x)) == x for arbitrary bytes: byte-level BPE is lossless,
+ * whatever the input (invalid UTF-8, NULs, lone continuation bytes,
+ * surrogates, overlong forms, whitespace runs). Deterministic xorshift. */
+static uint64_t rng_state = 0x9E3779B97F4A7C15ULL;
+static uint32_t rnd(uint32_t n) {
+    rng_state ^= rng_state << 13, rng_state ^= rng_state >> 7, rng_state ^= rng_state << 17;
+    return (uint32_t)(rng_state % n);
+}
+
+static void random_bytes(unsigned char *b, size_t n) {
+    static const char *const frag[] = {" ",
+                                       "  ",
+                                       "\t",
+                                       "\n",
+                                       "\r\n",
+                                       "\x0b",
+                                       "\x0c",
+                                       "\x00",
+                                       "'s",
+                                       "'ll",
+                                       "a",
+                                       "Z",
+                                       "7",
+                                       ".,",
+                                       "\xC3\xA9",
+                                       "\xE4\xB8\xAD",
+                                       "\xF0\x9F\x98\x80",
+                                       "\xC2\xA0",
+                                       "\xE3\x80\x80",
+                                       "\xED\xA0\x80",
+                                       "\xC0\xAF",
+                                       "\x80",
+                                       "\xBF",
+                                       "\xF5",
+                                       "\xFF",
+                                       "\xE2\x82",
+                                       "\xF0\x9F"};
+    int mode = (int)rnd(3);
+    for (size_t i = 0; i < n;) {
+        if (mode == 0) { /* uniform bytes */
+            b[i++] = (unsigned char)rnd(256);
+            continue;
+        }
+        const char *f = frag[rnd(sizeof frag / sizeof *frag)];
+        size_t l = f[0] ? strlen(f) : 1; /* "\x00" is one NUL byte */
+        for (size_t k = 0; k < l && i < n; k++) b[i++] = (unsigned char)f[k];
+        if (mode == 2 && i < n) b[i++] = (unsigned char)rnd(256);
+    }
+}
+
+static void test_byte_round_trip(const cz_tokenizer *t, const char *what) {
+    enum { CASES = 3000, MAX = 400, BIG = 1 << 20 };
+    unsigned char *buf = malloc(BIG);
+    cz_ids ids = {0};
+    cz_error err;
+    int good = 0;
+    for (int c = 0; c <= CASES; c++) {
+        size_t n = c == CASES ? BIG : rnd(MAX + 1);
+        random_bytes(buf, n);
+        ids.n = 0;
+        if (cz_tokenizer_encode(t, (const char *)buf, n, &ids, &err) != 0) {
+            CHECK(0, "%s: encode of %zu random bytes: %s", what, n, err.msg);
+            continue;
+        }
+        size_t len;
+        char *dec = cz_tokenizer_decode(t, ids.ids, ids.n, &len);
+        int ok = dec && len == n && !memcmp(dec, buf, n);
+        good += ok;
+        if (!ok && c - good < 5) fprintf(stderr, "  %s: case %d (%zu bytes) differs\n", what, c, n);
+        free(dec);
+    }
+    CHECK(good == CASES + 1, "%s: decode(encode(x)) == x on %d/%d byte strings", what, good,
+          CASES + 1);
+    printf("  %s: decode(encode(x)) == x on %d/%d random byte strings (up to %d bytes)\n", what,
+           good, CASES + 1, BIG);
+    cz_ids_free(&ids);
+    free(buf);
+}
+
+/* GPT mode's whitespace cases (tests/golden/gpt2_whitespace.jsonl, ids from HF
+ * GPT2Tokenizer): leading, trailing and repeated spaces, tabs, newlines,
+ * CRLF and Unicode spaces are text; each decodes back to its bytes. */
+static void test_gpt2_whitespace(const cz_tokenizer *t) {
+    char *d = slurp(src_dir, "tests/golden/gpt2_whitespace.jsonl", NULL);
+    if (!d) return;
+    int cases = 0, good = 0, round = 0;
+    uint32_t want[4096];
+    for (char *p = d; *p;) {
+        char *e = strchr(p, '\n');
+        if (e) *e = 0;
+        jv v;
+        jparse(p, &v);
+        jv *text = jget(&v, "text"), *ids = jget(&v, "ids");
+        CHECK(text && ids && text->type == 's' && ids->type == 'a', "bad line [%.80s]", p);
+        if (text && ids) {
+            size_t n = 0;
+            for (int k = 0; k < ids->n && n < 4096; k++) want[n++] = (uint32_t)ids->items[k].num;
+            good += check_encode(t, "gpt2_whitespace", text->s, text->slen, want, n);
+            size_t len;
+            char *dec = cz_tokenizer_decode(t, want, n, &len);
+            round += dec && len == text->slen && !memcmp(dec, text->s, len);
+            free(dec);
+            cases++;
+        }
+        jfree(&v);
+        if (!e) break;
+        p = e + 1;
+    }
+    CHECK(cases >= 60, "gpt2_whitespace: only %d cases", cases);
+    CHECK(round == cases, "gpt2_whitespace: decode byte-exact on %d/%d", round, cases);
+    printf("  gpt2_whitespace.jsonl: %d/%d identical, decode byte-exact %d/%d\n", good, cases,
+           round, cases);
+    cz_free(d);
+}
+
+/* Whole documents as cloze-prep cuts them in GPT mode (the reader with
+ * verbatim = 1, then cz_prep_document, as `cloze-prep shards` runs them)
+ * against HF GPT2Tokenizer on the same documents cut by
+ * make_goldens.py's own implementation of the rules. */
+static void test_gpt2_documents(const cz_tokenizer *t) {
+    char path[8192];
+    snprintf(path, sizeof path, "%s/tests/golden/gpt2_documents.txt.gz", src_dir);
+    size_t glen;
+    char *g = gunzip_file(path, &glen);
+    CHECK(g != NULL, "cannot read %s", path);
+    if (!g) return;
+    uint32_t *want = malloc((1u << 20) * sizeof *want);
+    cz_reader rd;
+    int have = 0, docs = 0, good = 0;
+    uint64_t next_doc = 0, tokens = 0;
+    cz_buf raw = {0};
+    cz_prep_doc pd;
+    memset(&pd, 0, sizeof pd);
+    cz_error err;
+    for (char *p = g; p < g + glen;) {
+        char *e = strchr(p, '\n');
+        if (!e) e = g + glen;
+        *e = 0;
+        if (p[0] == 'S' && p[1] == ' ') {
+            if (have) cz_reader_close(&rd);
+            char rel[1024], fmt_name[32];
+            cz_input_format fmt = CZ_FMT_AUTO;
+            have = sscanf(p + 2, "%1023s %31s", rel, fmt_name) == 2 &&
+                   cz_input_format_parse(fmt_name, &fmt) == 0;
+            snprintf(path, sizeof path, "%s/%s", data_dir, rel);
+            have = have && cz_reader_open(&rd, path, fmt, NULL, 1, &err) == 0;
+            CHECK(have, "%s: %s", rel, err.msg);
+            next_doc = 0;
+        } else if (have && p[0] == 'D') {
+            char *q;
+            unsigned long k = strtoul(p + 2, &q, 10);
+            size_t n = parse_ids_line(q, e, want, 1u << 20);
+            int rc = 1;
+            while (next_doc <= k && (rc = cz_reader_next(&rd, &raw, &err)) == 1) next_doc++;
+            CHECK(rc == 1, "document %lu of %s missing", k, path);
+            if (rc == 1 && cz_prep_document(t, raw.data, raw.len, 0, &pd, &err) == 0) {
+                docs++;
+                tokens += n;
+                int ok = same_ids(&pd.ids, want, n) && pd.n_sent == 1 && pd.sent_len[0] == n;
+                good += ok;
+                if (!ok) {
+                    failures++;
+                    show_diff("gpt2_documents", raw.data, &pd.ids, want, n);
+                }
+                size_t len;
+                char *dec = cz_tokenizer_decode(t, want, n, &len);
+                CHECK(dec && len == raw.len && !memcmp(dec, raw.data, len),
+                      "document %lu of %s does not decode to its bytes", k, path);
+                free(dec);
+            }
+        }
+        p = e + 1;
+    }
+    if (have) cz_reader_close(&rd);
+    CHECK(docs >= 5 && good == docs, "gpt2_documents: %d/%d identical", good, docs);
+    printf("  gpt2_documents.txt.gz: %d/%d documents (%llu tokens) identical, byte-exact\n", good,
+           docs, (unsigned long long)tokens);
+    cz_prep_doc_free(&pd);
+    cz_buf_free(&raw);
+    free(want), free(g);
 }
 
 /* encoder.json escapes: every byte token spelled as \uXXXX, a key with a
@@ -564,7 +748,7 @@ static void test_invalid_utf8(const cz_tokenizer *bpe, const cz_tokenizer *wp) {
     cz_ids ids = {0};
     cz_error err;
     CHECK(cz_tokenizer_encode(bpe, text, len, &ids, &err) == 0, "%s", err.msg);
-    char *dec = cz_tokenizer_decode(bpe, ids.ids, ids.n);
+    char *dec = cz_tokenizer_decode(bpe, ids.ids, ids.n, NULL);
     CHECK(dec && strlen(dec) == len && memcmp(dec, text, len) == 0, "cp1252 BPE round trip");
     free(dec);
     ids.n = 0;
@@ -644,7 +828,7 @@ static void held_out_check(const cz_tokenizer *t, const char *what, double max_u
     CHECK(unk_rate <= max_unk, "%s: [UNK] rate %.4f", what, unk_rate);
     CHECK(tpb <= max_tok_per_byte, "%s: %.3f tokens per byte", what, tpb);
     if (cz_tokenizer_kind_of(t) == CZ_TOK_BPE) {
-        char *dec = cz_tokenizer_decode(t, ids.ids, ids.n);
+        char *dec = cz_tokenizer_decode(t, ids.ids, ids.n, NULL);
         CHECK(dec && strlen(dec) == len && memcmp(dec, text, len) == 0,
               "%s: decode(encode(book)) differs", what);
         free(dec);
@@ -718,13 +902,27 @@ static void test_learn_bpe(const char *tmp) {
 
 int main(int argc, char **argv) {
     const char *d = getenv("CLOZE_SHARED_DATA"), *s = getenv("CLOZE_SOURCE_DIR");
-    if (!d || access(d, R_OK) != 0) {
-        printf("skip: CLOZE_SHARED_DATA not set or not readable\n");
-        return 77;
-    }
-    snprintf(data_dir, sizeof data_dir, "%s", d);
     snprintf(src_dir, sizeof src_dir, "%s", s ? s : ".");
     cz_error err;
+    if (argc == 1) {
+        /* needs no shared data: the BPE our learner made, stored in tests/golden */
+        cz_tokenizer *lb = NULL;
+        char e[8192], m[8192];
+        snprintf(e, sizeof e, "%s/tests/golden/learned_bpe.json", src_dir);
+        snprintf(m, sizeof m, "%s/tests/golden/learned_bpe.bpe", src_dir);
+        if (cz_tokenizer_load_bpe(&lb, e, m, &err)) {
+            fprintf(stderr, "FAIL: %s\n", err.msg);
+            return 1;
+        }
+        test_byte_round_trip(lb, "learned BPE");
+        cz_tokenizer_free(lb);
+    }
+    if (!d || access(d, R_OK) != 0) {
+        printf("skip: CLOZE_SHARED_DATA not set or not readable%s\n",
+               failures ? " (and the round trip FAILED)" : " (round trip ok)");
+        return failures ? 1 : 77;
+    }
+    snprintf(data_dir, sizeof data_dir, "%s", d);
     if (argc == 3 && strcmp(argv[1], "--write-cased-vocab") == 0) {
         /* tests/scripts/make_goldens.py: the cased vocabulary the HF golden uses */
         char paths[N_CASED_BOOKS][4096];
@@ -833,6 +1031,9 @@ int main(int argc, char **argv) {
     test_multilingual(bpe, "vocab/golden/swift-transformers/multilingual_gpt2.json", 0);
     test_paragraph(bpe, "vocab/golden/swift-transformers/gpt2_encoded_tokens.json", 0);
     test_golden_file(bpe, "gpt2.txt.gz");
+    test_gpt2_whitespace(bpe);
+    test_gpt2_documents(bpe);
+    test_byte_round_trip(bpe, "GPT-2 BPE");
     test_bpe_long_pieces(bpe);
     o.lower_case = 1;
     snprintf(path, sizeof path, "%s/vocab/bert-base-uncased/vocab.txt", data_dir);

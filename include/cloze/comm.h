@@ -61,7 +61,9 @@ int cz_ring_allgather_comm(MPI_Comm comm, float *buf, size_t n, cz_error *err);
 /* dist.allreduce: "ring" (ours, deterministic), "mpi" (MPI_Allreduce,
  * MPI_Reduce_scatter, MPI_Reduce: for comparison; bitwise agreement across
  * placements is only promised for our own algorithms), "hierarchical" and
- * "torus2d" (two-level, below), "auto" (picked by the alpha-beta model). */
+ * "torus2d" (two-level, below), "auto" (picked by the alpha-beta model). The
+ * value order is the word order of CZ_ALLREDUCE_WORDS (the config table
+ * stores the word's index). */
 typedef enum {
     CZ_ALLREDUCE_RING = 0,
     CZ_ALLREDUCE_MPI = 1,
@@ -69,7 +71,15 @@ typedef enum {
     CZ_ALLREDUCE_TORUS2D = 3,
     CZ_ALLREDUCE_AUTO = 4
 } cz_allreduce_algo;
-int cz_allreduce_algo_parse(const char *name, cz_allreduce_algo *out, cz_error *err);
+#define CZ_ALLREDUCE_WORDS "ring|mpi|hierarchical|torus2d|auto"
+
+/* The dist section of the configuration that belongs to comm (keys
+ * dist.allreduce, dist.bucket_mb; docs/config.md). */
+typedef struct cz_comm_config {
+    cz_allreduce_algo allreduce;
+    double bucket_mb; /* gradient bucket size in MiB */
+} cz_comm_config;
+
 /* Whole-buffer sum over ranks with the chosen algorithm (ring: identical
  * bits on every rank; mpi: MPI_Allreduce in pieces of at most 2^28 floats). */
 int cz_allreduce(const cz_comm *d, cz_allreduce_algo algo, float *buf, size_t n, cz_error *err);

@@ -1,33 +1,27 @@
 /* config: the run configuration, loaded from a libconfig file, validated key
  * by key, with `--set section.key=value` overrides from the command line.
  *
+ * config sits above the modules it configures and aggregates their own
+ * structs: cz_model_config (model.h), cz_data_config (data.h),
+ * cz_optim_config (optim.h), cz_comm_config (comm.h). Only the train
+ * section is defined here, because train, the one reader of the whole
+ * aggregate, sits above config. The file's sections are model, data, train,
+ * optim and dist; dist.allreduce and dist.bucket_mb fill cz_comm_config,
+ * dist.placement fills cz_optim_config.placement (the optimizer decides
+ * where it runs).
+ *
  * One table in src/config/ holds every key: its type, default, range and
  * meaning; docs/config.md is written from the same facts. An unknown key, a
  * wrong type or an impossible value stops with "file:line: message". */
 #ifndef CLOZE_CONFIG_H
 #define CLOZE_CONFIG_H
 
+#include "cloze/comm.h"
 #include "cloze/core.h"
+#include "cloze/data.h"
+#include "cloze/kernels.h"
 #include "cloze/model.h"
-
-#define CZ_PATH_MAX 1024
-#define CZ_MAX_PATTERNS 16
-
-typedef struct cz_data_config {
-    char train_manifest[CZ_PATH_MAX];   /* shards manifest written by cloze-prep */
-    char heldout_manifest[CZ_PATH_MAX]; /* "" = no evaluation */
-    int seq;                            /* max_seq_length (BERT 128 / GPT 512) */
-    int max_pred;                       /* max_predictions_per_seq (20 at 128) */
-    float masked_lm_prob;               /* 0.15 */
-    float short_seq_prob;               /* 0.1 */
-    int whole_word_mask;                /* 0/1 */
-    /* second phase of the BERT length curriculum; phase2_fraction = 0: off */
-    float phase2_fraction;   /* e.g. 0.1: last 10% of steps */
-    int phase2_seq;          /* 512 */
-    int phase2_max_pred;     /* 80 */
-    int phase2_global_batch; /* 0 = same as train.global_batch */
-    int phase2_micro_batch;  /* 0 = same as train.micro_batch */
-} cz_data_config;
+#include "cloze/optim.h"
 
 typedef struct cz_train_config {
     long steps;       /* total optimizer steps */
@@ -44,30 +38,9 @@ typedef struct cz_train_config {
     long stop_after_steps; /* stop (with a checkpoint) after this many steps of this
                               invocation; 0 = run to train.steps (time-sliced jobs) */
     char run_dir[CZ_PATH_MAX];
-    char gemm[16];      /* "auto", "blis", "reference" */
-    double peak_gflops; /* per rank, for MFU; 0 = measure at start-up */
+    cz_gemm_choice gemm; /* train.gemm: auto | blis | reference (CZ_GEMM_AUTO ..) */
+    double peak_gflops;  /* per rank, for MFU; 0 = measure at start-up */
 } cz_train_config;
-
-typedef struct cz_optim_config {
-    char name[16]; /* "adamw" | "lamb" */
-    double lr;     /* peak learning rate */
-    double beta1, beta2, eps;
-    double weight_decay; /* decoupled (Loshchilov & Hutter) */
-    int bias_correction; /* original BERT AdamWeightDecayOptimizer: 0 */
-    int n_no_decay;
-    char no_decay[CZ_MAX_PATTERNS][64]; /* substrings of tensor names excluded from decay */
-    double clip_norm;                   /* global gradient-norm clipping; 0 = off */
-    char schedule[16];                  /* "linear" | "cosine" | "constant" */
-    long warmup_steps;                  /* used when warmup_fraction == 0 */
-    double warmup_fraction;
-    double min_lr_ratio; /* floor of cosine/linear decay, fraction of lr */
-} cz_optim_config;
-
-typedef struct cz_dist_config {
-    char allreduce[16]; /* "ring" | "mpi" */
-    double bucket_mb;   /* gradient bucket size */
-    char placement[16]; /* "coordinator" | "sharded" | "replicated" */
-} cz_dist_config;
 
 typedef struct cz_config {
     char source[CZ_PATH_MAX]; /* the file it was loaded from */
@@ -75,7 +48,7 @@ typedef struct cz_config {
     cz_data_config data;
     cz_train_config train;
     cz_optim_config optim;
-    cz_dist_config dist;
+    cz_comm_config dist; /* the "dist" section */
 } cz_config;
 
 /* Fills every field with its documented default (a BERT-base-like model). */

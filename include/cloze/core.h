@@ -12,6 +12,7 @@
 #include <stdio.h>
 
 #define CZ_ERROR_MAX 1024
+#define CZ_PATH_MAX 1024 /* path buffers of configurations and run directories */
 
 typedef struct cz_error {
     char msg[CZ_ERROR_MAX];

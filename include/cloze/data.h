@@ -16,10 +16,26 @@
 
 #include <stdint.h>
 
-#include "cloze/config.h"
+#include "cloze/batch.h"
 #include "cloze/core.h"
-#include "cloze/model.h"
 #include "cloze/shard.h"
+
+/* The data section of the configuration (keys data.*, docs/config.md). */
+typedef struct cz_data_config {
+    char train_manifest[CZ_PATH_MAX];   /* shards manifest written by cloze-prep */
+    char heldout_manifest[CZ_PATH_MAX]; /* "" = no evaluation */
+    int seq;                            /* max_seq_length (BERT 128 / GPT 512) */
+    int max_pred;                       /* max_predictions_per_seq (20 at 128) */
+    float masked_lm_prob;               /* 0.15 */
+    float short_seq_prob;               /* 0.1 */
+    int whole_word_mask;                /* 0/1 */
+    /* second phase of the BERT length curriculum; phase2_fraction = 0: off */
+    float phase2_fraction;   /* e.g. 0.1: last 10% of steps */
+    int phase2_seq;          /* 512 */
+    int phase2_max_pred;     /* 80 */
+    int phase2_global_batch; /* 0 = same as train.global_batch */
+    int phase2_micro_batch;  /* 0 = same as train.micro_batch */
+} cz_data_config;
 
 /* Buffers for up to `cap` sequences of `seq` tokens; a cz_batch views them. */
 typedef struct cz_batch_buf {

@@ -13,10 +13,33 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cloze/batch.h"
 #include "cloze/core.h"
 #include "cloze/kernels.h"
 
-typedef enum { CZ_ARCH_BERT = 0, CZ_ARCH_GPT = 1 } cz_arch;
+/* What sits on top of the encoder (cz_model_config.head). The fine-tuning
+ * heads replace the pre-training ones; their tensors carry the names of the
+ * Hugging Face task models, so an export loads there unchanged.
+ *   PRETRAIN  BERT: MLM + NSP; GPT: LM tied to the token embedding.
+ *   NONE      the encoder alone: hidden states (features), loss 0.
+ *   CLASSIFY  BERT (paper Sec. 4.1, BertForSequenceClassification): the
+ *             pooler (dense + tanh) of [CLS], dropout, "classifier" [C, H].
+ *             GPT (GPT-1 Sec. 3.2, eq. 3-5): the last layer's state at the
+ *             extract token (cz_batch.cls_index), dropout, "score" [C, H]
+ *             without bias (W_y), plus lm_weight x the LM loss (eq. 5).
+ *   SPAN      BERT (Sec. 4.2, BertForQuestionAnswering): "qa_outputs"
+ *             [2, H] gives every token a start and an end logit; the loss is
+ *             the mean of the start and end cross-entropies over positions.
+ *   TAG       BERT (Sec. 4.3, BertForTokenClassification): dropout,
+ *             "classifier" [C, H] per token; mean cross-entropy over the
+ *             tokens whose label is >= 0 (the first WordPiece of a word). */
+typedef enum {
+    CZ_HEAD_PRETRAIN = 0,
+    CZ_HEAD_NONE = 1,
+    CZ_HEAD_CLASSIFY = 2,
+    CZ_HEAD_SPAN = 3,
+    CZ_HEAD_TAG = 4
+} cz_head;
 
 typedef struct cz_model_config {
     cz_arch arch;
@@ -42,29 +65,13 @@ typedef struct cz_model_config {
      * per layer (about +1/3 of a step's matrix FLOPs). */
     int recompute;   /* cz_recompute */
     int matmul_bf16; /* model.matmul_precision: 0 fp32, 1 bf16 inputs (cz_gemm_set_bf16) */
+    /* fine-tuning (cz_head above); all zero = pre-training */
+    int head;        /* cz_head */
+    int num_labels;  /* C for CLASSIFY and TAG */
+    float lm_weight; /* GPT CLASSIFY: lambda of the auxiliary LM loss (GPT-1: 0.5); 0 = none */
 } cz_model_config;
 
 typedef enum { CZ_RECOMPUTE_NONE = 0, CZ_RECOMPUTE_LAYERS = 1 } cz_recompute;
-
-/* One micro-batch, built by the data module. B sequences of T tokens. */
-typedef struct cz_batch {
-    int batch, seq;
-    const int32_t *tokens;    /* [B*T] */
-    const int32_t *segments;  /* [B*T] BERT token type ids; NULL for GPT */
-    const uint8_t *attn_mask; /* [B*T] 1 = real token, 0 = padding; NULL = all real */
-    /* BERT heads */
-    int max_pred;                 /* P prediction slots per sequence */
-    const int32_t *mlm_positions; /* [B*P] position in [0,T) */
-    const int32_t *mlm_labels;    /* [B*P] original token id */
-    const float *mlm_weights;     /* [B*P] 1 = real slot, 0 = unused */
-    const int32_t *nsp_labels;    /* [B] 0 = IsNext, 1 = NotNext */
-    /* GPT head */
-    const int32_t *targets; /* [B*T] next token id, -1 = no loss at this position */
-    /* dropout keys: (seed, step, sample_ids[b], layer, site) -> Philox stream */
-    int train; /* 1: dropout on, 0: off */
-    uint64_t seed, step;
-    const uint64_t *sample_ids; /* [B] global sample index of each sequence */
-} cz_batch;
 
 /* Losses and counts of one forward pass. The loss that backward
  * differentiates is `loss`:
@@ -76,6 +83,8 @@ typedef struct cz_losses {
     long mlm_correct, mlm_count; /* argmax == label over real slots */
     long nsp_correct, nsp_count;
     long lm_count;
+    double task_loss;              /* fine-tuning heads: the head's cross-entropy */
+    long task_correct, task_count; /* argmax == label (SPAN: start and end both right) */
 } cz_losses;
 
 /* A named tensor inside the flat parameter buffer. Names are Hugging Face's
@@ -134,6 +143,15 @@ int cz_model_forward(cz_model *m, const cz_batch *b, cz_losses *out, cz_error *e
  * gradient buffer (so micro-batches accumulate). */
 void cz_model_backward(cz_model *m, const cz_batch *b, float grad_scale);
 void cz_model_zero_grads(cz_model *m);
+
+/* After a forward pass: the head's raw logits (before softmax), row-major:
+ *   CLASSIFY [B, C]; SPAN [B*T, 2] (start, end of each token); TAG [B*T, C];
+ * NULL for PRETRAIN and NONE. Valid until the next forward. */
+const float *cz_model_head_logits(const cz_model *m);
+/* After a forward pass: hidden states [B*T, H] of layer l in [0, L]; 0 is
+ * the embeddings' output, l the output of layer l (Hugging Face's
+ * hidden_states[l]). NULL when l is out of range. */
+const float *cz_model_hidden_states(const cz_model *m, int l);
 
 /* Forward FLOPs of one sequence of T tokens with P prediction slots (matrix
  * products only, 2 FLOPs per multiply-add), the one home of the FLOPs formula

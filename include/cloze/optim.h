@@ -7,10 +7,47 @@
 #ifndef CLOZE_OPTIM_H
 #define CLOZE_OPTIM_H
 
-#include "cloze/config.h"
-#include "cloze/core.h"
 #include "cloze/comm.h"
+#include "cloze/core.h"
 #include "cloze/model.h"
+
+/* Enums of the word-valued keys: the value order is the word order of the
+ * *_WORDS list beside each (the config table stores a word as its index). */
+typedef enum { CZ_OPT_ADAMW = 0, CZ_OPT_LAMB = 1 } cz_optim_kind; /* optim.name */
+#define CZ_OPTIM_KIND_WORDS "adamw|lamb"
+typedef enum {
+    CZ_SCHEDULE_LINEAR = 0,
+    CZ_SCHEDULE_COSINE = 1,
+    CZ_SCHEDULE_CONSTANT = 2
+} cz_schedule; /* optim.schedule */
+#define CZ_SCHEDULE_WORDS "linear|cosine|constant"
+/* dist.placement; what each means is described with cz_optimizer_step */
+typedef enum {
+    CZ_PLACE_COORDINATOR = 0,
+    CZ_PLACE_SHARDED = 1,
+    CZ_PLACE_REPLICATED = 2
+} cz_placement;
+#define CZ_PLACEMENT_WORDS "coordinator|sharded|replicated"
+
+#define CZ_MAX_PATTERNS 16
+
+/* The optim section of the configuration, and dist.placement (keys in
+ * docs/config.md). */
+typedef struct cz_optim_config {
+    cz_optim_kind kind; /* optim.name */
+    double lr;          /* peak learning rate */
+    double beta1, beta2, eps;
+    double weight_decay; /* decoupled (Loshchilov & Hutter) */
+    int bias_correction; /* original BERT AdamWeightDecayOptimizer: 0 */
+    int n_no_decay;
+    char no_decay[CZ_MAX_PATTERNS][64]; /* substrings of tensor names excluded from decay */
+    double clip_norm;                   /* global gradient-norm clipping; 0 = off */
+    cz_schedule schedule;
+    long warmup_steps; /* used when warmup_fraction == 0 */
+    double warmup_fraction;
+    double min_lr_ratio;    /* floor of cosine/linear decay, fraction of lr */
+    cz_placement placement; /* dist.placement */
+} cz_optim_config;
 
 /* One tensor of the flat buffer: LAMB's trust ratio is per range, weight
  * decay is skipped where no_decay. Ranges must be sorted by offset, disjoint,
@@ -41,8 +78,6 @@ long cz_lr_warmup_steps(const cz_optim_config *cfg, long total_steps);
 double cz_lr_at(const cz_optim_config *cfg, long step, long total_steps);
 
 /* ---- the update rule on one slice ---- */
-typedef enum { CZ_OPT_ADAMW = 0, CZ_OPT_LAMB = 1 } cz_optim_kind;
-int cz_optim_kind_parse(const char *name, cz_optim_kind *out, cz_error *err);
 
 /* Per-element AdamW (Loshchilov & Hutter 2019, Alg. 2; BERT's
  * AdamWeightDecayOptimizer when bias_correction = 0), all in float:
@@ -113,20 +148,14 @@ void cz_lamb_apply(float lr_trust, float *params, const float *u, size_t count);
  * LAMB's per-tensor norms in sharded mode: each rank computes its pieces'
  * partials, the partial table is exchanged (each entry is non-zero on one
  * rank only, so the exchange adds exact zeros), then summed in piece order. */
-typedef enum {
-    CZ_PLACE_COORDINATOR = 0,
-    CZ_PLACE_SHARDED = 1,
-    CZ_PLACE_REPLICATED = 2
-} cz_placement;
-int cz_placement_parse(const char *name, cz_placement *out, cz_error *err);
 
 typedef struct cz_optimizer cz_optimizer;
 
 /* n = parameter count; ranges as above (copied). Creates the grad sync
- * (bucket size dist->bucket_mb MiB) whose hook the train loop registers with
+ * (bucket size ccfg->bucket_mb MiB) whose hook the train loop registers with
  * cz_model_set_grad_hook(m, cz_grad_sync_ready, cz_optimizer_grad_sync(o)). */
 int cz_optimizer_create(cz_optimizer **out, const cz_comm *d, const cz_optim_config *ocfg,
-                        const cz_dist_config *dcfg, size_t n, const cz_param_range *ranges,
+                        const cz_comm_config *ccfg, size_t n, const cz_param_range *ranges,
                         int n_ranges, cz_error *err);
 void cz_optimizer_free(cz_optimizer *o);
 cz_grad_sync *cz_optimizer_grad_sync(cz_optimizer *o);

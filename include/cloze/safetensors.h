@@ -24,6 +24,36 @@ int cz_safetensors_write(const char *path, const cz_tensor_info *tensors, int n,
 int cz_safetensors_read(const char *path, const cz_tensor_info *tensors, int n, float *base,
                         cz_error *err);
 
+/* A safetensors file read into memory with its header parsed: every
+ * tensor's name, dtype, shape and data range (checked against the file's
+ * size only when a tensor is loaded). */
+typedef struct cz_st_entry {
+    char name[160];
+    char dtype[16];
+    int ndim;
+    uint64_t shape[8];
+    uint64_t begin, end; /* data_offsets, from the first byte after the header */
+} cz_st_entry;
+
+typedef struct cz_st_file {
+    char path[1024];
+    void *data;
+    size_t len;
+    const unsigned char *payload; /* the data section */
+    uint64_t payload_len;
+    cz_st_entry *entries;
+    int n;
+} cz_st_file;
+
+int cz_safetensors_open(cz_st_file *f, const char *path, cz_error *err);
+void cz_safetensors_close(cz_st_file *f);
+/* Index of the tensor called name, -1 when absent. */
+int cz_safetensors_find(const cz_st_file *f, const char *name);
+/* Copies entry i into base + t->offset after checking dtype F32, the shape
+ * against t's and the data range. Errors name the file and both tensors. */
+int cz_safetensors_load(const cz_st_file *f, int i, const cz_tensor_info *t, float *base,
+                        cz_error *err);
+
 /* The model's whole parameter buffer by its tensor names. */
 int cz_model_save_safetensors(cz_model *m, const char *path, cz_error *err);
 int cz_model_load_safetensors(cz_model *m, const char *path, cz_error *err);

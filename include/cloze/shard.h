@@ -15,6 +15,8 @@
  * A manifest is a text file, one record per line:
  *   cloze-manifest 1
  *   vocab <kind wordpiece|bpe> <vocab_size> <fingerprint hex> <vocab path>
+ *   vocab_file <role vocab|merges> <sha256 hex> <absolute path>
+ *   vocab_given <role> <the path as given to cloze-prep>
  *   special <name> <id>          (cls sep mask pad unk eot, those that exist)
  *   shard <path relative to the manifest> <n_tokens> <n_sentences> <n_documents> <payload checksum
  * hex>
@@ -104,12 +106,25 @@ typedef struct cz_manifest_shard {
     uint64_t n_tokens, n_sentences, n_documents, payload_checksum;
 } cz_manifest_shard;
 
+/* One file of the vocabulary a shard set was made with. Manifests written
+ * before these records existed have none: every string is empty. */
+typedef struct cz_manifest_file {
+    char path[1024];  /* absolute, as resolved when the shards were made */
+    char given[1024]; /* as given on cloze-prep's command line */
+    char sha256[65];  /* lower-case hex of the file's SHA-256, "" = not recorded */
+} cz_manifest_file;
+
+enum { CZ_VOCAB_FILE_VOCAB = 0, CZ_VOCAB_FILE_MERGES = 1, CZ_VOCAB_FILES = 2 };
+
 typedef struct cz_manifest {
     char path[1024];
     char vocab_kind[16]; /* "wordpiece" | "bpe" */
     uint32_t vocab_size;
     uint64_t vocab_fingerprint;
     char vocab_path[1024];
+    /* [CZ_VOCAB_FILE_VOCAB]: vocab.txt or encoder.json; [CZ_VOCAB_FILE_MERGES]:
+     * BPE merges (vocab.bpe), empty for WordPiece */
+    cz_manifest_file vocab_files[CZ_VOCAB_FILES];
     /* special token ids, -1 when absent */
     int32_t cls_id, sep_id, mask_id, pad_id, unk_id, eot_id;
     int n_shards;

@@ -228,29 +228,28 @@ static int skip_value(json *j, int depth) {
     return 0;
 }
 
-typedef struct entry {
-    char name[160];
-    char dtype[16];
-    uint64_t shape[8], offsets[2];
-    int ndim, n_offsets;
-} entry;
-
-static int parse_entry(json *j, entry *e) {
+/* The entry's fields; the name was read by the caller. */
+static int parse_entry(json *j, cz_st_entry *e) {
     if (expect(j, '{')) return -1;
     e->dtype[0] = 0;
-    e->ndim = e->n_offsets = -1;
+    e->ndim = -1;
+    int n_offsets = -1;
     for (;;) {
         char key[32];
         if (parse_string(j, key, sizeof key) || expect(j, ':')) return -1;
         int rc;
-        if (!strcmp(key, "dtype"))
+        if (!strcmp(key, "dtype")) {
             rc = parse_string(j, e->dtype, sizeof e->dtype);
-        else if (!strcmp(key, "shape"))
+        } else if (!strcmp(key, "shape")) {
             rc = parse_int_array(j, e->shape, 8, &e->ndim);
-        else if (!strcmp(key, "data_offsets"))
-            rc = parse_int_array(j, e->offsets, 2, &e->n_offsets);
-        else
+        } else if (!strcmp(key, "data_offsets")) {
+            uint64_t o[2];
+            rc = parse_int_array(j, o, 2, &n_offsets);
+            e->begin = o[0];
+            e->end = o[1];
+        } else {
             rc = skip_value(j, 1);
+        }
         if (rc) return -1;
         skip_ws(j);
         if (j->s < j->end && *j->s == ',') {
@@ -260,102 +259,130 @@ static int parse_entry(json *j, entry *e) {
         if (expect(j, '}')) return -1;
         break;
     }
-    if (!e->dtype[0] || e->ndim < 0 || e->n_offsets != 2)
+    if (!e->dtype[0] || e->ndim < 0 || n_offsets != 2)
         return cz_fail(j->err, "%s: tensor %s: dtype, shape or data_offsets missing", j->path,
                        e->name);
+    if (e->end < e->begin)
+        return cz_fail(j->err, "%s: tensor %s: data_offsets [%llu,%llu] run backwards", j->path,
+                       e->name, (unsigned long long)e->begin, (unsigned long long)e->end);
     return 0;
 }
 
-/* Copies one entry's data into the tensor t after checking it. */
-static int load_entry(const char *path, const entry *e, const cz_tensor_info *t,
-                      const unsigned char *data, uint64_t data_len, float *base, cz_error *err) {
-    if (strcmp(e->dtype, "F32"))
-        return cz_fail(err, "%s: tensor %s: dtype %s, expected F32", path, t->name, e->dtype);
-    int shape_ok = e->ndim == t->ndim && (uint64_t)t->shape[0] == e->shape[0] &&
-                   (t->ndim < 2 || (uint64_t)t->shape[1] == e->shape[1]);
-    if (!shape_ok) {
-        char got[96] = "";
-        for (int i = 0; i < e->ndim && i < 8; i++)
-            snprintf(got + strlen(got), sizeof got - strlen(got), "%s%llu", i ? "," : "",
-                     (unsigned long long)e->shape[i]);
-        char want[48];
-        if (t->ndim == 2)
-            snprintf(want, sizeof want, "%d,%d", t->shape[0], t->shape[1]);
-        else
-            snprintf(want, sizeof want, "%d", t->shape[0]);
-        return cz_fail(err, "%s: tensor %s: shape [%s], expected [%s]", path, t->name, got, want);
-    }
-    uint64_t b = e->offsets[0], end = e->offsets[1];
-    if (end < b || end - b != (uint64_t)t->numel * 4)
-        return cz_fail(err, "%s: tensor %s: data_offsets [%llu,%llu] do not hold %zu floats", path,
-                       t->name, (unsigned long long)b, (unsigned long long)end, t->numel);
-    if (end > data_len)
-        return cz_fail(err, "%s: tensor %s: data ends at byte %llu, file has %llu (truncated?)",
-                       path, t->name, (unsigned long long)end, (unsigned long long)data_len);
-    memcpy(base + t->offset, data + b, t->numel * 4);
-    return 0;
-}
-
-int cz_safetensors_read(const char *path, const cz_tensor_info *tensors, int n, float *base,
-                        cz_error *err) {
-    void *file;
-    size_t len;
-    if (cz_read_file(path, &file, &len, err)) return -1;
-    const unsigned char *u = file;
-    int rc = -1;
-    char *found = NULL;
-    if (len < 8) {
-        cz_fail(err, "%s: %zu bytes, too short for the 8-byte header length", path, len);
-        goto done;
+int cz_safetensors_open(cz_st_file *f, const char *path, cz_error *err) {
+    memset(f, 0, sizeof *f);
+    snprintf(f->path, sizeof f->path, "%s", path);
+    if (cz_read_file(path, &f->data, &f->len, err)) return -1;
+    const unsigned char *u = f->data;
+    if (f->len < 8) {
+        cz_fail(err, "%s: %zu bytes, too short for the 8-byte header length", path, f->len);
+        goto fail;
     }
     uint64_t hl = 0;
     for (int i = 0; i < 8; i++) hl |= (uint64_t)u[i] << (8 * i);
-    if (hl > len - 8) {
+    if (hl > f->len - 8) {
         cz_fail(err, "%s: header length %llu exceeds the file (%zu bytes)", path,
-                (unsigned long long)hl, len);
-        goto done;
-    }
-    found = calloc((size_t)n + 1, 1);
-    if (!found) {
-        cz_fail(err, "%s: out of memory", path);
-        goto done;
+                (unsigned long long)hl, f->len);
+        goto fail;
     }
     json j = {(const char *)u + 8, (const char *)u + 8, (const char *)u + 8 + hl, path, err};
-    const unsigned char *data = u + 8 + hl;
-    uint64_t data_len = len - 8 - hl;
-    if (expect(&j, '{')) goto done;
+    f->payload = u + 8 + hl;
+    f->payload_len = f->len - 8 - hl;
+    if (expect(&j, '{')) goto fail;
     skip_ws(&j);
     int empty = j.s < j.end && *j.s == '}';
+    int cap = 0;
     while (!empty) {
-        entry e;
-        if (parse_string(&j, e.name, sizeof e.name) || expect(&j, ':')) goto done;
+        cz_st_entry e;
+        memset(&e, 0, sizeof e);
+        if (parse_string(&j, e.name, sizeof e.name) || expect(&j, ':')) goto fail;
         if (!strcmp(e.name, "__metadata__")) {
-            if (skip_value(&j, 1)) goto done;
+            if (skip_value(&j, 1)) goto fail;
         } else {
-            if (parse_entry(&j, &e)) goto done;
-            for (int i = 0; i < n; i++) {
-                if (strcmp(tensors[i].name, e.name)) continue;
-                if (load_entry(path, &e, &tensors[i], data, data_len, base, err)) goto done;
-                found[i] = 1;
+            if (parse_entry(&j, &e)) goto fail;
+            if (f->n == cap) {
+                cap = cap ? 2 * cap : 64;
+                cz_st_entry *ne = realloc(f->entries, (size_t)cap * sizeof *ne);
+                if (!ne) {
+                    cz_fail(err, "%s: out of memory", path);
+                    goto fail;
+                }
+                f->entries = ne;
             }
+            f->entries[f->n++] = e;
         }
         skip_ws(&j);
         if (j.s < j.end && *j.s == ',') {
             j.s++;
             continue;
         }
-        if (expect(&j, '}')) goto done;
+        if (expect(&j, '}')) goto fail;
         break;
     }
-    for (int i = 0; i < n; i++)
-        if (!found[i]) {
-            cz_fail(err, "%s: tensor %s missing", path, tensors[i].name);
-            goto done;
-        }
-    rc = 0;
-done:
-    free(found);
-    cz_free(file);
+    return 0;
+fail:
+    cz_safetensors_close(f);
+    return -1;
+}
+
+void cz_safetensors_close(cz_st_file *f) {
+    free(f->entries);
+    cz_free(f->data);
+    f->entries = NULL;
+    f->data = NULL;
+    f->n = 0;
+}
+
+int cz_safetensors_find(const cz_st_file *f, const char *name) {
+    for (int i = 0; i < f->n; i++)
+        if (!strcmp(f->entries[i].name, name)) return i;
+    return -1;
+}
+
+int cz_safetensors_load(const cz_st_file *f, int i, const cz_tensor_info *t, float *base,
+                        cz_error *err) {
+    const cz_st_entry *e = &f->entries[i];
+    const char *path = f->path;
+    if (strcmp(e->dtype, "F32"))
+        return cz_fail(err, "%s: tensor %s: dtype %s, expected F32", path, e->name, e->dtype);
+    int shape_ok = e->ndim == t->ndim && (uint64_t)t->shape[0] == e->shape[0] &&
+                   (t->ndim < 2 || (uint64_t)t->shape[1] == e->shape[1]);
+    if (!shape_ok) {
+        char got[96] = "";
+        for (int k = 0; k < e->ndim && k < 8; k++)
+            snprintf(got + strlen(got), sizeof got - strlen(got), "%s%llu", k ? "," : "",
+                     (unsigned long long)e->shape[k]);
+        char want[48];
+        if (t->ndim == 2)
+            snprintf(want, sizeof want, "%d,%d", t->shape[0], t->shape[1]);
+        else
+            snprintf(want, sizeof want, "%d", t->shape[0]);
+        return cz_fail(err, "%s: tensor %s: shape [%s], expected [%s] for %s", path, e->name, got,
+                       want, t->name);
+    }
+    if (e->end - e->begin != (uint64_t)t->numel * 4)
+        return cz_fail(err, "%s: tensor %s: data_offsets [%llu,%llu] do not hold %zu floats", path,
+                       e->name, (unsigned long long)e->begin, (unsigned long long)e->end, t->numel);
+    if (e->end > f->payload_len)
+        return cz_fail(err, "%s: tensor %s: data ends at byte %llu, file has %llu (truncated?)",
+                       path, e->name, (unsigned long long)e->end,
+                       (unsigned long long)f->payload_len);
+    memcpy(base + t->offset, f->payload + e->begin, t->numel * 4);
+    return 0;
+}
+
+int cz_safetensors_read(const char *path, const cz_tensor_info *tensors, int n, float *base,
+                        cz_error *err) {
+    cz_st_file f;
+    if (cz_safetensors_open(&f, path, err)) return -1;
+    int rc = 0;
+    for (int i = 0; i < n && rc == 0; i++) {
+        int k = cz_safetensors_find(&f, tensors[i].name);
+        if (k < 0)
+            rc = cz_fail(err, "%s: tensor %s missing", path, tensors[i].name);
+        else
+            rc = cz_safetensors_load(&f, k, &tensors[i], base, err);
+    }
+    cz_safetensors_close(&f);
     return rc;
 }
 
@@ -400,16 +427,29 @@ static const char *short_float(char *buf, size_t cap, float v) {
     return buf;
 }
 
+/* The Hugging Face class whose state_dict names match the model's tensors. */
+static const char *hf_architecture(const cz_model_config *c) {
+    static const char *bert[] = {"BertForPreTraining", "BertModel", "BertForSequenceClassification",
+                                 "BertForQuestionAnswering", "BertForTokenClassification"};
+    static const char *gpt[] = {"OpenAIGPTLMHeadModel", "OpenAIGPTModel",
+                                "OpenAIGPTForSequenceClassification", "OpenAIGPTModel",
+                                "OpenAIGPTModel"};
+    int h = c->head >= CZ_HEAD_PRETRAIN && c->head <= CZ_HEAD_TAG ? c->head : 0;
+    return c->arch == CZ_ARCH_BERT ? bert[h] : gpt[h];
+}
+
 int cz_hf_config_write(const char *path, const cz_model_config *c, cz_error *err) {
     sbuf b = {0};
-    char hd[32], ad[32], ir[32], eps[32];
+    char hd[32], ad[32], ir[32], eps[32], labels[48] = "";
+    if (c->head == CZ_HEAD_CLASSIFY || c->head == CZ_HEAD_TAG)
+        snprintf(labels, sizeof labels, "  \"num_labels\": %d,\n", c->num_labels);
     short_float(hd, sizeof hd, c->hidden_dropout);
     short_float(ad, sizeof ad, c->attn_dropout);
     short_float(ir, sizeof ir, c->init_range);
     short_float(eps, sizeof eps, c->layer_norm_eps);
     if (c->arch == CZ_ARCH_BERT) {
         sb_printf(&b,
-                  "{\n  \"architectures\": [\"BertForPreTraining\"],\n  \"model_type\": \"bert\",\n"
+                  "{\n  \"architectures\": [\"%s\"],\n  \"model_type\": \"bert\",\n%s"
                   "  \"vocab_size\": %d,\n  \"hidden_size\": %d,\n  \"num_hidden_layers\": %d,\n"
                   "  \"num_attention_heads\": %d,\n  \"intermediate_size\": %d,\n"
                   "  \"hidden_act\": \"%s\",\n  \"hidden_dropout_prob\": %s,\n"
@@ -417,19 +457,19 @@ int cz_hf_config_write(const char *path, const cz_model_config *c, cz_error *err
                   "  \"max_position_embeddings\": %d,\n  \"type_vocab_size\": %d,\n"
                   "  \"initializer_range\": %s,\n  \"layer_norm_eps\": %s,\n"
                   "  \"tie_word_embeddings\": true\n}\n",
-                  c->vocab_size, c->hidden, c->layers, c->heads, c->intermediate,
-                  c->gelu_tanh ? "gelu_new" : "gelu", hd, ad, c->max_positions, c->type_vocab_size,
-                  ir, eps);
+                  hf_architecture(c), labels, c->vocab_size, c->hidden, c->layers, c->heads,
+                  c->intermediate, c->gelu_tanh ? "gelu_new" : "gelu", hd, ad, c->max_positions,
+                  c->type_vocab_size, ir, eps);
     } else {
         sb_printf(&b,
-                  "{\n  \"architectures\": [\"OpenAIGPTLMHeadModel\"],\n"
+                  "{\n  \"architectures\": [\"%s\"],\n%s"
                   "  \"model_type\": \"openai-gpt\",\n  \"vocab_size\": %d,\n  \"n_embd\": %d,\n"
                   "  \"n_layer\": %d,\n  \"n_head\": %d,\n  \"n_positions\": %d,\n"
                   "  \"afn\": \"%s\",\n  \"resid_pdrop\": %s,\n  \"embd_pdrop\": %s,\n"
                   "  \"attn_pdrop\": %s,\n  \"layer_norm_epsilon\": %s,\n"
                   "  \"initializer_range\": %s,\n  \"tie_word_embeddings\": true\n}\n",
-                  c->vocab_size, c->hidden, c->layers, c->heads, c->max_positions,
-                  c->gelu_tanh ? "gelu" : "gelu_exact", hd, hd, ad, eps, ir);
+                  hf_architecture(c), labels, c->vocab_size, c->hidden, c->layers, c->heads,
+                  c->max_positions, c->gelu_tanh ? "gelu" : "gelu_exact", hd, hd, ad, eps, ir);
     }
     if (b.failed) {
         free(b.p);

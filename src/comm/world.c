@@ -40,16 +40,6 @@ void cz_comm_chunk(size_t n, int p, int c, size_t *off, size_t *count) {
     *count = base + (uc < extra ? 1 : 0);
 }
 
-int cz_allreduce_algo_parse(const char *name, cz_allreduce_algo *out, cz_error *err) {
-    if (strcmp(name, "ring") == 0)
-        *out = CZ_ALLREDUCE_RING;
-    else if (strcmp(name, "mpi") == 0)
-        *out = CZ_ALLREDUCE_MPI;
-    else
-        return cz_fail(err, "dist.allreduce: \"%s\" is not one of ring, mpi", name);
-    return 0;
-}
-
 void cz_bucket_layout_make(cz_bucket_layout *l, size_t n, double bucket_bytes, int p) {
     l->n = n;
     l->p = p;

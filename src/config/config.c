@@ -178,14 +178,12 @@ static int store_real(const cz_key *k, cz_config *c, double v, char *why) {
 }
 
 static int store_word(const cz_key *k, cz_config *c, const char *s, char *why) {
-    if (k->type == CZ_KEY_WORD || k->type == CZ_KEY_WORD_INDEX) {
+    if (k->type == CZ_KEY_WORD_INDEX) {
         int idx = choice_index(k->choices, s);
         if (idx < 0)
             return snprintf(why, WHY_MAX, "expected one of %s, got \"%s\"", k->choices, s), -1;
-        if (k->type == CZ_KEY_WORD_INDEX) {
-            *(int *)field(c, k) = idx;
-            return 0;
-        }
+        *(int *)field(c, k) = idx;
+        return 0;
     }
     if (strlen(s) >= k->size)
         return snprintf(why, WHY_MAX, "too long (%zu bytes, at most %zu)", strlen(s), k->size - 1),
@@ -289,7 +287,6 @@ static int parse_text(const cz_key *k, cz_config *c, const char *text, char *why
         }
         return 0;
     case CZ_KEY_STRING:
-    case CZ_KEY_WORD:
     case CZ_KEY_WORD_INDEX: {
         const char *e = text + strlen(text);
         const char *s = unquote(text, &e);
@@ -359,7 +356,6 @@ static int parse_setting(const cz_key *k, cz_config *c, config_setting_t *s, cha
         *(int *)field(c, k) = config_setting_get_bool(s) ? 1 : 0;
         return 0;
     case CZ_KEY_STRING:
-    case CZ_KEY_WORD:
     case CZ_KEY_WORD_INDEX:
         if (t != CONFIG_TYPE_STRING)
             return snprintf(why, WHY_MAX, "expected a string, got %s", got), -1;
@@ -437,15 +433,13 @@ static void check_table(void) {
             want = sizeof(double);
             break;
         case CZ_KEY_STRING:
-        case CZ_KEY_WORD:
             want = k->size;
             break;
         case CZ_KEY_LIST:
             want = (size_t)CZ_MAX_PATTERNS * LIST_ITEM;
             break;
         }
-        if (k->size != want ||
-            ((k->type == CZ_KEY_WORD || k->type == CZ_KEY_WORD_INDEX) && !k->choices)) {
+        if (k->size != want || (k->type == CZ_KEY_WORD_INDEX && !k->choices)) {
             fprintf(stderr, "cloze config table: %s.%s: type does not match the field\n", k->group,
                     k->name);
             abort();
@@ -600,13 +594,7 @@ static int validate_keys(const cz_config *c, const load_ctx *ctx, cz_error *err)
                 bad = 1, snprintf(why, WHY_MAX, "must be 0 or 1");
             break;
         case CZ_KEY_STRING:
-        case CZ_KEY_WORD:
-            if (!memchr(p, 0, k->size)) {
-                bad = 1, snprintf(why, WHY_MAX, "not terminated");
-            } else if (k->type == CZ_KEY_WORD && choice_index(k->choices, p) < 0) {
-                bad = 1, snprintf(why, WHY_MAX, "expected one of %s, got \"%s\"", k->choices,
-                                  (const char *)p);
-            }
+            if (!memchr(p, 0, k->size)) bad = 1, snprintf(why, WHY_MAX, "not terminated");
             break;
         case CZ_KEY_WORD_INDEX: {
             char w[64];

@@ -15,15 +15,25 @@
     .size = sizeof(((cz_config *)0)->f)
 #define NOMAX HUGE_VAL
 
-/* model.arch is a C enum written through an int (CZ_KEY_WORD_INDEX) */
+/* Word-valued keys are C enums written through an int (CZ_KEY_WORD_INDEX):
+ * the word list beside each enum (CZ_*_WORDS) is in value order. */
 _Static_assert(sizeof(cz_arch) == sizeof(int), "cz_arch must be int-sized");
+_Static_assert(sizeof(cz_recompute) == sizeof(int), "cz_recompute must be int-sized");
+_Static_assert(sizeof(cz_gemm_choice) == sizeof(int), "cz_gemm_choice must be int-sized");
+_Static_assert(sizeof(cz_optim_kind) == sizeof(int), "cz_optim_kind must be int-sized");
+_Static_assert(sizeof(cz_schedule) == sizeof(int), "cz_schedule must be int-sized");
+_Static_assert(sizeof(cz_placement) == sizeof(int), "cz_placement must be int-sized");
+_Static_assert(sizeof(cz_allreduce_algo) == sizeof(int), "cz_allreduce_algo must be int-sized");
+/* train.gemm offers the first three cz_gemm_choice values, in value order */
+_Static_assert(CZ_GEMM_AUTO == 0 && CZ_GEMM_BLIS_DEFAULT == 1 && CZ_GEMM_REFERENCE == 2,
+               "train.gemm words are auto|blis|reference");
 
 const char *const cz_config_groups[] = {"model", "data", "train", "optim", "dist"};
 const int cz_config_num_groups = 5;
 
 const cz_key cz_config_keys[] = {
     /* ---- model: the network (BERT Sec. 3: L/H/A; GPT-1 Sec. 4.1) ---- */
-    {KEY("model", "arch", CZ_KEY_WORD_INDEX, model.arch), .def = "bert", .choices = "bert|gpt",
+    {KEY("model", "arch", CZ_KEY_WORD_INDEX, model.arch), .def = "bert", .choices = CZ_ARCH_WORDS,
      .meaning = "bert: post-LN encoder, MLM + NSP heads; gpt: GPT-1 causal decoder, tied LM head"},
     {KEY("model", "vocab_size", CZ_KEY_INT, model.vocab_size), .def = "30522", .def_gpt = "40478",
      .min = 1, .max = NOMAX,
@@ -121,14 +131,15 @@ const cz_key cz_config_keys[] = {
                 "jobs); 0 = run to train.steps"},
     {KEY("train", "run_dir", CZ_KEY_STRING, train.run_dir), .def = "",
      .meaning = "run directory: checkpoints, metrics, effective config; required to train"},
-    {KEY("train", "gemm", CZ_KEY_WORD, train.gemm), .def = "auto", .choices = "auto|blis|reference",
+    {KEY("train", "gemm", CZ_KEY_WORD_INDEX, train.gemm), .def = "auto",
+     .choices = "auto|blis|reference",
      .meaning = "matrix products: auto = BLIS with the kernel for this CPU, reference = loops"},
     {KEY("train", "peak_gflops", CZ_KEY_DOUBLE, train.peak_gflops), .def = "0", .min = 0,
      .max = NOMAX, .meaning = "per-rank peak GFLOP/s for MFU; 0 = measure at start-up"},
 
     /* ---- optim: AdamW (Loshchilov & Hutter) as in BERT App. A.2 ---- */
-    {KEY("optim", "name", CZ_KEY_WORD, optim.name), .def = "adamw", .choices = "adamw|lamb",
-     .meaning = "optimizer"},
+    {KEY("optim", "name", CZ_KEY_WORD_INDEX, optim.kind), .def = "adamw",
+     .choices = CZ_OPTIM_KIND_WORDS, .meaning = "optimizer"},
     {KEY("optim", "lr", CZ_KEY_DOUBLE, optim.lr), .def = "1e-4", .def_gpt = "2.5e-4", .min = 0,
      .max = 10, .flags = CZ_MIN_EXCL, .meaning = "peak learning rate (BERT 1e-4, GPT-1 2.5e-4)"},
     {KEY("optim", "beta1", CZ_KEY_DOUBLE, optim.beta1), .def = "0.9", .min = 0, .max = 1,
@@ -147,8 +158,8 @@ const cz_key cz_config_keys[] = {
      .meaning = "substrings of tensor names excluded from weight decay"},
     {KEY("optim", "clip_norm", CZ_KEY_DOUBLE, optim.clip_norm), .def = "1", .min = 0, .max = NOMAX,
      .meaning = "clip the global gradient norm to this; 0 = off (BERT code: 1)"},
-    {KEY("optim", "schedule", CZ_KEY_WORD, optim.schedule), .def = "linear", .def_gpt = "cosine",
-     .choices = "linear|cosine|constant",
+    {KEY("optim", "schedule", CZ_KEY_WORD_INDEX, optim.schedule), .def = "linear",
+     .def_gpt = "cosine", .choices = CZ_SCHEDULE_WORDS,
      .meaning = "decay after warm-up: linear (BERT), cosine (GPT-1) or constant"},
     {KEY("optim", "warmup_steps", CZ_KEY_LONG, optim.warmup_steps), .def = "0", .min = 0,
      .max = 1e15, .meaning = "warm-up steps; used when warmup_fraction = 0"},
@@ -158,13 +169,15 @@ const cz_key cz_config_keys[] = {
     {KEY("optim", "min_lr_ratio", CZ_KEY_DOUBLE, optim.min_lr_ratio), .def = "0", .min = 0,
      .max = 1, .meaning = "floor of the decay, as a fraction of lr"},
 
-    /* ---- dist: communication and optimizer placement ---- */
-    {KEY("dist", "allreduce", CZ_KEY_WORD, dist.allreduce), .def = "ring", .choices = "ring|mpi",
+    /* ---- dist: communication (cz_comm_config) and optimizer placement ---- */
+    {KEY("dist", "allreduce", CZ_KEY_WORD_INDEX, dist.allreduce), .def = "ring",
+     .choices = CZ_ALLREDUCE_WORDS,
      .meaning = "gradient all-reduce: our ring over MPI point-to-point, or MPI_Allreduce"},
     {KEY("dist", "bucket_mb", CZ_KEY_DOUBLE, dist.bucket_mb), .def = "25", .min = 0, .max = 1e6,
      .flags = CZ_MIN_EXCL, .meaning = "gradient bucket size in MiB (overlap with backward)"},
-    {KEY("dist", "placement", CZ_KEY_WORD, dist.placement), .def = "sharded",
-     .choices = "coordinator|sharded|replicated",
+    /* the optimizer owns its placement: stored in cz_optim_config */
+    {KEY("dist", "placement", CZ_KEY_WORD_INDEX, optim.placement), .def = "sharded",
+     .choices = CZ_PLACEMENT_WORDS,
      .meaning = "where the optimizer runs: rank 0, a shard per rank, or every rank"},
 };
 

@@ -22,8 +22,7 @@ typedef enum {
     CZ_KEY_DOUBLE,     /* double */
     CZ_KEY_BOOL,       /* int 0/1, written true/false */
     CZ_KEY_STRING,     /* char[size], any text (paths) */
-    CZ_KEY_WORD,       /* char[size], one of `choices` */
-    CZ_KEY_WORD_INDEX, /* int (or C enum) = index of the word in `choices` */
+    CZ_KEY_WORD_INDEX, /* int-sized C enum = index of the word in `choices` */
     CZ_KEY_LIST,       /* optim.no_decay: char[CZ_MAX_PATTERNS][64] + count */
 } cz_key_type;
 
@@ -40,7 +39,7 @@ typedef struct cz_key {
     const char *def_gpt; /* default when model.arch = gpt and the key is not given; NULL: same */
     double min, max;     /* numeric range (ints and floats) */
     unsigned flags;      /* CZ_MIN_EXCL, CZ_MAX_EXCL */
-    const char *choices; /* "linear|cosine|constant" for WORD and WORD_INDEX */
+    const char *choices; /* "linear|cosine|constant" for WORD_INDEX */
     const char *meaning; /* one line for --help-config and docs/config.md */
     size_t count_offset; /* LIST: offset of the int that counts the entries */
 } cz_key;

@@ -78,7 +78,6 @@ void cz_config_format_value(const cz_config *c, const cz_key *k, char *buf, size
         snprintf(buf, len, "%s", *(const int *)p ? "true" : "false");
         return;
     case CZ_KEY_STRING:
-    case CZ_KEY_WORD:
         format_string((const char *)p, buf, len);
         return;
     case CZ_KEY_WORD_INDEX: {
@@ -140,7 +139,6 @@ static const char *key_type_name(cz_key_type t) {
         return "bool";
     case CZ_KEY_STRING:
         return "string";
-    case CZ_KEY_WORD:
     case CZ_KEY_WORD_INDEX:
         return "word";
     case CZ_KEY_LIST:
@@ -161,7 +159,6 @@ static void describe_allowed(const cz_key *k, const char *bar, char *buf, size_t
     case CZ_KEY_LIST:
         snprintf(buf, len, "<= %zu names, < %d bytes each", k->size / LIST_ITEM, LIST_ITEM);
         return;
-    case CZ_KEY_WORD:
     case CZ_KEY_WORD_INDEX: {
         size_t o = 0;
         buf[0] = 0;

@@ -426,6 +426,26 @@ static int parse_line(cz_manifest *m, const char *dir, char *line, int lineno, i
         m->vocab_size = vs;
         m->vocab_fingerprint = fp;
         snprintf(m->vocab_path, sizeof m->vocab_path, "%s", line + n);
+    } else if (!strcmp(word, "vocab_file") || !strcmp(word, "vocab_given")) {
+        /* the vocabulary files (optional: older manifests lack them) */
+        int given = word[6] == 'g', n = 0;
+        char role[16] = "", hex[80] = "";
+        int ok = given ? sscanf(line, " vocab_given %15s %n", role, &n) == 1
+                       : sscanf(line, " vocab_file %15s %79s %n", role, hex, &n) == 2;
+        int k = !strcmp(role, "vocab")    ? CZ_VOCAB_FILE_VOCAB
+                : !strcmp(role, "merges") ? CZ_VOCAB_FILE_MERGES
+                                          : -1;
+        if (!ok || !n || k < 0 || !line[n] ||
+            (!given && (strlen(hex) != 64 || strspn(hex, "0123456789abcdef") != 64)))
+            return cz_fail(err, "%s:%d: want '%s <vocab|merges> %s<path>'", p, lineno, word,
+                           given ? "" : "<sha256 hex> ");
+        cz_manifest_file *f = &m->vocab_files[k];
+        if (given) {
+            snprintf(f->given, sizeof f->given, "%s", line + n);
+        } else {
+            snprintf(f->sha256, sizeof f->sha256, "%s", hex);
+            snprintf(f->path, sizeof f->path, "%s", line + n);
+        }
     } else if (!strcmp(word, "special")) {
         char name[16];
         int id;
@@ -515,13 +535,20 @@ int cz_manifest_write(const cz_manifest *m, const char *path, cz_error *err) {
     char dir[1024];
     dir_of(path, dir, sizeof dir);
     size_t dlen = strlen(dir);
-    size_t cap = 4096 + (size_t)m->n_shards * 2300, len = 0;
+    /* the vocab lines hold up to 5 paths of 1 KiB, a shard line one of 2 KiB */
+    size_t cap = 16384 + (size_t)m->n_shards * 2300, len = 0;
     char *buf = malloc(cap);
     if (!buf) return cz_fail(err, "%s: out of memory", path);
 #define APPEND(...) len += (size_t)snprintf(buf + len, cap - len, __VA_ARGS__)
     APPEND("cloze-manifest 1\n");
     APPEND("vocab %s %u %016llx %s\n", m->vocab_kind, m->vocab_size,
            (unsigned long long)m->vocab_fingerprint, m->vocab_path);
+    for (int k = 0; k < CZ_VOCAB_FILES; k++) {
+        const cz_manifest_file *f = &m->vocab_files[k];
+        const char *role = k == CZ_VOCAB_FILE_VOCAB ? "vocab" : "merges";
+        if (f->sha256[0]) APPEND("vocab_file %s %s %s\n", role, f->sha256, f->path);
+        if (f->sha256[0] && f->given[0]) APPEND("vocab_given %s %s\n", role, f->given);
+    }
     const char *names[6] = {"cls", "sep", "mask", "pad", "unk", "eot"};
     const int32_t ids[6] = {m->cls_id, m->sep_id, m->mask_id, m->pad_id, m->unk_id, m->eot_id};
     for (int i = 0; i < 6; i++)

@@ -37,11 +37,14 @@
 
 /* dropout sites: the c of the dropout stream is layer << 8 | site */
 enum { SITE_EMBED = 0, SITE_ATTN_PROBS = 1, SITE_ATTN_OUT = 2, SITE_FFN_OUT = 3 };
+/* the fine-tuning heads' dropout: layer index L, site 4 */
+enum { SITE_HEAD = 4 };
 
 enum { KIND_WEIGHT, KIND_BIAS, KIND_LN_GAMMA, KIND_LN_BETA };
 
 /* A linear map y = x W^T + b (torch Linear, W [out,in]) or y = x W + b
  * (Hugging Face Conv1D used by GPT, W [in,out]); w and b are float offsets. */
+#define NO_BIAS ((size_t)-1) /* lin.b of a map without bias (GPT's score, W_y) */
 typedef struct lin {
     size_t w, b;
     int in, out, conv1d;
@@ -83,6 +86,7 @@ struct cz_model {
     size_t wte, wpe, wtt, lne_g, lne_b; /* embeddings (wtt, lne only BERT) */
     size_t emb_begin, emb_end, heads_begin, heads_end;
     lin mlm_dense, pooler, nsp;
+    lin task; /* fine-tuning head: classifier, qa_outputs or score (cfg.head) */
     size_t mlm_ln_g, mlm_ln_b, mlm_bias;
     layer *layers;
 
@@ -104,6 +108,14 @@ struct cz_model {
     float *row_scale, *nsp_scale;
     /* gradient scratch */
     float *dx, *dy, *dr, *df, *dh1, *dctx, *di, *dqkv, *dmlm, *dmlm2, *dcls;
+    /* fine-tuning head (heads.c section at the end): its input after dropout,
+     * raw logits, the cross-entropy's rows (probabilities, then dlogits),
+     * re-interleaved SPAN dlogits, and d(head input) */
+    float *head_drop, *head_logits, *head_probs, *head_dlogits, *dhead;
+    double *head_loss;
+    int32_t *head_label, *head_argmax;
+    float *head_scale;
+    int head_rows, head_width; /* rows and classes of the last forward's cross-entropy */
 
     int profiling;
     cz_model_profile prof;
@@ -184,16 +196,22 @@ static void add_ln(cz_model *m, const char *prefix, size_t *g, size_t *b) {
     *b = add_tensor(m, name, h, 0, KIND_LN_BETA);
 }
 
+static void build_task_head(cz_model *m);
+
 static void build_bert_table(cz_model *m) {
     const cz_model_config *c = &m->cfg;
     int h = c->hidden, in = c->intermediate;
     char p[96];
     m->heads_begin = m->n_params;
-    m->mlm_dense = add_lin(m, "cls.predictions.transform.dense", h, h, 0);
-    add_ln(m, "cls.predictions.transform.LayerNorm", &m->mlm_ln_g, &m->mlm_ln_b);
-    m->mlm_bias = add_tensor(m, "cls.predictions.bias", c->vocab_size, 0, KIND_BIAS);
-    m->pooler = add_lin(m, "bert.pooler.dense", h, h, 0);
-    m->nsp = add_lin(m, "cls.seq_relationship", h, 2, 0);
+    if (c->head == CZ_HEAD_PRETRAIN) {
+        m->mlm_dense = add_lin(m, "cls.predictions.transform.dense", h, h, 0);
+        add_ln(m, "cls.predictions.transform.LayerNorm", &m->mlm_ln_g, &m->mlm_ln_b);
+        m->mlm_bias = add_tensor(m, "cls.predictions.bias", c->vocab_size, 0, KIND_BIAS);
+        m->pooler = add_lin(m, "bert.pooler.dense", h, h, 0);
+        m->nsp = add_lin(m, "cls.seq_relationship", h, 2, 0);
+    } else {
+        build_task_head(m);
+    }
     m->heads_end = m->n_params;
     for (int l = c->layers - 1; l >= 0; l--) {
         layer *ly = &m->layers[l];
@@ -226,7 +244,9 @@ static void build_gpt_table(cz_model *m) {
     const cz_model_config *c = &m->cfg;
     int h = c->hidden, in = c->intermediate;
     char p[96];
-    m->heads_begin = m->heads_end = m->n_params; /* LM head is the tied embedding */
+    m->heads_begin = m->n_params; /* LM head is the tied embedding */
+    if (c->head != CZ_HEAD_PRETRAIN) build_task_head(m);
+    m->heads_end = m->n_params;
     for (int l = c->layers - 1; l >= 0; l--) {
         layer *ly = &m->layers[l];
         ly->begin = m->n_params;
@@ -282,7 +302,19 @@ static int check_config(const cz_model_config *c, int max_b, int max_t, int max_
     if (max_b < 1 || max_t < 1 || max_t > c->max_positions)
         return cz_fail(err, "model: max_seq %d must be in [1, max_positions %d], batch %d >= 1",
                        max_t, c->max_positions, max_b);
-    if (c->arch == CZ_ARCH_BERT && (max_p < 1 || max_p > max_t))
+    if (c->head < CZ_HEAD_PRETRAIN || c->head > CZ_HEAD_TAG)
+        return cz_fail(err, "model: head %d is not one of pretrain, none, classify, span, tag",
+                       c->head);
+    if ((c->head == CZ_HEAD_CLASSIFY || c->head == CZ_HEAD_TAG) &&
+        (c->num_labels < 2 || c->num_labels > 1 << 16))
+        return cz_fail(err, "model: num_labels %d must be in [2, 65536] for this head",
+                       c->num_labels);
+    if ((c->head == CZ_HEAD_SPAN || c->head == CZ_HEAD_TAG) && c->arch != CZ_ARCH_BERT)
+        return cz_fail(err, "model: span and tag heads are BERT's (GPT classifies)");
+    if (!(c->lm_weight >= 0.0f) || (c->lm_weight > 0 && c->arch != CZ_ARCH_GPT))
+        return cz_fail(err, "model: lm_weight %g: the auxiliary LM loss is GPT's, >= 0",
+                       (double)c->lm_weight);
+    if (c->arch == CZ_ARCH_BERT && c->head == CZ_HEAD_PRETRAIN && (max_p < 1 || max_p > max_t))
         return cz_fail(err, "model: max_pred %d must be in [1, max_seq %d]", max_p, max_t);
     if (c->hidden_dropout < 0 || c->hidden_dropout >= 1 || c->attn_dropout < 0 ||
         c->attn_dropout >= 1)
@@ -301,7 +333,7 @@ int cz_model_create(cz_model **out, const cz_model_config *cfg, int max_batch, i
     m->cfg = *cfg;
     m->max_b = max_batch;
     m->max_t = max_seq;
-    m->max_p = cfg->arch == CZ_ARCH_BERT ? max_pred : 0;
+    m->max_p = cfg->arch == CZ_ARCH_BERT && cfg->head == CZ_HEAD_PRETRAIN ? max_pred : 0;
     m->gemm = gemm;
     int bert = cfg->arch == CZ_ARCH_BERT;
     int L = cfg->layers, H = cfg->hidden, I = cfg->intermediate, A = cfg->heads,
@@ -371,7 +403,9 @@ int cz_model_create(cz_model **out, const cz_model_config *cfg, int max_batch, i
     TAKE(m->probs_drop, (size_t)B * A * T * T);
     TAKE(m->dprobs, (size_t)B * A * T * T);
     TAKE(m->tmp_h, N * H);
-    size_t rows = bert ? BP : N;
+    /* LM rows: BERT's MLM slots, GPT's tokens (also for the auxiliary LM loss) */
+    int lm = cfg->head == CZ_HEAD_PRETRAIN || (cfg->head == CZ_HEAD_CLASSIFY && cfg->lm_weight > 0);
+    size_t rows = !lm ? 0 : bert ? BP : N;
     TAKE(m->logits, rows * V);
     TAKE(m->row_loss, rows);
     TAKE(m->row_label, rows);
@@ -402,6 +436,24 @@ int cz_model_create(cz_model **out, const cz_model_config *cfg, int max_batch, i
     TAKE(m->dctx, N * H);
     TAKE(m->di, N * I);
     TAKE(m->dqkv, N * 3 * H);
+    if (cfg->head >= CZ_HEAD_CLASSIFY) {
+        /* CLASSIFY: B rows of C; TAG: N rows of C; SPAN: N rows of 2, whose
+         * cross-entropy runs over 2B rows of T (start and end per sequence) */
+        size_t width = cfg->num_labels > 2 ? (size_t)cfg->num_labels : 2;
+        TAKE(m->head_drop, N * H);
+        TAKE(m->dhead, N * H);
+        TAKE(m->head_logits, N * width);
+        TAKE(m->head_probs, N * width);
+        TAKE(m->head_dlogits, N * width);
+        TAKE(m->head_loss, N + 2 * (size_t)B);
+        TAKE(m->head_label, N + 2 * (size_t)B);
+        TAKE(m->head_argmax, N + 2 * (size_t)B);
+        TAKE(m->head_scale, N + 2 * (size_t)B);
+        if (!bert) {
+            TAKE(m->cls, (size_t)B * H);
+            TAKE(m->dcls, (size_t)B * H);
+        }
+    }
     if (gemm) {
         int nt = omp_get_max_threads();
         /* not from take(): these are not activations (memory plan) */
@@ -539,7 +591,7 @@ static void lin_map(cz_model *m, const lin *l, const float *x, int ldx, int n, f
 static void lin_forward(cz_model *m, const lin *l, const float *x, int ldx, int n, float *y,
                         int ldy) {
     lin_map(m, l, x, ldx, n, y, ldy);
-    PHASE(elementwise, cz_add_bias(y, m->params + l->b, n, l->out, ldy));
+    if (l->b != NO_BIAS) PHASE(elementwise, cz_add_bias(y, m->params + l->b, n, l->out, ldy));
 }
 
 /* dW += dy^T x (Linear) or x^T dy (Conv1D); db += column sums of dy;
@@ -555,7 +607,7 @@ static void lin_backward(cz_model *m, const lin *l, const float *dy, int ldy, co
         gemm(m, 1, 0, l->out, l->in, n, 1.0f, dy, ldy, x, ldx, 1.0f, dw, l->in);
         if (dx) gemm(m, 0, 0, n, l->in, l->out, 1.0f, dy, ldy, w, l->in, dx_beta, dx, lddx);
     }
-    PHASE(elementwise, cz_bias_backward(m->grads + l->b, dy, n, l->out, ldy));
+    if (l->b != NO_BIAS) PHASE(elementwise, cz_bias_backward(m->grads + l->b, dy, n, l->out, ldy));
 }
 
 static cz_rng_stream dropout_stream(const cz_batch *b, int seq, int layer_idx, int site) {
@@ -564,13 +616,12 @@ static cz_rng_stream dropout_stream(const cz_batch *b, int seq, int layer_idx, i
                               ((uint64_t)layer_idx << 8) | (uint64_t)site);
 }
 
-/* Dropout of a [B*T, cols] activation, one stream per sequence, element
- * index within the sequence's [T, cols] block: the mask of a sequence does
+/* Dropout of a [B, per] activation, one stream per sequence, element index
+ * within the sequence's block of `per` values: the mask of a sequence does
  * not depend on which other sequences share its batch. Backward applies the
  * same call to the gradient. */
-static void dropout_rows(const cz_batch *b, float p, int layer_idx, int site, float *y,
-                         const float *x, int cols) {
-    size_t per = (size_t)b->seq * cols;
+static void dropout_blocks(const cz_batch *b, float p, int layer_idx, int site, float *y,
+                           const float *x, size_t per) {
     if (!b->train || p <= 0.0f) {
         if (y != x) memcpy(y, x, (size_t)b->batch * per * sizeof *y);
         return;
@@ -579,6 +630,12 @@ static void dropout_rows(const cz_batch *b, float p, int layer_idx, int site, fl
         cz_rng_stream st = dropout_stream(b, s, layer_idx, site);
         cz_dropout(y + s * per, x + s * per, per, p, &st, 0);
     }
+}
+
+/* [B*T, cols]: each sequence's [T, cols] block is one stream */
+static void dropout_rows(const cz_batch *b, float p, int layer_idx, int site, float *y,
+                         const float *x, int cols) {
+    dropout_blocks(b, p, layer_idx, site, y, x, (size_t)b->seq * cols);
 }
 
 /* ---- attention ---- */
@@ -817,6 +874,10 @@ static void gpt_head_forward(cz_model *m, const cz_batch *b, cz_losses *out) {
     out->loss = out->lm_loss;
 }
 
+static int check_task_batch(const cz_model *m, const cz_batch *b, cz_error *err);
+static void task_head_forward(cz_model *m, const cz_batch *b, cz_losses *out);
+static void task_head_backward(cz_model *m, const cz_batch *b, float grad_scale);
+
 static int check_batch(const cz_model *m, const cz_batch *b, cz_error *err) {
     const cz_model_config *c = &m->cfg;
     if (b->batch < 1 || b->batch > m->max_b || b->seq < 1 || b->seq > m->max_t)
@@ -831,8 +892,13 @@ static int check_batch(const cz_model *m, const cz_batch *b, cz_error *err) {
             (b->segments[i] < 0 || b->segments[i] >= c->type_vocab_size))
             return cz_fail(err, "model: segment %d at %d outside [0,%d)", b->segments[i], i,
                            c->type_vocab_size);
-        if (c->arch == CZ_ARCH_GPT && b->targets[i] >= c->vocab_size)
+        if (c->arch == CZ_ARCH_GPT && b->targets && b->targets[i] >= c->vocab_size)
             return cz_fail(err, "model: target %d at %d outside vocab", b->targets[i], i);
+    }
+    if (c->head != CZ_HEAD_PRETRAIN) {
+        if (c->arch == CZ_ARCH_BERT && !b->segments)
+            return cz_fail(err, "model: BERT batch lacks segments");
+        return check_task_batch(m, b, err);
     }
     if (c->arch == CZ_ARCH_BERT) {
         if (!b->segments || !b->mlm_positions || !b->mlm_labels || !b->mlm_weights ||
@@ -865,7 +931,9 @@ int cz_model_forward(cz_model *m, const cz_batch *b, cz_losses *out, cz_error *e
         for (int i = 0; i < n; i++) m->key_bias[i] = b->attn_mask[i] ? 0.0f : PAD_KEY_BIAS;
     embeddings_forward(m, b);
     for (int l = 0; l < m->cfg.layers; l++) layer_forward(m, l, b, m->x[l + 1]);
-    if (m->cfg.arch == CZ_ARCH_BERT)
+    if (m->cfg.head != CZ_HEAD_PRETRAIN)
+        task_head_forward(m, b, out);
+    else if (m->cfg.arch == CZ_ARCH_BERT)
         bert_heads_forward(m, b, out);
     else
         gpt_head_forward(m, b, out);
@@ -980,7 +1048,9 @@ static void embeddings_backward(cz_model *m, const cz_batch *b) {
 
 void cz_model_backward(cz_model *m, const cz_batch *b, float grad_scale) {
     double t0 = m->profiling ? cz_now() : 0.0;
-    if (m->cfg.arch == CZ_ARCH_BERT)
+    if (m->cfg.head != CZ_HEAD_PRETRAIN)
+        task_head_backward(m, b, grad_scale);
+    else if (m->cfg.arch == CZ_ARCH_BERT)
         bert_heads_backward(m, b, grad_scale);
     else
         gpt_head_backward(m, b, grad_scale);
@@ -1009,5 +1079,229 @@ double cz_model_forward_flops(const cz_model_config *c, int seq, int max_pred) {
     double per_layer = T * (8.0 * H * H + 4.0 * H * I) + 4.0 * T * T * H;
     double heads = c->arch == CZ_ARCH_BERT ? P * (2.0 * H * H + 2.0 * H * V) + 2.0 * H * H + 4.0 * H
                                            : 2.0 * T * H * V;
+    /* fine-tuning heads: the linear maps of task_head_forward (below) */
+    double C = c->num_labels;
+    switch (c->head) {
+    case CZ_HEAD_NONE:
+        heads = 0;
+        break;
+    case CZ_HEAD_CLASSIFY:
+        heads = (c->arch == CZ_ARCH_BERT ? 2.0 * H * H : 0.0) + 2.0 * H * C +
+                (c->lm_weight > 0 ? 2.0 * T * H * V : 0.0);
+        break;
+    case CZ_HEAD_SPAN:
+        heads = 4.0 * T * H;
+        break;
+    case CZ_HEAD_TAG:
+        heads = 2.0 * T * H * C;
+        break;
+    default:
+        break;
+    }
     return c->layers * per_layer + heads;
+}
+
+/* ---- fine-tuning heads (cz_head in include/cloze/model.h) ----
+ * BERT paper Sec. 4 and Fig. 4; GPT-1 Sec. 3.2-3.3. Every head ends in one
+ * softmax cross-entropy over head_rows rows of head_width classes:
+ *   CLASSIFY  B rows of C (one per sequence);
+ *   TAG       B*T rows of C (tokens with label -1 count nothing);
+ *   SPAN      2B rows of T: row s holds sequence s's start logits over its
+ *             positions, row B + s its end logits (de-interleaved from the
+ *             [B*T, 2] qa_outputs map); loss = (CE_start + CE_end) / 2.
+ * Dropout on the head's input (rate hidden_dropout, as Hugging Face's task
+ * models and GPT-1 Sec. 4.1 "dropout to the classifier") draws from stream
+ * (seed, step, sample, L << 8 | SITE_HEAD). */
+
+static void build_task_head(cz_model *m) {
+    const cz_model_config *c = &m->cfg;
+    int h = c->hidden, C = c->num_labels;
+    switch (c->head) {
+    case CZ_HEAD_CLASSIFY:
+        if (c->arch == CZ_ARCH_BERT) {
+            m->pooler = add_lin(m, "bert.pooler.dense", h, h, 0);
+            m->task = add_lin(m, "classifier", h, C, 0);
+        } else { /* W_y: no bias (GPT-1 eq. 3; Hugging Face's score) */
+            m->task = (lin){add_tensor(m, "score.weight", C, h, KIND_WEIGHT), NO_BIAS, h, C, 0};
+        }
+        break;
+    case CZ_HEAD_SPAN:
+        m->task = add_lin(m, "qa_outputs", h, 2, 0);
+        break;
+    case CZ_HEAD_TAG:
+        m->task = add_lin(m, "classifier", h, C, 0);
+        break;
+    default:
+        break; /* NONE: no parameters */
+    }
+}
+
+static int check_task_batch(const cz_model *m, const cz_batch *b, cz_error *err) {
+    const cz_model_config *c = &m->cfg;
+    int B = b->batch, T = b->seq, C = c->num_labels;
+    if (c->head == CZ_HEAD_CLASSIFY) {
+        if (c->arch == CZ_ARCH_GPT && !b->cls_index)
+            return cz_fail(err, "model: GPT classification batch lacks cls_index");
+        if (c->lm_weight > 0 && !b->targets)
+            return cz_fail(err, "model: lm_weight > 0 needs the batch's LM targets");
+        for (int s = 0; s < B; s++) {
+            if (b->cls_index && (b->cls_index[s] < 0 || b->cls_index[s] >= T))
+                return cz_fail(err, "model: cls_index %d of sequence %d outside [0,%d)",
+                               b->cls_index[s], s, T);
+            if (b->labels && (b->labels[s] < 0 || b->labels[s] >= C))
+                return cz_fail(err, "model: label %d of sequence %d outside [0,%d)", b->labels[s],
+                               s, C);
+        }
+    } else if (c->head == CZ_HEAD_SPAN && b->start_positions) {
+        if (!b->end_positions) return cz_fail(err, "model: span batch lacks end_positions");
+        for (int s = 0; s < B; s++)
+            if (b->start_positions[s] < 0 || b->start_positions[s] >= T ||
+                b->end_positions[s] < 0 || b->end_positions[s] >= T)
+                return cz_fail(err, "model: span [%d, %d] of sequence %d outside [0,%d)",
+                               b->start_positions[s], b->end_positions[s], s, T);
+    } else if (c->head == CZ_HEAD_TAG && b->token_labels) {
+        for (int i = 0; i < B * T; i++)
+            if (b->token_labels[i] < -1 || b->token_labels[i] >= C)
+                return cz_fail(err, "model: token label %d at %d outside [-1,%d)",
+                               b->token_labels[i], i, C);
+    }
+    return 0;
+}
+
+/* The head's input: BERT CLASSIFY pooled [CLS] (into m->pooled), GPT
+ * CLASSIFY the extract token's state (into m->cls), TAG the last layer;
+ * then dropout into head_drop. Returns the rows of head input. */
+static int task_head_input(cz_model *m, const cz_batch *b) {
+    const cz_model_config *c = &m->cfg;
+    int H = c->hidden, T = b->seq, B = b->batch, L = c->layers;
+    const float *xf = m->x[L];
+    if (c->head == CZ_HEAD_TAG) {
+        PHASE(elementwise, dropout_rows(b, c->hidden_dropout, L, SITE_HEAD, m->head_drop, xf, H));
+        return B * T;
+    }
+    for (int s = 0; s < B; s++) {
+        int t = c->arch == CZ_ARCH_GPT ? b->cls_index[s] : 0;
+        memcpy(m->cls + (size_t)s * H, xf + ((size_t)s * T + t) * H, H * sizeof(float));
+    }
+    const float *in = m->cls;
+    if (c->arch == CZ_ARCH_BERT) {
+        lin_forward(m, &m->pooler, m->cls, H, B, m->pooled, H);
+        for (size_t i = 0; i < (size_t)B * H; i++) m->pooled[i] = tanhf(m->pooled[i]);
+        in = m->pooled;
+    }
+    PHASE(elementwise, dropout_blocks(b, c->hidden_dropout, L, SITE_HEAD, m->head_drop, in, H));
+    return B;
+}
+
+static void task_head_forward(cz_model *m, const cz_batch *b, cz_losses *out) {
+    const cz_model_config *c = &m->cfg;
+    int H = c->hidden, T = b->seq, B = b->batch, C = c->num_labels;
+    const int32_t *labels = NULL;
+    if (c->head == CZ_HEAD_NONE) return;
+    if (c->head == CZ_HEAD_CLASSIFY && c->lm_weight > 0) gpt_head_forward(m, b, out);
+    if (c->head == CZ_HEAD_SPAN) {
+        lin_forward(m, &m->task, m->x[c->layers], H, B * T, m->head_logits, 2);
+        m->head_rows = 2 * B;
+        m->head_width = T;
+        for (int s = 0; s < B; s++)
+            for (int t = 0; t < T; t++)
+                for (int k = 0; k < 2; k++)
+                    m->head_probs[((size_t)k * B + s) * T + t] =
+                        m->head_logits[((size_t)s * T + t) * 2 + k];
+        if (b->start_positions)
+            for (int s = 0; s < B; s++) {
+                m->head_label[s] = b->start_positions[s];
+                m->head_label[B + s] = b->end_positions[s];
+            }
+        labels = b->start_positions ? m->head_label : NULL;
+    } else {
+        int rows = task_head_input(m, b);
+        lin_forward(m, &m->task, m->head_drop, H, rows, m->head_logits, C);
+        m->head_rows = rows;
+        m->head_width = C;
+        memcpy(m->head_probs, m->head_logits, (size_t)rows * C * sizeof(float));
+        labels = c->head == CZ_HEAD_TAG ? b->token_labels : b->labels;
+    }
+    int rows = m->head_rows, width = m->head_width;
+    if (!labels) { /* forward only: logits for predictions */
+        memset(m->head_scale, 0, (size_t)rows * sizeof *m->head_scale);
+        out->loss = c->lm_weight > 0 ? c->lm_weight * out->lm_loss : 0.0;
+        return;
+    }
+    if (labels != m->head_label) memcpy(m->head_label, labels, (size_t)rows * sizeof *labels);
+    PHASE(loss,
+          cz_xent_forward(m->head_probs, m->head_loss, m->head_argmax, m->head_label, rows, width));
+    double sum = 0;
+    long count = 0, correct = 0;
+    for (int r = 0; r < rows; r++)
+        if (m->head_label[r] >= 0) {
+            sum += m->head_loss[r];
+            count++;
+        }
+    if (c->head == CZ_HEAD_SPAN) { /* the mean of two means over B */
+        for (int s = 0; s < B; s++)
+            correct += m->head_argmax[s] == m->head_label[s] &&
+                       m->head_argmax[B + s] == m->head_label[B + s];
+        out->task_loss = sum / (2.0 * B);
+        out->task_count = B;
+        for (int r = 0; r < rows; r++) m->head_scale[r] = 1.0f / (2.0f * (float)B);
+    } else {
+        for (int r = 0; r < rows; r++)
+            correct += m->head_label[r] >= 0 && m->head_argmax[r] == m->head_label[r];
+        out->task_loss = count ? sum / (double)count : 0.0;
+        out->task_count = count;
+        for (int r = 0; r < rows; r++) m->head_scale[r] = count ? 1.0f / (float)count : 0.0f;
+    }
+    out->task_correct = correct;
+    /* GPT-1 eq. 5: L3 = L2 + lambda L1 */
+    out->loss = out->task_loss + (c->lm_weight > 0 ? c->lm_weight * out->lm_loss : 0.0);
+}
+
+/* Leaves d(loss)/d(last layer) in m->dy, as the pre-training heads do. */
+static void task_head_backward(cz_model *m, const cz_batch *b, float grad_scale) {
+    const cz_model_config *c = &m->cfg;
+    int H = c->hidden, T = b->seq, B = b->batch, C = c->num_labels, L = c->layers;
+    int n = B * T, rows = m->head_rows;
+    const float *xf = m->x[L];
+    if (c->head == CZ_HEAD_CLASSIFY && c->lm_weight > 0)
+        gpt_head_backward(m, b, grad_scale * c->lm_weight); /* sets dy */
+    else
+        memset(m->dy, 0, (size_t)n * H * sizeof(float));
+    if (c->head == CZ_HEAD_NONE) return;
+    for (int r = 0; r < rows; r++) m->head_scale[r] *= grad_scale;
+    PHASE(loss, cz_xent_backward(m->head_probs, m->head_label, m->head_scale, rows, m->head_width));
+    if (c->head == CZ_HEAD_SPAN) {
+        for (int s = 0; s < B; s++)
+            for (int t = 0; t < T; t++)
+                for (int k = 0; k < 2; k++)
+                    m->head_dlogits[((size_t)s * T + t) * 2 + k] =
+                        m->head_probs[((size_t)k * B + s) * T + t];
+        lin_backward(m, &m->task, m->head_dlogits, 2, xf, H, n, m->dy, H, 0.0f);
+        return;
+    }
+    lin_backward(m, &m->task, m->head_probs, C, m->head_drop, H, rows, m->dhead, H, 0.0f);
+    if (c->head == CZ_HEAD_TAG) {
+        PHASE(elementwise, dropout_rows(b, c->hidden_dropout, L, SITE_HEAD, m->dy, m->dhead, H));
+        return;
+    }
+    PHASE(elementwise, dropout_blocks(b, c->hidden_dropout, L, SITE_HEAD, m->dcls, m->dhead, H));
+    if (c->arch == CZ_ARCH_BERT) {
+        for (size_t i = 0; i < (size_t)B * H; i++) /* tanh' = 1 - tanh^2 */
+            m->dcls[i] *= 1.0f - m->pooled[i] * m->pooled[i];
+        lin_backward(m, &m->pooler, m->dcls, H, m->cls, H, B, m->dhead, H, 0.0f);
+        memcpy(m->dcls, m->dhead, (size_t)B * H * sizeof(float));
+    }
+    for (int s = 0; s < B; s++) {
+        int t = c->arch == CZ_ARCH_GPT ? b->cls_index[s] : 0;
+        float *d = m->dy + ((size_t)s * T + t) * H;
+        for (int j = 0; j < H; j++) d[j] += m->dcls[(size_t)s * H + j];
+    }
+}
+
+const float *cz_model_head_logits(const cz_model *m) {
+    return m->cfg.head >= CZ_HEAD_CLASSIFY ? m->head_logits : NULL;
+}
+
+const float *cz_model_hidden_states(const cz_model *m, int l) {
+    return l >= 0 && l <= m->cfg.layers ? m->x[l] : NULL;
 }

@@ -1,5 +1,5 @@
-/* optim: the weight-decay name rule, learning-rate schedules and the
- * per-element AdamW arithmetic. */
+/* optim: the weight-decay name rule and the per-element AdamW arithmetic
+ * (the learning-rate schedules are in schedule.c). */
 #include "cloze/optim.h"
 
 #include <math.h>
@@ -24,37 +24,6 @@ int cz_optim_ranges_from_tensors(const cz_tensor_info *t, int n, const cz_optim_
         ranges[i].no_decay = cz_optim_name_no_decay(cfg, t[i].name);
     }
     return 0;
-}
-
-int cz_optim_kind_parse(const char *name, cz_optim_kind *out, cz_error *err) {
-    if (strcmp(name, "adamw") == 0)
-        *out = CZ_OPT_ADAMW;
-    else if (strcmp(name, "lamb") == 0)
-        *out = CZ_OPT_LAMB;
-    else
-        return cz_fail(err, "optim.name: \"%s\" is not one of adamw, lamb", name);
-    return 0;
-}
-
-long cz_lr_warmup_steps(const cz_optim_config *cfg, long total_steps) {
-    /* BERT's run_pretraining.py: int(num_train_steps * warmup_proportion) */
-    if (cfg->warmup_fraction > 0) return (long)(cfg->warmup_fraction * (double)total_steps);
-    return cfg->warmup_steps;
-}
-
-double cz_lr_at(const cz_optim_config *cfg, long step, long total_steps) {
-    long warmup = cz_lr_warmup_steps(cfg, total_steps);
-    if (step < warmup) return cfg->lr * (double)(step + 1) / (double)warmup;
-    if (strcmp(cfg->schedule, "constant") == 0) return cfg->lr;
-    double span = (double)(total_steps - warmup);
-    double progress = span > 0 ? (double)(step - warmup) / span : 1.0;
-    if (progress > 1) progress = 1;
-    double floor_ = cfg->min_lr_ratio;
-    if (strcmp(cfg->schedule, "cosine") == 0)
-        return cfg->lr * (floor_ + (1 - floor_) * 0.5 * (1 + cos(M_PI * progress)));
-    /* linear (BERT's polynomial_decay with power 1 after warmup) */
-    double f = 1 - progress;
-    return cfg->lr * (f > floor_ ? f : floor_);
 }
 
 /* One element of AdamW; kept in one place so every placement runs the very

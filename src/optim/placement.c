@@ -61,19 +61,6 @@ struct cz_optimizer {
     long t;
 };
 
-int cz_placement_parse(const char *name, cz_placement *out, cz_error *err) {
-    if (strcmp(name, "coordinator") == 0)
-        *out = CZ_PLACE_COORDINATOR;
-    else if (strcmp(name, "sharded") == 0)
-        *out = CZ_PLACE_SHARDED;
-    else if (strcmp(name, "replicated") == 0)
-        *out = CZ_PLACE_REPLICATED;
-    else
-        return cz_fail(err, "dist.placement: \"%s\" is not one of coordinator, sharded, replicated",
-                       name);
-    return 0;
-}
-
 /* Does this rank update segment s? */
 static int mine(const cz_optimizer *o, const segment *s) {
     if (o->place == CZ_PLACE_REPLICATED) return 1;
@@ -161,7 +148,7 @@ static void segment_sums(const cz_optimizer *o, const double *bsum, double *part
 }
 
 int cz_optimizer_create(cz_optimizer **out, const cz_comm *d, const cz_optim_config *ocfg,
-                        const cz_dist_config *dcfg, size_t n, const cz_param_range *ranges,
+                        const cz_comm_config *ccfg, size_t n, const cz_param_range *ranges,
                         int n_ranges, cz_error *err) {
     *out = NULL;
     cz_optimizer *o = calloc(1, sizeof *o);
@@ -170,10 +157,9 @@ int cz_optimizer_create(cz_optimizer **out, const cz_comm *d, const cz_optim_con
     o->cfg = *ocfg;
     o->n = n;
     o->n_ranges = n_ranges;
-    if (cz_optim_kind_parse(ocfg->name, &o->kind, err) != 0 ||
-        cz_placement_parse(dcfg->placement, &o->place, err) != 0 ||
-        cz_allreduce_algo_parse(dcfg->allreduce, &o->algo, err) != 0)
-        goto fail;
+    o->kind = ocfg->kind;
+    o->place = ocfg->placement;
+    o->algo = ccfg->allreduce;
     size_t expect = 0;
     for (int r = 0; r < n_ranges; r++) {
         if (ranges[r].offset != expect) {
@@ -198,7 +184,7 @@ int cz_optimizer_create(cz_optimizer **out, const cz_comm *d, const cz_optim_con
     cz_sync_mode mode = o->place == CZ_PLACE_COORDINATOR ? CZ_SYNC_REDUCE
                         : o->place == CZ_PLACE_SHARDED   ? CZ_SYNC_REDUCE_SCATTER
                                                          : CZ_SYNC_ALLREDUCE;
-    if (cz_grad_sync_create(&o->gs, d, n, dcfg->bucket_mb * 1024.0 * 1024.0, mode, o->algo, err) !=
+    if (cz_grad_sync_create(&o->gs, d, n, ccfg->bucket_mb * 1024.0 * 1024.0, mode, o->algo, err) !=
         0)
         goto fail;
     o->layout = *cz_grad_sync_layout(o->gs);

@@ -1,11 +1,18 @@
-/* cloze-ckpt: look into checkpoint files.
+/* cloze-ckpt: look into checkpoint files, and move models to and from
+ * Hugging Face directories.
  *   cloze-ckpt info FILE     blobs, sizes, step (when a "step" blob exists)
  *   cloze-ckpt verify FILE   full decompression + checksums; exit 0 ok, 1 bad
- *   cloze-ckpt dump-blob FILE NAME   one blob's raw bytes on stdout */
-#include "cloze/ckpt.h"
-
+ *   cloze-ckpt dump-blob FILE NAME   one blob's raw bytes on stdout
+ *   cloze-ckpt export-hf CKPT DIR    model.safetensors, config.json, tokenizer
+ *   cloze-ckpt import-hf DIR OUT     a checkpoint to start training from */
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+
+#include "cloze/ckpt.h"
+#include "cloze/config.h"
+#include "cloze/hf.h"
+#include "cloze/shard.h"
 
 static void usage(FILE *out) {
     fprintf(
@@ -14,8 +21,18 @@ static void usage(FILE *out) {
         "       cloze-ckpt verify FILE   check every checksum (exit 0 = good, 1 = bad)\n"
         "       cloze-ckpt dump-blob FILE NAME   write one blob's raw bytes to stdout\n"
         "                                        (params: the flat fp32 parameter buffer)\n"
+        "       cloze-ckpt export-hf CKPT DIR [--vocab FILE [--merges FILE]] [--cased|--uncased]\n"
+        "                 write DIR/model.safetensors, config.json and the tokenizer files\n"
+        "                 (vocab.txt, or vocab.json + merges.txt, tokenizer_config.json) so\n"
+        "                 that transformers' AutoModel* and AutoTokenizer load DIR\n"
+        "       cloze-ckpt import-hf DIR OUT.lz4 [--seed N]\n"
+        "                 read a BertForPreTraining, BertModel, OpenAIGPTLMHeadModel or\n"
+        "                 OpenAIGPTModel directory (config.json + model.safetensors) into a\n"
+        "                 checkpoint for model.init_from; heads the files lack start fresh\n"
         "       cloze-ckpt --help\n"
-        "FILE is a ckpt-<step>.lz4 written by cloze-train (an LZ4 frame: `lz4 -d` opens it).\n");
+        "FILE is a ckpt-<step>.lz4 written by cloze-train (an LZ4 frame: `lz4 -d` opens it).\n"
+        "export-hf takes the vocabulary the checkpoint carries, else the one its training\n"
+        "manifest names (checked against the manifest's fingerprint), else --vocab.\n");
 }
 
 typedef struct info_ctx {
@@ -62,12 +79,211 @@ static int dump_blob(const char *path, const char *name) {
     return rc;
 }
 
+/* ---- export-hf ---- */
+
+/* The model of a checkpoint: its configuration and parameters. */
+static int model_of_ckpt(const char *path, const cz_ckpt *c, cz_config *cfg, cz_model **m,
+                         cz_error *err) {
+    size_t n = 0;
+    const char *text = cz_ckpt_get(c, "config", &n);
+    if (!text) return cz_fail(err, "%s: no config blob (not written by cloze?)", path);
+    char *t = strndup(text, n);
+    if (!t) return cz_fail(err, "out of memory");
+    int rc = cz_config_from_string(cfg, t, path, err);
+    free(t);
+    if (rc) return -1;
+    if (cz_model_create(m, &cfg->model, 1, 1, 1, NULL, err)) return cz_fail_prefix(err, "%s", path);
+    size_t bytes = cz_model_num_params(*m) * sizeof(float);
+    if (cz_ckpt_get_exact(c, "params", cz_model_params(*m), bytes, err)) return -1;
+    return 0;
+}
+
+/* The vocabulary of the training manifest the checkpoint's config names,
+ * checked against the fingerprint the manifest (and so every shard) holds. */
+static int vocab_of_manifest(const cz_config *cfg, int lower, cz_hf_vocab *v, cz_error *err) {
+    const char *mpath = cfg->data.train_manifest;
+    if (!mpath[0]) return 0;
+    cz_manifest man;
+    if (cz_manifest_load(&man, mpath, err)) return -1;
+    char merges[CZ_PATH_MAX + 16];
+    int bpe = !strcmp(man.vocab_kind, "bpe");
+    if (bpe) { /* cloze-prep's convention: the merges sit beside encoder.json */
+        snprintf(merges, sizeof merges, "%s", man.vocab_path);
+        char *slash = strrchr(merges, '/');
+        snprintf(slash ? slash + 1 : merges,
+                 sizeof merges - (size_t)(slash ? slash + 1 - merges : 0), "vocab.bpe");
+    }
+    int rc = cz_hf_vocab_read(v, man.vocab_kind, man.vocab_path, bpe ? merges : NULL, lower, err);
+    uint32_t size;
+    uint64_t fp;
+    if (rc == 0 && cz_hf_vocab_identity(v, &size, &fp, err) == 0 && fp != man.vocab_fingerprint)
+        rc = cz_fail(err,
+                     "%s: fingerprint %016llx, but %s was made with %016llx: the vocabulary "
+                     "changed since; give the one used with --vocab",
+                     man.vocab_path, (unsigned long long)fp, mpath,
+                     (unsigned long long)man.vocab_fingerprint);
+    cz_manifest_free(&man);
+    if (rc) {
+        cz_hf_vocab_free(v);
+        return -1;
+    }
+    return 1;
+}
+
+static int export_hf(int argc, char **argv) {
+    const char *ckpt = argv[2], *dir = argv[3], *vocab = NULL, *merges = NULL;
+    int lower = -1;
+    for (int i = 4; i < argc; i++) {
+        if (!strcmp(argv[i], "--vocab") && i + 1 < argc)
+            vocab = argv[++i];
+        else if (!strcmp(argv[i], "--merges") && i + 1 < argc)
+            merges = argv[++i];
+        else if (!strcmp(argv[i], "--cased"))
+            lower = 0;
+        else if (!strcmp(argv[i], "--uncased"))
+            lower = 1;
+        else {
+            fprintf(stderr, "cloze-ckpt export-hf: unknown option %s (see --help)\n", argv[i]);
+            return 2;
+        }
+    }
+    cz_error err;
+    cz_ckpt *c = NULL;
+    cz_config cfg;
+    cz_model *m = NULL;
+    cz_hf_vocab v;
+    memset(&v, 0, sizeof v);
+    int found = 0, rc = 1;
+    if (cz_ckpt_read(ckpt, &c, &err) || model_of_ckpt(ckpt, c, &cfg, &m, &err)) goto done;
+    if (vocab) {
+        found =
+            cz_hf_vocab_read(&v, merges ? "bpe" : "wordpiece", vocab, merges, lower, &err) ? -1 : 1;
+    } else {
+        found = cz_hf_vocab_from_ckpt(&v, c, &err);
+        if (found == 1 && lower >= 0) v.lower_case = lower;
+        if (found == 0) found = vocab_of_manifest(&cfg, lower, &v, &err);
+    }
+    if (found < 0) goto done;
+    if (found == 0) {
+        cz_fail(&err, "%s: carries no vocabulary and names no training manifest: give --vocab",
+                ckpt);
+        goto done;
+    }
+    if (cz_hf_export(m, &v, dir, &err)) goto done;
+    int bert = cfg.model.arch == CZ_ARCH_BERT;
+    printf("%s -> %s: model.safetensors (%d tensors, %.1f MB), config.json (%s), %s, "
+           "tokenizer_config.json (%s%s) from %s\n",
+           ckpt, dir, cz_model_num_tensors(m), cz_model_num_params(m) * 4.0 / 1e6,
+           bert ? "BertForPreTraining" : "OpenAIGPTLMHeadModel",
+           bert ? "vocab.txt" : "vocab.json + merges.txt", bert ? "BertTokenizer" : "GPT2Tokenizer",
+           bert ? (v.lower_case ? ", uncased" : ", cased") : "", v.source);
+    rc = 0;
+done:
+    if (rc) fprintf(stderr, "cloze-ckpt: %s\n", err.msg);
+    if (v.owned[0] || v.owned[1]) cz_hf_vocab_free(&v);
+    cz_model_free(m);
+    cz_ckpt_free(c);
+    return rc;
+}
+
+/* ---- import-hf ---- */
+
+/* The full configuration of an imported model: the defaults of its
+ * architecture with the model section from config.json. */
+static int config_of_hf(const cz_model_config *mc, cz_config *cfg, cz_error *err) {
+    char o[16][96];
+    int n = 0;
+    snprintf(o[n++], 96, "model.arch=%s", mc->arch == CZ_ARCH_BERT ? "bert" : "gpt");
+    snprintf(o[n++], 96, "model.vocab_size=%d", mc->vocab_size);
+    snprintf(o[n++], 96, "model.hidden=%d", mc->hidden);
+    snprintf(o[n++], 96, "model.layers=%d", mc->layers);
+    snprintf(o[n++], 96, "model.heads=%d", mc->heads);
+    snprintf(o[n++], 96, "model.intermediate=%d", mc->intermediate);
+    snprintf(o[n++], 96, "model.max_positions=%d", mc->max_positions);
+    snprintf(o[n++], 96, "model.type_vocab_size=%d", mc->type_vocab_size);
+    snprintf(o[n++], 96, "model.layer_norm_eps=%.9g", (double)mc->layer_norm_eps);
+    snprintf(o[n++], 96, "model.gelu=%s", mc->gelu_tanh ? "tanh" : "erf");
+    snprintf(o[n++], 96, "model.hidden_dropout=%.9g", (double)mc->hidden_dropout);
+    snprintf(o[n++], 96, "model.attn_dropout=%.9g", (double)mc->attn_dropout);
+    snprintf(o[n++], 96, "model.init_range=%.9g", (double)mc->init_range);
+    int seq = mc->arch == CZ_ARCH_BERT ? 128 : 512;
+    snprintf(o[n++], 96, "data.seq=%d", seq < mc->max_positions ? seq : mc->max_positions);
+    const char *ov[16];
+    for (int i = 0; i < n; i++) ov[i] = o[i];
+    return cz_config_load(cfg, NULL, ov, n, err);
+}
+
+static int import_hf(int argc, char **argv) {
+    const char *dir = argv[2], *out = argv[3];
+    unsigned long long seed = 12345;
+    for (int i = 4; i < argc; i++) {
+        if (!strcmp(argv[i], "--seed") && i + 1 < argc) {
+            seed = strtoull(argv[++i], NULL, 10);
+        } else {
+            fprintf(stderr, "cloze-ckpt import-hf: unknown option %s (see --help)\n", argv[i]);
+            return 2;
+        }
+    }
+    cz_error err;
+    cz_model_config mc;
+    cz_config cfg;
+    cz_model *m = NULL;
+    cz_hf_vocab v;
+    memset(&v, 0, sizeof v);
+    char arch[64];
+    cz_hf_load_report rep;
+    int rc = 1, has_vocab = 0;
+    char *config_text = NULL;
+    if (cz_hf_read_config(dir, &mc, arch, sizeof arch, &err) || config_of_hf(&mc, &cfg, &err))
+        goto done;
+    if (cz_model_create(&m, &cfg.model, 1, 1, 1, NULL, &err)) goto done;
+    cz_model_init_weights(m, seed);
+    if (cz_hf_load(m, dir, &rep, &err)) goto done;
+    has_vocab = cz_hf_vocab_read_dir(&v, dir, &err);
+    if (has_vocab < 0) goto done;
+    config_text = cz_config_to_string(&cfg);
+    if (!config_text) {
+        cz_fail(&err, "out of memory");
+        goto done;
+    }
+    char source[1200], meta[1200];
+    snprintf(source, sizeof source, "imported from %s (%s)\n", dir, arch[0] ? arch : "?");
+    cz_blob blobs[6] = {
+        {"config", config_text, strlen(config_text)},
+        {"params", cz_model_params(m), cz_model_num_params(m) * sizeof(float)},
+        {"source", source, strlen(source)},
+    };
+    int nb = 3;
+    if (has_vocab) nb += cz_hf_vocab_blobs(&v, meta, sizeof meta, blobs + 3);
+    if (cz_ckpt_write(out, blobs, nb, &err)) goto done;
+    printf("%s -> %s: %s, %d tensors loaded%s", dir, out, arch[0] ? arch : "model", rep.loaded,
+           rep.unprefixed ? " (names without the task model's prefix)" : "");
+    if (rep.ignored) printf(", %d ignored (tied copies, buffers, other heads)", rep.ignored);
+    printf("\n");
+    if (rep.fresh)
+        printf("initialised fresh (seed %llu): %d head tensor(s): %s\n", seed, rep.fresh,
+               rep.fresh_list);
+    printf("vocabulary: %s\n",
+           has_vocab ? v.source : "none in the directory (export will need --vocab)");
+    rc = 0;
+done:
+    if (rc) fprintf(stderr, "cloze-ckpt: %s\n", err.msg);
+    free(config_text);
+    if (has_vocab > 0) cz_hf_vocab_free(&v);
+    cz_model_free(m);
+    return rc;
+}
+
 int main(int argc, char **argv) {
     if (argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
         usage(stdout);
         return 0;
     }
     if (argc == 4 && strcmp(argv[1], "dump-blob") == 0) return dump_blob(argv[2], argv[3]);
+    if (argc >= 4 && (!strcmp(argv[1], "export-hf") || !strcmp(argv[1], "import-hf"))) {
+        cz_log_setup(0, CZ_LOG_WARN);
+        return !strcmp(argv[1], "export-hf") ? export_hf(argc, argv) : import_hf(argc, argv);
+    }
     if (argc != 3 || (strcmp(argv[1], "info") != 0 && strcmp(argv[1], "verify") != 0)) {
         usage(stderr);
         return 2;

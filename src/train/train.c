@@ -144,10 +144,7 @@ static int setup(cz_run *r, const cz_config *cfg, const cz_train_options *opt, c
     r->phase[1] = r->phase[0];
     if (phase2_steps > 0 && make_phase(r, 1, &r->phase[1], err) != 0) return -1;
 
-    cz_gemm_choice choice = !strcmp(t->gemm, "reference") ? CZ_GEMM_REFERENCE
-                            : !strcmp(t->gemm, "blis")    ? CZ_GEMM_BLIS_DEFAULT
-                                                          : CZ_GEMM_AUTO;
-    r->gemm = cz_gemm_setup(choice, r->threads, err);
+    r->gemm = cz_gemm_setup(t->gemm, r->threads, err);
     if (!r->gemm) return -1;
     /* model.matmul_precision = "bf16": every product of the model in bf16 */
     if (r->cfg.model.matmul_bf16 && cz_gemm_set_bf16(r->gemm, 1, err) != 0) return -1;

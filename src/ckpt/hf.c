@@ -1,0 +1,426 @@
+/* Hugging Face model directories (include/cloze/hf.h): config.json in,
+ * safetensors by name both ways, tokenizer files out. */
+#include "cloze/hf.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cloze/json.h"
+#include "cloze/safetensors.h"
+
+static int starts_with(const char *s, const char *prefix) {
+    return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+static int ends_with(const char *s, const char *suffix) {
+    size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && !strcmp(s + a - b, suffix);
+}
+
+/* ---- config.json ---- */
+
+/* An integer field; required (def < 0) or with a default. */
+static int int_field(const cz_json *o, const char *path, const char *key, int def, int *out,
+                     cz_error *err) {
+    const cz_json *v = cz_json_get(o, key);
+    if (!v) {
+        if (def < 0) return cz_fail(err, "%s: %s missing", path, key);
+        *out = def;
+        return 0;
+    }
+    if (v->type != CZ_JSON_NUMBER || v->number != floor(v->number) || v->number < 0 ||
+        v->number > 1e9)
+        return cz_fail(err, "%s: %s: expected a non-negative integer", path, key);
+    *out = (int)v->number;
+    return 0;
+}
+
+static int float_field(const cz_json *o, const char *path, const char *key, float def, float *out,
+                       cz_error *err) {
+    const cz_json *v = cz_json_get(o, key);
+    if (!v) {
+        *out = def;
+        return 0;
+    }
+    if (v->type != CZ_JSON_NUMBER) return cz_fail(err, "%s: %s: expected a number", path, key);
+    *out = (float)v->number;
+    return 0;
+}
+
+int cz_hf_read_config(const char *dir, cz_model_config *c, char *architecture, size_t len,
+                      cz_error *err) {
+    char path[1100];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    void *text;
+    size_t n;
+    if (cz_read_file(path, &text, &n, err)) return -1;
+    cz_json *root = NULL;
+    int rc = cz_json_parse(text, n, &root, err);
+    cz_free(text);
+    if (rc) return cz_fail_prefix(err, "%s", path);
+    memset(c, 0, sizeof *c);
+    rc = -1;
+    const char *type = cz_json_get_string(root, "model_type");
+    const cz_json *archs = cz_json_get(root, "architectures");
+    if (architecture && len) {
+        architecture[0] = 0;
+        if (archs && archs->type == CZ_JSON_ARRAY && archs->child &&
+            archs->child->type == CZ_JSON_STRING)
+            snprintf(architecture, len, "%s", archs->child->string);
+    }
+    if (root->type != CZ_JSON_OBJECT) {
+        cz_fail(err, "%s: not a JSON object", path);
+    } else if (!type) {
+        cz_fail(err, "%s: model_type missing", path);
+    } else if (!strcmp(type, "bert")) {
+        c->arch = CZ_ARCH_BERT;
+        const char *act = cz_json_get_string(root, "hidden_act");
+        const char *pos = cz_json_get_string(root, "position_embedding_type");
+        if (int_field(root, path, "vocab_size", -1, &c->vocab_size, err) ||
+            int_field(root, path, "hidden_size", -1, &c->hidden, err) ||
+            int_field(root, path, "num_hidden_layers", -1, &c->layers, err) ||
+            int_field(root, path, "num_attention_heads", -1, &c->heads, err) ||
+            int_field(root, path, "intermediate_size", -1, &c->intermediate, err) ||
+            int_field(root, path, "max_position_embeddings", 512, &c->max_positions, err) ||
+            int_field(root, path, "type_vocab_size", 2, &c->type_vocab_size, err) ||
+            float_field(root, path, "layer_norm_eps", 1e-12f, &c->layer_norm_eps, err) ||
+            float_field(root, path, "hidden_dropout_prob", 0.1f, &c->hidden_dropout, err) ||
+            float_field(root, path, "attention_probs_dropout_prob", 0.1f, &c->attn_dropout, err) ||
+            float_field(root, path, "initializer_range", 0.02f, &c->init_range, err)) {
+        } else if (act && strcmp(act, "gelu") && strcmp(act, "gelu_new") &&
+                   strcmp(act, "gelu_pytorch_tanh")) {
+            cz_fail(err, "%s: hidden_act \"%s\": cloze has gelu (erf) and gelu_new (tanh)", path,
+                    act);
+        } else if (pos && strcmp(pos, "absolute")) {
+            cz_fail(err, "%s: position_embedding_type \"%s\": cloze has absolute positions", path,
+                    pos);
+        } else {
+            c->gelu_tanh = act && strcmp(act, "gelu") != 0;
+            rc = 0;
+        }
+    } else if (!strcmp(type, "openai-gpt")) {
+        c->arch = CZ_ARCH_GPT;
+        const char *afn = cz_json_get_string(root, "afn");
+        if (int_field(root, path, "vocab_size", -1, &c->vocab_size, err) ||
+            int_field(root, path, "n_embd", -1, &c->hidden, err) ||
+            int_field(root, path, "n_layer", -1, &c->layers, err) ||
+            int_field(root, path, "n_head", -1, &c->heads, err) ||
+            int_field(root, path, "n_positions", 512, &c->max_positions, err) ||
+            float_field(root, path, "layer_norm_epsilon", 1e-5f, &c->layer_norm_eps, err) ||
+            float_field(root, path, "resid_pdrop", 0.1f, &c->hidden_dropout, err) ||
+            float_field(root, path, "attn_pdrop", 0.1f, &c->attn_dropout, err) ||
+            float_field(root, path, "initializer_range", 0.02f, &c->init_range, err)) {
+        } else if (afn && strcmp(afn, "gelu")) {
+            cz_fail(err, "%s: afn \"%s\": cloze's GPT has gelu (tanh form)", path, afn);
+        } else {
+            c->intermediate = 4 * c->hidden; /* OpenAIGPTConfig has no inner size: 4H */
+            c->gelu_tanh = 1;
+            rc = 0;
+        }
+    } else {
+        cz_fail(err, "%s: model_type \"%s\": cloze reads bert and openai-gpt", path, type);
+    }
+    cz_json_free(root);
+    return rc;
+}
+
+/* ---- weights in ---- */
+
+/* Head tensors may be missing from a file (BertModel has no MLM/NSP heads,
+ * a pre-trained file no task head): everything outside the encoder's
+ * "bert." / "transformer." names, and BERT's pooler. */
+static int is_head(const char *name) {
+    return starts_with(name, "bert.pooler.") ||
+           (!starts_with(name, "bert.") && !starts_with(name, "transformer."));
+}
+
+/* File tensors with no place in the model that are not an error: tied
+ * copies of the word embedding, integer buffers, heads of other tasks. */
+static int ignorable(const char *name) {
+    return ends_with(name, "position_ids") || !strcmp(name, "cls.predictions.decoder.weight") ||
+           !strcmp(name, "cls.predictions.decoder.bias") || !strcmp(name, "lm_head.weight") ||
+           starts_with(name, "cls.") || starts_with(name, "classifier.") ||
+           starts_with(name, "qa_outputs.") || starts_with(name, "score.") ||
+           starts_with(name, "multiple_choice_head.") || starts_with(name, "pooler.") ||
+           starts_with(name, "bert.pooler.");
+}
+
+/* The file's name for the model's tensor: the same, or without the task
+ * model's prefix (BertModel / OpenAIGPTModel), or HF's alternative for the
+ * MLM output bias. */
+static int find_in_file(const cz_st_file *f, const char *name, int *unprefixed) {
+    int k = cz_safetensors_find(f, name);
+    if (k >= 0) return k;
+    const char *prefixes[2] = {"bert.", "transformer."};
+    for (int p = 0; p < 2; p++)
+        if (starts_with(name, prefixes[p])) {
+            k = cz_safetensors_find(f, name + strlen(prefixes[p]));
+            if (k >= 0) *unprefixed = 1;
+            return k;
+        }
+    if (!strcmp(name, "cls.predictions.bias"))
+        return cz_safetensors_find(f, "cls.predictions.decoder.bias");
+    return -1;
+}
+
+int cz_hf_load(cz_model *m, const char *dir, cz_hf_load_report *rep, cz_error *err) {
+    memset(rep, 0, sizeof *rep);
+    char path[1100];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        char bin[1100];
+        snprintf(bin, sizeof bin, "%s/pytorch_model.bin", dir);
+        if (stat(bin, &st) == 0)
+            return cz_fail(err,
+                           "%s: only pytorch_model.bin here; cloze reads model.safetensors "
+                           "(convert it with transformers: model.save_pretrained(dir, "
+                           "safe_serialization=True))",
+                           dir);
+        return cz_fail(err, "%s: %s", path, strerror(errno));
+    }
+    cz_st_file f;
+    if (cz_safetensors_open(&f, path, err)) return -1;
+    char *used = calloc((size_t)f.n + 1, 1);
+    int rc = used ? 0 : cz_fail(err, "%s: out of memory", path);
+    int nt = cz_model_num_tensors(m);
+    for (int i = 0; i < nt && rc == 0; i++) {
+        const cz_tensor_info *t = cz_model_tensor(m, i);
+        int k = find_in_file(&f, t->name, &rep->unprefixed);
+        if (k < 0) {
+            if (!is_head(t->name)) {
+                rc = cz_fail(err, "%s: tensor %s missing (nor %s without its prefix)", path,
+                             t->name, strchr(t->name, '.') + 1);
+                break;
+            }
+            size_t l = strlen(rep->fresh_list);
+            if (l + strlen(t->name) + 8 < sizeof rep->fresh_list)
+                snprintf(rep->fresh_list + l, sizeof rep->fresh_list - l, "%s%s", l ? ", " : "",
+                         t->name);
+            else if (!ends_with(rep->fresh_list, "..."))
+                snprintf(rep->fresh_list + l, sizeof rep->fresh_list - l, ", ...");
+            rep->fresh++;
+            continue;
+        }
+        rc = cz_safetensors_load(&f, k, t, cz_model_params(m), err);
+        used[k] = 1;
+        rep->loaded++;
+    }
+    for (int k = 0; k < f.n && rc == 0; k++) {
+        if (used[k]) continue;
+        const char *name = f.entries[k].name;
+        if (ignorable(name)) {
+            rep->ignored++;
+            continue;
+        }
+        rc = cz_fail(err,
+                     "%s: tensor %s has no place in cloze's %s model (another architecture or "
+                     "config.json does not match the weights)",
+                     path, name, cz_model_get_config(m)->arch == CZ_ARCH_BERT ? "BERT" : "GPT");
+    }
+    free(used);
+    cz_safetensors_close(&f);
+    return rc;
+}
+
+/* ---- vocabulary ---- */
+
+void cz_hf_vocab_free(cz_hf_vocab *v) {
+    for (int i = 0; i < 2; i++) cz_free(v->owned[i]);
+    memset(v, 0, sizeof *v);
+}
+
+/* Uncased BERT vocabularies have no capital letters but in [CLS]-style
+ * special tokens; cased ones have thousands. */
+static int guess_lower_case(const char *s, size_t len) {
+    size_t i = 0;
+    while (i < len) {
+        size_t e = i;
+        while (e < len && s[e] != '\n') e++;
+        int special = e > i && s[i] == '[' && s[e - 1 - (s[e - 1] == '\r')] == ']';
+        for (size_t k = i; k < e && !special; k++)
+            if (s[k] >= 'A' && s[k] <= 'Z') return 0;
+        i = e + 1;
+    }
+    return 1;
+}
+
+int cz_hf_vocab_read(cz_hf_vocab *v, const char *kind, const char *vocab_path,
+                     const char *merges_path, int lower_case, cz_error *err) {
+    memset(v, 0, sizeof *v);
+    int bpe = !strcmp(kind, "bpe");
+    if (!bpe && strcmp(kind, "wordpiece"))
+        return cz_fail(err, "vocabulary kind \"%s\": wordpiece or bpe", kind);
+    if (bpe && !merges_path)
+        return cz_fail(err, "%s: a BPE vocabulary needs its merges", vocab_path);
+    snprintf(v->kind, sizeof v->kind, "%s", kind);
+    snprintf(v->source, sizeof v->source, "%s", vocab_path);
+    void *a = NULL, *b = NULL;
+    size_t na = 0, nb = 0;
+    if (cz_read_file(vocab_path, &a, &na, err)) return -1;
+    if (bpe && cz_read_file(merges_path, &b, &nb, err)) {
+        cz_free(a);
+        return -1;
+    }
+    v->vocab = v->owned[0] = a;
+    v->vocab_len = na;
+    v->merges = v->owned[1] = b;
+    v->merges_len = nb;
+    v->lower_case = bpe ? 0 : lower_case >= 0 ? lower_case : guess_lower_case(a, na);
+    return 0;
+}
+
+int cz_hf_vocab_read_dir(cz_hf_vocab *v, const char *dir, cz_error *err) {
+    char a[1100], b[1100];
+    struct stat st;
+    snprintf(a, sizeof a, "%s/vocab.txt", dir);
+    if (stat(a, &st) == 0) {
+        int lower = -1;
+        snprintf(b, sizeof b, "%s/tokenizer_config.json", dir);
+        void *text;
+        size_t n;
+        cz_error ignore;
+        if (stat(b, &st) == 0 && cz_read_file(b, &text, &n, &ignore) == 0) {
+            cz_json *root = NULL;
+            if (cz_json_parse(text, n, &root, &ignore) == 0) {
+                const cz_json *dl = cz_json_get(root, "do_lower_case");
+                if (dl && dl->type == CZ_JSON_BOOL) lower = dl->boolean;
+            }
+            cz_json_free(root);
+            cz_free(text);
+        }
+        return cz_hf_vocab_read(v, "wordpiece", a, NULL, lower, err) ? -1 : 1;
+    }
+    snprintf(a, sizeof a, "%s/vocab.json", dir);
+    snprintf(b, sizeof b, "%s/merges.txt", dir);
+    if (stat(a, &st) == 0 && stat(b, &st) == 0)
+        return cz_hf_vocab_read(v, "bpe", a, b, 0, err) ? -1 : 1;
+    memset(v, 0, sizeof *v);
+    return 0;
+}
+
+int cz_hf_vocab_identity(const cz_hf_vocab *v, uint32_t *size, uint64_t *fingerprint,
+                         cz_error *err) {
+    *fingerprint = cz_fnv1a64(v->vocab, v->vocab_len, CZ_FNV_SEED);
+    if (!strcmp(v->kind, "wordpiece")) {
+        const char *s = v->vocab;
+        size_t len = v->vocab_len;
+        uint32_t lines = 0;
+        for (size_t i = 0; i < len; i++) lines += s[i] == '\n';
+        *size = lines + (len > 0 && s[len - 1] != '\n'); /* the last line needs no newline */
+        return 0;
+    }
+    cz_json *root = NULL;
+    if (cz_json_parse(v->vocab, v->vocab_len, &root, err))
+        return cz_fail_prefix(err, "%s", v->source);
+    int rc = 0;
+    if (root->type != CZ_JSON_OBJECT)
+        rc = cz_fail(err, "%s: not a JSON object of token ids", v->source);
+    else
+        *size = (uint32_t)root->count;
+    cz_json_free(root);
+    *fingerprint = cz_fnv1a64(v->merges, v->merges_len, *fingerprint);
+    return rc;
+}
+
+int cz_hf_vocab_blobs(const cz_hf_vocab *v, char *meta, size_t meta_cap, cz_blob blobs[3]) {
+    snprintf(meta, meta_cap, "kind %s\nlower_case %d\nsource %s\n", v->kind, v->lower_case,
+             v->source);
+    blobs[0] = (cz_blob){"vocab.meta", meta, strlen(meta)};
+    blobs[1] = (cz_blob){"vocab.file", v->vocab, v->vocab_len};
+    if (strcmp(v->kind, "bpe")) return 2;
+    blobs[2] = (cz_blob){"vocab.merges", v->merges, v->merges_len};
+    return 3;
+}
+
+int cz_hf_vocab_from_ckpt(cz_hf_vocab *v, const cz_ckpt *c, cz_error *err) {
+    memset(v, 0, sizeof *v);
+    size_t n = 0;
+    const char *meta = cz_ckpt_get(c, "vocab.meta", &n);
+    if (!meta) return 0;
+    char text[1200];
+    snprintf(text, sizeof text, "%.*s", (int)(n < sizeof text - 1 ? n : sizeof text - 1), meta);
+    char *src = strstr(text, "source ");
+    if (sscanf(text, "kind %15s lower_case %d", v->kind, &v->lower_case) != 2)
+        return cz_fail(err, "vocab.meta: expected \"kind K\\nlower_case 0|1\"");
+    if (src) {
+        src += 7;
+        src[strcspn(src, "\n")] = 0;
+        snprintf(v->source, sizeof v->source, "%s", src);
+    }
+    v->vocab = cz_ckpt_get(c, "vocab.file", &v->vocab_len);
+    v->merges = cz_ckpt_get(c, "vocab.merges", &v->merges_len);
+    if (!v->vocab || (!strcmp(v->kind, "bpe") && !v->merges))
+        return cz_fail(err, "vocab.meta says %s, but vocab.file%s is missing", v->kind,
+                       strcmp(v->kind, "bpe") ? "" : " or vocab.merges");
+    return 1;
+}
+
+/* tokenizer_config.json and special_tokens_map.json: the class that reads
+ * these files (AutoTokenizer follows tokenizer_class), its casing, and the
+ * special tokens by name. */
+static int write_tokenizer_files(const cz_model_config *c, const cz_hf_vocab *v, const char *dir,
+                                 cz_error *err) {
+    char path[1100], text[1024];
+    int bert = !strcmp(v->kind, "wordpiece");
+    if (bert) {
+        snprintf(path, sizeof path, "%s/vocab.txt", dir);
+        if (cz_write_file_atomic(path, v->vocab, v->vocab_len, err)) return -1;
+        snprintf(text, sizeof text,
+                 "{\n  \"tokenizer_class\": \"BertTokenizer\",\n  \"do_lower_case\": %s,\n"
+                 "  \"strip_accents\": null,\n  \"tokenize_chinese_chars\": true,\n"
+                 "  \"model_max_length\": %d,\n  \"unk_token\": \"[UNK]\",\n"
+                 "  \"sep_token\": \"[SEP]\",\n  \"pad_token\": \"[PAD]\",\n"
+                 "  \"cls_token\": \"[CLS]\",\n  \"mask_token\": \"[MASK]\"\n}\n",
+                 v->lower_case ? "true" : "false", c->max_positions);
+    } else {
+        snprintf(path, sizeof path, "%s/vocab.json", dir);
+        if (cz_write_file_atomic(path, v->vocab, v->vocab_len, err)) return -1;
+        snprintf(path, sizeof path, "%s/merges.txt", dir);
+        if (cz_write_file_atomic(path, v->merges, v->merges_len, err)) return -1;
+        snprintf(text, sizeof text,
+                 "{\n  \"tokenizer_class\": \"GPT2Tokenizer\",\n  \"add_prefix_space\": false,\n"
+                 "  \"model_max_length\": %d,\n  \"unk_token\": \"<|endoftext|>\",\n"
+                 "  \"bos_token\": \"<|endoftext|>\",\n  \"eos_token\": \"<|endoftext|>\"\n}\n",
+                 c->max_positions);
+    }
+    snprintf(path, sizeof path, "%s/tokenizer_config.json", dir);
+    if (cz_write_file_atomic(path, text, strlen(text), err)) return -1;
+    const char *map = bert ? "{\"unk_token\": \"[UNK]\", \"sep_token\": \"[SEP]\", "
+                             "\"pad_token\": \"[PAD]\", \"cls_token\": \"[CLS]\", "
+                             "\"mask_token\": \"[MASK]\"}\n"
+                           : "{\"unk_token\": \"<|endoftext|>\", \"bos_token\": \"<|endoftext|>\", "
+                             "\"eos_token\": \"<|endoftext|>\"}\n";
+    snprintf(path, sizeof path, "%s/special_tokens_map.json", dir);
+    return cz_write_file_atomic(path, map, strlen(map), err);
+}
+
+/* ---- export ---- */
+
+int cz_hf_export(cz_model *m, const cz_hf_vocab *v, const char *dir, cz_error *err) {
+    const cz_model_config *c = cz_model_get_config(m);
+    if (c->arch == CZ_ARCH_GPT && (!c->gelu_tanh || c->intermediate != 4 * c->hidden))
+        return cz_fail(err,
+                       "Hugging Face's OpenAIGPT has the tanh GELU and an FFN of 4 x n_embd; this "
+                       "model has gelu %s and intermediate %d",
+                       c->gelu_tanh ? "tanh" : "erf", c->intermediate);
+    if (v) {
+        uint32_t size;
+        uint64_t fp;
+        if (cz_hf_vocab_identity(v, &size, &fp, err)) return -1;
+        if ((int)size != c->vocab_size)
+            return cz_fail(err, "%s: %u tokens, but the model's vocab_size is %d", v->source, size,
+                           c->vocab_size);
+    }
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+        return cz_fail(err, "%s: cannot create directory: %s", dir, strerror(errno));
+    char path[1100];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    if (cz_model_save_safetensors(m, path, err)) return -1;
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    if (cz_hf_config_write(path, c, err)) return -1;
+    return v ? write_tokenizer_files(c, v, dir, err) : 0;
+}
