@@ -74,11 +74,19 @@ typedef enum {
 #define CZ_ALLREDUCE_WORDS "ring|mpi|hierarchical|torus2d|auto"
 
 /* The dist section of the configuration that belongs to comm (keys
- * dist.allreduce, dist.bucket_mb; docs/config.md). */
+ * dist.allreduce, dist.bucket_mb, dist.grid, dist.link_gbit,
+ * dist.link_latency_us; docs/config.md). */
 typedef struct cz_comm_config {
     cz_allreduce_algo allreduce;
-    double bucket_mb; /* gradient bucket size in MiB */
+    double bucket_mb;       /* gradient bucket size in MiB */
+    char grid[16];          /* torus2d: "XxY" (X ranks per row); "" = the most square */
+    double link_gbit;       /* auto's model: one host's network link, Gbit/s per direction */
+    double link_latency_us; /* auto's model: one message between hosts */
+    double timeout_s;       /* longest wait for a peer before the job stops */
 } cz_comm_config;
+
+/* dist.grid: "" (0 x 0) or "XxY" with X, Y >= 1. */
+int cz_comm_grid_parse(const char *s, int *x, int *y, cz_error *err);
 
 /* Whole-buffer sum over ranks with the chosen algorithm (ring: identical
  * bits on every rank; mpi: MPI_Allreduce in pieces of at most 2^28 floats). */
@@ -121,6 +129,11 @@ typedef struct cz_grad_sync cz_grad_sync;
 
 int cz_grad_sync_create(cz_grad_sync **out, const cz_comm *d, size_t n, double bucket_bytes,
                         cz_sync_mode mode, cz_allreduce_algo algo, cz_error *err);
+struct cz_coll_opts;
+/* The same with every option of the all-reduce (grid, auto's model); logs
+ * on rank 0 which algorithm runs and why. */
+int cz_grad_sync_create_opts(cz_grad_sync **out, const cz_comm *d, size_t n, double bucket_bytes,
+                             cz_sync_mode mode, const struct cz_coll_opts *opts, cz_error *err);
 void cz_grad_sync_free(cz_grad_sync *gs);
 const cz_bucket_layout *cz_grad_sync_layout(const cz_grad_sync *gs);
 /* Starts one step over `grads` (length n; must stay valid until finish). */
@@ -214,8 +227,14 @@ typedef struct cz_coll_opts {
     /* NULL: the hosts MPI reports (MPI_Comm_split_type). Else a layout given
      * by hand, p ranks: tests run two-level shapes on one machine. */
     const cz_host_layout *hosts;
+    /* A wait for a peer longer than this fails with a message naming the
+     * ranks (and hosts) that no longer answer; <= 0: wait forever. */
+    double timeout_s;
 } cz_coll_opts;
 void cz_coll_opts_default(cz_coll_opts *o);
+/* Options from the configuration, for messages of `bytes` (a bucket). */
+int cz_coll_opts_from_config(cz_coll_opts *o, const cz_comm_config *cfg, double bytes,
+                             cz_error *err);
 /* AUTO's rule: the cheapest algorithm under the model for o->bytes on
  * layout l (ties keep the simpler one); *grid_x for torus2d; `why` (may be
  * NULL) gets every candidate's model time. */

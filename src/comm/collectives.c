@@ -23,6 +23,9 @@ struct cz_coll {
     cz_allreduce_algo algo; /* never AUTO */
     MPI_Comm comm;          /* duplicate of the caller's */
     MPI_Comm inner, outer;  /* our rings' communicators (ours: split from comm) */
+    MPI_Comm alive;         /* liveness pings when a wait times out */
+    double timeout;         /* seconds a wait may last; <= 0: forever */
+    char (*host)[64];       /* [p]: every rank's host name, for messages */
     int p, rank;
     comm_shape shape;
     int me_i, me_o;       /* this rank's (o, i) */
@@ -113,9 +116,108 @@ static ring ring_at(const cz_coll *c, int level) {
     return r;
 }
 
+/* The rank (in c->comm) of member k of this rank's ring at `level`. */
+static int member_rank(const cz_coll *c, int level, int k) {
+    const comm_shape *s = &c->shape;
+    return level == LEVEL_INNER ? s->member[c->me_o * s->inner + k]
+                                : s->member[k * s->inner + c->me_i];
+}
+
 static int fail_step(cz_coll *c, int level, const char *what, int s, int peer, cz_error *err) {
-    return cz_fail(err, "comm: %s %s %s step %d: exchange with ring member %d failed",
-                   cz_allreduce_algo_name(c->algo), level_name(level), what, s, peer);
+    int r = member_rank(c, level, peer);
+    return cz_fail(err, "comm: %s %s %s step %d: exchange with rank %d (host %s) failed",
+                   cz_allreduce_algo_name(c->algo), level_name(level), what, s, r, c->host[r]);
+}
+
+/* ---- bounded waits: a peer that sends nothing for dist.timeout_s ----
+ * A host whose link is down sends nothing and TCP reports nothing for many
+ * minutes, so every wait here has a deadline. When it passes, this rank
+ * pings every rank on c->alive and waits a few seconds for answers: ranks
+ * waiting here answer (they poll for pings), so the ones that do not are the
+ * ones whose host, link or process is gone, and the message names them and
+ * their hosts. */
+enum { TAG_PING = 1, TAG_PONG = 2 };
+
+static void answer_pings(cz_coll *c) {
+    for (;;) {
+        int flag = 0, x;
+        MPI_Status st;
+        MPI_Iprobe(MPI_ANY_SOURCE, TAG_PING, c->alive, &flag, &st);
+        if (!flag) return;
+        MPI_Recv(&x, 1, MPI_INT, st.MPI_SOURCE, TAG_PING, c->alive, MPI_STATUS_IGNORE);
+        MPI_Send(&x, 1, MPI_INT, st.MPI_SOURCE, TAG_PONG, c->alive); /* eager: never blocks */
+    }
+}
+
+static int stalled(cz_coll *c, int level, const char *what, int step, int peer, double waited,
+                   cz_error *err) {
+    int p = c->p, me = c->rank, x = me, missing = 0;
+    int *ok = calloc((size_t)p, sizeof(int));
+    MPI_Request *rq = calloc((size_t)p, sizeof *rq);
+    char who[512] = "";
+    if (ok && rq) {
+        for (int r = 0; r < p; r++)
+            if (r != me) MPI_Isend(&x, 1, MPI_INT, r, TAG_PING, c->alive, &rq[r]);
+        ok[me] = 1;
+        double t0 = cz_now(), probe = c->timeout < 5 ? c->timeout : 5;
+        int answered = 1;
+        while (answered < p && cz_now() - t0 < probe) {
+            answer_pings(c);
+            int flag = 0, y;
+            MPI_Status st;
+            MPI_Iprobe(MPI_ANY_SOURCE, TAG_PONG, c->alive, &flag, &st);
+            if (!flag) continue;
+            MPI_Recv(&y, 1, MPI_INT, st.MPI_SOURCE, TAG_PONG, c->alive, MPI_STATUS_IGNORE);
+            if (!ok[st.MPI_SOURCE]) ok[st.MPI_SOURCE] = 1, answered++;
+        }
+        size_t len = 0;
+        for (int r = 0; r < p; r++) {
+            if (ok[r]) continue;
+            if (missing++ < 8 && len < sizeof who - 100)
+                len += (size_t)snprintf(who + len, sizeof who - len, "%s%d (%s)", len ? ", " : "",
+                                        r, c->host[r]);
+        }
+        if (missing > 8) snprintf(who + len, sizeof who - len, " and %d more", missing - 8);
+        for (int r = 0; r < p; r++)
+            if (r != me && ok[r]) MPI_Wait(&rq[r], MPI_STATUS_IGNORE); /* delivered: answered */
+    }
+    free(ok);
+    free(rq); /* requests to ranks that never answered are left to MPI_Abort */
+    int pr = member_rank(c, level, peer);
+    if (missing)
+        return cz_fail(err,
+                       "comm: rank %d (host %s) waited %.0f s for rank %d (host %s) in %s %s %s "
+                       "step %d (dist.timeout_s); no answer from rank(s) %s: host, link or "
+                       "process down",
+                       me, c->host[me], waited, pr, c->host[pr], cz_allreduce_algo_name(c->algo),
+                       level_name(level), what, step, who);
+    return cz_fail(err,
+                   "comm: rank %d (host %s) waited %.0f s for rank %d (host %s) in %s %s %s step "
+                   "%d (dist.timeout_s); every rank answers: a rank is stuck elsewhere or far "
+                   "slower",
+                   me, c->host[me], waited, pr, c->host[pr], cz_allreduce_algo_name(c->algo),
+                   level_name(level), what, step);
+}
+
+/* MPI_Waitall with the deadline; peer: the ring member these requests talk to. */
+static int wait_bounded(cz_coll *c, int n, MPI_Request *req, int level, const char *what, int step,
+                        int peer, cz_error *err) {
+    if (c->timeout <= 0)
+        return MPI_Waitall(n, req, MPI_STATUSES_IGNORE) == MPI_SUCCESS
+                   ? 0
+                   : fail_step(c, level, what, step, peer, err);
+    double t0 = cz_now(), polled = t0;
+    for (unsigned it = 1;; it++) {
+        int done = 0;
+        if (MPI_Testall(n, req, &done, MPI_STATUSES_IGNORE) != MPI_SUCCESS)
+            return fail_step(c, level, what, step, peer, err);
+        if (done) return 0;
+        if (it % 64 == 0) {
+            double now = cz_now();
+            if (now - polled > 1e-3) answer_pings(c), polled = now;
+            if (now - t0 > c->timeout) return stalled(c, level, what, step, peer, now - t0, err);
+        }
+    }
 }
 
 /* Reduce-scatter, streamed: a piece of step s is forwarded (as step s+1)
@@ -150,8 +252,9 @@ static int ring_reduce_scatter(cz_coll *c, int level, float *buf, size_t n, cz_e
         int rb = ((m - 2 - s) % q + 2 * q) % q, k = block_pieces(c, level, rb, n, pr);
         float *t = c->tmp + (size_t)(s % 2) * half;
         for (int j = 0; j < k; j++) {
-            if (MPI_Wait(&rreq[(size_t)(s % 2) * per + j], MPI_STATUS_IGNORE) != MPI_SUCCESS)
-                return fail_step(c, level, "reduce-scatter", s, r.prev, err);
+            if (wait_bounded(c, 1, &rreq[(size_t)(s % 2) * per + j], level, "reduce-scatter", s,
+                             r.prev, err) != 0)
+                return -1;
             float *acc = buf + pr[j].off;
             const float *in = t + pr[j].packed;
             for (int e = 0; e < pr[j].len; e++) acc[e] = in[e] + acc[e];
@@ -168,8 +271,8 @@ static int ring_reduce_scatter(cz_coll *c, int level, float *buf, size_t n, cz_e
                     return fail_step(c, level, "reduce-scatter", s + 2, r.prev, err);
         }
     }
-    if (MPI_Waitall((int)ns, sreq, MPI_STATUSES_IGNORE) != MPI_SUCCESS)
-        return fail_step(c, level, "reduce-scatter", steps - 1, r.next, err);
+    if (wait_bounded(c, (int)ns, sreq, level, "reduce-scatter", steps - 1, r.next, err) != 0)
+        return -1;
     return 0;
 }
 
@@ -199,15 +302,15 @@ static int ring_allgather(cz_coll *c, int level, float *buf, size_t n, cz_error 
     for (int s = 0; s < steps; s++) {
         int k = block_pieces(c, level, ((m - s - 1) % q + q) % q, n, pc);
         for (int j = 0; j < k; j++) {
-            if (MPI_Wait(&rreq[(size_t)s * per + j], MPI_STATUS_IGNORE) != MPI_SUCCESS)
-                return fail_step(c, level, "all-gather", s, r.prev, err);
+            if (wait_bounded(c, 1, &rreq[(size_t)s * per + j], level, "all-gather", s, r.prev,
+                             err) != 0)
+                return -1;
             if (s + 1 < steps && MPI_Isend(buf + pc[j].off, pc[j].len, MPI_FLOAT, r.next, s + 1,
                                            r.comm, &sreq[ns++]) != MPI_SUCCESS)
                 return fail_step(c, level, "all-gather", s + 1, r.next, err);
         }
     }
-    if (MPI_Waitall((int)ns, sreq, MPI_STATUSES_IGNORE) != MPI_SUCCESS)
-        return fail_step(c, level, "all-gather", steps - 1, r.next, err);
+    if (wait_bounded(c, (int)ns, sreq, level, "all-gather", steps - 1, r.next, err) != 0) return -1;
     return 0;
 }
 
@@ -331,6 +434,27 @@ void cz_coll_opts_default(cz_coll_opts *o) {
     cz_net_model_default(&o->net);
 }
 
+int cz_comm_grid_parse(const char *s, int *x, int *y, cz_error *err) {
+    *x = *y = 0;
+    if (!s[0]) return 0;
+    char tail;
+    if (sscanf(s, "%dx%d%c", x, y, &tail) != 2 || *x < 1 || *y < 1)
+        return cz_fail(err, "\"%s\" is not XxY (X ranks per row), e.g. \"2x4\"", s);
+    return 0;
+}
+
+int cz_coll_opts_from_config(cz_coll_opts *o, const cz_comm_config *cfg, double bytes,
+                             cz_error *err) {
+    cz_coll_opts_default(o);
+    o->algo = cfg->allreduce;
+    o->bytes = bytes;
+    if (cz_comm_grid_parse(cfg->grid, &o->grid_x, &o->grid_y, err) != 0) return -1;
+    if (cfg->link_gbit > 0) o->net.beta_net = 8.0 / (cfg->link_gbit * 1e9);
+    if (cfg->link_latency_us > 0) o->net.alpha_net = cfg->link_latency_us * 1e-6;
+    o->timeout_s = cfg->timeout_s;
+    return 0;
+}
+
 /* Most square X x Y = p with X <= Y (torus2d when no grid is given). */
 static int square_grid(int p) {
     int best = 1;
@@ -375,7 +499,7 @@ int cz_coll_create(cz_coll **out, MPI_Comm comm, const cz_coll_opts *o, cz_error
     *out = NULL;
     cz_coll *c = calloc(1, sizeof *c);
     if (!c) return cz_fail(err, "comm: out of memory");
-    c->comm = c->inner = c->outer = MPI_COMM_NULL;
+    c->comm = c->inner = c->outer = c->alive = MPI_COMM_NULL;
     cz_host_layout l = {0};
     if (MPI_Comm_dup(comm, &c->comm) != MPI_SUCCESS) {
         cz_fail(err, "comm: MPI_Comm_dup failed");
@@ -421,6 +545,18 @@ int cz_coll_create(cz_coll **out, MPI_Comm comm, const cz_coll_opts *o, cz_error
         cz_fail(err, "comm: MPI_Comm_split for the %s rings failed", cz_allreduce_algo_name(algo));
         goto fail;
     }
+    c->timeout = o->timeout_s;
+    c->host = calloc((size_t)c->p, sizeof *c->host);
+    char name[MPI_MAX_PROCESSOR_NAME + 1] = "";
+    int name_len = 0;
+    MPI_Get_processor_name(name, &name_len);
+    if (!c->host || MPI_Comm_dup(c->comm, &c->alive) != MPI_SUCCESS) {
+        cz_fail(err, "comm: out of memory or MPI_Comm_dup failed");
+        goto fail;
+    }
+    snprintf(c->host[c->rank], sizeof c->host[0], "%s", name);
+    MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, c->host, (int)sizeof c->host[0], MPI_CHAR,
+                  c->comm);
     c->counts = calloc((size_t)c->p, sizeof(int));
     c->displs = calloc((size_t)c->p, sizeof(int));
     if (!c->counts || !c->displs) {
@@ -448,7 +584,9 @@ void cz_coll_free(cz_coll *c) {
     if (!c) return;
     if (c->inner != MPI_COMM_NULL) MPI_Comm_free(&c->inner);
     if (c->outer != MPI_COMM_NULL) MPI_Comm_free(&c->outer);
+    if (c->alive != MPI_COMM_NULL) MPI_Comm_free(&c->alive);
     if (c->comm != MPI_COMM_NULL) MPI_Comm_free(&c->comm);
+    free(c->host);
     comm_shape_free(&c->shape);
     free(c->counts);
     free(c->displs);

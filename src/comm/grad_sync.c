@@ -32,8 +32,8 @@ struct cz_grad_sync {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     double wait_seconds;
-    int *counts, *displs; /* gather/reduce-scatter tables (p entries) */
-    float *scratch;       /* one chunk: ring receive buffer / MPI_Reduce_scatter output */
+    int *counts, *displs; /* gather table (p entries) */
+    cz_coll *coll;        /* the all-reduce algorithm (its own communicators) */
 };
 
 static int bucket_complete(const cz_grad_sync *gs, int k) {
@@ -57,37 +57,23 @@ static int gather_to_root(cz_grad_sync *gs, float *b, size_t count, cz_error *er
     return 0;
 }
 
+/* Every algorithm (cz_coll) leaves rank c chunk c of the bucket after a
+ * reduce-scatter, so the three modes are the same for all of them. */
 static int reduce_bucket(cz_grad_sync *gs, int k, cz_error *err) {
     size_t off, count;
     cz_bucket_range(&gs->layout, k, &off, &count);
     float *b = gs->grads + off;
     if (gs->p == 1) return 0;
-    if (gs->algo == CZ_ALLREDUCE_RING) {
-        if (cz_ring_reduce_scatter_comm(gs->comm, b, count, gs->scratch, err) != 0) return -1;
-        if (gs->mode == CZ_SYNC_ALLREDUCE) return cz_ring_allgather_comm(gs->comm, b, count, err);
-        if (gs->mode == CZ_SYNC_REDUCE) return gather_to_root(gs, b, count, err);
+    if (gs->mode == CZ_SYNC_ALLREDUCE) return cz_coll_allreduce(gs->coll, b, count, err);
+    if (gs->mode == CZ_SYNC_REDUCE && gs->algo == CZ_ALLREDUCE_MPI) {
+        /* "mpi": the library's own reduction, for comparison */
+        void *send = gs->rank == 0 ? MPI_IN_PLACE : (void *)b;
+        if (MPI_Reduce(send, b, (int)count, MPI_FLOAT, MPI_SUM, 0, gs->comm) != MPI_SUCCESS)
+            return cz_fail(err, "grad sync: bucket %d: MPI_Reduce failed", k);
         return 0;
     }
-    /* "mpi": the library's own algorithms, for comparison */
-    int rc = MPI_SUCCESS;
-    if (gs->mode == CZ_SYNC_ALLREDUCE) {
-        rc = MPI_Allreduce(MPI_IN_PLACE, b, (int)count, MPI_FLOAT, MPI_SUM, gs->comm);
-    } else if (gs->mode == CZ_SYNC_REDUCE) {
-        void *send = gs->rank == 0 ? MPI_IN_PLACE : (void *)b;
-        rc = MPI_Reduce(send, b, (int)count, MPI_FLOAT, MPI_SUM, 0, gs->comm);
-    } else {
-        for (int c = 0; c < gs->p; c++) {
-            size_t o, cnt;
-            cz_comm_chunk(count, gs->p, c, &o, &cnt);
-            gs->counts[c] = (int)cnt;
-        }
-        size_t o, cnt;
-        cz_comm_chunk(count, gs->p, gs->rank, &o, &cnt);
-        rc = MPI_Reduce_scatter(b, gs->scratch, gs->counts, MPI_FLOAT, MPI_SUM, gs->comm);
-        if (rc == MPI_SUCCESS) memcpy(b + o, gs->scratch, cnt * sizeof(float));
-    }
-    if (rc != MPI_SUCCESS) return cz_fail(err, "grad sync: bucket %d: MPI collective failed", k);
-    return 0;
+    if (cz_coll_reduce_scatter(gs->coll, b, count, err) != 0) return -1;
+    return gs->mode == CZ_SYNC_REDUCE ? gather_to_root(gs, b, count, err) : 0;
 }
 
 static void *comm_thread(void *arg) {
@@ -118,21 +104,25 @@ static void *comm_thread(void *arg) {
 
 int cz_grad_sync_create(cz_grad_sync **out, const cz_comm *d, size_t n, double bucket_bytes,
                         cz_sync_mode mode, cz_allreduce_algo algo, cz_error *err) {
+    cz_coll_opts o;
+    cz_coll_opts_default(&o);
+    o.algo = algo;
+    return cz_grad_sync_create_opts(out, d, n, bucket_bytes, mode, &o, err);
+}
+
+int cz_grad_sync_create_opts(cz_grad_sync **out, const cz_comm *d, size_t n, double bucket_bytes,
+                             cz_sync_mode mode, const cz_coll_opts *opts, cz_error *err) {
     *out = NULL;
     cz_grad_sync *gs = calloc(1, sizeof *gs);
     if (!gs) return cz_fail(err, "grad sync: out of memory");
     gs->rank = d->rank;
     gs->p = d->size;
     gs->mode = mode;
-    gs->algo = algo;
     cz_bucket_layout_make(&gs->layout, n, bucket_bytes, d->size);
     gs->ready = calloc((size_t)gs->layout.n_buckets + 1, sizeof *gs->ready);
     gs->counts = calloc((size_t)d->size, sizeof(int));
     gs->displs = calloc((size_t)d->size, sizeof(int));
-    size_t max_chunk, dummy;
-    cz_comm_chunk(gs->layout.bucket, d->size, 0, &dummy, &max_chunk);
-    gs->scratch = cz_alloc((max_chunk + 1) * sizeof(float), err);
-    if (!gs->ready || !gs->counts || !gs->displs || !gs->scratch) {
+    if (!gs->ready || !gs->counts || !gs->displs) {
         cz_grad_sync_free(gs);
         return cz_fail(err, "grad sync: out of memory");
     }
@@ -141,6 +131,15 @@ int cz_grad_sync_create(cz_grad_sync **out, const cz_comm *d, size_t n, double b
         cz_grad_sync_free(gs);
         return cz_fail(err, "grad sync: MPI_Comm_dup failed");
     }
+    /* the algorithm, chosen for one bucket's size under auto */
+    cz_coll_opts o = *opts;
+    o.bytes = (double)gs->layout.bucket * sizeof(float);
+    if (cz_coll_create(&gs->coll, d->mpi, &o, err) != 0) {
+        cz_grad_sync_free(gs);
+        return -1;
+    }
+    gs->algo = cz_coll_algo(gs->coll);
+    if (d->rank == 0 && d->size > 1) cz_info("gradient all-reduce: %s", cz_coll_describe(gs->coll));
     pthread_mutex_init(&gs->mu, NULL);
     pthread_cond_init(&gs->cv, NULL);
     gs->use_thread = d->thread_level >= MPI_THREAD_MULTIPLE && d->size > 1;
@@ -167,7 +166,7 @@ void cz_grad_sync_free(cz_grad_sync *gs) {
     free(gs->ready);
     free(gs->counts);
     free(gs->displs);
-    cz_free(gs->scratch);
+    cz_coll_free(gs->coll);
     free(gs);
 }
 

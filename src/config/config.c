@@ -629,6 +629,10 @@ static int validate_cross(const cz_config *c, const load_ctx *ctx, cz_error *err
     const cz_train_config *t = &c->train;
     const cz_optim_config *o = &c->optim;
     int bert = m->arch == CZ_ARCH_BERT;
+    int gx, gy;
+    cz_error gerr;
+    if (cz_comm_grid_parse(c->dist.grid, &gx, &gy, &gerr) != 0)
+        return fail_key(ctx, KEY_INDEX("dist", "grid"), err, "%s", gerr.msg);
 
     if (m->hidden % m->heads != 0)
         return fail_key(ctx, KEY_INDEX("model", "heads"), err,

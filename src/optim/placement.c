@@ -184,7 +184,9 @@ int cz_optimizer_create(cz_optimizer **out, const cz_comm *d, const cz_optim_con
     cz_sync_mode mode = o->place == CZ_PLACE_COORDINATOR ? CZ_SYNC_REDUCE
                         : o->place == CZ_PLACE_SHARDED   ? CZ_SYNC_REDUCE_SCATTER
                                                          : CZ_SYNC_ALLREDUCE;
-    if (cz_grad_sync_create(&o->gs, d, n, ccfg->bucket_mb * 1024.0 * 1024.0, mode, o->algo, err) !=
+    cz_coll_opts co;
+    if (cz_coll_opts_from_config(&co, ccfg, ccfg->bucket_mb * 1024.0 * 1024.0, err) != 0 ||
+        cz_grad_sync_create_opts(&o->gs, d, n, ccfg->bucket_mb * 1024.0 * 1024.0, mode, &co, err) !=
         0)
         goto fail;
     o->layout = *cz_grad_sync_layout(o->gs);
