@@ -244,21 +244,24 @@ static void add_own(bench *B, cz_allreduce_algo which) {
     }
     snprintf(a->name, sizeof a->name, "%s", cz_allreduce_algo_name(which));
     a->model = which;
-    a->own = which != CZ_ALLREDUCE_MPI;
+    a->own = 1;
     if (B->d.rank == 0) printf("# %s\n", cz_coll_describe(a->coll));
     B->n_algos++;
 }
 
+/* MPI_Allreduce on a communicator of its own: Open MPI's choice
+ * (tuned_algorithm < 0) or the coll/tuned algorithm given. */
 static void add_forced(bench *B, const char *name, int tuned_algorithm) {
     algo *a = &B->a[B->n_algos];
     memset(a, 0, sizeof *a);
     /* coll/tuned reads the forced algorithm when a communicator is created */
-    if (set_cvar("coll_tuned_allreduce_algorithm", tuned_algorithm) != 0 ||
+    if ((tuned_algorithm >= 0 &&
+         set_cvar("coll_tuned_allreduce_algorithm", tuned_algorithm) != 0) ||
         MPI_Comm_dup(B->d.mpi, &a->forced) != MPI_SUCCESS) {
         if (B->d.rank == 0) fprintf(stderr, "skipping %s: cannot force it through MPI_T\n", name);
         return;
     }
-    set_cvar("coll_tuned_allreduce_algorithm", 0);
+    if (tuned_algorithm >= 0) set_cvar("coll_tuned_allreduce_algorithm", 0);
     snprintf(a->name, sizeof a->name, "%s", name);
     B->n_algos++;
 }
@@ -303,14 +306,17 @@ static void overlap(const cz_comm *d, size_t n, double bucket_mib, double comput
     cz_error err;
     cz_grad_sync *gs;
     float *g = cz_alloc(n * sizeof(float), &err);
-    if (!g || cz_grad_sync_create(&gs, d, n, bucket_mib * 1024 * 1024, CZ_SYNC_ALLREDUCE,
-                                  CZ_ALLREDUCE_RING, &err) != 0)
+    cz_comm_config cfg = {0};
+    cfg.allreduce = CZ_ALLREDUCE_RING;
+    cfg.bucket_mb = bucket_mib;
+    if (!g ||
+        cz_grad_sync_create(&gs, d, &cfg, n, CZ_SYNC_ALLREDUCE, CZ_GRAD_DESCENDING, &err) != 0)
         MPI_Abort(d->mpi, 1);
     double plain = 0, total = 0, wait = 0;
     for (int rep = 0; rep < 3; rep++) {
         MPI_Barrier(d->mpi);
         double t0 = cz_now();
-        cz_ring_allreduce(d, g, n, &err);
+        cz_ring_allreduce(d, g, n, NULL, &err);
         plain += cz_now() - t0;
         MPI_Barrier(d->mpi);
         t0 = cz_now();
@@ -461,7 +467,7 @@ int main(int argc, char **argv) {
     if (has_algo(algos, "torus2d") && B.grid_x > 1 && B.grid_x < p)
         add_own(&B, CZ_ALLREDUCE_TORUS2D);
     if (has_algo(algos, "mpi")) {
-        add_own(&B, CZ_ALLREDUCE_MPI);
+        add_forced(&B, "mpi", -1);
         if (get_cvar("coll_tuned_use_dynamic_rules") > 0) {
             add_forced(&B, "mpi_ring", 4);
             add_forced(&B, "mpi_rabenseifner", 6);

@@ -22,21 +22,10 @@
 #include "cloze/comm.h"
 #include "cloze/rng.h"
 
-#include <math.h>
-#include <stdlib.h>
-#include <string.h>
+#include "mpi_main.h"
 
-static int failures = 0;
-static int rank_ = 0;
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "FAIL rank %d %s:%d: ", rank_, __FILE__, __LINE__);                    \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fprintf(stderr, "\n");                                                                 \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
+#include <math.h>
+#include <string.h>
 
 static float input(int integer, int r, size_t i, int t) {
     if (integer) return (float)((long)((r * 7919 + (long)i * 31 + t * 17) % 2001) - 1000);
@@ -112,27 +101,15 @@ static int owner_of(size_t n, int p, size_t i) {
     return -1;
 }
 
-static uint64_t hash_all_equal(MPI_Comm comm, const float *buf, size_t n, int *equal) {
-    int p;
-    MPI_Comm_size(comm, &p);
-    uint64_t h = cz_fnv1a64(buf, n * sizeof(float), CZ_FNV_SEED), all[4096];
-    MPI_Allgather(&h, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, comm);
-    *equal = 1;
-    for (int r = 0; r < p; r++) *equal &= all[r] == h;
-    return h;
-}
-
 static void fill(float *b, size_t n, int integer, int r, int t) {
     for (size_t i = 0; i < n; i++) b[i] = input(integer, r, i, t);
 }
 
 /* One algorithm on one layout, every size. */
-static void run_case(MPI_Comm world, cz_allreduce_algo algo, int grid_x,
+static void run_case(const cz_comm *world, cz_allreduce_algo algo, int grid_x,
                      const cz_host_layout *hosts, const int *host_of, const size_t *sizes,
                      int n_sizes, const char *label) {
-    int p, rank;
-    MPI_Comm_size(world, &p);
-    MPI_Comm_rank(world, &rank);
+    int p = world->size, rank = world->rank;
     cz_coll_opts o;
     cz_coll_opts_default(&o);
     o.algo = algo;
@@ -140,10 +117,13 @@ static void run_case(MPI_Comm world, cz_allreduce_algo algo, int grid_x,
     o.hosts = hosts;
     cz_coll *c;
     cz_error err;
-    if (cz_coll_create(&c, world, &o, &err) != 0) {
-        CHECK(0, "%s: create: %s", label, err.msg);
+    /* the dispatch entry points on a communicator with the context attached */
+    cz_comm bound;
+    if (cz_comm_dup(world, &bound, &err) != 0 || cz_comm_attach_coll(&bound, &o, &err) != 0) {
+        CHECK(0, "%s: attach: %s", label, err.msg);
         return;
     }
+    c = bound.coll; /* the context itself, and the dispatch on it (cz_allreduce) */
     CHECK(cz_coll_algo(c) == algo, "%s: got %s", label, cz_allreduce_algo_name(cz_coll_algo(c)));
     shape s;
     shape_of(&s, algo, p, grid_x, host_of);
@@ -170,13 +150,13 @@ static void run_case(MPI_Comm world, cz_allreduce_algo algo, int grid_x,
                   integer, bad_ref);
             CHECK(bad_order == 0, "%s n=%zu integer=%d: %zu elements not in the documented order",
                   label, n, integer, bad_order);
-            int equal;
-            uint64_t h = hash_all_equal(world, buf, n, &equal);
-            CHECK(equal, "%s n=%zu: ranks hold different bits", label, n);
+            CHECK(mpi_test_same_on_all_ranks(world, buf, n * sizeof(float)),
+                  "%s n=%zu: ranks hold different bits", label, n);
+            /* a second run, through the dispatch on the communicator: same bits */
             fill(again, n, integer, rank, k);
-            cz_coll_allreduce(c, again, n, &err);
-            CHECK(cz_fnv1a64(again, n * sizeof(float), CZ_FNV_SEED) == h,
-                  "%s n=%zu: a second run gave other bits", label, n);
+            CHECK(cz_allreduce(&bound, algo, again, n, NULL, &err) == 0, "%s: %s", label, err.msg);
+            CHECK(!memcmp(again, buf, n * sizeof(float)),
+                  "%s n=%zu: a second run (cz_allreduce) gave other bits", label, n);
         }
         /* reduce-scatter: my chunk is the sum (same bits as the all-reduce) */
         fill(buf, n, 0, rank, k);
@@ -195,36 +175,27 @@ static void run_case(MPI_Comm world, cz_allreduce_algo algo, int grid_x,
     }
     free(buf);
     free(again);
-    cz_coll_free(c);
+    cz_comm_finalize(&bound);
 }
 
 /* "mpi" keeps the chunk ownership: reduce-scatter and all-gather semantics
  * and the all-reduce within rounding (its order is the library's). */
-static void run_mpi(MPI_Comm world, const size_t *sizes, int n_sizes) {
-    int p, rank;
-    MPI_Comm_size(world, &p);
-    MPI_Comm_rank(world, &rank);
-    cz_coll_opts o;
-    cz_coll_opts_default(&o);
-    o.algo = CZ_ALLREDUCE_MPI;
-    cz_coll *c;
+static void run_mpi(const cz_comm *world, const size_t *sizes, int n_sizes) {
+    int p = world->size, rank = world->rank;
     cz_error err;
-    if (cz_coll_create(&c, world, &o, &err) != 0) {
-        CHECK(0, "mpi: %s", err.msg);
-        return;
-    }
     for (int k = 0; k < n_sizes; k++) {
         size_t n = sizes[k], off, cnt, bad = 0;
         float *buf = malloc((n + 1) * sizeof(float));
         fill(buf, n, 1, rank, k);
-        CHECK(cz_coll_allreduce(c, buf, n, &err) == 0, "mpi: %s", err.msg);
+        CHECK(cz_allreduce(world, CZ_ALLREDUCE_MPI, buf, n, NULL, &err) == 0, "mpi: %s", err.msg);
         for (size_t i = 0; i < n; i++) {
             double ref = 0;
             for (int r = 0; r < p; r++) ref += input(1, r, i, k);
             bad += buf[i] != (float)ref;
         }
         fill(buf, n, 1, rank, k);
-        CHECK(cz_coll_reduce_scatter(c, buf, n, &err) == 0, "mpi: %s", err.msg);
+        CHECK(cz_reduce_scatter(world, CZ_ALLREDUCE_MPI, buf, n, NULL, &err) == 0, "mpi: %s",
+              err.msg);
         cz_comm_chunk(n, p, rank, &off, &cnt);
         for (size_t i = off; i < off + cnt; i++) {
             double ref = 0;
@@ -233,23 +204,17 @@ static void run_mpi(MPI_Comm world, const size_t *sizes, int n_sizes) {
         }
         for (size_t i = 0; i < n; i++)
             buf[i] = i >= off && i < off + cnt ? input(1, rank, i, k) : NAN;
-        CHECK(cz_coll_allgather(c, buf, n, &err) == 0, "mpi: %s", err.msg);
+        CHECK(cz_allgather(world, CZ_ALLREDUCE_MPI, buf, n, &err) == 0, "mpi: %s", err.msg);
         for (size_t i = 0; i < n; i++) bad += buf[i] != input(1, owner_of(n, p, i), i, k);
         CHECK(bad == 0, "mpi n=%zu: %zu wrong", n, bad);
         free(buf);
     }
-    cz_coll_free(c);
 }
 
 int main(int argc, char **argv) {
     cz_comm d;
     cz_error err;
-    if (cz_comm_init(&d, &argc, &argv, &err) != 0) {
-        fprintf(stderr, "%s\n", err.msg);
-        return 1;
-    }
-    rank_ = d.rank;
-    cz_log_setup(d.rank, CZ_LOG_WARN);
+    mpi_test_begin(&d, &argc, &argv);
     int p = d.size, real_hosts = 0, gx = 0, gy = 0;
     for (int a = 1; a < argc; a++) {
         if (!strcmp(argv[a], "--real-hosts") && a + 1 < argc)
@@ -306,13 +271,12 @@ int main(int argc, char **argv) {
             for (int r = 0; r < p; r++) block &= l.host_of[r] == r / (p / real_hosts);
             CHECK(block, "ranks are not placed host by host (%d ranks per host)", p / real_hosts);
             if (d.rank == 0) printf("hosts: %d x %d ranks\n", l.n_hosts, l.ranks_per_host);
-            run_case(d.mpi, CZ_ALLREDUCE_RING, 0, NULL, l.host_of, sizes, ns, "ring");
-            run_case(d.mpi, CZ_ALLREDUCE_HIERARCHICAL, 0, NULL, l.host_of, sizes, ns,
-                     "hierarchical");
+            run_case(&d, CZ_ALLREDUCE_RING, 0, NULL, l.host_of, sizes, ns, "ring");
+            run_case(&d, CZ_ALLREDUCE_HIERARCHICAL, 0, NULL, l.host_of, sizes, ns, "hierarchical");
             if (gx > 0) {
                 snprintf(label, sizeof label, "torus2d %dx%d", gx, gy);
                 CHECK(gx * gy == p, "--grid %dx%d for %d ranks", gx, gy, p);
-                run_case(d.mpi, CZ_ALLREDUCE_TORUS2D, gx, NULL, l.host_of, sizes, ns, label);
+                run_case(&d, CZ_ALLREDUCE_TORUS2D, gx, NULL, l.host_of, sizes, ns, label);
             }
             cz_host_layout_free(&l);
         }
@@ -327,21 +291,18 @@ int main(int argc, char **argv) {
                     continue;
                 }
                 snprintf(label, sizeof label, "hierarchical %dx%d%s", h, p / h, rr ? " rr" : "");
-                run_case(d.mpi, CZ_ALLREDUCE_HIERARCHICAL, 0, &l, l.host_of, sizes, ns, label);
+                run_case(&d, CZ_ALLREDUCE_HIERARCHICAL, 0, &l, l.host_of, sizes, ns, label);
                 cz_host_layout_free(&l);
             }
         }
-        run_case(d.mpi, CZ_ALLREDUCE_RING, 0, NULL, NULL, sizes, ns, "ring");
+        run_case(&d, CZ_ALLREDUCE_RING, 0, NULL, NULL, sizes, ns, "ring");
         for (int x = 1; x <= p; x++) {
             if (p % x) continue;
             snprintf(label, sizeof label, "torus2d %dx%d", x, p / x);
-            run_case(d.mpi, CZ_ALLREDUCE_TORUS2D, x, NULL, NULL, sizes, ns, label);
+            run_case(&d, CZ_ALLREDUCE_TORUS2D, x, NULL, NULL, sizes, ns, label);
         }
-        run_mpi(d.mpi, sizes, ns);
+        run_mpi(&d, sizes, ns);
     }
-    int total = 0;
-    MPI_Allreduce(&failures, &total, 1, MPI_INT, MPI_SUM, d.mpi);
-    if (d.rank == 0 && total == 0) printf("ok (%d ranks)\n", p);
-    cz_comm_finalize(&d);
-    return total ? 1 : 0;
+    for (int k = 0; k < ns; k++) free(in_.x[k][0]), free(in_.x[k][1]);
+    return mpi_test_end(&d);
 }

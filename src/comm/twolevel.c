@@ -28,9 +28,8 @@ struct cz_coll {
     char (*host)[64];       /* [p]: every rank's host name, for messages */
     int p, rank;
     comm_shape shape;
-    int me_i, me_o;       /* this rank's (o, i) */
-    int *counts, *displs; /* "mpi": per-rank chunk tables */
-    float *tmp;           /* receive buffer of one block */
+    int me_i, me_o; /* this rank's (o, i) */
+    float *tmp;     /* receive buffer of one block */
     size_t tmp_len;
     MPI_Request *req;
     size_t req_len;
@@ -125,8 +124,9 @@ static int member_rank(const cz_coll *c, int level, int k) {
 
 static int fail_step(cz_coll *c, int level, const char *what, int s, int peer, cz_error *err) {
     int r = member_rank(c, level, peer);
-    return cz_fail(err, "comm: %s %s %s step %d: exchange with rank %d (host %s) failed",
-                   cz_allreduce_algo_name(c->algo), level_name(level), what, s, r, c->host[r]);
+    return cz_fail(err, "comm: rank %d: %s %s %s step %d: exchange with rank %d (host %s) failed",
+                   c->rank, cz_allreduce_algo_name(c->algo), level_name(level), what, s, r,
+                   c->host ? c->host[r] : "?");
 }
 
 /* ---- bounded waits: a peer that sends nothing for dist.timeout_s ----
@@ -314,57 +314,50 @@ static int ring_allgather(cz_coll *c, int level, float *buf, size_t n, cz_error 
     return 0;
 }
 
-/* ---- "mpi": the library's own collectives, same chunk ownership ---- */
-
-static int mpi_tables(cz_coll *c, size_t n, cz_error *err) {
-    if (n > (size_t)1 << 30)
-        return cz_fail(err, "comm: mpi: %zu floats is more than one MPI call takes here", n);
-    for (int r = 0; r < c->p; r++) {
-        size_t off, cnt;
-        cz_comm_chunk(n, c->p, r, &off, &cnt);
-        c->counts[r] = (int)cnt;
-        c->displs[r] = (int)off;
-    }
-    return 0;
-}
+/* ---- entry points ---- */
 
 int cz_coll_reduce_scatter(cz_coll *c, float *buf, size_t n, cz_error *err) {
     if (c->p == 1 || n == 0) return 0;
-    if (c->algo != CZ_ALLREDUCE_MPI)
-        return ring_reduce_scatter(c, LEVEL_INNER, buf, n, err) != 0
-                   ? -1
-                   : ring_reduce_scatter(c, LEVEL_OUTER, buf, n, err);
-    if (mpi_tables(c, n, err) != 0 || ensure_space(c, 1, n, err) != 0) return -1;
-    if (MPI_Reduce_scatter(buf, c->tmp, c->counts, MPI_FLOAT, MPI_SUM, c->comm) != MPI_SUCCESS)
-        return cz_fail(err, "comm: MPI_Reduce_scatter of %zu floats failed", n);
-    memcpy(buf + c->displs[c->rank], c->tmp, (size_t)c->counts[c->rank] * sizeof(float));
-    return 0;
+    if (ring_reduce_scatter(c, LEVEL_INNER, buf, n, err) != 0) return -1;
+    return ring_reduce_scatter(c, LEVEL_OUTER, buf, n, err);
 }
 
 int cz_coll_allgather(cz_coll *c, float *buf, size_t n, cz_error *err) {
     if (c->p == 1 || n == 0) return 0;
-    if (c->algo != CZ_ALLREDUCE_MPI)
-        return ring_allgather(c, LEVEL_OUTER, buf, n, err) != 0
-                   ? -1
-                   : ring_allgather(c, LEVEL_INNER, buf, n, err);
-    if (mpi_tables(c, n, err) != 0) return -1;
-    if (MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_FLOAT, buf, c->counts, c->displs, MPI_FLOAT, c->comm) !=
-        MPI_SUCCESS)
-        return cz_fail(err, "comm: MPI_Allgatherv of %zu floats failed", n);
-    return 0;
+    if (ring_allgather(c, LEVEL_OUTER, buf, n, err) != 0) return -1;
+    return ring_allgather(c, LEVEL_INNER, buf, n, err);
 }
 
 int cz_coll_allreduce(cz_coll *c, float *buf, size_t n, cz_error *err) {
-    if (c->p == 1 || n == 0) return 0;
-    if (c->algo != CZ_ALLREDUCE_MPI)
-        return cz_coll_reduce_scatter(c, buf, n, err) != 0 ? -1 : cz_coll_allgather(c, buf, n, err);
-    const size_t block = (size_t)1 << 28;
-    for (size_t off = 0; off < n; off += block) {
-        int len = (int)(n - off < block ? n - off : block);
-        if (MPI_Allreduce(MPI_IN_PLACE, buf + off, len, MPI_FLOAT, MPI_SUM, c->comm) != MPI_SUCCESS)
-            return cz_fail(err, "comm: MPI_Allreduce failed at offset %zu", off);
-    }
-    return 0;
+    if (cz_coll_reduce_scatter(c, buf, n, err) != 0) return -1;
+    return cz_coll_allgather(c, buf, n, err);
+}
+
+/* The flat ring on a borrowed communicator, for one call: no deadline, no
+ * host names (ring.c's cz_ring_* entry points). */
+int cz_coll_ring_once(MPI_Comm comm, int what, float *buf, size_t n, cz_error *err) {
+    cz_coll t;
+    memset(&t, 0, sizeof t);
+    t.algo = CZ_ALLREDUCE_RING;
+    t.comm = t.inner = comm;
+    t.outer = t.alive = MPI_COMM_NULL;
+    MPI_Comm_rank(comm, &t.rank);
+    MPI_Comm_size(comm, &t.p);
+    if (t.p == 1 || n == 0) return 0;
+    t.shape.inner = t.p;
+    t.shape.outer = 1;
+    t.shape.member = malloc((size_t)t.p * sizeof(int));
+    if (!t.shape.member) return cz_fail(err, "comm: out of memory");
+    for (int r = 0; r < t.p; r++) t.shape.member[r] = r;
+    t.me_i = t.rank;
+    int rc = 0;
+    if (what & CZ_COLL_REDUCE_SCATTER) rc = ring_reduce_scatter(&t, LEVEL_INNER, buf, n, err);
+    if (rc == 0 && (what & CZ_COLL_ALLGATHER)) rc = ring_allgather(&t, LEVEL_INNER, buf, n, err);
+    free(t.shape.member);
+    cz_free(t.tmp);
+    free(t.req);
+    free(t.pieces);
+    return rc;
 }
 
 /* ---- shapes ---- */
@@ -518,6 +511,10 @@ int cz_coll_create(cz_coll **out, MPI_Comm comm, const cz_coll_opts *o, cz_error
     }
     cz_allreduce_algo algo = o->algo;
     int gx = o->grid_x;
+    if (algo == CZ_ALLREDUCE_MPI) {
+        cz_fail(err, "comm: \"mpi\" is the library's collectives, not a context of ours");
+        goto fail;
+    }
     char why[640] = "";
     if (algo == CZ_ALLREDUCE_AUTO) {
         algo = cz_allreduce_choose(o, &l, &gx, why, sizeof why);
@@ -533,9 +530,7 @@ int cz_coll_create(cz_coll **out, MPI_Comm comm, const cz_coll_opts *o, cz_error
         snprintf(why, sizeof why, "as configured");
     }
     c->algo = algo;
-    if (comm_shape_make(&c->shape, &l, algo == CZ_ALLREDUCE_MPI ? CZ_ALLREDUCE_RING : algo, gx,
-                        err) != 0)
-        goto fail;
+    if (comm_shape_make(&c->shape, &l, algo, gx, err) != 0) goto fail;
     for (int k = 0; k < c->p; k++)
         if (c->shape.member[k] == c->rank)
             c->me_o = k / c->shape.inner, c->me_i = k % c->shape.inner;
@@ -557,12 +552,6 @@ int cz_coll_create(cz_coll **out, MPI_Comm comm, const cz_coll_opts *o, cz_error
     snprintf(c->host[c->rank], sizeof c->host[0], "%s", name);
     MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, c->host, (int)sizeof c->host[0], MPI_CHAR,
                   c->comm);
-    c->counts = calloc((size_t)c->p, sizeof(int));
-    c->displs = calloc((size_t)c->p, sizeof(int));
-    if (!c->counts || !c->displs) {
-        cz_fail(err, "comm: out of memory");
-        goto fail;
-    }
     char shape[96] = "";
     if (algo == CZ_ALLREDUCE_HIERARCHICAL)
         snprintf(shape, sizeof shape, " (%d hosts x %d ranks)", c->shape.outer, c->shape.inner);
@@ -580,6 +569,13 @@ fail:
     return -1;
 }
 
+int cz_comm_attach_coll(cz_comm *c, const cz_coll_opts *o, cz_error *err) {
+    cz_coll_free(c->coll);
+    c->coll = NULL;
+    if (o->algo == CZ_ALLREDUCE_MPI) return 0;
+    return cz_coll_create(&c->coll, c->mpi, o, err);
+}
+
 void cz_coll_free(cz_coll *c) {
     if (!c) return;
     if (c->inner != MPI_COMM_NULL) MPI_Comm_free(&c->inner);
@@ -588,8 +584,6 @@ void cz_coll_free(cz_coll *c) {
     if (c->comm != MPI_COMM_NULL) MPI_Comm_free(&c->comm);
     free(c->host);
     comm_shape_free(&c->shape);
-    free(c->counts);
-    free(c->displs);
     cz_free(c->tmp);
     free(c->req);
     free(c->pieces);
