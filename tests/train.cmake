@@ -10,3 +10,6 @@ endforeach()
 # activation recomputation: bitwise the same weights (seconds)
 cloze_add_script_test(test_train_recompute COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_train_recompute.sh
                       LABELS "mpi;train" TIMEOUT 300)
+# threads per rank from the affinity mask (taskset), warnings when oversubscribed (seconds)
+cloze_add_script_test(test_train_threads COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_train_threads.sh
+                      LABELS "mpi;train" TIMEOUT 300)
