@@ -14,21 +14,6 @@
 
 /* ---- set-up ---- */
 
-static int make_dirs(const char *path, cz_error *err) {
-    char buf[CZ_PATH_MAX];
-    snprintf(buf, sizeof buf, "%s", path);
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = 0;
-        if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-            return cz_fail(err, "%s: cannot create directory: %s", buf, strerror(errno));
-        *p = '/';
-    }
-    if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-        return cz_fail(err, "%s: cannot create directory: %s", buf, strerror(errno));
-    return 0;
-}
-
 /* Threads per rank: the configured number, or this rank's allowed CPUs
  * (cz_cpu_allowed) shared among the node's ranks whose sets overlap it, so
  * that BLIS and our kernels never start more threads than they may run. */
@@ -194,7 +179,7 @@ static int setup(cz_run *r, const cz_comm *world, const cz_config *cfg, const cz
     if (cz_gemm_peak(r->gemm, t->peak_gflops, &r->peak, err) != 0) return -1;
 
     if (r->comm.rank == 0) {
-        if (make_dirs(t->run_dir, err) != 0) return -1;
+        if (cz_make_dirs(t->run_dir, err) != 0) return -1;
         char path[CZ_PATH_MAX + 32];
         snprintf(path, sizeof path, "%s/config.cfg", t->run_dir);
         if (cz_config_write(&r->cfg, path, err) != 0) return -1;
