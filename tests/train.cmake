@@ -7,6 +7,8 @@ foreach(t train_layouts train_resume train_faults slurm)
   cloze_add_script_test(test_${t} COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_${t}.sh
                         LABELS "mpi;train" TIMEOUT 900)
 endforeach()
+# one Slurm cluster on the machine at a time (test_sweep_slurm starts one too)
+set_tests_properties(test_slurm PROPERTIES RESOURCE_LOCK slurm)
 # activation recomputation: bitwise the same weights (seconds)
 cloze_add_script_test(test_train_recompute COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_train_recompute.sh
                       LABELS "mpi;train" TIMEOUT 300)
