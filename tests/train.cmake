@@ -12,3 +12,9 @@ set_tests_properties(test_slurm PROPERTIES RESOURCE_LOCK slurm)
 # activation recomputation: bitwise the same weights (seconds)
 cloze_add_script_test(test_train_recompute COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_train_recompute.sh
                       LABELS "mpi;train" TIMEOUT 300)
+# threads per rank from the affinity mask (taskset), warnings when oversubscribed (seconds)
+cloze_add_script_test(test_train_threads COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_train_threads.sh
+                      LABELS "mpi;train" TIMEOUT 300)
+# shard payloads verified when training opens them, cached beside the manifest (seconds)
+cloze_add_script_test(test_train_shard_verify COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_train_shard_verify.sh
+                      LABELS "mpi;train;data" TIMEOUT 300)
