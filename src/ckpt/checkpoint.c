@@ -458,8 +458,7 @@ static int parse(const char *path, cz_ckpt *keep, cz_ckpt_blob_fn fn, void *ctx,
         uint64_t data_at = r.out_off;
         char what[CZ_CKPT_NAME_MAX + 16];
         snprintf(what, sizeof what, "blob '%s'", name);
-        if (keep && filter == CZ_CKPT_SHUFFLE4) {
-            /* a chunk at a time through scratch, unshuffled into place */
+        if (keep) {
             unsigned char *dst = cz_alloc(size + 1, err);
             if (!dst) {
                 cz_fail_prefix(err, "%s: blob '%s' (%llu bytes)", path, name,
@@ -470,25 +469,16 @@ static int parse(const char *path, cz_ckpt *keep, cz_ckpt_blob_fn fn, void *ctx,
             keep->sizes[i] = size;
             keep->names[i] = strdup(name);
             keep->n = i + 1;
-            for (uint64_t off = 0; off < size; off += CZ_CKPT_SHUFFLE_CHUNK) {
-                size_t len = size - off < CZ_CKPT_SHUFFLE_CHUNK ? (size_t)(size - off)
-                                                                : CZ_CKPT_SHUFFLE_CHUNK;
-                if (rd(&r, scratch, len, what, err) != 0) goto out;
-                unshuffle4(dst + off, scratch, len);
+            if (filter != CZ_CKPT_SHUFFLE4) {
+                if (rd(&r, dst, size, what, err) != 0) goto out;
+            } else { /* a chunk at a time through scratch, unshuffled into place */
+                for (uint64_t off = 0; off < size; off += CZ_CKPT_SHUFFLE_CHUNK) {
+                    size_t len = size - off < CZ_CKPT_SHUFFLE_CHUNK ? (size_t)(size - off)
+                                                                    : CZ_CKPT_SHUFFLE_CHUNK;
+                    if (rd(&r, scratch, len, what, err) != 0) goto out;
+                    unshuffle4(dst + off, scratch, len);
+                }
             }
-            h = cz_fnv1a64(dst, size, h);
-        } else if (keep) {
-            void *dst = cz_alloc(size + 1, err);
-            if (!dst) {
-                cz_fail_prefix(err, "%s: blob '%s' (%llu bytes)", path, name,
-                               (unsigned long long)size);
-                goto out;
-            }
-            keep->data[i] = dst;
-            keep->sizes[i] = size;
-            keep->names[i] = strdup(name);
-            keep->n = i + 1;
-            if (rd(&r, dst, size, what, err) != 0) goto out;
             h = cz_fnv1a64(dst, size, h);
         } else {
             void *small = size <= CZ_CKPT_SMALL ? malloc(size + 1) : NULL;
