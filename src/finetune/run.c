@@ -260,59 +260,110 @@ void cz_ft_json_string(FILE *f, const char *s) {
     fputc('"', f);
 }
 
-/* The dev scores from the logits of every dev feature (rank 0). */
+/* OUT/<name> for the final evaluation's predictions (NULL otherwise, or
+ * when it cannot be written: the scores matter more than this file). */
+static FILE *open_predictions(const ft_run *r, int final, const char *name) {
+    if (!final) return NULL;
+    char path[1200];
+    snprintf(path, sizeof path, "%s/%s", r->o->out_dir, name);
+    FILE *f = fopen(path, "w");
+    if (!f) cz_warn("%s: cannot write predictions: %s", path, strerror(errno));
+    return f;
+}
+
+/* One line of dev_predictions.jsonl: the predicted and gold label names
+ * and the logits they come from (format: docs/finetune.md). */
+static void put_prediction(FILE *pf, const cz_ft_task *t, int pred, int gold, const float *z) {
+    fputs("{\"pred\":", pf);
+    cz_ft_json_string(pf, t->labels[pred]);
+    fputs(",\"gold\":", pf);
+    cz_ft_json_string(pf, t->labels[gold]);
+    fputs(",\"logits\":[", pf);
+    for (int c = 0; c < t->n_labels; c++) fprintf(pf, "%s%.9g", c ? "," : "", (double)z[c]);
+    fputs("]}", pf);
+}
+
+static int score_classes(const ft_run *r, const float *logits, size_t w, FILE *pf, cz_ft_scores *s,
+                         cz_error *err) {
+    const cz_ft_features *f = &r->fdev;
+    int *gold = malloc((size_t)f->n * sizeof *gold), *pred = malloc((size_t)f->n * sizeof *pred);
+    if (!gold || !pred) return free(gold), free(pred), cz_fail(err, "out of memory");
+    for (int i = 0; i < f->n; i++) {
+        gold[i] = f->label[i];
+        pred[i] = argmax(logits + (size_t)i * w, r->task.n_labels);
+        if (pf) {
+            put_prediction(pf, &r->task, pred[i], gold[i], logits + (size_t)i * w);
+            fputc('\n', pf);
+        }
+    }
+    cz_ft_classify_scores(gold, pred, f->n, s);
+    free(gold);
+    free(pred);
+    return 0;
+}
+
+/* Tagging: each word is scored at its first piece; words cut at max_seq (or
+ * empty) are predicted O (class 0), with null logits in the predictions. */
+static int score_tags(ft_run *r, const float *logits, size_t w, FILE *pf, cz_ft_scores *s,
+                      cz_error *err) {
+    const cz_ft_features *f = &r->fdev;
+    const cz_ft_dataset *d = &r->dev;
+    long total = 0;
+    for (int e = 0; e < d->n; e++) total += d->ex[e].n_words;
+    int *gold = malloc((size_t)total * sizeof *gold), *pred = malloc((size_t)total * sizeof *pred);
+    int *len = malloc((size_t)d->n * sizeof *len);
+    if (!gold || !pred || !len)
+        return free(gold), free(pred), free(len), cz_fail(err, "out of memory");
+    long k = 0;
+    int C = r->task.n_labels;
+    for (int e = 0; e < d->n; e++) {
+        len[e] = d->ex[e].n_words;
+        if (pf) fputs("{\"words\":[", pf);
+        for (int wd = 0; wd < d->ex[e].n_words; wd++, k++) {
+            int t = f->first_piece[f->word_base[e] + wd];
+            const float *z = t < 0 ? NULL : logits + (size_t)e * w + (size_t)t * C;
+            gold[k] = d->ex[e].tags[wd];
+            pred[k] = z ? argmax(z, C) : 0;
+            if (!pf) continue;
+            if (wd) fputc(',', pf);
+            if (z) {
+                put_prediction(pf, &r->task, pred[k], gold[k], z);
+            } else {
+                fputs("{\"pred\":", pf);
+                cz_ft_json_string(pf, r->task.labels[0]);
+                fputs(",\"gold\":", pf);
+                cz_ft_json_string(pf, r->task.labels[gold[k]]);
+                fputs(",\"logits\":null}", pf);
+            }
+        }
+        if (pf) fputs("]}\n", pf);
+    }
+    cz_ft_entity_scores(gold, pred, len, d->n, r->task.labels, s);
+    free(gold);
+    free(pred);
+    free(len);
+    return 0;
+}
+
+/* The dev scores from the logits of every dev feature (rank 0); after the
+ * last step also the predictions: OUT/dev_predictions.jsonl (classification:
+ * a line per example; tagging: a line per sentence, one entry per word) or
+ * OUT/predictions.json (SQuAD, the official format). */
 static int score_dev(ft_run *r, const float *logits, int final, cz_ft_scores *s, cz_error *err) {
     const cz_ft_features *f = &r->fdev;
     const cz_ft_dataset *d = &r->dev;
     size_t w = logit_width(r);
     memset(s, 0, sizeof *s);
-    if (r->task.kind == CZ_FT_CLASSIFY) {
-        int *gold = malloc((size_t)f->n * sizeof *gold),
-            *pred = malloc((size_t)f->n * sizeof *pred);
-        if (!gold || !pred) return free(gold), free(pred), cz_fail(err, "out of memory");
-        for (int i = 0; i < f->n; i++) {
-            gold[i] = f->label[i];
-            pred[i] = argmax(logits + (size_t)i * w, r->task.n_labels);
-        }
-        cz_ft_classify_scores(gold, pred, f->n, s);
-        free(gold);
-        free(pred);
-        return 0;
-    }
-    if (r->task.kind == CZ_FT_TAG) {
-        long total = 0;
-        for (int e = 0; e < d->n; e++) total += d->ex[e].n_words;
-        int *gold = malloc((size_t)total * sizeof *gold),
-            *pred = malloc((size_t)total * sizeof *pred);
-        int *len = malloc((size_t)d->n * sizeof *len);
-        if (!gold || !pred || !len)
-            return free(gold), free(pred), free(len), cz_fail(err, "out of memory");
-        long k = 0;
-        int C = r->task.n_labels, T = f->T;
-        for (int e = 0; e < d->n; e++) {
-            len[e] = d->ex[e].n_words;
-            for (int wd = 0; wd < d->ex[e].n_words; wd++, k++) {
-                int t = f->first_piece[f->word_base[e] + wd];
-                gold[k] = d->ex[e].tags[wd];
-                /* words cut at max_seq (or empty) are predicted O (class 0) */
-                pred[k] = t < 0 ? 0 : argmax(logits + (size_t)e * w + (size_t)t * C, C);
-            }
-            (void)T;
-        }
-        cz_ft_entity_scores(gold, pred, len, d->n, r->task.labels, s);
-        free(gold);
-        free(pred);
-        free(len);
-        return 0;
+    if (r->task.kind != CZ_FT_SPAN) {
+        FILE *pf = open_predictions(r, final, "dev_predictions.jsonl");
+        int rc = r->task.kind == CZ_FT_CLASSIFY ? score_classes(r, logits, w, pf, s, err)
+                                                : score_tags(r, logits, w, pf, s, err);
+        if (pf && fclose(pf) != 0) cz_warn("dev_predictions.jsonl: %s", strerror(errno));
+        return rc;
     }
     /* span: the best answer of each question over its windows */
-    FILE *pf = NULL;
-    if (final) {
-        char path[1200];
-        snprintf(path, sizeof path, "%s/predictions.json", r->o->out_dir);
-        pf = fopen(path, "w");
-        if (pf) fputc('{', pf);
-    }
+    FILE *pf = open_predictions(r, final, "predictions.json");
+    if (pf) fputc('{', pf);
     double em_sum = 0, f1_sum = 0;
     int first = 0;
     for (int e = 0; e < d->n; e++) {

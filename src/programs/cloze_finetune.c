@@ -60,7 +60,10 @@ static const char HELP[] =
     "features: --layers LIST (-1,-2,-3,-4: the last four, Sec. 5.3's best), --input a\n"
     "      text file (one sequence per line) or a TSV/CoNLL file with --task.\n"
     "Results: DIR/results.jsonl, one JSON object per evaluation (format in\n"
-    "docs/finetune.md); training curves in DIR/metrics.jsonl.\n";
+    "docs/finetune.md); the last evaluation's predictions in DIR/dev_predictions.jsonl\n"
+    "(classification, tagging) or DIR/predictions.json (SQuAD, the official format);\n"
+    "training curves in DIR/metrics.jsonl; checkpoints DIR/ckpt-*.lz4 (`cloze-ckpt\n"
+    "export-hf` turns one into the Hugging Face task model).\n";
 
 static int parse_list(const char *s, double *v, int cap) {
     int n = 0;
