@@ -22,6 +22,7 @@
 #include "cloze/data.h"
 #include "cloze/finetune.h"
 #include "cloze/hf.h"
+#include "cloze/json.h"
 #include "cloze/safetensors.h"
 #include "cloze/train.h"
 #include "tokenizer.h"
@@ -246,20 +247,6 @@ static int argmax(const float *z, int n) {
     return k;
 }
 
-void cz_ft_json_string(FILE *f, const char *s) {
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(f, "\\%c", c);
-        else if (c < 0x20)
-            fprintf(f, "\\u%04x", c);
-        else
-            fputc(c, f);
-    }
-    fputc('"', f);
-}
-
 /* OUT/<name> for the final evaluation's predictions (NULL otherwise, or
  * when it cannot be written: the scores matter more than this file). */
 static FILE *open_predictions(const ft_run *r, int final, const char *name) {
@@ -275,9 +262,9 @@ static FILE *open_predictions(const ft_run *r, int final, const char *name) {
  * and the logits they come from (format: docs/finetune.md). */
 static void put_prediction(FILE *pf, const cz_ft_task *t, int pred, int gold, const float *z) {
     fputs("{\"pred\":", pf);
-    cz_ft_json_string(pf, t->labels[pred]);
+    cz_json_write_string(pf, t->labels[pred]);
     fputs(",\"gold\":", pf);
-    cz_ft_json_string(pf, t->labels[gold]);
+    cz_json_write_string(pf, t->labels[gold]);
     fputs(",\"logits\":[", pf);
     for (int c = 0; c < t->n_labels; c++) fprintf(pf, "%s%.9g", c ? "," : "", (double)z[c]);
     fputs("]}", pf);
@@ -330,9 +317,9 @@ static int score_tags(ft_run *r, const float *logits, size_t w, FILE *pf, cz_ft_
                 put_prediction(pf, &r->task, pred[k], gold[k], z);
             } else {
                 fputs("{\"pred\":", pf);
-                cz_ft_json_string(pf, r->task.labels[0]);
+                cz_json_write_string(pf, r->task.labels[0]);
                 fputs(",\"gold\":", pf);
-                cz_ft_json_string(pf, r->task.labels[gold[k]]);
+                cz_json_write_string(pf, r->task.labels[gold[k]]);
                 fputs(",\"logits\":null}", pf);
             }
         }
@@ -380,9 +367,9 @@ static int score_dev(ft_run *r, const float *logits, int final, cz_ft_scores *s,
         f1_sum += f1;
         if (pf) {
             if (e) fputc(',', pf);
-            cz_ft_json_string(pf, d->ex[e].id);
+            cz_json_write_string(pf, d->ex[e].id);
             fputc(':', pf);
-            cz_ft_json_string(pf, ans ? ans : "");
+            cz_json_write_string(pf, ans ? ans : "");
         }
         free(ans);
         first += count;
@@ -424,9 +411,9 @@ static void write_result(ft_run *r, long step, int final, const cz_ft_scores *s,
     FILE *f = r->results;
     const cz_ft_options *o = r->o;
     fprintf(f, "{\"kind\":\"eval\",\"final\":%s,\"task\":", final ? "true" : "false");
-    cz_ft_json_string(f, r->task.name);
+    cz_json_write_string(f, r->task.name);
     fprintf(f, ",\"label\":");
-    cz_ft_json_string(f, o->label[0] ? o->label : r->task.name);
+    cz_json_write_string(f, o->label[0] ? o->label : r->task.name);
     fprintf(f, ",\"metric\":\"%s\",\"score\":%.6f,\"step\":%ld,\"steps\":%ld,\"epoch\":%.4f,",
             metric_name(r->task.metric), score_of(r->task.metric, s), step, r->steps,
             r->steps_per_epoch ? (double)step / (double)r->steps_per_epoch : 0.0);
@@ -444,7 +431,7 @@ static void write_result(ft_run *r, long step, int final, const cz_ft_scores *s,
     fprintf(f, "\"max_seq\":%d,\"train_examples\":%d,\"train_features\":%d,\"ranks\":%d,",
             o->max_seq, r->train.n, r->ftrain.n, ranks);
     fprintf(f, "\"init\":");
-    cz_ft_json_string(f, o->random_init ? "random" : o->init);
+    cz_json_write_string(f, o->random_init ? "random" : o->init);
     fprintf(f, ",\"seconds\":%.1f}\n", cz_now() - r->t0);
     fflush(f);
 }

@@ -12,7 +12,7 @@
 #include "cloze/ckpt.h"
 #include "cloze/config.h"
 #include "cloze/hf.h"
-#include "cloze/finetune.h"
+#include "cloze/json.h"
 #include "cloze/safetensors.h"
 #include "cloze/sha256.h"
 #include "cloze/shard.h"
@@ -175,9 +175,9 @@ static int add_label_names(const cz_ckpt *c, const char *dir, cz_error *err) {
     snprintf(text, sizeof text, "%.*s", (int)(n < sizeof text ? n : sizeof text - 1), blob);
     char *labels = strstr(text, "\nlabels");
     if (!labels) return 0;
-    char *names[CZ_FT_MAX_LABELS];
+    char *names[64];
     int k = 0;
-    for (char *t = strtok(labels + 7, " \n"); t && k < CZ_FT_MAX_LABELS; t = strtok(NULL, " \n"))
+    for (char *t = strtok(labels + 7, " \n"); t && k < 64; t = strtok(NULL, " \n"))
         names[k++] = t;
     if (k == 0) return 0;
     char path[1200];
@@ -197,12 +197,12 @@ static int add_label_names(const cz_ckpt *c, const char *dir, cz_error *err) {
     fputs("{\n  \"id2label\": {", f);
     for (int i = 0; i < k; i++) {
         fprintf(f, "%s\"%d\": ", i ? ", " : "", i);
-        cz_ft_json_string(f, names[i]);
+        cz_json_write_string(f, names[i]);
     }
     fputs("},\n  \"label2id\": {", f);
     for (int i = 0; i < k; i++) {
         if (i) fputs(", ", f);
-        cz_ft_json_string(f, names[i]);
+        cz_json_write_string(f, names[i]);
         fprintf(f, ": %d", i);
     }
     fputs("},", f);

@@ -321,7 +321,7 @@ static int run_grid(const cz_comm *world, args *a, cz_error *err) {
                             "{\"kind\":\"point\",\"lr\":%.9g,\"batch\":%d,\"epochs\":%d,"
                             "\"seed\":%llu,\"score\":%.6f,\"dir\":",
                             p->lr, p->batch, p->epochs, p->seed, p->score);
-                    cz_ft_json_string(f, p->dir);
+                    cz_json_write_string(f, p->dir);
                     fputs("}\n", f);
                 }
             }
@@ -355,13 +355,13 @@ static int run_grid(const cz_comm *world, args *a, cz_error *err) {
                pts[best_run].score, pts[best_run].dir);
         if (f) {
             fputs("{\"kind\":\"selected\",\"task\":", f);
-            cz_ft_json_string(f, base.task.name);
+            cz_json_write_string(f, base.task.name);
             fprintf(f,
                     ",\"metric_mean\":%.6f,\"lr\":%.9g,\"batch\":%d,\"epochs\":%d,"
                     "\"best_seed\":%llu,\"best_score\":%.6f,\"best_dir\":",
                     best, pts[best_c].lr, pts[best_c].batch, pts[best_c].epochs, pts[best_run].seed,
                     pts[best_run].score);
-            cz_ft_json_string(f, pts[best_run].dir);
+            cz_json_write_string(f, pts[best_run].dir);
             fputs("}\n", f);
             fclose(f);
         }
