@@ -175,6 +175,51 @@ static void test_blob_checksum(void) {
           "blob checksum: %s", err.msg);
 }
 
+/* A blob size the file cannot hold (a corrupt size field in a valid LZ4
+ * frame) is an error naming the blob and the offset of its size field,
+ * found before anything is allocated: without the bound, 2^62 failed as
+ * "out of memory", a size near 20 GB was allocated and zeroed (found by
+ * tests/fuzz/fuzz_checkpoint), and 2^64 - 1 wrapped to a 64-byte buffer the
+ * blob then overflowed. With and without the frame's content size (then the
+ * bound is LZ4's 255:1 ratio over the file size). */
+static void test_blob_size(void) {
+    /* (no size a machine could allocate: a regression must fail fast) */
+    const uint64_t sizes[] = {1ULL << 62, 1ULL << 40, UINT64_MAX - 1, UINT64_MAX};
+    for (int with_size = 0; with_size < 2; with_size++) {
+        for (int k = 0; k < 4; k++) {
+            unsigned char c[16 + 4 + 1 + 16 + 40];
+            memset(c, 'z', sizeof c);
+            memcpy(c, "CLZCKPT1", 8);
+            uint32_t one = 1, zero = 0, nl = 1;
+            memcpy(c + 8, &one, 4);
+            memcpy(c + 12, &zero, 4);
+            memcpy(c + 16, &nl, 4);
+            c[20] = 'x';
+            uint64_t h = 0;
+            memcpy(c + 21, &sizes[k], 8);
+            memcpy(c + 29, &h, 8);
+            LZ4F_preferences_t prefs;
+            memset(&prefs, 0, sizeof prefs);
+            prefs.frameInfo.contentSize = with_size ? sizeof c : 0;
+            char buf[1024], path[512];
+            size_t n = LZ4F_compressFrame(buf, sizeof buf, c, sizeof c, &prefs);
+            CHECK(!LZ4F_isError(n), "compressFrame");
+            snprintf(path, sizeof path, "%s/size.lz4", dir);
+            FILE *f = fopen(path, "wb");
+            fwrite(buf, 1, n, f);
+            fclose(f);
+            cz_error err;
+            cz_ckpt *ck = NULL;
+            CHECK(cz_ckpt_read(path, &ck, &err) != 0 && strstr(err.msg, "'x'") &&
+                      strstr(err.msg, "runs past") && strstr(err.msg, "offset 21"),
+                  "read, blob size %llu: %s", (unsigned long long)sizes[k], err.msg);
+            cz_ckpt_free(ck);
+            CHECK(cz_ckpt_verify(path, &err) != 0 && strstr(err.msg, "runs past"),
+                  "verify, blob size %llu: %s", (unsigned long long)sizes[k], err.msg);
+        }
+    }
+}
+
 static int count_tmp_files(void) {
     char cmd[600];
     snprintf(cmd, sizeof cmd, "ls '%s' | grep -c '\\.tmp\\.' > /dev/null", dir);
@@ -297,6 +342,7 @@ int main(void) {
     test_lz4_tool(path);
     test_damage(path);
     test_blob_checksum();
+    test_blob_size();
     test_failed_write_keeps_old(path);
     test_run_dir();
     test_program(path);

@@ -687,6 +687,33 @@ static void test_json_escapes(const char *tmp) {
     cz_tokenizer_free(t);
 }
 
+/* An encoder.json that gives one id to two tokens is refused, naming both
+ * (found by tests/fuzz/fuzz_vocab: such a vocabulary loaded, and one of
+ * the two tokens then decoded as the other). */
+static void test_duplicate_ids(const char *tmp) {
+    uint32_t b2u[256];
+    cz_gpt2_byte_map(b2u);
+    char enc[8192], path[4200], merges[4200];
+    size_t n = (size_t)snprintf(enc, sizeof enc, "{");
+    for (int b = 0; b < 256; b++)
+        n += (size_t)snprintf(enc + n, sizeof enc - n, "\"\\u%04X\": %d, ", b2u[b], b);
+    snprintf(enc + n, sizeof enc - n, "\"xy\": 70}");
+    snprintf(path, sizeof path, "%s/dup.json", tmp);
+    snprintf(merges, sizeof merges, "%s/dup.bpe", tmp);
+    FILE *f = fopen(path, "wb");
+    fputs(enc, f);
+    fclose(f);
+    f = fopen(merges, "wb");
+    fputs("#version: 0.2\n", f);
+    fclose(f);
+    cz_tokenizer *t = NULL;
+    cz_error err;
+    CHECK(cz_tokenizer_load_bpe(&t, path, merges, &err) != 0 && strstr(err.msg, path) &&
+              strstr(err.msg, "id 70 is given to two tokens") && strstr(err.msg, "\"xy\""),
+          "duplicate id: %s", t ? "loaded" : err.msg);
+    cz_tokenizer_free(t);
+}
+
 /* Words over max_word_chars code points are one [UNK]; at the limit they
  * are split (HF BertTokenizer, max_input_chars_per_word = 100). */
 static void test_max_word_chars(const cz_tokenizer *wp) {
@@ -916,6 +943,13 @@ int main(int argc, char **argv) {
         }
         test_byte_round_trip(lb, "learned BPE");
         cz_tokenizer_free(lb);
+        char tmp[] = "/tmp/cloze_tok_dup_XXXXXX";
+        if (mkdtemp(tmp)) {
+            test_duplicate_ids(tmp);
+            char cmd[128];
+            snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
+            if (system(cmd) != 0) fprintf(stderr, "warning: could not remove %s\n", tmp);
+        }
     }
     if (!d || access(d, R_OK) != 0) {
         printf("skip: CLOZE_SHARED_DATA not set or not readable%s\n",

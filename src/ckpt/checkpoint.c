@@ -13,6 +13,7 @@
 #include <lz4frame.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define CKPT_IO (1u << 20)
@@ -209,6 +210,28 @@ static int rd_finish(reader *r, cz_error *err) {
     return 0;
 }
 
+/* The most container bytes the file can hold, read before the first blob:
+ * the frame's content size (cz_ckpt_write records it), else what LZ4's
+ * compression ratio allows (at most 255:1, the format's longest match per
+ * byte). A corrupt blob size beyond it is refused before any allocation, so
+ * that a damaged file gets an error, not a 20 GB allocation. Consumes the
+ * frame header when it parses; otherwise leaves the bytes for rd to report. */
+static uint64_t content_limit(reader *r) {
+    struct stat st;
+    uint64_t file = fstat(fileno(r->f), &st) == 0 ? (uint64_t)st.st_size : 0;
+    uint64_t limit = file < (UINT64_MAX - 65536) / 256 ? 256 * file + 65536 : UINT64_MAX;
+    r->in_len = fread(r->in, 1, CKPT_READ, r->f);
+    r->in_pos = 0;
+    LZ4F_frameInfo_t fi;
+    size_t n = r->in_len;
+    if (n && !LZ4F_isError(LZ4F_getFrameInfo(r->dctx, &fi, r->in, &n))) {
+        r->in_pos = n;
+        r->in_off = n;
+        if (fi.contentSize) limit = fi.contentSize;
+    }
+    return limit;
+}
+
 struct cz_ckpt {
     int n;
     char **names;
@@ -235,6 +258,7 @@ static int parse(const char *path, cz_ckpt *keep, cz_ckpt_blob_fn fn, void *ctx,
         cz_fail(err, "%s: lz4: %s", path, LZ4F_getErrorName(e));
         goto out;
     }
+    uint64_t limit = content_limit(&r);
     unsigned char head[16];
     if (rd(&r, head, 16, "header", err) != 0) goto out;
     if (memcmp(head, CZ_CKPT_MAGIC, 8) != 0) {
@@ -271,6 +295,14 @@ static int parse(const char *path, cz_ckpt *keep, cz_ckpt_blob_fn fn, void *ctx,
         name[nl] = 0;
         uint64_t size = get_u64(b), want = get_u64(b + 8), h = CZ_FNV_SEED;
         uint64_t data_at = r.out_off;
+        if (size > limit || size > limit - data_at) {
+            cz_fail(err,
+                    "%s: container offset %llu: blob '%s': size %llu runs past the %llu-byte "
+                    "content",
+                    path, (unsigned long long)(data_at - 16), name, (unsigned long long)size,
+                    (unsigned long long)limit);
+            goto out;
+        }
         char what[CZ_CKPT_NAME_MAX + 16];
         snprintf(what, sizeof what, "blob '%s'", name);
         if (keep) {
