@@ -26,14 +26,15 @@ static void overlap(const cz_comm *d, size_t n, double bucket_mib, double comput
     cz_error err;
     cz_grad_sync *gs;
     float *g = cz_alloc(n * sizeof(float), &err);
-    if (!g || cz_grad_sync_create(&gs, d, n, bucket_mib * 1024 * 1024, CZ_SYNC_ALLREDUCE,
-                                  CZ_ALLREDUCE_RING, &err) != 0)
+    cz_comm_config cfg = {CZ_ALLREDUCE_RING, bucket_mib};
+    if (!g ||
+        cz_grad_sync_create(&gs, d, &cfg, n, CZ_SYNC_ALLREDUCE, CZ_GRAD_DESCENDING, &err) != 0)
         MPI_Abort(d->mpi, 1);
     double plain = 0, total = 0, wait = 0;
     for (int rep = 0; rep < 3; rep++) {
         MPI_Barrier(d->mpi);
         double t0 = cz_now();
-        cz_ring_allreduce(d, g, n, &err);
+        cz_ring_allreduce(d, g, n, NULL, &err);
         plain += cz_now() - t0;
         MPI_Barrier(d->mpi);
         t0 = cz_now();
@@ -67,7 +68,7 @@ static double time_one(const cz_comm *d, int ring, float *buf, size_t n, int ite
         double t0 = cz_now();
         for (int i = 0; i < iters; i++) {
             if (ring) {
-                if (cz_ring_allreduce(d, buf, n, &err) != 0) {
+                if (cz_ring_allreduce(d, buf, n, NULL, &err) != 0) {
                     fprintf(stderr, "%s\n", err.msg);
                     MPI_Abort(d->mpi, 1);
                 }

@@ -10,7 +10,10 @@
 #   env ROUNDS (rounds inside a process, default 2), MIN_TIME (s, default 0.2),
 #   THREADS (thread counts, default 1,2), CHOICES (default "default auto
 #   avx512"), BF16=1 (add cloze's bf16 mode, "cloze-bf16", to the auto process),
-#   MODEL=base|mini (shapes, default base), DECODER=1 (add the MLM decoder's)
+#   MODEL=base|mini (shapes, default base), DECODER=1 (add the MLM decoder's),
+#   OPENBLAS_CORE (e.g. Haswell or Zen: OpenBLAS's AVX2 kernels, set as
+#   OPENBLAS_CORETYPE, to compare AVX2 kernels with AVX2 kernels on an
+#   AVX-512 machine; default unset: OpenBLAS's CPUID choice)
 set -euo pipefail
 build=${1:-build}
 reps=${2:-2}
@@ -23,11 +26,14 @@ extra=()
 [ -n "${MODEL:-}" ] && extra+=(--model "$MODEL")
 [ "${DECODER:-0}" = 1 ] && extra+=(--decoder)
 # OpenBLAS picks its AVX-512 kernels from CPUID only when these are unset.
+core=(-u OPENBLAS_CORETYPE)
+[ -n "${OPENBLAS_CORE:-}" ] && core=(OPENBLAS_CORETYPE="$OPENBLAS_CORE")
+echo "OpenBLAS kernels: ${OPENBLAS_CORE:-its CPUID choice}"
 for r in $(seq "$reps"); do
   for choice in ${CHOICES:-default auto avx512}; do
     bf16=()
     [ "${BF16:-0}" = 1 ] && [ "$choice" = auto ] && bf16=(--bf16)
-    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$bench" --choice "$choice" \
+    env "${core[@]}" -u OPENBLAS_L2_SIZE "$bench" --choice "$choice" \
       --threads "${THREADS:-1,2}" --rounds "${ROUNDS:-2}" --min-time "${MIN_TIME:-0.2}" \
       "${bf16[@]}" "${extra[@]}" 2>/dev/null >>"$out"
   done

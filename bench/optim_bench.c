@@ -128,8 +128,12 @@ int main(int argc, char **argv) {
     dc.allreduce = CZ_ALLREDUCE_RING;
     dc.bucket_mb = 25;
     cz_optimizer *o;
+    cz_grad_sync *gs;
     float *w = cz_alloc(n * sizeof(float), &err), *g = w ? cz_alloc(n * sizeof(float), &err) : NULL;
-    if (!g || cz_optimizer_create(&o, &d, &c, &dc, n, ranges, nr, &err) != 0) {
+    if (!g ||
+        cz_grad_sync_create(&gs, &d, &dc, n, cz_placement_sync_mode(c.placement), CZ_GRAD_ASCENDING,
+                            &err) != 0 ||
+        cz_optimizer_create(&o, &d, &c, gs, ranges, nr, &err) != 0) {
         fprintf(stderr, "optim_bench: %s\n", err.msg);
         return 1;
     }
@@ -142,12 +146,12 @@ int main(int argc, char **argv) {
 #pragma omp parallel for schedule(static)
         for (size_t i = 0; i < n; i++)
             g[i] = (float)((i * 40503u + (size_t)s) % 977) * 2e-6f - 1e-3f;
-        cz_grad_sync *gs = cz_optimizer_grad_sync(o);
         cz_grad_sync_begin(gs, g);
-        for (int k = nr - 1; k >= 0; k--) cz_grad_sync_ready(gs, ranges[k].offset, ranges[k].numel);
+        for (int k = 0; k < nr; k++) cz_grad_sync_ready(gs, ranges[k].offset, ranges[k].numel);
         cz_step_report rep;
         double t0 = cz_now();
-        if (cz_optimizer_step(o, w, g, mb, c.lr, &rep, &err) != 0) {
+        if (cz_grad_sync_finish(gs, &err) != 0 ||
+            cz_optimizer_step(o, w, g, mb, c.lr, &rep, &err) != 0) {
             fprintf(stderr, "optim_bench: %s\n", err.msg);
             return 1;
         }
@@ -165,6 +169,7 @@ int main(int argc, char **argv) {
            opt, place, (double)n / 1e6, threads, steps - 1, step, 32 * gb / step, 36 * gb / step,
            4 * gb * 1e3, copy, 8 * gb / copy, stream, 12 * gb / stream, last_norm);
     cz_optimizer_free(o);
+    cz_grad_sync_free(gs);
     cz_free(w);
     cz_free(g);
     free(dt);

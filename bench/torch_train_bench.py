@@ -5,6 +5,12 @@ timed per optimizer step on random token batches.
 
 usage: torch_train_bench.py --arch bert|gpt --layers L --hidden H --heads A
        --seq T --batch B [--vocab V] [--max-pred P] [--steps N] [--threads N]
+       [--attn mha|sdpa] [--compile]
+
+--attn: nn.MultiheadAttention (the only choice in PyTorch 1.13) or one
+fused q/k/v projection with F.scaled_dot_product_attention (PyTorch >= 2.0,
+the default there). --compile: torch.compile the model (PyTorch >= 2.0);
+its compilation falls in the 2 warm-up steps, which are not timed.
 
 Several ranks (data parallel, DistributedDataParallel over gloo, the
 counterpart of cloze's all-reduce): start R processes with RANK=0..R-1,
@@ -29,10 +35,33 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 
-class Block(nn.Module):
+class SelfAttention(nn.Module):
+    """q, k, v from one [3h, h] product, then F.scaled_dot_product_attention
+    (the path PyTorch 2 recommends; torch.compile fuses around it)."""
+
     def __init__(self, h, a, causal):
         super().__init__()
-        self.attn = nn.MultiheadAttention(h, a, dropout=0.1, batch_first=True)
+        self.qkv = nn.Linear(h, 3 * h)
+        self.out = nn.Linear(h, h)
+        self.a = a
+        self.causal = causal
+
+    def forward(self, x):
+        b, t, h = x.shape
+        q, k, v = self.qkv(x).view(b, t, 3, self.a, h // self.a).permute(2, 0, 3, 1, 4)
+        y = F.scaled_dot_product_attention(q, k, v, dropout_p=0.1 if self.training else 0.0,
+                                           is_causal=self.causal)
+        return self.out(y.transpose(1, 2).reshape(b, t, h))
+
+
+class Block(nn.Module):
+    def __init__(self, h, a, causal, sdpa):
+        super().__init__()
+        self.sdpa = sdpa
+        if sdpa:
+            self.attn = SelfAttention(h, a, causal)
+        else:
+            self.attn = nn.MultiheadAttention(h, a, dropout=0.1, batch_first=True)
         self.ln1 = nn.LayerNorm(h, eps=1e-12)
         self.ff1 = nn.Linear(h, 4 * h)
         self.ff2 = nn.Linear(4 * h, h)
@@ -41,19 +70,23 @@ class Block(nn.Module):
         self.causal = causal
 
     def forward(self, x, mask):
-        a, _ = self.attn(x, x, x, attn_mask=mask, need_weights=False)
+        if self.sdpa:
+            a = self.attn(x)
+        else:
+            a, _ = self.attn(x, x, x, attn_mask=mask, need_weights=False)
         x = self.ln1(x + self.drop(a))  # post-LN, as BERT and GPT-1
         f = self.ff2(F.gelu(self.ff1(x)))
         return self.ln2(x + self.drop(f))
 
 
 class Model(nn.Module):
-    def __init__(self, arch, vocab, layers, h, a, seq):
+    def __init__(self, arch, vocab, layers, h, a, seq, sdpa):
         super().__init__()
         self.arch = arch
+        self.sdpa = sdpa
         self.tok = nn.Embedding(vocab, h)
         self.pos = nn.Embedding(max(512, seq), h)
-        self.blocks = nn.ModuleList([Block(h, a, arch == "gpt") for _ in range(layers)])
+        self.blocks = nn.ModuleList([Block(h, a, arch == "gpt", sdpa) for _ in range(layers)])
         self.drop = nn.Dropout(0.1)
         if arch == "bert":
             # BERT-only parts; GPT must not own them, or DDP waits for
@@ -72,7 +105,7 @@ class Model(nn.Module):
         mask = None
         if self.arch == "bert":
             x = self.ln(x + self.seg(segs))
-        else:
+        elif not self.sdpa:
             mask = torch.triu(torch.full((t, t), float("-inf")), diagonal=1)
         x = self.drop(x)
         for blk in self.blocks:
@@ -100,16 +133,25 @@ def main():
     p.add_argument("--max-pred", type=int, default=20)
     p.add_argument("--steps", type=int, default=8)
     p.add_argument("--threads", type=int, default=2)
+    has_sdpa = hasattr(F, "scaled_dot_product_attention")
+    p.add_argument("--attn", choices=["mha", "sdpa"], default="sdpa" if has_sdpa else "mha")
+    p.add_argument("--compile", action="store_true")
     a = p.parse_args()
+    if a.attn == "sdpa" and not has_sdpa:
+        p.error(f"--attn sdpa needs PyTorch >= 2.0 (this is {torch.__version__})")
+    if a.compile and not hasattr(torch, "compile"):
+        p.error(f"--compile needs PyTorch >= 2.0 (this is {torch.__version__})")
     torch.set_num_threads(a.threads)
     world = int(os.environ.get("WORLD_SIZE", "1"))
     rank = int(os.environ.get("RANK", "0"))
     if world > 1:
         torch.distributed.init_process_group("gloo")
     torch.manual_seed(0)
-    m = Model(a.arch, a.vocab, a.layers, a.hidden, a.heads, a.seq)
+    m = Model(a.arch, a.vocab, a.layers, a.hidden, a.heads, a.seq, a.attn == "sdpa")
     if world > 1:
         m = nn.parallel.DistributedDataParallel(m)
+    if a.compile:
+        m = torch.compile(m)
     opt = torch.optim.AdamW(m.parameters(), lr=1e-4, weight_decay=0.01)
     b = a.batch // world
     torch.manual_seed(1 + rank)
@@ -135,7 +177,8 @@ def main():
         rss = t[0].item()
         if rank != 0:
             return
-    print(f"torch {a.arch} L={a.layers} H={a.hidden} seq={a.seq} batch={a.batch} ranks={world} threads={a.threads}: "
+    how = f"{a.attn}{' compiled' if a.compile else ' eager'}"
+    print(f"torch {torch.__version__} ({how}) {a.arch} L={a.layers} H={a.hidden} seq={a.seq} batch={a.batch} ranks={world} threads={a.threads}: "
           f"{a.batch * a.seq / med:.0f} tokens/s (median step {med * 1000:.1f} ms over {len(times)}), "
           f"peak RSS {rss:.0f} MiB")
 

@@ -8,11 +8,15 @@
 #include <stdlib.h>
 
 static int failures = 0;
+static int check_rank = -1; /* MPI tests (mpi_main.h): the rank, named in each failure */
 
 #define CHECK(cond, ...)                                                                           \
     do {                                                                                           \
         if (!(cond)) {                                                                             \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                   \
+            if (check_rank >= 0)                                                                   \
+                fprintf(stderr, "FAIL rank %d %s:%d: ", check_rank, __FILE__, __LINE__);           \
+            else                                                                                   \
+                fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                               \
             fprintf(stderr, __VA_ARGS__);                                                          \
             fprintf(stderr, "\n");                                                                 \
             failures++;                                                                            \

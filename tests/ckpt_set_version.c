@@ -1,5 +1,5 @@
 /* Test helper: copies a cloze-train checkpoint with the run-state version
- * (the first 8 bytes of its "state" blob, src/train/checkpoint.c) replaced,
+ * (the first 8 bytes of its "state" blob, src/train/run_state.c) replaced,
  * so that tests can show how a checkpoint of another version is refused.
  * Usage: ckpt_set_version IN OUT VERSION */
 #include "cloze/ckpt.h"

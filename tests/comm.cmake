@@ -8,6 +8,13 @@ foreach(np 1 2 3 4 5)
   cloze_add_mpi_test(test_comm_np${np} ${np} test_comm TIMEOUT 120)
 endforeach()
 
+# the real model's backward through the gradient sync: overlap and bits
+add_executable(test_grad_overlap ${CLOZE_TEST_DIR}/test_grad_overlap.c)
+target_link_libraries(test_grad_overlap PRIVATE cloze)
+foreach(np 2 3)
+  cloze_add_mpi_test(test_grad_overlap_np${np} ${np} test_grad_overlap TIMEOUT 120)
+endforeach()
+
 cloze_add_unit_test(test_optim)
 cloze_add_script_test(test_optim_torch COMMAND ${CLOZE_PYTHON} ${CLOZE_TEST_DIR}/test_optim_torch.py
                       LABELS python TIMEOUT 120)

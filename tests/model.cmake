@@ -1,9 +1,5 @@
-# model, kernels and safetensors tests (owner: model helper)
-cloze_add_unit_test(test_kernels TIMEOUT 120)
-# the same checks on the scalar fallback (CPUs without AVX-512)
-add_test(NAME test_kernels_scalar COMMAND test_kernels)
-set_tests_properties(test_kernels_scalar PROPERTIES LABELS unit TIMEOUT 120 SKIP_RETURN_CODE 77
-                     ENVIRONMENT "${CLOZE_TEST_ENV};CLOZE_KERNELS=scalar")
+# model and safetensors tests (owner: model helper); the kernels' own tests
+# are in kernels.cmake
 cloze_add_unit_test(test_model_gradcheck TIMEOUT 120)
 cloze_add_unit_test(test_model_overfit TIMEOUT 120)
 cloze_add_unit_test(test_model_safetensors TIMEOUT 60)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it: set-up and Release build, every ctest
-# test, then the unit tests again under AddressSanitizer + UBSan.
+# test, then the unit tests again under AddressSanitizer + UBSan, then the
+# aarch64 cross build and its unit tests under emulation.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
@@ -11,3 +12,9 @@ echo "== unit tests under AddressSanitizer/UBSan ==" >&2
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCLOZE_SANITIZE=ON >/dev/null
 cmake --build build-asan -j"$jobs" >/dev/null
 ctest --test-dir build-asan --output-on-failure -j"$jobs" -L unit -LE slow
+
+# ---- aarch64 (owner: kernels): cross build with gcc-aarch64-linux-gnu, unit
+# tests under qemu-aarch64 (about 2 minutes; skips with the reason when the
+# cross tools or Debian's arm64 packages cannot be installed) ----
+echo "== aarch64: cross build, unit tests under qemu-aarch64 (tests/aarch64/run.sh) ==" >&2
+tests/aarch64/run.sh

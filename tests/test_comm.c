@@ -1,5 +1,6 @@
-/* comm: ring all-reduce / reduce-scatter / all-gather and the bucketed
- * gradient sync, as real MPI jobs (1..5 ranks).
+/* comm: ring all-reduce / reduce-scatter / all-gather, the collectives by
+ * algorithm, the layout-wide gather / scatter / all-gather, the verdict
+ * broadcast and the bucketed gradient sync, as real MPI jobs (1..5 ranks).
  * References are computed independently on every rank: each rank can
  * regenerate every other rank's input from the RNG keyed by that rank.
  *  - integer-valued floats: sums are exact, so any order must match exactly;
@@ -13,17 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int failures = 0;
-static int rank_ = 0;
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "FAIL rank %d %s:%d: ", rank_, __FILE__, __LINE__);                    \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fprintf(stderr, "\n");                                                                 \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
+#include "mpi_main.h"
 
 /* Input of rank r, element i, trial t. */
 static float input(int integer, int r, size_t i, int t) {
@@ -44,13 +35,7 @@ static void fill(float *buf, size_t n, int integer, int r, int t) {
 }
 
 static int same_on_all_ranks(const cz_comm *d, const float *buf, size_t n) {
-    uint64_t h = cz_fnv1a64(buf, n * sizeof(float), CZ_FNV_SEED);
-    uint64_t *all = calloc((size_t)d->size, sizeof *all);
-    MPI_Allgather(&h, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, d->mpi);
-    int ok = 1;
-    for (int r = 0; r < d->size; r++) ok &= all[r] == h;
-    free(all);
-    return ok;
+    return mpi_test_same_on_all_ranks(d, buf, n * sizeof(float));
 }
 
 /* Element i's chunk within a single bucket of length n. */
@@ -69,7 +54,7 @@ static void test_allreduce(const cz_comm *d, size_t n, int t) {
     cz_error err;
     for (int integer = 1; integer >= 0; integer--) {
         fill(buf, n, integer, d->rank, t);
-        CHECK(cz_ring_allreduce(d, buf, n, &err) == 0, "%s", err.msg);
+        CHECK(cz_ring_allreduce(d, buf, n, NULL, &err) == 0, "%s", err.msg);
         size_t bad = 0, bad_order = 0;
         for (size_t i = 0; i < n; i++) {
             double ref = 0, mag = 0;
@@ -87,7 +72,7 @@ static void test_allreduce(const cz_comm *d, size_t n, int t) {
     }
     /* "mpi" path: the library's order, within rounding of the double sum */
     fill(buf, n, 0, d->rank, t);
-    CHECK(cz_allreduce(d, CZ_ALLREDUCE_MPI, buf, n, &err) == 0, "%s", err.msg);
+    CHECK(cz_allreduce(d, CZ_ALLREDUCE_MPI, buf, n, NULL, &err) == 0, "%s", err.msg);
     size_t bad_mpi = 0;
     for (size_t i = 0; i < n; i++) {
         double ref = 0, mag = 0;
@@ -100,7 +85,7 @@ static void test_allreduce(const cz_comm *d, size_t n, int t) {
     CHECK(bad_mpi == 0, "mpi allreduce n=%zu: %zu off", n, bad_mpi);
     /* reduce-scatter alone: my chunk is the sum */
     fill(buf, n, 0, d->rank, t);
-    CHECK(cz_ring_reduce_scatter(d, buf, n, &err) == 0, "%s", err.msg);
+    CHECK(cz_ring_reduce_scatter(d, buf, n, NULL, &err) == 0, "%s", err.msg);
     size_t off, cnt, bad = 0;
     cz_comm_chunk(n, p, d->rank, &off, &cnt);
     for (size_t i = off; i < off + cnt; i++) bad += buf[i] != ring_order_sum(0, p, d->rank, i, t);
@@ -112,37 +97,122 @@ static void test_allreduce(const cz_comm *d, size_t n, int t) {
     bad = 0;
     for (size_t i = 0; i < n; i++) bad += buf[i] != input(0, chunk_of(n, p, i), i, t);
     CHECK(bad == 0, "all-gather n=%zu: %zu wrong", n, bad);
+    /* the same by algorithm: "mpi" must leave the same chunks where "ring"
+     * does (copies are exact; sums within rounding) */
+    for (int algo = 0; algo < 2; algo++) {
+        fill(buf, n, 1, d->rank, t); /* integers: every order is exact */
+        CHECK(cz_reduce_scatter(d, (cz_allreduce_algo)algo, buf, n, NULL, &err) == 0, "%s",
+              err.msg);
+        bad = 0;
+        for (size_t i = off; i < off + cnt; i++)
+            bad += buf[i] != ring_order_sum(1, p, d->rank, i, t);
+        CHECK(bad == 0, "reduce-scatter algo %d n=%zu: %zu wrong", algo, n, bad);
+        memset(buf, 0, (n + 1) * sizeof(float));
+        for (size_t i = off; i < off + cnt; i++) buf[i] = input(0, d->rank, i, t);
+        CHECK(cz_allgather(d, (cz_allreduce_algo)algo, buf, n, &err) == 0, "%s", err.msg);
+        bad = 0;
+        for (size_t i = 0; i < n; i++) bad += buf[i] != input(0, chunk_of(n, p, i), i, t);
+        CHECK(bad == 0, "all-gather algo %d n=%zu: %zu wrong", algo, n, bad);
+        fill(buf, n, 1, d->rank, t);
+        CHECK(cz_reduce(d, (cz_allreduce_algo)algo, buf, n, NULL, &err) == 0, "%s", err.msg);
+        bad = 0;
+        if (d->rank == 0)
+            for (size_t i = 0; i < n; i++)
+                bad += buf[i] != ring_order_sum(1, p, chunk_of(n, p, i), i, t);
+        CHECK(bad == 0, "reduce algo %d n=%zu: %zu wrong on rank 0", algo, n, bad);
+    }
     free(buf);
 }
 
-/* Tensor-like ranges over n floats, reported from the end like backward. */
-static void feed_backward(cz_grad_sync *gs, size_t n, int scramble, int rank) {
-    size_t sizes[] = {1, 300, 17, 2048, 5, 999, 64};
-    size_t hi = n;
-    int j = 0;
-    while (hi > 0) {
-        size_t len = sizes[j++ % 7];
-        if (len > hi) len = hi;
-        /* scrambled: rank-dependent split into two reports, second half first */
-        if (scramble && len > 2 && (rank + j) % 2) {
-            cz_grad_sync_ready(gs, hi - len / 2, len / 2);
-            cz_grad_sync_ready(gs, hi - len, len - len / 2);
-        } else if (!(scramble && j % 5 == 0)) { /* some ranges never reported */
-            cz_grad_sync_ready(gs, hi - len, len);
+/* Owned pieces -> rank 0 -> owned pieces, and the layout-wide all-gather. */
+static void test_layout_moves(const cz_comm *d) {
+    const size_t n = 5003;
+    cz_bucket_layout l;
+    cz_bucket_layout_make(&l, n, 700 * sizeof(float), d->size);
+    size_t mine = cz_layout_owned(&l, d->rank);
+    float *owned = calloc(mine + 1, sizeof(float)), *full = calloc(n, sizeof(float));
+    float *back = calloc(mine + 1, sizeof(float));
+    size_t j = 0;
+    for (int k = 0; k < l.n_buckets; k++) {
+        size_t off, cnt;
+        cz_piece_range(&l, k, d->rank, &off, &cnt);
+        for (size_t i = off; i < off + cnt; i++) owned[j++] = (float)i;
+    }
+    CHECK(j == mine, "owned %zu, pieces %zu", mine, j);
+    cz_error err;
+    CHECK(cz_layout_gather(d, &l, owned, full, &err) == 0, "%s", err.msg);
+    size_t bad = 0;
+    if (d->rank == 0)
+        for (size_t i = 0; i < n; i++) bad += full[i] != (float)i;
+    CHECK(bad == 0, "layout gather: %zu wrong on rank 0", bad);
+    CHECK(cz_layout_scatter(d, &l, full, back, &err) == 0, "%s", err.msg);
+    CHECK(memcmp(back, owned, mine * sizeof(float)) == 0, "layout scatter: pieces differ");
+    for (int algo = 0; algo < 2; algo++) {
+        for (size_t i = 0; i < n; i++) full[i] = -1;
+        for (int k = 0; k < l.n_buckets; k++) {
+            size_t off, cnt;
+            cz_piece_range(&l, k, d->rank, &off, &cnt);
+            for (size_t i = off; i < off + cnt; i++) full[i] = (float)i;
         }
-        hi -= len;
+        CHECK(cz_layout_allgather(d, (cz_allreduce_algo)algo, &l, full, &err) == 0, "%s", err.msg);
+        bad = 0;
+        for (size_t i = 0; i < n; i++) bad += full[i] != (float)i;
+        CHECK(bad == 0, "layout all-gather algo %d: %zu wrong", algo, bad);
+    }
+    free(owned), free(full), free(back);
+}
+
+/* Rank 0's verdict, message included, reaches every rank; big broadcasts
+ * arrive whole. */
+static void test_verdict(const cz_comm *d) {
+    cz_error err = {{0}};
+    int rc = d->rank == 0 ? cz_fail(&err, "file.lz4: blob 'params': checksum mismatch") : 0;
+    CHECK(cz_comm_share_verdict(d, 0, rc, &err) == -1 && !strcmp(err.msg, "file.lz4: blob "
+                                                                          "'params': checksum "
+                                                                          "mismatch"),
+          "verdict: [%s]", err.msg);
+    CHECK(cz_comm_share_verdict(d, 0, d->rank == 0 ? 1 : -1, &err) == 1, "verdict 1");
+    size_t bytes = 3 * 1000 * 1000 + 7;
+    unsigned char *b = malloc(bytes);
+    for (size_t i = 0; i < bytes; i++) b[i] = d->rank == 0 ? (unsigned char)(i * 31) : 0;
+    CHECK(cz_comm_bcast(d, b, bytes, 0, &err) == 0, "%s", err.msg);
+    size_t bad = 0;
+    for (size_t i = 0; i < bytes; i++) bad += b[i] != (unsigned char)(i * 31);
+    CHECK(bad == 0, "broadcast: %zu bytes wrong", bad);
+    free(b);
+}
+
+/* Tensor-like ranges over n floats, reported in `order` as a backward
+ * would; scrambled: rank-dependent splits reported out of order, and some
+ * ranges never reported (finish takes them as final). */
+static void feed_backward(cz_grad_sync *gs, size_t n, cz_grad_order order, int scramble, int rank) {
+    size_t sizes[] = {1, 300, 17, 2048, 5, 999, 64};
+    size_t done = 0;
+    int j = 0;
+    while (done < n) {
+        size_t len = sizes[j++ % 7];
+        if (len > n - done) len = n - done;
+        size_t lo = order == CZ_GRAD_ASCENDING ? done : n - done - len;
+        if (scramble && len > 2 && (rank + j) % 2) {
+            cz_grad_sync_ready(gs, lo + len / 2, len - len / 2);
+            cz_grad_sync_ready(gs, lo, len / 2);
+        } else if (!(scramble && j % 5 == 0)) {
+            cz_grad_sync_ready(gs, lo, len);
+        }
+        done += len;
     }
 }
 
-static void test_grad_sync(const cz_comm *d, cz_allreduce_algo algo) {
+static void test_grad_sync(const cz_comm *d, cz_allreduce_algo algo, cz_grad_order order) {
     const size_t n = 10007;
     int p = d->size;
     cz_error err;
     float *g = malloc(n * sizeof(float));
     float *plain = malloc(n * sizeof(float));
+    cz_comm_config cfg = {algo, 4000.0 / (1024 * 1024)}; /* 1000 floats per bucket */
     for (int mode = 0; mode < 3; mode++) {
         cz_grad_sync *gs;
-        if (cz_grad_sync_create(&gs, d, n, 4000.0, (cz_sync_mode)mode, algo, &err) != 0) {
+        if (cz_grad_sync_create(&gs, d, &cfg, n, (cz_sync_mode)mode, order, &err) != 0) {
             CHECK(0, "%s", err.msg);
             continue;
         }
@@ -152,10 +222,12 @@ static void test_grad_sync(const cz_comm *d, cz_allreduce_algo algo) {
             for (int integer = 1; integer >= 0; integer--) {
                 fill(g, n, integer, d->rank, t);
                 cz_grad_sync_begin(gs, g);
-                feed_backward(gs, n, t == 2, d->rank);
+                feed_backward(gs, n, order, t == 2, d->rank);
                 CHECK(cz_grad_sync_finish(gs, &err) == 0, "%s", err.msg);
+                CHECK(cz_grad_sync_buckets_done(gs) == l->n_buckets, "buckets done %d",
+                      cz_grad_sync_buckets_done(gs));
                 fill(plain, n, integer, d->rank, t);
-                cz_ring_allreduce(d, plain, n, &err);
+                cz_ring_allreduce(d, plain, n, NULL, &err);
                 /* which elements must this rank hold? */
                 size_t bad = 0, bad_order = 0, checked = 0;
                 for (int k = 0; k < l->n_buckets; k++)
@@ -195,24 +267,38 @@ static void test_grad_sync(const cz_comm *d, cz_allreduce_algo algo) {
     free(plain);
 }
 
+/* The order of use: every bucket once, the one ending the buffer first
+ * when ranges become final from the end, the one holding offset 0 first
+ * when they become final from the start. */
+static void test_bucket_order(void) {
+    cz_bucket_layout l;
+    cz_bucket_layout_make(&l, 10007, 4000.0, 3);
+    int seen[16] = {0};
+    for (int i = 0; i < l.n_buckets; i++) {
+        seen[cz_layout_bucket_at(&l, CZ_GRAD_ASCENDING, i)]++;
+        seen[cz_layout_bucket_at(&l, CZ_GRAD_DESCENDING, i)]++;
+    }
+    for (int k = 0; k < l.n_buckets; k++)
+        CHECK(seen[k] == 2, "bucket %d used %d times", k, seen[k]);
+    size_t off, cnt;
+    cz_bucket_range(&l, cz_layout_bucket_at(&l, CZ_GRAD_ASCENDING, 0), &off, &cnt);
+    CHECK(off == 0, "ascending: first bucket starts at %zu", off);
+    cz_bucket_range(&l, cz_layout_bucket_at(&l, CZ_GRAD_DESCENDING, 0), &off, &cnt);
+    CHECK(off + cnt == l.n, "descending: first bucket ends at %zu", off + cnt);
+}
+
 int main(int argc, char **argv) {
     cz_comm d;
-    cz_error err;
-    if (cz_comm_init(&d, &argc, &argv, &err) != 0) {
-        fprintf(stderr, "%s\n", err.msg);
-        return 1;
-    }
-    rank_ = d.rank;
-    cz_log_setup(d.rank, CZ_LOG_WARN);
+    mpi_test_begin(&d, &argc, &argv);
     size_t p = (size_t)d.size;
     size_t sizes[] = {0, 1, 2, 3, p - 1, p, p + 1, 7, 1000, 1001, 2 * CZ_RING_PIPE + 17};
     for (int i = 0; i < 11; i++) test_allreduce(&d, sizes[i], i);
-    test_grad_sync(&d, CZ_ALLREDUCE_RING);
-    test_grad_sync(&d, CZ_ALLREDUCE_MPI);
-    int local = failures, total = 0;
-    MPI_Allreduce(&local, &total, 1, MPI_INT, MPI_SUM, d.mpi);
-    if (d.rank == 0 && total == 0)
-        printf("ok (%d ranks, thread level %d)\n", d.size, d.thread_level);
-    cz_comm_finalize(&d);
-    return total ? 1 : 0;
+    test_layout_moves(&d);
+    test_verdict(&d);
+    test_bucket_order();
+    for (int order = 0; order < 2; order++) {
+        test_grad_sync(&d, CZ_ALLREDUCE_RING, (cz_grad_order)order);
+        test_grad_sync(&d, CZ_ALLREDUCE_MPI, (cz_grad_order)order);
+    }
+    return mpi_test_end(&d);
 }

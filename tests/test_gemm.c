@@ -139,6 +139,38 @@ static void check_kernel_choice(const cz_gemm_ctx *g, cz_gemm_choice choice) {
               "AVX2 CPU: want an AVX2 configuration, running %s", kernel);
 }
 
+/* The MFU denominator (kernels.h, cz_gemm_peak) and its log text. */
+static void check_peak(const cz_gemm_ctx *g) {
+    cz_error err;
+    cz_peak p;
+    CHECK(cz_gemm_peak(g, 123.5, &p, &err) == 0 && p.gflops == 123.5 && !p.measured &&
+              strstr(p.source, "train.peak_gflops"),
+          "a given peak must be taken as given: %g (%s)", p.gflops, p.source);
+    CHECK(cz_gemm_peak(g, 0, &p, &err) == 0 && p.gflops > 0, "peak: %s", err.msg);
+    printf("peak: %.1f GFLOP/s per rank, %s\n", p.gflops, p.source);
+    /* a probed peak is the best of CZ_PEAK_PROBES products: it can only be
+     * at least a single 1024^3 product's rate, measured again here */
+    if (p.measured) {
+        const int n = 1024;
+        float *a = cz_alloc(sizeof(float) * 3 * n * n, &err);
+        double t0 = cz_now();
+        cz_gemm(g, 0, 0, n, n, n, 1.0f, a, n, a + n * n, n, 0.0f, a + 2 * n * n, n);
+        double once = 2.0 * n * n * n / (cz_now() - t0) / 1e9;
+        cz_free(a);
+        printf("one more 1024^3 product: %.1f GFLOP/s\n", once);
+        CHECK(p.gflops >= 0.5 * once, "best probe %.1f far below a single product %.1f", p.gflops,
+              once);
+    }
+    char buf[320];
+    CHECK(!strcmp(cz_format_mfu(0.5, p.source, 1, buf, sizeof buf), "MFU 50.0%"), "%s", buf);
+    cz_format_mfu(1.25, "train.peak_gflops = 10", 0, buf, sizeof buf);
+    CHECK(strstr(buf, "MFU 125.0% (over 100%") && strstr(buf, "train.peak_gflops = 10") &&
+              !strstr(buf, "busy"),
+          "%s", buf);
+    cz_format_mfu(1.25, p.source, 1, buf, sizeof buf);
+    CHECK(strstr(buf, "busy") && strstr(buf, "set train.peak_gflops"), "%s", buf);
+}
+
 int main(int argc, char **argv) {
     const char *mode = argc > 1 ? argv[1] : "auto";
     cz_gemm_choice choice = !strcmp(mode, "default")  ? CZ_GEMM_BLIS_DEFAULT
@@ -181,6 +213,8 @@ int main(int argc, char **argv) {
     check_case(g1, g2, 1, 0, 600, 500, 1100, 1, 1.0f, 1.0f);
     /* k = 0: C = beta C, nothing else */
     check_case(g1, g2, 0, 0, 9, 7, 0, 2, 1.0f, 1.0f);
+
+    check_peak(g2);
 
     printf("1 vs 2 threads: %ld elements differ in the last bits%s\n", total_thread_diff,
            bitwise_threads ? " (must be 0)" : " (allowed: within tolerance)");

@@ -173,6 +173,9 @@ static void run(cz_arch arch, const char *label, const cz_gemm_ctx *gemm) {
     hook_log hl = {0, 0, 1};
     cz_model_set_grad_hook(m, hook, &hl);
     gradcheck(m, &tb.b, label);
+    /* ranges come contiguous from offset 0 up: the order the model declares
+     * to the gradient sync (cz_model_grad_order) */
+    CHECK(cz_model_grad_order(m) == CZ_GRAD_ASCENDING);
     CHECK(hl.ok && hl.next == cz_model_num_params(m) && hl.calls >= c.layers + 1);
     printf("%s: grad hook: %d contiguous ranges covering %zu params\n", label, hl.calls,
            cz_model_num_params(m));

@@ -12,17 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int failures = 0;
-static int rank_ = 0;
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "FAIL rank %d %s:%d: ", rank_, __FILE__, __LINE__);                    \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fprintf(stderr, "\n");                                                                 \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
+#include "mpi_main.h"
 
 #define NT 7
 static const size_t tsize[NT] = {1000, 7, 2000, 3, 1500, 1, 492};
@@ -103,26 +93,26 @@ static void reference(const cz_optim_config *c, int lamb, int p, int mb, double 
     free(g);
 }
 
-static uint64_t hash(const float *x, size_t n) {
-    return cz_fnv1a64(x, n * sizeof(float), CZ_FNV_SEED);
-}
-
-static int same_on_all_ranks(const cz_comm *d, uint64_t h) {
-    uint64_t lo = h, hi = h;
-    MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_UINT64_T, MPI_MIN, d->mpi);
-    MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_UINT64_T, MPI_MAX, d->mpi);
-    return lo == hi;
-}
-
-/* One training step of one placement: local grads, backward-order hook
- * calls (last tensor first), then the optimizer step. */
-static int do_step(const cz_comm *d, cz_optimizer *o, const cz_optim_config *c, float *w, float *g,
-                   int s, int mb, cz_step_report *rep, cz_error *err) {
+/* One training step of one placement as the train loop runs it: local
+ * grads, the sync begun, hook calls in the order a backward makes them
+ * (first tensor first), the sync finished, then the optimizer step. */
+static int do_step(const cz_comm *d, cz_grad_sync *gs, cz_optimizer *o, const cz_optim_config *c,
+                   float *w, float *g, int s, int mb, cz_step_report *rep, cz_error *err) {
     for (size_t i = 0; i < N; i++) g[i] = grad_of(d->rank, s, i);
-    cz_grad_sync *gs = cz_optimizer_grad_sync(o);
     cz_grad_sync_begin(gs, g);
-    for (int k = NT - 1; k >= 0; k--) cz_grad_sync_ready(gs, ranges[k].offset, ranges[k].numel);
+    for (int k = 0; k < NT; k++) cz_grad_sync_ready(gs, ranges[k].offset, ranges[k].numel);
+    if (cz_grad_sync_finish(gs, err) != 0) return -1;
     return cz_optimizer_step(o, w, g, mb, cz_lr_at(c, s, STEPS), rep, err);
+}
+
+/* The grad sync a placement needs, and its optimizer. */
+static int make(const cz_comm *d, const cz_optim_config *c, const cz_comm_config *dc,
+                cz_grad_sync **gs, cz_optimizer **o, cz_error *err) {
+    *o = NULL;
+    if (cz_grad_sync_create(gs, d, dc, N, cz_placement_sync_mode(c->placement), CZ_GRAD_ASCENDING,
+                            err) != 0)
+        return -1;
+    return cz_optimizer_create(o, d, c, *gs, ranges, NT, err);
 }
 
 static void run(const cz_comm *d, const char *opt, const char *algo) {
@@ -132,6 +122,7 @@ static void run(const cz_comm *d, const char *opt, const char *algo) {
     cz_optim_config c = ocfg(opt);
     cz_error err;
     cz_optimizer *o[3] = {0};
+    cz_grad_sync *gs[3] = {0};
     float *w[3], *g = malloc(N * sizeof(float));
     int mb = 2 * d->size; /* two micro-batches per rank */
     for (int j = 0; j < 3; j++) {
@@ -140,7 +131,7 @@ static void run(const cz_comm *d, const char *opt, const char *algo) {
         dc.allreduce = strcmp(algo, "ring") == 0 ? CZ_ALLREDUCE_RING : CZ_ALLREDUCE_MPI;
         c.placement = place_of[j];
         dc.bucket_mb = 1200.0 * 4 / (1024 * 1024); /* 1200 floats: 5 buckets */
-        if (cz_optimizer_create(&o[j], d, &c, &dc, N, ranges, NT, &err) != 0) {
+        if (make(d, &c, &dc, &gs[j], &o[j], &err) != 0) {
             CHECK(0, "%s", err.msg);
             return;
         }
@@ -155,8 +146,8 @@ static void run(const cz_comm *d, const char *opt, const char *algo) {
         cz_step_report rep[3];
         memcpy(before, w[0], N * sizeof(float));
         for (int j = 0; j < 3; j++)
-            CHECK(do_step(d, o[j], &c, w[j], g, s, mb, &rep[j], &err) == 0, "%s: %s", places[j],
-                  err.msg);
+            CHECK(do_step(d, gs[j], o[j], &c, w[j], g, s, mb, &rep[j], &err) == 0, "%s: %s",
+                  places[j], err.msg);
         for (int j = 0; j < 3; j++) {
             if (ring) {
                 CHECK(memcmp(w[j], w[0], N * sizeof(float)) == 0,
@@ -165,8 +156,8 @@ static void run(const cz_comm *d, const char *opt, const char *algo) {
                           (isnan(rep[j].grad_norm) && isnan(rep[0].grad_norm)),
                       "%s step %d: norm bits differ", places[j], s);
             }
-            CHECK(same_on_all_ranks(d, hash(w[j], N)), "%s %s step %d: ranks differ", opt,
-                  places[j], s);
+            CHECK(mpi_test_same_on_all_ranks(d, w[j], N * sizeof(float)),
+                  "%s %s step %d: ranks differ", opt, places[j], s);
             CHECK(rep[j].skipped == (s == NAN_STEP), "%s step %d: skipped=%d", places[j], s,
                   rep[j].skipped);
             if (s != NAN_STEP)
@@ -202,27 +193,30 @@ static void run(const cz_comm *d, const char *opt, const char *algo) {
     /* resume: a fresh sharded optimizer gets the moments scattered and the
      * step count, and continues exactly like the original */
     cz_optimizer *fresh;
+    cz_grad_sync *fresh_gs;
     cz_comm_config dc;
     memset(&dc, 0, sizeof dc);
     dc.allreduce = strcmp(algo, "ring") == 0 ? CZ_ALLREDUCE_RING : CZ_ALLREDUCE_MPI;
     c.placement = CZ_PLACE_SHARDED;
     dc.bucket_mb = 1200.0 * 4 / (1024 * 1024);
-    if (cz_optimizer_create(&fresh, d, &c, &dc, N, ranges, NT, &err) == 0) {
+    if (make(d, &c, &dc, &fresh_gs, &fresh, &err) == 0) {
         CHECK(cz_optimizer_scatter_moments(fresh, mm[1], vv[1], &err) == 0, "%s", err.msg);
         cz_optimizer_set_steps_done(fresh, cz_optimizer_steps_done(o[1]));
         float *w2 = malloc(N * sizeof(float));
         memcpy(w2, w[1], N * sizeof(float));
         cz_step_report r1, r2;
-        do_step(d, o[1], &c, w[1], g, STEPS - 1, mb, &r1, &err);
-        do_step(d, fresh, &c, w2, g, STEPS - 1, mb, &r2, &err);
+        do_step(d, gs[1], o[1], &c, w[1], g, STEPS - 1, mb, &r1, &err);
+        do_step(d, fresh_gs, fresh, &c, w2, g, STEPS - 1, mb, &r2, &err);
         CHECK(memcmp(w2, w[1], N * sizeof(float)) == 0, "resumed sharded optimizer diverges");
         free(w2);
         cz_optimizer_free(fresh);
+        cz_grad_sync_free(fresh_gs);
     } else {
         CHECK(0, "%s", err.msg);
     }
     for (int j = 0; j < 3; j++) {
         cz_optimizer_free(o[j]);
+        cz_grad_sync_free(gs[j]);
         free(w[j]);
         free(mm[j]);
         free(vv[j]);
@@ -233,13 +227,7 @@ static void run(const cz_comm *d, const char *opt, const char *algo) {
 
 int main(int argc, char **argv) {
     cz_comm d;
-    cz_error err;
-    if (cz_comm_init(&d, &argc, &argv, &err) != 0) {
-        fprintf(stderr, "%s\n", err.msg);
-        return 1;
-    }
-    rank_ = d.rank;
-    cz_log_setup(d.rank, CZ_LOG_WARN);
+    mpi_test_begin(&d, &argc, &argv);
     size_t off = 0;
     for (int k = 0; k < NT; k++) {
         ranges[k] = (cz_param_range){off, tsize[k], tnodecay[k]};
@@ -249,9 +237,5 @@ int main(int argc, char **argv) {
     run(&d, "adamw", "ring");
     run(&d, "lamb", "ring");
     run(&d, "adamw", "mpi");
-    int local = failures, total = 0;
-    MPI_Allreduce(&local, &total, 1, MPI_INT, MPI_SUM, d.mpi);
-    if (d.rank == 0 && total == 0) printf("ok (%d ranks)\n", d.size);
-    cz_comm_finalize(&d);
-    return total ? 1 : 0;
+    return mpi_test_end(&d);
 }

@@ -1,9 +1,10 @@
 /* The optimizer's fast paths against their definitions (1-rank MPI job):
- *   - AdamW and LAMB's direction, AVX-512 (when the CPU has it) vs the
- *     scalar `*_ref` code (and AdamW's against the rule written out here,
- *     one element at a time): the same bits in weights, moments, direction and
- *     sums, on random data with signed zeros and subnormals, ranges whose
- *     boundaries are not multiples of the vector width, decay and no-decay;
+ *   - AdamW and LAMB's direction, the copy of src/optim/adamw_vec.c for
+ *     this CPU or for CLOZE_KERNELS (ctest runs one test per path; a path
+ *     the CPU lacks exits 77) vs the baseline copy, `*_ref` (and AdamW's against the rule written
+ * out here, one element at a time): the same bits in weights, moments, direction and sums, on
+ * random data with signed zeros and subnormals, ranges whose boundaries are not multiples of the
+ * vector width, decay and no-decay;
  *   - sums of squares: the same bits on both paths, and within rounding of a
  *     plain double sum;
  *   - cz_optimizer_step (every placement, AdamW and LAMB) with 1, 2 and 3
@@ -11,6 +12,7 @@
  *     the old two-pass form (average written back as floats, then the
  *     scalar update with the clip factor) bit for bit, and its norm is
  *     within rounding of a double reference. */
+#include "cloze/cpu.h"
 #include "cloze/kernels.h"
 #include "cloze/optim.h"
 #include "cloze/rng.h"
@@ -20,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "check.h"
+#include "mpi_main.h"
 
 static float *floats(size_t n) {
     return calloc(n + 1, sizeof(float));
@@ -58,7 +60,8 @@ static cz_adam_coef coef(int t, float gscale) {
 #define SAME(a, b, n) (memcmp((a), (b), (n) * sizeof(float)) == 0)
 
 /* optim.h's AdamW rule written out here, one element at a time, in float
- * (this file is built for baseline x86-64: no FMA to contract into) */
+ * (this file is built with -ffp-contract=off, tests/kernels.cmake, as
+ * src/optim is: no FMA contraction, also where FMA is baseline, aarch64) */
 static void adamw_plain(const cz_adam_coef *k, const cz_param_range *r, int nr, float *w,
                         const float *g, float *m, float *v, size_t lo, size_t hi) {
     for (size_t i = lo; i < hi; i++) {
@@ -169,9 +172,13 @@ static int run_steps(const cz_comm *d, const char *opt, const char *place, int t
     dc.allreduce = CZ_ALLREDUCE_RING;
     dc.bucket_mb = 30000.0 * 4 / (1024 * 1024); /* buckets cut tensors into pieces */
     cz_error err;
-    cz_optimizer *o;
-    if (cz_optimizer_create(&o, d, &c, &dc, n, ranges, NT, &err) != 0) {
+    cz_optimizer *o = NULL;
+    cz_grad_sync *gs = NULL;
+    if (cz_grad_sync_create(&gs, d, &dc, n, cz_placement_sync_mode(c.placement), CZ_GRAD_ASCENDING,
+                            &err) != 0 ||
+        cz_optimizer_create(&o, d, &c, gs, ranges, NT, &err) != 0) {
         CHECK(0, "%s", err.msg);
+        cz_grad_sync_free(gs);
         return -1;
     }
     float *g = floats(n);
@@ -180,11 +187,11 @@ static int run_steps(const cz_comm *d, const char *opt, const char *place, int t
     int rc = 0;
     for (int s = 0; s < STEPS && rc == 0; s++) {
         step_grads(g, n, s);
-        cz_grad_sync *gs = cz_optimizer_grad_sync(o);
         cz_grad_sync_begin(gs, g);
-        for (int k = NT - 1; k >= 0; k--) cz_grad_sync_ready(gs, ranges[k].offset, ranges[k].numel);
+        for (int k = 0; k < NT; k++) cz_grad_sync_ready(gs, ranges[k].offset, ranges[k].numel);
         cz_step_report rep;
-        rc = cz_optimizer_step(o, w, g, MB, 1e-3 * (s + 1), &rep, &err);
+        rc = cz_grad_sync_finish(gs, &err);
+        if (rc == 0) rc = cz_optimizer_step(o, w, g, MB, 1e-3 * (s + 1), &rep, &err);
         CHECK(rc == 0, "%s", err.msg);
         norm[s] = rep.grad_norm;
         clip[s] = rep.clip_scale;
@@ -192,6 +199,7 @@ static int run_steps(const cz_comm *d, const char *opt, const char *place, int t
     omp_set_num_threads(1);
     free(g);
     cz_optimizer_free(o);
+    cz_grad_sync_free(gs);
     return rc;
 }
 
@@ -249,15 +257,14 @@ static void test_step(const cz_comm *d) {
 
 int main(int argc, char **argv) {
     cz_comm d;
-    cz_error err;
-    if (cz_comm_init(&d, &argc, &argv, &err) != 0) {
-        fprintf(stderr, "%s\n", err.msg);
-        return 1;
-    }
-    cz_log_setup(d.rank, CZ_LOG_WARN);
+    mpi_test_begin(&d, &argc, &argv);
     printf("kernel path: %s\n", cz_kernels_describe());
+    if (cz_cpu_kernel_isa_refused()) {
+        printf("skipped: this CPU cannot run the path CLOZE_KERNELS asks for\n");
+        cz_comm_finalize(&d);
+        return 77;
+    }
     test_rules();
     test_step(&d);
-    cz_comm_finalize(&d);
-    return check_finish(NULL);
+    return mpi_test_end(&d);
 }

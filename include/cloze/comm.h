@@ -1,5 +1,6 @@
-/* comm: the MPI world and collectives on flat float buffers. Knows no layer
- * names: it moves and sums ranges of floats.
+/* comm: the communication layer, the one module of cloze that calls MPI.
+ * It knows no layer names: it moves and sums ranges of floats, and carries
+ * the few small messages the train loop needs (statistics, verdicts).
  *
  * Determinism. Every sum produced here by the "ring" algorithm is computed in
  * one fixed order that does not depend on timing or threads, and every rank
@@ -7,61 +8,78 @@
  * ring, and the finished chunk is then copied (all-gather) to everyone.
  *
  * Layout ("pieces"). A buffer of n floats is cut into buckets of B floats
- * counted from the END of the buffer (backward produces the last parameters
- * first): bucket k = [max(0, n-(k+1)B), n-kB). Each bucket is cut into p
+ * counted from the END of the buffer: bucket k = [max(0, n-(k+1)B), n-kB),
+ * so the bucket holding offset 0 may be shorter. Each bucket is cut into p
  * chunks (cz_comm_chunk), chunk c owned by rank c. The sum of an element in
  * chunk c is ((g[c+1] + g[c+2]) + ...) + g[c] (ranks mod p). The same layout
  * serves the all-reduce, ZeRO-1 sharding (rank r updates chunk r of every
  * bucket) and the fixed-order norms, so all optimizer placements see the
- * same gradient bits. A plain cz_ring_allreduce is the one-bucket case. */
+ * same gradient bits. The boundaries are a fixed convention, independent of
+ * who fills the buffer; only the order in which buckets are reduced follows
+ * the producer (cz_grad_order, grads.h). */
 #ifndef CLOZE_COMM_H
 #define CLOZE_COMM_H
 
 #include "cloze/core.h"
-#include "cloze/model.h" /* cz_grad_ready_fn */
+#include "cloze/grads.h"
 
 #include <mpi.h>
 
 typedef struct cz_comm {
-    MPI_Comm mpi; /* duplicate of the world communicator (ours to use) */
+    MPI_Comm mpi; /* our own duplicate: our messages never meet the caller's */
     int rank, size;
     int thread_level; /* MPI_THREAD_* actually provided */
     int owns_mpi;     /* 1: cz_comm_init called MPI_Init_thread, finalize ends MPI */
 } cz_comm;
 
 /* MPI_Init_thread asking for MPI_THREAD_MULTIPLE (the gradient thread needs
- * it to overlap with backward; with less, grad sync runs without overlap).
- * Also sets up logging's rank tag. */
-int cz_comm_init(cz_comm *d, int *argc, char ***argv, cz_error *err);
+ * it to overlap with backward; with less, grad sync runs without overlap),
+ * and MPI_ERRORS_RETURN on the world, so that every failed call comes back
+ * as a return code and then as a one-line cz_error. The caller sets up
+ * logging (cz_log_setup) with c->rank. */
+int cz_comm_init(cz_comm *c, int *argc, char ***argv, cz_error *err);
 /* Wraps an existing communicator (tests, MPI already initialised). */
-int cz_comm_from_mpi(cz_comm *d, MPI_Comm comm, cz_error *err);
-void cz_comm_finalize(cz_comm *d);
+int cz_comm_from_mpi(cz_comm *c, MPI_Comm comm, cz_error *err);
+/* A second context over the same ranks with its own message space (the
+ * gradient thread's, a training run's inside a program). */
+int cz_comm_dup(const cz_comm *c, cz_comm *out, cz_error *err);
+/* Frees the communicator; ends MPI when cz_comm_init started it. */
+void cz_comm_finalize(cz_comm *c);
+/* Ends every rank of the job now (a rank that fails alone must not leave
+ * the others waiting in a collective). */
+void cz_comm_abort(const cz_comm *c, int code);
+/* Ranks of c that share this rank's node (memory), this one included. */
+int cz_comm_node_ranks(const cz_comm *c, int *ranks, cz_error *err);
+
+/* ---- small collectives for control and statistics (every rank calls) ---- */
+int cz_comm_barrier(const cz_comm *c, cz_error *err);
+typedef enum { CZ_OP_SUM = 0, CZ_OP_MAX = 1 } cz_reduce_op;
+/* In place over n doubles; every rank gets the result (MPI_Allreduce). */
+int cz_comm_allreduce_doubles(const cz_comm *c, double *v, int n, cz_reduce_op op, cz_error *err);
+/* Root's `bytes` bytes at buf to every rank, in pieces of CZ_COMM_PIECE
+ * bytes (MPI counts are int: a BERT-large parameter buffer is > 2^31 B). */
+#define CZ_COMM_PIECE ((size_t)1 << 30) /* 2^28 floats */
+int cz_comm_bcast(const cz_comm *c, void *buf, size_t bytes, int root, cz_error *err);
+/* Root's verdict to every rank: returns root's `rc`, and when it is < 0
+ * every rank's err holds root's message. For decisions one rank takes for
+ * all (rank 0 reads or writes a checkpoint). */
+int cz_comm_share_verdict(const cz_comm *c, int root, int rc, cz_error *err);
 
 /* Chunk c of p of a length-n range: [*off, *off + *count). The first n % p
  * chunks are one longer; chunks are empty when n < p. */
 void cz_comm_chunk(size_t n, int p, int c, size_t *off, size_t *count);
+/* All p chunks of n as MPI count and displacement tables (p entries each). */
+void cz_comm_chunk_table(size_t n, int p, int *counts, int *displs);
 
-/* ---- ring collectives over MPI point-to-point (one bucket = whole buffer) ----
- * Pipelined: each ring step moves its chunk in pieces of at most
- * CZ_RING_PIPE floats so that sending one piece overlaps adding the last. */
-#define CZ_RING_PIPE (1 << 16)
-/* In place sum over ranks; identical bits on every rank. Any n (0, < p). */
-int cz_ring_allreduce(const cz_comm *d, float *buf, size_t n, cz_error *err);
-/* In place: afterwards chunk `rank` (cz_comm_chunk(n, size, rank)) of buf
- * holds the sum; the rest of buf is scratch. */
-int cz_ring_reduce_scatter(const cz_comm *d, float *buf, size_t n, cz_error *err);
-/* In place: each rank provides chunk `rank` of buf; afterwards all of buf. */
-int cz_ring_allgather(const cz_comm *d, float *buf, size_t n, cz_error *err);
-/* Same collectives on an explicit communicator (the grad-sync thread uses
- * its own duplicate so its messages never meet the main thread's). */
-/* tmp: scratch of at least ceil(n / p) floats, or NULL (allocated per call). */
-int cz_ring_reduce_scatter_comm(MPI_Comm comm, float *buf, size_t n, float *tmp, cz_error *err);
-int cz_ring_allgather_comm(MPI_Comm comm, float *buf, size_t n, cz_error *err);
-
-/* dist.allreduce: "ring" (ours, deterministic) or "mpi" (MPI_Allreduce,
- * MPI_Reduce_scatter, MPI_Reduce: for comparison; bitwise agreement across
- * placements is only promised for "ring"). The value order is the word
- * order of CZ_ALLREDUCE_WORDS (the config table stores the word's index). */
+/* ---- collectives on one float buffer, by algorithm ----
+ * dist.allreduce: "ring" (ours, deterministic) or "mpi" (MPI_Allreduce,
+ * MPI_Reduce_scatter, MPI_Reduce, MPI_Allgatherv: for comparison; bitwise
+ * agreement across placements is only promised for "ring"). The value order
+ * is the word order of CZ_ALLREDUCE_WORDS (the config table stores the
+ * word's index). A new algorithm adds a value here and a case to each entry
+ * point below (src/comm/collectives.c); grad sync and the optimizer call
+ * only these. Every algorithm must leave chunk c (cz_comm_chunk) of a
+ * reduce-scatter on rank c. */
 typedef enum { CZ_ALLREDUCE_RING = 0, CZ_ALLREDUCE_MPI = 1 } cz_allreduce_algo;
 #define CZ_ALLREDUCE_WORDS "ring|mpi"
 
@@ -72,14 +90,32 @@ typedef struct cz_comm_config {
     double bucket_mb; /* gradient bucket size in MiB */
 } cz_comm_config;
 
-/* Whole-buffer sum over ranks with the chosen algorithm (ring: identical
- * bits on every rank; mpi: MPI_Allreduce in pieces of at most 2^28 floats). */
-int cz_allreduce(const cz_comm *d, cz_allreduce_algo algo, float *buf, size_t n, cz_error *err);
+/* scratch: at least ceil(n / p) floats, or NULL (allocated per call). */
+/* In place sum over ranks; identical bits on every rank with "ring". Any n. */
+int cz_allreduce(const cz_comm *c, cz_allreduce_algo algo, float *buf, size_t n, float *scratch,
+                 cz_error *err);
+/* In place: afterwards chunk `rank` of buf holds the sum; the rest is scratch. */
+int cz_reduce_scatter(const cz_comm *c, cz_allreduce_algo algo, float *buf, size_t n,
+                      float *scratch, cz_error *err);
+/* In place: each rank provides chunk `rank` of buf; afterwards all of buf. */
+int cz_allgather(const cz_comm *c, cz_allreduce_algo algo, float *buf, size_t n, cz_error *err);
+/* In place: rank 0 ends with the whole sum (ring: reduce-scatter, then the
+ * chunks gathered, so rank 0's bits equal cz_allreduce's); others: scratch. */
+int cz_reduce(const cz_comm *c, cz_allreduce_algo algo, float *buf, size_t n, float *scratch,
+              cz_error *err);
+
+/* ---- ring collectives over MPI point-to-point (Patarasuk & Yuan 2009) ----
+ * Pipelined: each ring step moves its chunk in pieces of at most
+ * CZ_RING_PIPE floats so that sending one piece overlaps adding the last. */
+#define CZ_RING_PIPE (1 << 16)
+int cz_ring_allreduce(const cz_comm *c, float *buf, size_t n, float *scratch, cz_error *err);
+int cz_ring_reduce_scatter(const cz_comm *c, float *buf, size_t n, float *scratch, cz_error *err);
+int cz_ring_allgather(const cz_comm *c, float *buf, size_t n, cz_error *err);
 
 /* ---- the bucket layout ---- */
 typedef struct cz_bucket_layout {
     size_t n;      /* floats in the buffer */
-    size_t bucket; /* floats per bucket (the first bucket of the buffer may be shorter) */
+    size_t bucket; /* floats per bucket (the bucket holding offset 0 may be shorter) */
     int n_buckets; /* ceil(n / bucket), 0 when n == 0 */
     int p;         /* ranks */
 } cz_bucket_layout;
@@ -92,38 +128,62 @@ void cz_bucket_range(const cz_bucket_layout *l, int k, size_t *off, size_t *coun
 void cz_piece_range(const cz_bucket_layout *l, int k, int c, size_t *off, size_t *count);
 /* Floats owned by rank c (sum of its chunk in every bucket). */
 size_t cz_layout_owned(const cz_bucket_layout *l, int c);
+/* The i-th bucket to complete when ranges become final in `order`. */
+int cz_layout_bucket_at(const cz_bucket_layout *l, cz_grad_order order, int i);
+
+/* Collectives over a whole layout, bucket by bucket. "Owned" arrays hold a
+ * rank's pieces packed in bucket order (cz_layout_owned(l, rank) floats).
+ * allgather: each rank provides its pieces of buf; afterwards all of buf.
+ * gather:    every rank's owned pieces into full (n floats) on rank 0.
+ * scatter:   rank 0's full buffer out to every rank's owned pieces. */
+int cz_layout_allgather(const cz_comm *c, cz_allreduce_algo algo, const cz_bucket_layout *l,
+                        float *buf, cz_error *err);
+int cz_layout_gather(const cz_comm *c, const cz_bucket_layout *l, const float *owned, float *full,
+                     cz_error *err);
+int cz_layout_scatter(const cz_comm *c, const cz_bucket_layout *l, const float *full, float *owned,
+                      cz_error *err);
 
 /* ---- gradient synchronisation in buckets, overlapped with backward ----
  * Mode says what each bucket ends as:
  *   ALLREDUCE       every rank holds the whole sum            (replicated)
  *   REDUCE_SCATTER  rank r holds the sum of its pieces only   (sharded)
  *   REDUCE          rank 0 holds the whole sum                (coordinator)
- * REDUCE is the ring reduce-scatter followed by a gather of the chunks to
- * rank 0, so rank 0's bits equal those of ALLREDUCE.
+ *
+ * One step: cz_grad_sync_begin before the backward that finishes the
+ * gradients, cz_grad_sync_ready as that backward's hook (model.h:
+ * cz_model_set_grad_hook(m, cz_grad_sync_ready, gs)), cz_grad_sync_finish
+ * after it. The owner of the step (train) makes these three calls.
  *
  * Overlap: with MPI_THREAD_MULTIPLE a communication thread (on its own
- * communicator) reduces bucket 0, 1, 2, ... strictly in index order, each as
- * soon as all of its floats were reported final by cz_grad_sync_ready. The
- * fixed order keeps every rank's message sequence identical (no deadlock
- * whatever the hook's range order). Without MPI_THREAD_MULTIPLE all buckets
- * are reduced in cz_grad_sync_finish (no overlap, same bits). */
+ * communicator) reduces the buckets in the order they complete under
+ * `order` (cz_layout_bucket_at), each as soon as all of its floats were
+ * reported final. That order is the same on every rank, so every rank's
+ * message sequence is identical (no deadlock); ranges reported in another
+ * order are still correct, only less overlapped. Without
+ * MPI_THREAD_MULTIPLE all buckets are reduced in cz_grad_sync_finish (no
+ * overlap, same bits: the order of buckets never changes a sum). */
 typedef enum { CZ_SYNC_ALLREDUCE = 0, CZ_SYNC_REDUCE_SCATTER = 1, CZ_SYNC_REDUCE = 2 } cz_sync_mode;
 
 typedef struct cz_grad_sync cz_grad_sync;
 
-int cz_grad_sync_create(cz_grad_sync **out, const cz_comm *d, size_t n, double bucket_bytes,
-                        cz_sync_mode mode, cz_allreduce_algo algo, cz_error *err);
+/* n floats of gradients; buckets of cfg->bucket_mb MiB, cfg->allreduce. */
+int cz_grad_sync_create(cz_grad_sync **out, const cz_comm *c, const cz_comm_config *cfg, size_t n,
+                        cz_sync_mode mode, cz_grad_order order, cz_error *err);
 void cz_grad_sync_free(cz_grad_sync *gs);
 const cz_bucket_layout *cz_grad_sync_layout(const cz_grad_sync *gs);
+cz_sync_mode cz_grad_sync_mode(const cz_grad_sync *gs);
+cz_allreduce_algo cz_grad_sync_algo(const cz_grad_sync *gs);
 /* Starts one step over `grads` (length n; must stay valid until finish). */
 void cz_grad_sync_begin(cz_grad_sync *gs, float *grads);
-/* Backward hook (cz_grad_ready_fn-compatible: pass gs as ctx): the range is
- * final on this rank; every bucket that became complete is started. */
+/* Backward hook (a cz_grad_ready_fn: pass gs as ctx): the range is final on
+ * this rank; every bucket that became complete is started. */
 void cz_grad_sync_ready(void *gs, size_t offset, size_t count);
 /* Marks everything final (ranges never reported are taken as done), waits
  * until every bucket is reduced. Returns the first communication error. */
 int cz_grad_sync_finish(cz_grad_sync *gs, cz_error *err);
 /* Seconds the last step spent waiting in finish (communication not hidden). */
 double cz_grad_sync_wait_seconds(const cz_grad_sync *gs);
+/* Buckets reduced so far in this step (any thread may ask; tests). */
+int cz_grad_sync_buckets_done(cz_grad_sync *gs);
 
 #endif

@@ -1,7 +1,8 @@
 /* cpu: what the processor and the operating system let us run.
  *
- * Read once at start-up (CPUID, XGETBV) and passed to whoever picks a code
- * path, today the GEMM micro-kernel (kernels.h, cz_gemm_setup). An ISA
+ * Read at start-up (CPUID, XGETBV) by whoever picks a code path: the GEMM
+ * micro-kernel (kernels.h, cz_gemm_setup) and the instruction set of the
+ * other kernels and the optimizer (cz_cpu_kernel_isa below). An ISA
  * extension counts as usable only when the CPU reports it AND the OS saves
  * its registers on a context switch (XCR0 bits, read with XGETBV): a CPU with
  * AVX-512 under a kernel that does not enable the ZMM state faults on the
@@ -25,5 +26,57 @@ void cz_cpu_detect(cz_cpu *cpu);
 
 /* One line such as "AuthenticAMD family 0x19 model 0x11: avx2 fma avx512f ...". */
 const char *cz_cpu_describe(const cz_cpu *cpu, char *buf, int len);
+
+/* ---- the instruction set of the non-GEMM kernels and the optimizer ----
+ * src/kernels/nn_vec.c and src/optim/adamw_vec.c are compiled once per set
+ * (CMakeLists.txt); this picks the copy that runs. SCALAR is the plain
+ * reference loops of nn.c (for the optimizer: the baseline copy, which has
+ * the same bits); BASELINE the portable copy (SSE2 on x86-64, NEON on
+ * aarch64); AVX2 needs AVX2 + FMA; AVX512 needs AVX-512 F, BW, VL, DQ. */
+typedef enum { CZ_ISA_SCALAR = 0, CZ_ISA_BASELINE, CZ_ISA_AVX2, CZ_ISA_AVX512 } cz_isa;
+
+/* 1 where the build has the AVX2 and AVX-512 copies (x86-64, GCC/Clang) */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define CZ_HAVE_X86_ISAS 1
+#else
+#define CZ_HAVE_X86_ISAS 0
+#endif
+
+/* The widest set this CPU and build can run. */
+cz_isa cz_cpu_best_isa(const cz_cpu *cpu);
+/* "scalar", "baseline", "avx2", "avx512" */
+const char *cz_isa_name(cz_isa isa);
+/* Parses a name above ("auto" = -1); -2 for anything else. */
+int cz_isa_parse(const char *name);
+
+/* The set the kernels run, decided once per process (the CPU does not
+ * change under it, so this is the one cached answer in core besides the
+ * log settings): cz_cpu_best_isa, or the environment's CLOZE_KERNELS=
+ * scalar|baseline|avx2|avx512|auto when given. A forced set the CPU cannot
+ * run is not taken: the best one is, with a warning, and
+ * cz_cpu_kernel_isa_note says so (tests skip on it). */
+cz_isa cz_cpu_kernel_isa(void);
+/* How the choice was made, e.g. "avx2 (forced by CLOZE_KERNELS=avx2; the CPU
+ * has avx512)" or "avx512 (best this CPU has)". */
+const char *cz_cpu_kernel_isa_note(void);
+/* 1 when CLOZE_KERNELS asked for a set this CPU cannot run. */
+int cz_cpu_kernel_isa_refused(void);
+
+/* ---- peak arithmetic rate, the MFU denominator ----
+ * fp32 peak of one core = FMA lanes x 2 flops x FMA pipes x clock. The
+ * lanes come from CPUID (the widest usable FMA set); the pipes from a
+ * table of known cores (Intel Skylake-SP and later with AVX-512: 2 x 512
+ * bits; AMD Zen 1-4 and Intel AVX2 cores: 2 x 256 bits; Zen 4 runs AVX-512
+ * on its 256-bit pipes, so 16 lanes per cycle either way); the clock from
+ * cpufreq's cpuinfo_max_freq (the boost ceiling). Returns 0 (unknown) and
+ * says why in `how` when the clock cannot be read (virtual machines often
+ * have no cpufreq) or the core is not in the table. */
+double cz_cpu_peak_gflops_per_core(const cz_cpu *cpu, char *how, int len);
+
+/* "MFU 87.3%", or for mfu > 1 "MFU 112.0% (over 100%: ...)" saying why:
+ * the denominator (`source`, e.g. "train.peak_gflops") is below what the
+ * step reached, and when it was measured (`measured` = 1), that the probe
+ * ran on a busy machine. */
+const char *cz_format_mfu(double mfu, const char *source, int measured, char *buf, int len);
 
 #endif

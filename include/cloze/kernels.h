@@ -38,7 +38,7 @@ typedef enum {
  * failure. AUTO: BLIS's AVX-512 "skx" kernels where the CPU and OS allow
  * AVX-512 at full width, its AVX2/FMA kernels on CPUs without AVX-512 and on
  * AMD family 0x19 (Zen 3/Zen 4: 256-bit units, measured no faster with skx,
- * see docs/performance.md), BLIS's default where nothing better is known.
+ * docs/performance.md, "Design decisions"), BLIS's default where nothing better is known.
  * BLIS_DEFAULT: BLIS's own CPUID choice. AVX512: skx wherever AVX-512 is
  * usable. REFERENCE: the loops of cz_gemm_ref. Call it before anything else
  * uses BLIS. */
@@ -56,13 +56,35 @@ void cz_gemm(const cz_gemm_ctx *g, int trans_a, int trans_b, int m, int n, int k
 void cz_gemm_ref(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
                  int lda, const float *b, int ldb, float beta, float *c, int ldc);
 
+/* ---- the MFU denominator ----
+ * The peak arithmetic rate of one rank running g's products on g's
+ * threads, stated with where it came from. In order of preference:
+ *   1. given > 0 (train.peak_gflops): taken as it is;
+ *   2. fp32 on a CPU whose clock and FMA width are known
+ *      (cz_cpu_peak_gflops_per_core x threads): the theoretical peak, an
+ *      upper bound, so MFU stays below 100%;
+ *   3. otherwise (virtual machines without cpufreq, bf16 mode): the best of
+ *      CZ_PEAK_PROBES products of 1024 x 1024 x 1024 through g, the rate
+ *      BLIS reaches on this machine. A busy machine lowers a probe, never
+ *      raises it, so the best of several is the most stable reading; MFU
+ *      can still pass 100% when all of them ran beside other work, and
+ *      cz_format_mfu then says so.
+ * Returns -1 with err only when the probe buffers cannot be allocated. */
+#define CZ_PEAK_PROBES 8
+typedef struct cz_peak {
+    double gflops; /* per rank */
+    int measured;  /* 1: probed on this machine (case 3) */
+    char source[192];
+} cz_peak;
+int cz_gemm_peak(const cz_gemm_ctx *g, double given, cz_peak *out, cz_error *err);
+
 /* ---- bf16 mode (src/kernels/gemm_bf16.c) ----
  * on = 1: every later cz_gemm on g rounds the elements of op(A) and op(B) to
  * bfloat16 (round to nearest even) and accumulates in fp32 (vdpbf16ps,
  * AVX512_BF16); C, alpha, beta and everything outside the products stay
  * fp32 (fp32 master weights). All products take this path, attention ones
  * included (faster there too; they run on one thread, as in fp32:
- * docs/performance.md, "bf16 mode"). Results do not depend on the thread
+ * docs/performance.md, "Design decisions"). Results do not depend on the thread
  * count. The context then owns packing buffers, so it runs one
  * product at a time (the model's products are sequential). With
  * CZ_GEMM_REFERENCE the products run cz_gemm_bf16_ref. Fails (-1, err)
@@ -79,6 +101,9 @@ cz_gemm_ctx *cz_gemm_single_thread(const cz_gemm_ctx *g, cz_error *err);
 /* x rounded to the nearest bfloat16 (ties to even), as a float; subnormals
  * become signed zeros, as vcvtneps2bf16 does (it treats them as zero). */
 float cz_bf16_round(float x);
+/* y[i] = cz_bf16_round(x[i]) (may alias), bit for bit on every path. */
+void cz_bf16_round_n(float *y, const float *x, size_t n);
+void cz_bf16_round_n_ref(float *y, const float *x, size_t n);
 /* The definition of the bf16 mode: inputs rounded by cz_bf16_round, the
  * products summed in double, then C = alpha sum + beta C as cz_gemm_ref. */
 void cz_gemm_bf16_ref(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
@@ -86,17 +111,22 @@ void cz_gemm_bf16_ref(int trans_a, int trans_b, int m, int n, int k, float alpha
 
 /* ---- Transformer kernels (src/kernels/nn.c) ----
  * Each kernel has a scalar reference `*_ref` (the definition, used by tests)
- * and the fast path without suffix: AVX-512 (src/kernels/nn_avx512.c) when
- * the CPU has it, else the scalar code, both OpenMP over independent rows or
- * columns; same results up to float rounding (tests/test_kernels.c states the
- * bound per kernel). Reductions over
- * rows (bias, gamma, embedding gradients) run parallel over columns and
- * sequentially over rows, so results never depend on the thread count.
- * "+=" in a comment means the kernel accumulates into that output. */
+ * and the fast path without suffix: one vector source (src/kernels/nn_vec.c)
+ * compiled for AVX-512, AVX2 + FMA and a portable baseline (SSE2, NEON), the
+ * copy chosen once per process by cz_cpu_kernel_isa (cloze/cpu.h;
+ * CLOZE_KERNELS=scalar|baseline|avx2|avx512 forces one, scalar being the
+ * plain loops of nn.c). All run OpenMP over independent rows or columns;
+ * same results up to float rounding (tests/test_kernels.c states the bound
+ * per kernel). Reductions over rows (bias, gamma, embedding gradients) run
+ * parallel over columns and sequentially over rows, so results never depend
+ * on the thread count. "+=" in a comment means the kernel accumulates into
+ * that output. */
 
-/* "avx512" or "scalar": the path the fast kernels take on this CPU
- * (environment CLOZE_KERNELS=scalar forces the scalar one). */
+/* How the fast kernels' path was chosen, e.g. "avx512 (the widest this CPU
+ * has)"; cz_kernels_isa: just the name ("scalar", "baseline", "avx2",
+ * "avx512"). */
 const char *cz_kernels_describe(void);
+const char *cz_kernels_isa(void);
 
 /* y[n,:] = (x[n,:] - mean) * rstd * gamma + beta, rstd = 1/sqrt(var + eps),
  * var the biased (population) variance over C columns (Ba et al. 2016).

@@ -15,6 +15,7 @@
 
 #include "cloze/batch.h"
 #include "cloze/core.h"
+#include "cloze/grads.h"
 #include "cloze/kernels.h"
 
 /* What sits on top of the encoder (cz_model_config.head). The fine-tuning
@@ -101,12 +102,6 @@ typedef struct cz_tensor_info {
 
 typedef struct cz_model cz_model;
 
-/* Called by backward each time a contiguous range [offset, offset+count) of
- * the gradient buffer is final, in the order backward produces them (heads,
- * last layer ... first layer, embeddings). The all-reduce uses it to start
- * communicating while backward continues. */
-typedef void (*cz_grad_ready_fn)(void *ctx, size_t offset, size_t count);
-
 int cz_model_create(cz_model **out, const cz_model_config *cfg, int max_batch, int max_seq,
                     int max_pred, const cz_gemm_ctx *gemm, cz_error *err);
 void cz_model_free(cz_model *m);
@@ -135,7 +130,14 @@ typedef struct cz_model_memory {
 
 void cz_model_get_memory(const cz_model *m, cz_model_memory *out);
 
+/* Backward calls fn(ctx, offset, count) each time a contiguous range of the
+ * gradient buffer is final (grads.h), in the order it produces them: heads,
+ * last layer ... first layer, embeddings. The flat layout puts them in that
+ * order, so ranges become final from offset 0 upwards: cz_model_grad_order
+ * says so, and the gradient sync reduces buckets in that order while
+ * backward continues. fn NULL: no calls. */
 void cz_model_set_grad_hook(cz_model *m, cz_grad_ready_fn fn, void *ctx);
+cz_grad_order cz_model_grad_order(const cz_model *m);
 
 /* Forward pass; keeps the activations that backward needs. */
 int cz_model_forward(cz_model *m, const cz_batch *b, cz_losses *out, cz_error *err);

@@ -130,7 +130,7 @@ void cz_lamb_direction_ref(const cz_adam_coef *k, int no_decay, const float *par
                            double *w_sq, double *u_sq);
 void cz_lamb_apply(float lr_trust, float *params, const float *u, size_t count);
 
-/* ---- optimizer placement: the one call after backward ----
+/* ---- optimizer placement: the one call after the gradient sync ----
  * coordinator: gradients reduced to rank 0 (ring reduce-scatter + gather),
  *              rank 0 keeps the moments, updates, broadcasts the weights.
  * sharded:     ZeRO-1 (Rajbhandari et al. 2020, Pos): ring reduce-scatter,
@@ -151,14 +151,19 @@ void cz_lamb_apply(float lr_trust, float *params, const float *u, size_t count);
 
 typedef struct cz_optimizer cz_optimizer;
 
-/* n = parameter count; ranges as above (copied). Creates the grad sync
- * (bucket size ccfg->bucket_mb MiB) whose hook the train loop registers with
- * cz_model_set_grad_hook(m, cz_grad_sync_ready, cz_optimizer_grad_sync(o)). */
-int cz_optimizer_create(cz_optimizer **out, const cz_comm *d, const cz_optim_config *ocfg,
-                        const cz_comm_config *ccfg, size_t n, const cz_param_range *ranges,
-                        int n_ranges, cz_error *err);
+/* What the gradient sync must leave for a placement (comm.h): coordinator
+ * REDUCE, sharded REDUCE_SCATTER, replicated ALLREDUCE. */
+cz_sync_mode cz_placement_sync_mode(cz_placement place);
+
+/* The optimizer for the gradients that `gs` synchronises (its owner, the
+ * train loop, created it with cz_placement_sync_mode(cfg->placement)): the
+ * segments follow gs's bucket layout, the weights travel back with gs's
+ * algorithm (both copied: gs is only read during this call). ranges as
+ * above (copied), covering the layout's n floats. */
+int cz_optimizer_create(cz_optimizer **out, const cz_comm *c, const cz_optim_config *cfg,
+                        const cz_grad_sync *gs, const cz_param_range *ranges, int n_ranges,
+                        cz_error *err);
 void cz_optimizer_free(cz_optimizer *o);
-cz_grad_sync *cz_optimizer_grad_sync(cz_optimizer *o);
 
 typedef struct cz_step_report {
     double grad_norm;  /* global norm of the averaged gradient, before clipping */
@@ -167,11 +172,9 @@ typedef struct cz_step_report {
     double lr;
 } cz_step_report;
 
-/* Call cz_grad_sync_begin(cz_optimizer_grad_sync(o), grads) before the
- * backward of the LAST micro-batch of the step (earlier micro-batches only
- * accumulate; the hook is ignored outside begin/finish), and this after it: it
- * finishes the gradient sync, scales the sum by 1/micro_batches (the number
- * of micro-batches summed over ALL ranks), takes the global norm, clips to
+/* After cz_grad_sync_finish: grads holds the sum over ranks where the
+ * placement needs it. Scales the sum by 1/micro_batches (the number of
+ * micro-batches summed over ALL ranks), takes the global norm, clips to
  * clip_norm, applies the update with learning rate lr, and leaves the new
  * weights in params on every rank. grads is scratch afterwards. Same report
  * on every rank. */

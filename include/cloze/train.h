@@ -9,6 +9,7 @@
 #ifndef CLOZE_TRAIN_H
 #define CLOZE_TRAIN_H
 
+#include "cloze/comm.h"
 #include "cloze/config.h"
 #include "cloze/core.h"
 
@@ -19,9 +20,10 @@ typedef struct cz_train_options {
     int quiet;          /* 1: no progress lines (tests) */
 } cz_train_options;
 
-/* Runs the whole training job on MPI_COMM_WORLD (MPI already initialised).
- * Returns 0 on success (also when stopped by a signal after checkpointing),
- * -1 with err filled otherwise. */
-int cz_train_run(const cz_config *cfg, const cz_train_options *opt, cz_error *err);
+/* Runs the whole training job on the ranks of `world` (cz_comm_init), on a
+ * communicator of its own. Returns 0 on success (also when stopped by a
+ * signal after checkpointing), -1 with err filled otherwise. */
+int cz_train_run(const cz_comm *world, const cz_config *cfg, const cz_train_options *opt,
+                 cz_error *err);
 
 #endif

@@ -3,37 +3,39 @@
  * Choice: a communication thread (needs MPI_THREAD_MULTIPLE, because the
  * main thread may still call MPI, e.g. for the loss) on its own duplicated
  * communicator. The backward hook only counts floats made final per bucket
- * and wakes the thread; the thread reduces bucket 0, 1, 2, ... strictly in
- * index order, each once it is complete. Every rank therefore issues the
- * same message sequence whatever order the hook reports ranges in (no
- * deadlock), and each bucket's bits come from the fixed ring order. Without
- * MPI_THREAD_MULTIPLE, cz_grad_sync_finish reduces all buckets itself. */
+ * and wakes the thread; the thread reduces the buckets strictly in the
+ * order they complete under the producer's cz_grad_order
+ * (cz_layout_bucket_at), each once it is complete. Every rank therefore
+ * issues the same message sequence whatever order the hook reports ranges
+ * in (no deadlock), and each bucket's bits come from the fixed ring order.
+ * Without MPI_THREAD_MULTIPLE, cz_grad_sync_finish reduces all buckets
+ * itself, in the same order. */
 #include "cloze/comm.h"
 
+#include <limits.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 struct cz_grad_sync {
-    MPI_Comm comm;
-    int rank, p;
+    cz_comm comm; /* the thread's own communicator */
     cz_sync_mode mode;
     cz_allreduce_algo algo;
+    cz_grad_order order;
     cz_bucket_layout layout;
     float *grads;
     size_t *ready; /* floats reported final, per bucket */
-    int next;      /* next bucket to reduce (thread) */
+    int next;      /* position in the order of the next bucket to reduce (thread) */
     int done;      /* buckets reduced this step */
     int active;    /* between begin and finish */
     int failed;
     cz_error err;
-    int use_thread, quit;
+    int use_thread, quit, sync_ok;
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t cv;
     double wait_seconds;
-    int *counts, *displs; /* gather/reduce-scatter tables (p entries) */
-    float *scratch;       /* one chunk: ring receive buffer / MPI_Reduce_scatter output */
+    float *scratch; /* one chunk: ring receive buffer / MPI_Reduce_scatter output */
 };
 
 static int bucket_complete(const cz_grad_sync *gs, int k) {
@@ -42,63 +44,37 @@ static int bucket_complete(const cz_grad_sync *gs, int k) {
     return gs->ready[k] >= count;
 }
 
-/* Ring reduce-scatter, then gather of the chunks to rank 0 (REDUCE). */
-static int gather_to_root(cz_grad_sync *gs, float *b, size_t count, cz_error *err) {
-    for (int c = 0; c < gs->p; c++) {
-        size_t off, cnt;
-        cz_comm_chunk(count, gs->p, c, &off, &cnt);
-        gs->counts[c] = (int)cnt;
-        gs->displs[c] = (int)off;
-    }
-    void *send = gs->rank == 0 ? MPI_IN_PLACE : (void *)(b + gs->displs[gs->rank]);
-    if (MPI_Gatherv(send, gs->counts[gs->rank], MPI_FLOAT, b, gs->counts, gs->displs, MPI_FLOAT, 0,
-                    gs->comm) != MPI_SUCCESS)
-        return cz_fail(err, "grad sync: gather to rank 0 failed");
-    return 0;
-}
-
 static int reduce_bucket(cz_grad_sync *gs, int k, cz_error *err) {
     size_t off, count;
     cz_bucket_range(&gs->layout, k, &off, &count);
     float *b = gs->grads + off;
-    if (gs->p == 1) return 0;
-    if (gs->algo == CZ_ALLREDUCE_RING) {
-        if (cz_ring_reduce_scatter_comm(gs->comm, b, count, gs->scratch, err) != 0) return -1;
-        if (gs->mode == CZ_SYNC_ALLREDUCE) return cz_ring_allgather_comm(gs->comm, b, count, err);
-        if (gs->mode == CZ_SYNC_REDUCE) return gather_to_root(gs, b, count, err);
-        return 0;
+    int rc = 0;
+    switch (gs->mode) {
+    case CZ_SYNC_ALLREDUCE:
+        rc = cz_allreduce(&gs->comm, gs->algo, b, count, gs->scratch, err);
+        break;
+    case CZ_SYNC_REDUCE_SCATTER:
+        rc = cz_reduce_scatter(&gs->comm, gs->algo, b, count, gs->scratch, err);
+        break;
+    case CZ_SYNC_REDUCE:
+        rc = cz_reduce(&gs->comm, gs->algo, b, count, gs->scratch, err);
+        break;
     }
-    /* "mpi": the library's own algorithms, for comparison */
-    int rc = MPI_SUCCESS;
-    if (gs->mode == CZ_SYNC_ALLREDUCE) {
-        rc = MPI_Allreduce(MPI_IN_PLACE, b, (int)count, MPI_FLOAT, MPI_SUM, gs->comm);
-    } else if (gs->mode == CZ_SYNC_REDUCE) {
-        void *send = gs->rank == 0 ? MPI_IN_PLACE : (void *)b;
-        rc = MPI_Reduce(send, b, (int)count, MPI_FLOAT, MPI_SUM, 0, gs->comm);
-    } else {
-        for (int c = 0; c < gs->p; c++) {
-            size_t o, cnt;
-            cz_comm_chunk(count, gs->p, c, &o, &cnt);
-            gs->counts[c] = (int)cnt;
-        }
-        size_t o, cnt;
-        cz_comm_chunk(count, gs->p, gs->rank, &o, &cnt);
-        rc = MPI_Reduce_scatter(b, gs->scratch, gs->counts, MPI_FLOAT, MPI_SUM, gs->comm);
-        if (rc == MPI_SUCCESS) memcpy(b + o, gs->scratch, cnt * sizeof(float));
-    }
-    if (rc != MPI_SUCCESS) return cz_fail(err, "grad sync: bucket %d: MPI collective failed", k);
-    return 0;
+    return rc != 0 ? cz_fail_prefix(err, "grad sync: bucket %d", k) : 0;
+}
+
+static int next_ready(const cz_grad_sync *gs) {
+    return gs->active && gs->next < gs->layout.n_buckets &&
+           bucket_complete(gs, cz_layout_bucket_at(&gs->layout, gs->order, gs->next));
 }
 
 static void *comm_thread(void *arg) {
     cz_grad_sync *gs = arg;
     pthread_mutex_lock(&gs->mu);
     for (;;) {
-        while (!gs->quit &&
-               !(gs->active && gs->next < gs->layout.n_buckets && bucket_complete(gs, gs->next)))
-            pthread_cond_wait(&gs->cv, &gs->mu);
+        while (!gs->quit && !next_ready(gs)) pthread_cond_wait(&gs->cv, &gs->mu);
         if (gs->quit) break;
-        int k = gs->next++;
+        int k = cz_layout_bucket_at(&gs->layout, gs->order, gs->next++);
         int failed = gs->failed;
         pthread_mutex_unlock(&gs->mu);
         cz_error e;
@@ -116,34 +92,37 @@ static void *comm_thread(void *arg) {
     return NULL;
 }
 
-int cz_grad_sync_create(cz_grad_sync **out, const cz_comm *d, size_t n, double bucket_bytes,
-                        cz_sync_mode mode, cz_allreduce_algo algo, cz_error *err) {
+int cz_grad_sync_create(cz_grad_sync **out, const cz_comm *c, const cz_comm_config *cfg, size_t n,
+                        cz_sync_mode mode, cz_grad_order order, cz_error *err) {
     *out = NULL;
     cz_grad_sync *gs = calloc(1, sizeof *gs);
     if (!gs) return cz_fail(err, "grad sync: out of memory");
-    gs->rank = d->rank;
-    gs->p = d->size;
+    gs->comm.mpi = MPI_COMM_NULL;
     gs->mode = mode;
-    gs->algo = algo;
-    cz_bucket_layout_make(&gs->layout, n, bucket_bytes, d->size);
+    gs->algo = cfg->allreduce;
+    gs->order = order;
+    cz_bucket_layout_make(&gs->layout, n, cfg->bucket_mb * 1024.0 * 1024.0, c->size);
+    if (gs->layout.bucket > (size_t)INT_MAX) {
+        free(gs);
+        return cz_fail(err, "dist.bucket_mb: buckets of %zu floats exceed MPI's int counts",
+                       (size_t)INT_MAX);
+    }
     gs->ready = calloc((size_t)gs->layout.n_buckets + 1, sizeof *gs->ready);
-    gs->counts = calloc((size_t)d->size, sizeof(int));
-    gs->displs = calloc((size_t)d->size, sizeof(int));
     size_t max_chunk, dummy;
-    cz_comm_chunk(gs->layout.bucket, d->size, 0, &dummy, &max_chunk);
+    cz_comm_chunk(gs->layout.bucket, c->size, 0, &dummy, &max_chunk);
     gs->scratch = cz_alloc((max_chunk + 1) * sizeof(float), err);
-    if (!gs->ready || !gs->counts || !gs->displs || !gs->scratch) {
+    if (!gs->ready || !gs->scratch) {
         cz_grad_sync_free(gs);
         return cz_fail(err, "grad sync: out of memory");
     }
-    if (MPI_Comm_dup(d->mpi, &gs->comm) != MPI_SUCCESS) {
-        gs->comm = MPI_COMM_NULL;
+    if (cz_comm_dup(c, &gs->comm, err) != 0) {
         cz_grad_sync_free(gs);
-        return cz_fail(err, "grad sync: MPI_Comm_dup failed");
+        return cz_fail_prefix(err, "grad sync");
     }
     pthread_mutex_init(&gs->mu, NULL);
     pthread_cond_init(&gs->cv, NULL);
-    gs->use_thread = d->thread_level >= MPI_THREAD_MULTIPLE && d->size > 1;
+    gs->sync_ok = 1;
+    gs->use_thread = c->thread_level >= MPI_THREAD_MULTIPLE && c->size > 1;
     if (gs->use_thread && pthread_create(&gs->thread, NULL, comm_thread, gs) != 0)
         gs->use_thread = 0; /* still correct, just not overlapped */
     *out = gs;
@@ -159,20 +138,26 @@ void cz_grad_sync_free(cz_grad_sync *gs) {
         pthread_mutex_unlock(&gs->mu);
         pthread_join(gs->thread, NULL);
     }
-    if (gs->comm != MPI_COMM_NULL && gs->comm != 0) {
-        MPI_Comm_free(&gs->comm);
+    if (gs->sync_ok) {
         pthread_mutex_destroy(&gs->mu);
         pthread_cond_destroy(&gs->cv);
     }
+    cz_comm_finalize(&gs->comm);
     free(gs->ready);
-    free(gs->counts);
-    free(gs->displs);
     cz_free(gs->scratch);
     free(gs);
 }
 
 const cz_bucket_layout *cz_grad_sync_layout(const cz_grad_sync *gs) {
     return &gs->layout;
+}
+
+cz_sync_mode cz_grad_sync_mode(const cz_grad_sync *gs) {
+    return gs->mode;
+}
+
+cz_allreduce_algo cz_grad_sync_algo(const cz_grad_sync *gs) {
+    return gs->algo;
 }
 
 void cz_grad_sync_begin(cz_grad_sync *gs, float *grads) {
@@ -227,7 +212,8 @@ int cz_grad_sync_finish(cz_grad_sync *gs, cz_error *err) {
         pthread_cond_broadcast(&gs->cv);
         while (gs->done < l->n_buckets) pthread_cond_wait(&gs->cv, &gs->mu);
     } else {
-        for (int k = 0; k < l->n_buckets; k++) {
+        for (int i = 0; i < l->n_buckets; i++) {
+            int k = cz_layout_bucket_at(l, gs->order, i);
             if (!gs->failed && reduce_bucket(gs, k, &gs->err) != 0) gs->failed = 1;
             gs->done++;
         }
@@ -242,4 +228,11 @@ int cz_grad_sync_finish(cz_grad_sync *gs, cz_error *err) {
 
 double cz_grad_sync_wait_seconds(const cz_grad_sync *gs) {
     return gs->wait_seconds;
+}
+
+int cz_grad_sync_buckets_done(cz_grad_sync *gs) {
+    pthread_mutex_lock(&gs->mu);
+    int done = gs->done;
+    pthread_mutex_unlock(&gs->mu);
+    return done;
 }

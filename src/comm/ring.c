@@ -44,11 +44,9 @@ static int post_recvs(MPI_Comm comm, float *dst, size_t count, int from, int tag
     return 0;
 }
 
-int cz_ring_reduce_scatter_comm(MPI_Comm comm, float *buf, size_t n, float *scratch,
-                                cz_error *err) {
-    int rank, p;
-    MPI_Comm_rank(comm, &rank);
-    MPI_Comm_size(comm, &p);
+int cz_ring_reduce_scatter(const cz_comm *c, float *buf, size_t n, float *scratch, cz_error *err) {
+    MPI_Comm comm = c->mpi;
+    int rank = c->rank, p = c->size;
     if (p == 1 || n == 0) return 0;
     size_t max_chunk, dummy;
     cz_comm_chunk(n, p, 0, &dummy, &max_chunk);
@@ -93,10 +91,9 @@ out:
     return rc;
 }
 
-int cz_ring_allgather_comm(MPI_Comm comm, float *buf, size_t n, cz_error *err) {
-    int rank, p;
-    MPI_Comm_rank(comm, &rank);
-    MPI_Comm_size(comm, &p);
+int cz_ring_allgather(const cz_comm *c, float *buf, size_t n, cz_error *err) {
+    MPI_Comm comm = c->mpi;
+    int rank = c->rank, p = c->size;
     if (p == 1 || n == 0) return 0;
     size_t max_chunk, dummy;
     cz_comm_chunk(n, p, 0, &dummy, &max_chunk);
@@ -122,26 +119,7 @@ int cz_ring_allgather_comm(MPI_Comm comm, float *buf, size_t n, cz_error *err) {
     return rc;
 }
 
-int cz_ring_reduce_scatter(const cz_comm *d, float *buf, size_t n, cz_error *err) {
-    return cz_ring_reduce_scatter_comm(d->mpi, buf, n, NULL, err);
-}
-
-int cz_ring_allgather(const cz_comm *d, float *buf, size_t n, cz_error *err) {
-    return cz_ring_allgather_comm(d->mpi, buf, n, err);
-}
-
-int cz_ring_allreduce(const cz_comm *d, float *buf, size_t n, cz_error *err) {
-    if (cz_ring_reduce_scatter_comm(d->mpi, buf, n, NULL, err) != 0) return -1;
-    return cz_ring_allgather_comm(d->mpi, buf, n, err);
-}
-
-int cz_allreduce(const cz_comm *d, cz_allreduce_algo algo, float *buf, size_t n, cz_error *err) {
-    if (algo == CZ_ALLREDUCE_RING) return cz_ring_allreduce(d, buf, n, err);
-    const size_t block = (size_t)1 << 28;
-    for (size_t off = 0; off < n; off += block) {
-        int len = (int)(n - off < block ? n - off : block);
-        if (MPI_Allreduce(MPI_IN_PLACE, buf + off, len, MPI_FLOAT, MPI_SUM, d->mpi) != MPI_SUCCESS)
-            return cz_fail(err, "MPI_Allreduce failed at offset %zu", off);
-    }
-    return 0;
+int cz_ring_allreduce(const cz_comm *c, float *buf, size_t n, float *scratch, cz_error *err) {
+    if (cz_ring_reduce_scatter(c, buf, n, scratch, err) != 0) return -1;
+    return cz_ring_allgather(c, buf, n, err);
 }

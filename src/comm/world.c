@@ -1,38 +1,104 @@
-/* comm: MPI world setup and the bucket/chunk layout shared by every
- * collective and every optimizer placement (see include/cloze/comm.h). */
+/* comm: the MPI world, the small collectives of the control path, and the
+ * chunk arithmetic shared by every collective (see include/cloze/comm.h). */
 #include "cloze/comm.h"
 
 #include <string.h>
 
-int cz_comm_from_mpi(cz_comm *d, MPI_Comm comm, cz_error *err) {
-    memset(d, 0, sizeof *d);
+int cz_comm_from_mpi(cz_comm *c, MPI_Comm comm, cz_error *err) {
+    memset(c, 0, sizeof *c);
+    c->mpi = MPI_COMM_NULL;
     int provided = MPI_THREAD_SINGLE;
     MPI_Query_thread(&provided);
-    d->thread_level = provided;
+    c->thread_level = provided;
     /* our own duplicate: our tags can never match the caller's messages */
-    if (MPI_Comm_dup(comm, &d->mpi) != MPI_SUCCESS)
+    if (MPI_Comm_dup(comm, &c->mpi) != MPI_SUCCESS) {
+        c->mpi = MPI_COMM_NULL;
         return cz_fail(err, "comm: MPI_Comm_dup failed");
-    MPI_Comm_rank(d->mpi, &d->rank);
-    MPI_Comm_size(d->mpi, &d->size);
+    }
+    MPI_Comm_rank(c->mpi, &c->rank);
+    MPI_Comm_size(c->mpi, &c->size);
     return 0;
 }
 
-int cz_comm_init(cz_comm *d, int *argc, char ***argv, cz_error *err) {
+int cz_comm_dup(const cz_comm *c, cz_comm *out, cz_error *err) {
+    if (cz_comm_from_mpi(out, c->mpi, err) != 0) return -1;
+    out->thread_level = c->thread_level; /* a test may have lowered it */
+    return 0;
+}
+
+int cz_comm_init(cz_comm *c, int *argc, char ***argv, cz_error *err) {
+    memset(c, 0, sizeof *c);
+    c->mpi = MPI_COMM_NULL;
     int provided = MPI_THREAD_SINGLE;
     if (MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS)
         return cz_fail(err, "comm: MPI_Init_thread failed");
-    /* errors come back as return codes, so that they carry our message */
+    /* errors come back as return codes, so that they carry our message;
+     * communicators duplicated from the world inherit the handler */
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-    if (cz_comm_from_mpi(d, MPI_COMM_WORLD, err) != 0) return -1;
-    d->owns_mpi = 1;
+    if (cz_comm_from_mpi(c, MPI_COMM_WORLD, err) != 0) return -1;
+    c->owns_mpi = 1;
     return 0;
 }
 
-void cz_comm_finalize(cz_comm *d) {
-    if (d->mpi != MPI_COMM_NULL && d->mpi != 0) MPI_Comm_free(&d->mpi);
-    if (d->owns_mpi) MPI_Finalize();
-    d->owns_mpi = 0;
+void cz_comm_finalize(cz_comm *c) {
+    if (c->mpi != MPI_COMM_NULL && c->mpi != 0) MPI_Comm_free(&c->mpi);
+    c->mpi = MPI_COMM_NULL;
+    if (c->owns_mpi) MPI_Finalize();
+    c->owns_mpi = 0;
 }
+
+void cz_comm_abort(const cz_comm *c, int code) {
+    MPI_Abort(c->mpi != MPI_COMM_NULL ? c->mpi : MPI_COMM_WORLD, code);
+}
+
+int cz_comm_node_ranks(const cz_comm *c, int *ranks, cz_error *err) {
+    MPI_Comm node;
+    *ranks = 1;
+    if (MPI_Comm_split_type(c->mpi, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) != MPI_SUCCESS)
+        return cz_fail(err, "comm: rank %d: cannot group the ranks of its node", c->rank);
+    MPI_Comm_size(node, ranks);
+    MPI_Comm_free(&node);
+    return 0;
+}
+
+/* ---- small collectives ---- */
+
+int cz_comm_barrier(const cz_comm *c, cz_error *err) {
+    if (MPI_Barrier(c->mpi) != MPI_SUCCESS)
+        return cz_fail(err, "comm: rank %d: barrier failed", c->rank);
+    return 0;
+}
+
+int cz_comm_allreduce_doubles(const cz_comm *c, double *v, int n, cz_reduce_op op, cz_error *err) {
+    if (MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, op == CZ_OP_MAX ? MPI_MAX : MPI_SUM,
+                      c->mpi) != MPI_SUCCESS)
+        return cz_fail(err, "comm: rank %d: all-reduce of %d numbers failed", c->rank, n);
+    return 0;
+}
+
+int cz_comm_bcast(const cz_comm *c, void *buf, size_t bytes, int root, cz_error *err) {
+    for (size_t off = 0; off < bytes; off += CZ_COMM_PIECE) {
+        size_t len = bytes - off < CZ_COMM_PIECE ? bytes - off : CZ_COMM_PIECE;
+        if (MPI_Bcast((char *)buf + off, (int)len, MPI_BYTE, root, c->mpi) != MPI_SUCCESS)
+            return cz_fail(err, "comm: rank %d: broadcast from rank %d failed at byte %zu", c->rank,
+                           root, off);
+    }
+    return 0;
+}
+
+int cz_comm_share_verdict(const cz_comm *c, int root, int rc, cz_error *err) {
+    char msg[CZ_ERROR_MAX] = {0};
+    if (c->rank == root && rc < 0 && err) snprintf(msg, sizeof msg, "%s", err->msg);
+    if (MPI_Bcast(&rc, 1, MPI_INT, root, c->mpi) != MPI_SUCCESS)
+        return cz_fail(err, "comm: rank %d: broadcast of rank %d's verdict failed", c->rank, root);
+    if (rc >= 0) return rc;
+    if (MPI_Bcast(msg, sizeof msg, MPI_CHAR, root, c->mpi) != MPI_SUCCESS)
+        return cz_fail(err, "comm: rank %d: broadcast of rank %d's error failed", c->rank, root);
+    cz_fail(err, "%s", msg);
+    return rc;
+}
+
+/* ---- chunks ---- */
 
 void cz_comm_chunk(size_t n, int p, int c, size_t *off, size_t *count) {
     size_t base = n / (size_t)p, extra = n % (size_t)p, uc = (size_t)c;
@@ -40,37 +106,11 @@ void cz_comm_chunk(size_t n, int p, int c, size_t *off, size_t *count) {
     *count = base + (uc < extra ? 1 : 0);
 }
 
-void cz_bucket_layout_make(cz_bucket_layout *l, size_t n, double bucket_bytes, int p) {
-    l->n = n;
-    l->p = p;
-    size_t b = bucket_bytes > 0 ? (size_t)(bucket_bytes / sizeof(float)) : n;
-    if (b == 0) b = 1;
-    if (b > n) b = n;
-    l->bucket = b;
-    l->n_buckets = n == 0 ? 0 : (int)((n + b - 1) / b);
-}
-
-/* Buckets are counted from the end: backward finishes the last parameters
- * first, so bucket 0 is ready first. */
-void cz_bucket_range(const cz_bucket_layout *l, int k, size_t *off, size_t *count) {
-    size_t hi = l->n - (size_t)k * l->bucket;
-    size_t lo = hi > l->bucket ? hi - l->bucket : 0;
-    *off = lo;
-    *count = hi - lo;
-}
-
-void cz_piece_range(const cz_bucket_layout *l, int k, int c, size_t *off, size_t *count) {
-    size_t boff, bcount, coff;
-    cz_bucket_range(l, k, &boff, &bcount);
-    cz_comm_chunk(bcount, l->p, c, &coff, count);
-    *off = boff + coff;
-}
-
-size_t cz_layout_owned(const cz_bucket_layout *l, int c) {
-    size_t total = 0, off, count;
-    for (int k = 0; k < l->n_buckets; k++) {
-        cz_piece_range(l, k, c, &off, &count);
-        total += count;
+void cz_comm_chunk_table(size_t n, int p, int *counts, int *displs) {
+    for (int c = 0; c < p; c++) {
+        size_t off, count;
+        cz_comm_chunk(n, p, c, &off, &count);
+        counts[c] = (int)count;
+        displs[c] = (int)off;
     }
-    return total;
 }

@@ -1,9 +1,14 @@
-/* CPUID / XGETBV feature detection (see cloze/cpu.h for the rules). */
+/* CPUID / XGETBV feature detection, the kernels' instruction set and the
+ * peak rate (see cloze/cpu.h for the rules). */
 #include "cloze/cpu.h"
 
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "cloze/core.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -66,5 +71,135 @@ const char *cz_cpu_describe(const cz_cpu *cpu, char *buf, int len) {
              cpu->avx2 ? " avx2" : "", cpu->fma ? " fma" : "", cpu->avx512f ? " avx512f" : "",
              cpu->avx512dq ? " avx512dq" : "", cpu->avx512bw ? " avx512bw" : "",
              cpu->avx512vl ? " avx512vl" : "", cpu->avx512_bf16 ? " avx512_bf16" : "");
+    return buf;
+}
+
+/* ---- the kernels' instruction set ---- */
+
+static const char *const isa_names[] = {"scalar", "baseline", "avx2", "avx512"};
+
+const char *cz_isa_name(cz_isa isa) {
+    return isa >= CZ_ISA_SCALAR && isa <= CZ_ISA_AVX512 ? isa_names[isa] : "unknown";
+}
+
+int cz_isa_parse(const char *name) {
+    if (!strcmp(name, "auto")) return -1;
+    for (int i = 0; i <= CZ_ISA_AVX512; i++)
+        if (!strcmp(name, isa_names[i])) return i;
+    return -2;
+}
+
+cz_isa cz_cpu_best_isa(const cz_cpu *cpu) {
+    if (CZ_HAVE_X86_ISAS && cpu->avx512f && cpu->avx512bw && cpu->avx512vl && cpu->avx512dq &&
+        cpu->fma)
+        return CZ_ISA_AVX512;
+    if (CZ_HAVE_X86_ISAS && cpu->avx2 && cpu->fma) return CZ_ISA_AVX2;
+    return CZ_ISA_BASELINE;
+}
+
+static struct {
+    pthread_once_t once;
+    cz_isa isa;
+    int refused;
+    char note[160];
+} kernel_isa = {PTHREAD_ONCE_INIT, CZ_ISA_SCALAR, 0, ""};
+
+static void decide_kernel_isa(void) {
+    cz_cpu cpu;
+    cz_cpu_detect(&cpu);
+    cz_isa best = cz_cpu_best_isa(&cpu);
+    const char *env = getenv("CLOZE_KERNELS");
+    int want = env && *env ? cz_isa_parse(env) : -1;
+    if (want == -2) {
+        cz_warn("CLOZE_KERNELS=%s is not one of scalar, baseline, avx2, avx512, auto: using %s",
+                env, cz_isa_name(best));
+        want = -1;
+    }
+    if (want < 0) {
+        kernel_isa.isa = best;
+        snprintf(kernel_isa.note, sizeof kernel_isa.note, "%s (the widest this CPU has)",
+                 cz_isa_name(best));
+    } else if ((cz_isa)want > best) {
+        kernel_isa.isa = best;
+        kernel_isa.refused = 1;
+        snprintf(kernel_isa.note, sizeof kernel_isa.note,
+                 "%s (CLOZE_KERNELS=%s asked for more than this CPU has)", cz_isa_name(best), env);
+        cz_warn("CLOZE_KERNELS=%s: this CPU cannot run it; the kernels run %s", env,
+                cz_isa_name(best));
+    } else {
+        kernel_isa.isa = (cz_isa)want;
+        snprintf(kernel_isa.note, sizeof kernel_isa.note,
+                 "%s (forced by CLOZE_KERNELS=%s; the "
+                 "CPU has %s)",
+                 cz_isa_name(kernel_isa.isa), env, cz_isa_name(best));
+    }
+}
+
+cz_isa cz_cpu_kernel_isa(void) {
+    pthread_once(&kernel_isa.once, decide_kernel_isa);
+    return kernel_isa.isa;
+}
+
+const char *cz_cpu_kernel_isa_note(void) {
+    pthread_once(&kernel_isa.once, decide_kernel_isa);
+    return kernel_isa.note;
+}
+
+int cz_cpu_kernel_isa_refused(void) {
+    pthread_once(&kernel_isa.once, decide_kernel_isa);
+    return kernel_isa.refused;
+}
+
+/* ---- peak rate ---- */
+
+/* FMA lanes (fp32) and FMA pipes per core of a known core, 0 if unknown */
+static int fma_shape(const cz_cpu *cpu, int *lanes, int *pipes) {
+    int amd = !strcmp(cpu->vendor, "AuthenticAMD"), intel = !strcmp(cpu->vendor, "GenuineIntel");
+    *pipes = 2;
+    if (amd && cpu->family == 0x17) /* Zen 1: 2 x 128-bit FMA; Zen 2: 2 x 256 */
+        *lanes = cpu->model < 0x30 ? 4 : 8;
+    else if (amd && cpu->family == 0x19) /* Zen 3, Zen 4 (AVX-512 on 256-bit pipes) */
+        *lanes = 8;
+    else if (amd && cpu->family == 0x1A) /* Zen 5 */
+        *lanes = cpu->avx512f ? 16 : 8;
+    else if (intel && cpu->family == 6)
+        *lanes = cpu->avx512f ? 16 : cpu->fma ? 8 : 0;
+    else
+        *lanes = 0;
+    return *lanes > 0;
+}
+
+double cz_cpu_peak_gflops_per_core(const cz_cpu *cpu, char *how, int len) {
+    int lanes, pipes;
+    if (!fma_shape(cpu, &lanes, &pipes)) {
+        snprintf(how, (size_t)len, "no FMA width table entry for %s family 0x%x",
+                 cpu->vendor[0] ? cpu->vendor : "this CPU", cpu->family);
+        return 0;
+    }
+    FILE *f = fopen("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq", "r");
+    long khz = 0;
+    if (f) {
+        if (fscanf(f, "%ld", &khz) != 1) khz = 0;
+        fclose(f);
+    }
+    if (khz <= 0) {
+        snprintf(how, (size_t)len, "the maximum clock is not readable (no cpufreq)");
+        return 0;
+    }
+    double ghz = (double)khz / 1e6;
+    snprintf(how, (size_t)len, "%d fp32 lanes x 2 (FMA) x %d pipes x %.2f GHz", lanes, pipes, ghz);
+    return lanes * 2.0 * pipes * ghz;
+}
+
+const char *cz_format_mfu(double mfu, const char *source, int measured, char *buf, int len) {
+    if (!(mfu > 1.0))
+        snprintf(buf, (size_t)len, "MFU %.1f%%", 100 * mfu);
+    else
+        snprintf(buf, (size_t)len,
+                 "MFU %.1f%% (over 100%%: this step ran faster than the denominator, %s%s)",
+                 100 * mfu, source,
+                 measured ? ", which was probed while the machine was busy; set "
+                            "train.peak_gflops for a fixed one"
+                          : "");
     return buf;
 }

@@ -12,10 +12,10 @@
  * library also contains the AVX-512 "skx" configuration (sgemm micro-kernel
  * 32x12), which only needs the instruction set, not a particular model.
  *
- * Measured on AMD family 0x19 model 0x11 (Zen 4, docs/performance.md): BLIS
- * picks zen3 there, and skx is no faster on the large products (Zen 4 runs
- * AVX-512 on 256-bit units) and slower on attention-sized ones (skx has no
- * "sup" small-matrix kernels). So AUTO keeps zen3 on that family and takes
+ * On AMD family 0x19 model 0x11 (Zen 4) BLIS picks zen3, and skx measured
+ * no faster on the large products (Zen 4 runs AVX-512 on 256-bit units) and
+ * slower on attention-sized ones (skx has no "sup" small-matrix kernels;
+ * docs/performance.md, "Design decisions"). So AUTO keeps zen3 on that family and takes
  * skx on other AVX-512 CPUs (Intel, AMD family 0x1A Zen 5 with 512-bit
  * units, which BLIS 0.9.0 does not know and would run on "generic").
  *
@@ -44,16 +44,16 @@
 /* Weight gradients dW = dY^T X are A^T B products whose k (the tokens of a
  * micro-batch) can be long next to m and n. BLIS's packed path splits only
  * m and n across threads, and on such shapes its threads spend much of the
- * time packing and waiting: BERT-mini's 256 x 256 x 4096 ran at 124-181
- * GFLOP/s on 2 threads, 0.92 of OpenBLAS. So A^T B products with k >=
+ * time packing and waiting (BERT-mini's 256 x 256 x 4096 measured slower
+ * than OpenBLAS on 2 threads). So A^T B products with k >=
  * KSPLIT_MIN_K and k^2 >= 4 m n (C small next to the operands) are cut at
  * k/2: the first half accumulates into C (with beta), the second goes into
  * a scratch panel which is then added to C, the two halves side by side on
  * the threads. The cut depends on the shape only, so any thread count gives
- * the same bits (one thread runs the halves in turn). Measured, paired:
- * those products 1.07-1.40x, a BERT-mini step 0.96x the time; BERT-base's
- * 768 x 768 x 1024 products, where the rule does not cut, were not faster
- * as a whole step (docs/performance.md). C is done in column panels of at
+ * the same bits (one thread runs the halves in turn). Measured faster on
+ * those products and on a whole BERT-mini step; BERT-base's 768 x 768 x
+ * 1024 products, where the rule does not cut, were not faster as a whole
+ * step (docs/performance.md, "Design decisions"). C is done in column panels of at
  * most KSPLIT_SCRATCH floats; panels do not change the bits (BLIS's packed
  * path sums each element the same way whatever n). */
 #define KSPLIT_MIN_K 1024
@@ -73,8 +73,8 @@ struct cz_gemm_ctx {
      * - small products (below the context's sup thresholds and at most
      *   SMALL_PRODUCT_MACS multiply-adds, i.e. attention per head): one
      *   thread, with sup kernels (`with_sup`) except for A.B^T, where zen3's
-     *   sup kernel runs 128x128x64 at 0.75 of OpenBLAS and the packed path at
-     *   0.97 (docs/performance.md). One thread because a 1M-MAC product
+     *   sup kernel measured slower than its packed path on 128x128x64
+     *   (docs/performance.md, "Design decisions"). One thread because a 1M-MAC product
      *   gains little from a second one and the model parallelises over
      *   heads instead. */
     cntx_t packed_only, with_sup;
@@ -347,4 +347,50 @@ void cz_gemm(const cz_gemm_ctx *g, int ta, int tb, int m, int n, int k, float al
     bli_sgemm_ex(ta ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE, tb ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE,
                  m, n, k, &alpha, (float *)a, lda, 1, (float *)b, ldb, 1, &beta, c, ldc, 1, cntx,
                  &rntm);
+}
+
+/* ---- the MFU denominator (kernels.h) ---- */
+
+static double probe_best_gflops(const cz_gemm_ctx *g, cz_error *err) {
+    const int n = 1024;
+    float *a = cz_alloc(sizeof(float) * n * n * 3, err);
+    if (!a) return -1;
+    for (long i = 0; i < 2L * n * n; i++) a[i] = (float)((i * 7) % 13) * 0.01f;
+    double best = 0;
+    for (int rep = 0; rep < CZ_PEAK_PROBES; rep++) {
+        double t0 = cz_now();
+        cz_gemm(g, 0, 0, n, n, n, 1.0f, a, n, a + (size_t)n * n, n, 0.0f, a + 2 * (size_t)n * n, n);
+        double rate = 2.0 * n * n * n / (cz_now() - t0) / 1e9;
+        if (rate > best) best = rate;
+    }
+    cz_free(a);
+    return best;
+}
+
+int cz_gemm_peak(const cz_gemm_ctx *g, double given, cz_peak *out, cz_error *err) {
+    memset(out, 0, sizeof *out);
+    if (given > 0) {
+        out->gflops = given;
+        snprintf(out->source, sizeof out->source, "train.peak_gflops = %g", given);
+        return 0;
+    }
+    char how[128];
+    cz_cpu cpu;
+    cz_cpu_detect(&cpu);
+    double core = cz_gemm_is_bf16(g) ? 0 : cz_cpu_peak_gflops_per_core(&cpu, how, sizeof how);
+    if (core > 0) {
+        out->gflops = core * g->threads;
+        snprintf(out->source, sizeof out->source, "theoretical peak %.0f GFLOP/s (%s x %d threads)",
+                 out->gflops, how, g->threads);
+        return 0;
+    }
+    double best = probe_best_gflops(g, err);
+    if (best < 0) return -1;
+    out->gflops = best;
+    out->measured = 1;
+    snprintf(out->source, sizeof out->source,
+             "best of %d %s 1024^3 products at start-up, %.0f GFLOP/s (no theoretical peak: %s)",
+             CZ_PEAK_PROBES, cz_gemm_is_bf16(g) ? "bf16" : "sgemm", best,
+             cz_gemm_is_bf16(g) ? "bf16 mode" : how);
+    return 0;
 }

@@ -29,12 +29,10 @@
  *
  * The micro-kernel is 8 x 48 (24 zmm accumulators, 3 zmm of B, one
  * broadcast of A): 24 independent vdpbf16ps chains cover its latency (6
- * cycles on Zen 4) at one zmm instruction per cycle. Measured on Zen 4 with
- * bench-gemm_bench --bf16 (1 thread, BERT-base qkv shapes, medians of 3
- * alternated runs): 8 x 48 gave 177-187 GFLOP/s, 12 x 32 173-175, 14 x 32
- * (28 accumulators) spills registers and was slower; KC 384 was no faster
- * than 256, and 256 keeps the B micro-panel (256 x 48 bf16 = 24 KiB) inside
- * the 32 KiB L1.
+ * cycles on Zen 4) at one zmm instruction per cycle. 8 x 48 measured faster
+ * than 12 x 32 on Zen 4; 14 x 32 (28 accumulators) spills registers; KC 384
+ * was no faster than 256, and 256 keeps the B micro-panel (256 x 48 bf16 =
+ * 24 KiB) inside the 32 KiB L1 (docs/performance.md, "Design decisions").
  *
  * Threads: OpenMP, each thread one rectangle of C (the rows or the columns
  * cut into equal ranges) computed by the loops above with its own packing
@@ -319,14 +317,14 @@ BF16 void cz_gemm_bf16_run(cz_gemm_bf16_work *w, int ta, int tb, int m, int n, i
     /* one parallel region per product and no barrier inside it: each thread
      * packs what its rectangle needs (B twice when the rows are split, A
      * twice when the columns are), which costs far less than the
-     * synchronisation did under OMP_WAIT_POLICY=PASSIVE (docs/performance.md,
-     * "bf16 mode") */
+     * synchronisation did under OMP_WAIT_POLICY=PASSIVE (measured,
+     * docs/performance.md, "Design decisions") */
     /* Attention-sized products (<= 4M multiply-adds: one head's 128 x 128
      * x 64) run on one thread, as on cz_gemm's fp32 path: under
      * OMP_WAIT_POLICY=PASSIVE waking the second thread for each of the
-     * ~7000 per-head products of a BERT-base step cost 0.6 s per step, and
-     * with the default policy two threads per product measured no faster
-     * (docs/performance.md, "bf16 mode"). The model runs these products side
+     * ~7000 per-head products of a BERT-base step measured costly, and with
+     * the default policy two threads per product measured no faster
+     * (docs/performance.md, "Design decisions"). The model runs these products side
      * by side instead, one per thread (cz_gemm_single_thread). */
     int nt = (double)m * n * k <= SMALL_MACS ? 1 : w->threads;
 #pragma omp parallel num_threads(nt) if (nt > 1)

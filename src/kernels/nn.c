@@ -13,25 +13,42 @@
 #include <string.h>
 
 #include "cloze/rng.h"
-#include "nn_simd.h"
+#include "cloze/cpu.h"
+#include "nn_isa.h"
 
-/* Runs the AVX-512 body (nn_avx512.c) and returns when the CPU has it. */
-#if CZ_NN_SIMD
-#define SIMD(call)                                                                                 \
+/* The copy of nn_vec.c for the instruction set cz_cpu_kernel_isa() picked
+ * (decided once per process), NULL for the scalar loops below. */
+static const cz_nn_ops *vec_ops(void) {
+    switch (cz_cpu_kernel_isa()) {
+#if CZ_HAVE_X86_ISAS
+    case CZ_ISA_AVX512:
+        return &cz_nn_ops_avx512;
+    case CZ_ISA_AVX2:
+        return &cz_nn_ops_avx2;
+#endif
+    case CZ_ISA_BASELINE:
+        return &cz_nn_ops_baseline;
+    default:
+        return NULL;
+    }
+}
+
+/* Runs the vector copy's `fn` and returns, unless the scalar loops are chosen. */
+#define VEC(fn, ...)                                                                               \
     do {                                                                                           \
-        if (cz_nn_have_avx512()) {                                                                 \
-            call;                                                                                  \
+        const cz_nn_ops *ops_ = vec_ops();                                                         \
+        if (ops_) {                                                                                \
+            ops_->fn(__VA_ARGS__);                                                                 \
             return;                                                                                \
         }                                                                                          \
     } while (0)
-#else
-#define SIMD(call)                                                                                 \
-    do {                                                                                           \
-    } while (0)
-#endif
 
 const char *cz_kernels_describe(void) {
-    return cz_nn_have_avx512() ? "avx512" : "scalar";
+    return cz_cpu_kernel_isa_note();
+}
+
+const char *cz_kernels_isa(void) {
+    return cz_isa_name(cz_cpu_kernel_isa());
 }
 
 /* ---- LayerNorm (Ba, Kiros & Hinton 2016; BERT/GPT post-LN) ---- */
@@ -59,7 +76,7 @@ void cz_layernorm_forward_ref(float *y, float *mean, float *rstd, const float *x
 
 void cz_layernorm_forward(float *y, float *mean, float *rstd, const float *x, const float *gamma,
                           const float *beta, int n, int c, float eps) {
-    SIMD(nn512_layernorm_forward(y, NULL, mean, rstd, x, NULL, gamma, beta, n, c, eps));
+    VEC(layernorm_forward, y, NULL, mean, rstd, x, NULL, gamma, beta, n, c, eps);
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < n; i++)
         layernorm_row(y + (size_t)i * c, mean + i, rstd + i, x + (size_t)i * c, gamma, beta, c,
@@ -76,7 +93,7 @@ void cz_add_layernorm_forward_ref(float *y, float *sum, float *mean, float *rstd
 void cz_add_layernorm_forward(float *y, float *sum, float *mean, float *rstd, const float *x,
                               const float *r, const float *gamma, const float *beta, int n, int c,
                               float eps) {
-    SIMD(nn512_layernorm_forward(y, sum, mean, rstd, x, r, gamma, beta, n, c, eps));
+    VEC(layernorm_forward, y, sum, mean, rstd, x, r, gamma, beta, n, c, eps);
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < n; i++) {
         size_t o = (size_t)i * c;
@@ -126,7 +143,7 @@ void cz_layernorm_backward_ref(float *dx, float *dgamma, float *dbeta, const flo
 
 void cz_layernorm_backward(float *dx, float *dgamma, float *dbeta, const float *dy, const float *x,
                            const float *mean, const float *rstd, const float *gamma, int n, int c) {
-    SIMD(nn512_layernorm_backward(dx, dgamma, dbeta, dy, x, mean, rstd, gamma, n, c));
+    VEC(layernorm_backward, dx, dgamma, dbeta, dy, x, mean, rstd, gamma, n, c);
 #pragma omp parallel
     {
 #pragma omp for schedule(static)
@@ -170,7 +187,7 @@ void cz_gelu_forward_ref(float *y, const float *x, size_t n, int tanh_form) {
 }
 
 void cz_gelu_forward(float *y, const float *x, size_t n, int tanh_form) {
-    SIMD(nn512_gelu_forward(y, (float *)x, NULL, n, 1, tanh_form)); /* x is only read */
+    VEC(gelu_forward, y, (float *)x, NULL, n, 1, tanh_form); /* x is only read */
 #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < n; i++) y[i] = gelu(x[i], tanh_form);
 }
@@ -180,7 +197,7 @@ void cz_gelu_backward_ref(float *dx, const float *x, const float *dy, size_t n, 
 }
 
 void cz_gelu_backward(float *dx, const float *x, const float *dy, size_t n, int tanh_form) {
-    SIMD(nn512_gelu_backward(dx, x, dy, n, tanh_form));
+    VEC(gelu_backward, dx, x, dy, n, tanh_form);
 #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < n; i++) dx[i] = dy[i] * gelu_grad(x[i], tanh_form);
 }
@@ -192,7 +209,7 @@ void cz_bias_gelu_forward_ref(float *g, float *u, const float *bias, int n, int 
 }
 
 void cz_bias_gelu_forward(float *g, float *u, const float *bias, int n, int c, int tanh_form) {
-    SIMD(nn512_gelu_forward(g, u, bias, (size_t)n, c, tanh_form));
+    VEC(gelu_forward, g, u, bias, (size_t)n, c, tanh_form);
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < n; i++)
         for (int j = 0; j < c; j++) {
@@ -207,6 +224,7 @@ void cz_bias_gelu_forward(float *g, float *u, const float *bias, int n, int c, i
 /* omp simd: without it gcc -O2 keeps this scalar (y and bias might alias);
  * each element is one float add either way, so the bits do not change. */
 void cz_add_bias(float *y, const float *bias, int n, int c, int ld) {
+    VEC(add_bias, y, bias, n, c, ld);
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < n; i++) {
         float *restrict row = y + (size_t)i * ld;
@@ -226,7 +244,7 @@ void cz_bias_backward_ref(float *db, const float *dy, int n, int c, int ld) {
 }
 
 void cz_bias_backward(float *db, const float *dy, int n, int c, int ld) {
-    SIMD(nn512_bias_backward(db, dy, n, c, ld));
+    VEC(bias_backward, db, dy, n, c, ld);
 #pragma omp parallel for schedule(static)
     for (int j = 0; j < c; j++) bias_col(db, dy, n, ld, j);
 }
@@ -255,7 +273,7 @@ void cz_attn_softmax_ref(float *s, int t, const float *key_bias, int causal) {
 }
 
 void cz_attn_softmax(float *s, int t, const float *key_bias, int causal) {
-    SIMD(nn512_attn_softmax(s, t, 1, t, key_bias, causal));
+    VEC(attn_softmax, s, t, 1, t, key_bias, causal);
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < t; i++) attn_softmax_row(s + (size_t)i * t, i, t, key_bias, causal);
 }
@@ -269,7 +287,7 @@ void cz_attn_softmax_batch_ref(float *s, int nseq, int heads, int t, const float
 
 void cz_attn_softmax_batch(float *s, int nseq, int heads, int t, const float *key_bias,
                            int causal) {
-    SIMD(nn512_attn_softmax(s, nseq * heads * t, heads, t, key_bias, causal));
+    VEC(attn_softmax, s, nseq * heads * t, heads, t, key_bias, causal);
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < nseq * heads * t; i++)
         attn_softmax_row(s + (size_t)i * t, i % t, t,
@@ -289,7 +307,7 @@ void cz_softmax_backward_ref(float *ds, const float *p, const float *dp, int row
 }
 
 void cz_softmax_backward(float *ds, const float *p, const float *dp, int rows, int cols) {
-    SIMD(nn512_softmax_backward(ds, p, dp, rows, cols));
+    VEC(softmax_backward, ds, p, dp, rows, cols);
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < rows; i++)
         softmax_backward_row(ds + (size_t)i * cols, p + (size_t)i * cols, dp + (size_t)i * cols,
@@ -315,7 +333,7 @@ void cz_dropout(float *y, const float *x, size_t n, float p, const cz_rng_stream
         if (y != x) memcpy(y, x, n * sizeof *y);
         return;
     }
-    SIMD(nn512_dropout(y, x, n, p, s, first));
+    VEC(dropout, y, x, n, p, s, first);
     float scale = 1.0f / (1.0f - p);
     /* blocks covering element indices [first, first + n) */
     uint64_t b0 = first >> 2, b1 = (first + n + 3) >> 2;
@@ -337,6 +355,7 @@ void cz_dropout(float *y, const float *x, size_t n, float p, const cz_rng_stream
 
 void cz_embedding_forward(float *out, const int32_t *ids, const int32_t *segs, const float *tok,
                           const float *pos, const float *seg, int n, int t, int c) {
+    VEC(embedding_forward, out, ids, segs, tok, pos, seg, n, t, c);
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < n; i++) {
         const float *te = tok + (size_t)ids[i] * c;
@@ -369,7 +388,7 @@ void cz_embedding_backward_ref(float *dtok, float *dpos, float *dseg, const floa
 
 void cz_embedding_backward(float *dtok, float *dpos, float *dseg, const float *dout,
                            const int32_t *ids, const int32_t *segs, int n, int t, int c) {
-    SIMD(nn512_embedding_backward(dtok, dpos, dseg, dout, ids, segs, n, t, c));
+    VEC(embedding_backward, dtok, dpos, dseg, dout, ids, segs, n, t, c);
 #pragma omp parallel for schedule(static)
     for (int j = 0; j < c; j++)
         embedding_backward_col(dtok, dpos, dseg, dout, ids, segs, n, t, c, j);
@@ -401,7 +420,7 @@ void cz_xent_forward_ref(float *logits, double *loss, int32_t *argmax, const int
 
 void cz_xent_forward(float *logits, double *loss, int32_t *argmax, const int32_t *labels, int n,
                      int v) {
-    SIMD(nn512_xent_forward(logits, loss, argmax, labels, n, v));
+    VEC(xent_forward, logits, loss, argmax, labels, n, v);
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < n; i++)
         xent_row(logits + (size_t)i * v, loss + i, argmax + i, labels[i], v);
@@ -421,6 +440,18 @@ void cz_xent_backward_ref(float *probs, const int32_t *labels, const float *scal
 }
 
 void cz_xent_backward(float *probs, const int32_t *labels, const float *scale, int n, int v) {
+    VEC(xent_backward, probs, labels, scale, n, v);
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < n; i++) xent_backward_row(probs + (size_t)i * v, labels[i], scale[i], v);
+}
+
+/* ---- bf16 rounding ---- */
+
+void cz_bf16_round_n_ref(float *y, const float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) y[i] = cz_bf16_round(x[i]);
+}
+
+void cz_bf16_round_n(float *y, const float *x, size_t n) {
+    VEC(bf16_round, y, x, n);
+    cz_bf16_round_n_ref(y, x, n);
 }

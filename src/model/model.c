@@ -513,6 +513,14 @@ void cz_model_set_grad_hook(cz_model *m, cz_grad_ready_fn fn, void *ctx) {
     m->hook_ctx = ctx;
 }
 
+/* build_bert_table / build_gpt_table lay tensors out in the order backward
+ * finishes them (top of the file), and cz_model_backward reports each
+ * range as it finishes: from offset 0 upwards. */
+cz_grad_order cz_model_grad_order(const cz_model *m) {
+    (void)m;
+    return CZ_GRAD_ASCENDING;
+}
+
 void cz_model_zero_grads(cz_model *m) {
     memset(m->grads, 0, m->n_params * sizeof *m->grads);
 }

@@ -5,6 +5,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "cloze/cpu.h"
 #include "optim_simd.h"
 
 int cz_optim_name_no_decay(const cz_optim_config *cfg, const char *name) {
@@ -26,35 +27,19 @@ int cz_optim_ranges_from_tensors(const cz_tensor_info *t, int n, const cz_optim_
     return 0;
 }
 
-/* One element of AdamW; kept in one place so every placement runs the very
- * same float operations on an element (bitwise agreement). The AVX-512 path
- * (adamw_avx512.c) runs these operations on 16 lanes. */
-static inline float adam_direction(const cz_adam_coef *k, float g, float *m, float *v) {
-    float mi = k->beta1 * *m + (1.0f - k->beta1) * g;
-    float vi = k->beta2 * *v + (1.0f - k->beta2) * (g * g);
-    *m = mi;
-    *v = vi;
-    return (mi / k->c1) / (sqrtf(vi / k->c2) + k->eps);
-}
-
-/* Scaled gradient: micro-batch averaging (pre) and clipping (k->gscale) as
- * two float products. pre = 1 is exact, so the public calls without it
- * give the bits of the one-product form. */
-static inline float scaled_grad(const cz_adam_coef *k, float pre, float g) {
-    return (g * pre) * k->gscale;
-}
-
-/* omp simd: on CPUs without AVX-512 gcc may still run this 4 lanes at a
- * time (SSE); each element's operations stay the same IEEE ones in the same
- * order (src/optim is built with -fno-math-errno so sqrtf is one
- * instruction, and -ffp-contract=off). */
-static void adamw_scalar(const cz_adam_coef *k, float pre, float wd, float *params,
-                         const float *grads, float *m, float *v, size_t n) {
-#pragma omp simd
-    for (size_t i = 0; i < n; i++) {
-        float u = adam_direction(k, scaled_grad(k, pre, grads[i]), &m[i], &v[i]);
-        u += wd * params[i];
-        params[i] -= k->lr * u;
+/* The copy of the loops for this CPU (optim_simd.h): fast = 0 and
+ * CLOZE_KERNELS=scalar take the baseline copy, the reference. */
+static const cz_optim_ops *ops(int fast) {
+    if (!fast) return &cz_optim_ops_baseline;
+    switch (cz_cpu_kernel_isa()) {
+#if CZ_HAVE_X86_ISAS
+    case CZ_ISA_AVX512:
+        return &cz_optim_ops_avx512;
+    case CZ_ISA_AVX2:
+        return &cz_optim_ops_avx2;
+#endif
+    default:
+        return &cz_optim_ops_baseline;
     }
 }
 
@@ -64,48 +49,14 @@ static double lanes_total(const double lanes[CZ_OPTIM_LANES]) {
     return s;
 }
 
-static void sumsq_scalar(const float *x, float pre, size_t n, double lanes[CZ_OPTIM_LANES]) {
-    for (int l = 0; l < CZ_OPTIM_LANES; l++) lanes[l] = 0;
-    for (size_t i = 0; i < n; i++) {
-        float y = x[i] * pre;
-        lanes[i % CZ_OPTIM_LANES] += (double)y * y;
-    }
-}
-
-static void lamb_scalar(const cz_adam_coef *k, float pre, float wd, const float *params,
-                        const float *grads, float *m, float *v, float *u, size_t n,
-                        double wlanes[CZ_OPTIM_LANES], double ulanes[CZ_OPTIM_LANES]) {
-    for (int l = 0; l < CZ_OPTIM_LANES; l++) wlanes[l] = ulanes[l] = 0;
-    for (size_t i = 0; i < n; i++) {
-        float ui = adam_direction(k, scaled_grad(k, pre, grads[i]), &m[i], &v[i]);
-        ui += wd * params[i];
-        u[i] = ui;
-        wlanes[i % CZ_OPTIM_LANES] += (double)params[i] * params[i];
-        ulanes[i % CZ_OPTIM_LANES] += (double)ui * ui;
-    }
-}
-
-/* fast: take the AVX-512 body when the CPU has it */
-#if CZ_OPTIM_SIMD
-#define USE_SIMD(fast) ((fast) && cz_optim_have_avx512())
-#else
-#define USE_SIMD(fast) 0
-#endif
-
 void cz_optim_adamw_block(const cz_adam_coef *k, float pre, float wd, float *params,
                           const float *grads, float *m, float *v, size_t n, int fast) {
-    if (USE_SIMD(fast))
-        optim512_adamw(k, pre, wd, params, grads, m, v, n);
-    else
-        adamw_scalar(k, pre, wd, params, grads, m, v, n);
+    ops(fast)->adamw(k, pre, wd, params, grads, m, v, n);
 }
 
 double cz_optim_sumsq_block(const float *x, float pre, size_t n, int fast) {
     double lanes[CZ_OPTIM_LANES];
-    if (USE_SIMD(fast))
-        optim512_sumsq(x, pre, n, lanes);
-    else
-        sumsq_scalar(x, pre, n, lanes);
+    ops(fast)->sumsq(x, pre, n, lanes);
     return lanes_total(lanes);
 }
 
@@ -113,20 +64,13 @@ void cz_optim_lamb_block(const cz_adam_coef *k, float pre, float wd, const float
                          const float *grads, float *m, float *v, float *u, size_t n, int fast,
                          double *w_sq, double *u_sq) {
     double wl[CZ_OPTIM_LANES], ul[CZ_OPTIM_LANES];
-    if (USE_SIMD(fast))
-        optim512_lamb(k, pre, wd, params, grads, m, v, u, n, wl, ul);
-    else
-        lamb_scalar(k, pre, wd, params, grads, m, v, u, n, wl, ul);
+    ops(fast)->lamb(k, pre, wd, params, grads, m, v, u, n, wl, ul);
     *w_sq = lanes_total(wl);
     *u_sq = lanes_total(ul);
 }
 
 void cz_optim_lamb_apply_block(float lr_trust, float *params, const float *u, size_t n, int fast) {
-    if (USE_SIMD(fast)) {
-        optim512_axpy(lr_trust, params, u, n);
-        return;
-    }
-    for (size_t i = 0; i < n; i++) params[i] -= lr_trust * u[i];
+    ops(fast)->axpy(lr_trust, params, u, n);
 }
 
 /* ---- the public per-slice calls: blocks of CZ_OPTIM_BLOCK, in order ---- */

@@ -1,6 +1,7 @@
 /* optim: where the optimizer runs (coordinator / sharded / replicated) and
- * the step that follows backward: finish the gradient sync, average, global
- * norm, clip, update, bring the new weights to every rank.
+ * the step that follows the gradient sync: average, global norm, clip,
+ * update, bring the new weights to every rank. All communication goes
+ * through comm (include/cloze/comm.h).
  *
  * Everything is organised by "segments": the intersections of the tensors
  * (cz_param_range) with the pieces of the bucket layout (bucket k, chunk c;
@@ -46,12 +47,10 @@ struct cz_optimizer {
     size_t n;
     cz_param_range *ranges;
     int n_ranges;
-    cz_grad_sync *gs;
-    cz_bucket_layout layout;
+    cz_bucket_layout layout; /* the grad sync's */
     segment *seg;
     int n_seg;
-    size_t *bucket_moff; /* sharded: moment offset of this rank's piece of bucket k */
-    float *m, *v, *u;    /* moments (and LAMB's direction) for the segments this rank updates */
+    float *m, *v, *u; /* moments (and LAMB's direction) for the segments this rank updates */
     size_t n_moments;
     double *part, *part2; /* per-segment partial sums */
     block *blk;           /* this rank's blocks, in segment order */
@@ -72,14 +71,12 @@ static int build_segments(cz_optimizer *o, cz_error *err) {
     const cz_bucket_layout *l = &o->layout;
     int cap = o->n_ranges + l->n_buckets * l->p + 1;
     o->seg = calloc((size_t)cap, sizeof *o->seg);
-    o->bucket_moff = calloc((size_t)l->n_buckets + 1, sizeof *o->bucket_moff);
-    if (!o->seg || !o->bucket_moff) return cz_fail(err, "optim: out of memory");
+    if (!o->seg) return cz_fail(err, "optim: out of memory");
     size_t packed = 0;
     for (int k = 0; k < l->n_buckets; k++) {
         for (int c = 0; c < l->p; c++) {
             size_t poff, pcount;
             cz_piece_range(l, k, c, &poff, &pcount);
-            if (c == o->comm.rank) o->bucket_moff[k] = packed;
             if (pcount == 0) continue;
             /* first tensor that ends after poff (ranges are sorted) */
             int lo = 0, hi = o->n_ranges - 1;
@@ -109,6 +106,10 @@ static int build_segments(cz_optimizer *o, cz_error *err) {
             }
         }
     }
+    /* the packing is comm's "owned" order (cz_layout_gather/scatter move it) */
+    if (o->place == CZ_PLACE_SHARDED && packed != cz_layout_owned(l, o->comm.rank))
+        return cz_fail(err, "optim: %zu sharded moments, the layout owns %zu", packed,
+                       cz_layout_owned(l, o->comm.rank));
     if (o->place == CZ_PLACE_SHARDED)
         o->n_moments = packed;
     else if (o->place == CZ_PLACE_REPLICATED || o->comm.rank == 0)
@@ -147,19 +148,34 @@ static void segment_sums(const cz_optimizer *o, const double *bsum, double *part
     for (int b = 0; b < o->n_blk; b++) part[o->blk[b].seg] += bsum[b];
 }
 
-int cz_optimizer_create(cz_optimizer **out, const cz_comm *d, const cz_optim_config *ocfg,
-                        const cz_comm_config *ccfg, size_t n, const cz_param_range *ranges,
-                        int n_ranges, cz_error *err) {
+cz_sync_mode cz_placement_sync_mode(cz_placement place) {
+    return place == CZ_PLACE_COORDINATOR ? CZ_SYNC_REDUCE
+           : place == CZ_PLACE_SHARDED   ? CZ_SYNC_REDUCE_SCATTER
+                                         : CZ_SYNC_ALLREDUCE;
+}
+
+int cz_optimizer_create(cz_optimizer **out, const cz_comm *c, const cz_optim_config *ocfg,
+                        const cz_grad_sync *gs, const cz_param_range *ranges, int n_ranges,
+                        cz_error *err) {
     *out = NULL;
     cz_optimizer *o = calloc(1, sizeof *o);
     if (!o) return cz_fail(err, "optim: out of memory");
-    o->comm = *d;
+    o->comm = *c;
     o->cfg = *ocfg;
-    o->n = n;
+    o->layout = *cz_grad_sync_layout(gs);
+    o->n = o->layout.n;
     o->n_ranges = n_ranges;
     o->kind = ocfg->kind;
     o->place = ocfg->placement;
-    o->algo = ccfg->allreduce;
+    o->algo = cz_grad_sync_algo(gs);
+    size_t n = o->n;
+    if (cz_grad_sync_mode(gs) != cz_placement_sync_mode(o->place) || o->layout.p != c->size) {
+        cz_fail(err,
+                "optim: the grad sync does not leave the gradients where placement %d needs "
+                "them",
+                (int)o->place);
+        goto fail;
+    }
     size_t expect = 0;
     for (int r = 0; r < n_ranges; r++) {
         if (ranges[r].offset != expect) {
@@ -181,13 +197,6 @@ int cz_optimizer_create(cz_optimizer **out, const cz_comm *d, const cz_optim_con
         goto fail;
     }
     memcpy(o->ranges, ranges, (size_t)n_ranges * sizeof *ranges);
-    cz_sync_mode mode = o->place == CZ_PLACE_COORDINATOR ? CZ_SYNC_REDUCE
-                        : o->place == CZ_PLACE_SHARDED   ? CZ_SYNC_REDUCE_SCATTER
-                                                         : CZ_SYNC_ALLREDUCE;
-    if (cz_grad_sync_create(&o->gs, d, n, ccfg->bucket_mb * 1024.0 * 1024.0, mode, o->algo, err) !=
-        0)
-        goto fail;
-    o->layout = *cz_grad_sync_layout(o->gs);
     if (build_segments(o, err) != 0 || build_blocks(o, err) != 0) goto fail;
     size_t nm = o->n_moments + 1;
     o->m = cz_alloc(nm * sizeof(float), err);
@@ -206,10 +215,8 @@ fail:
 
 void cz_optimizer_free(cz_optimizer *o) {
     if (!o) return;
-    cz_grad_sync_free(o->gs);
     free(o->ranges);
     free(o->seg);
-    free(o->bucket_moff);
     cz_free(o->m);
     cz_free(o->v);
     cz_free(o->u);
@@ -222,9 +229,6 @@ void cz_optimizer_free(cz_optimizer *o) {
     free(o);
 }
 
-cz_grad_sync *cz_optimizer_grad_sync(cz_optimizer *o) {
-    return o->gs;
-}
 long cz_optimizer_steps_done(const cz_optimizer *o) {
     return o->t;
 }
@@ -236,9 +240,9 @@ void cz_optimizer_set_steps_done(cz_optimizer *o, long t) {
 static int exchange_partials(cz_optimizer *o, double *part, cz_error *err) {
     if (o->comm.size == 1 || o->place == CZ_PLACE_REPLICATED) return 0;
     int rc = o->place == CZ_PLACE_SHARDED
-                 ? MPI_Allreduce(MPI_IN_PLACE, part, o->n_seg, MPI_DOUBLE, MPI_SUM, o->comm.mpi)
-                 : MPI_Bcast(part, o->n_seg, MPI_DOUBLE, 0, o->comm.mpi);
-    return rc == MPI_SUCCESS ? 0 : cz_fail(err, "optim: exchange of norm partials failed");
+                 ? cz_comm_allreduce_doubles(&o->comm, part, o->n_seg, CZ_OP_SUM, err)
+                 : cz_comm_bcast(&o->comm, part, (size_t)o->n_seg * sizeof(double), 0, err);
+    return rc == 0 ? 0 : cz_fail_prefix(err, "optim: exchange of norm partials");
 }
 
 /* The global norm of the averaged gradient (g * scale, float). The average
@@ -328,38 +332,10 @@ static int lamb_update(cz_optimizer *o, const cz_adam_coef *k, float scale, floa
 /* New weights from their updaters to every rank. */
 static int distribute_params(cz_optimizer *o, float *params, cz_error *err) {
     if (o->comm.size == 1 || o->place == CZ_PLACE_REPLICATED) return 0;
-    if (o->place == CZ_PLACE_COORDINATOR) {
-        const size_t block = (size_t)1 << 28;
-        for (size_t off = 0; off < o->n; off += block) {
-            size_t len = o->n - off < block ? o->n - off : block;
-            if (MPI_Bcast(params + off, (int)len, MPI_FLOAT, 0, o->comm.mpi) != MPI_SUCCESS)
-                return cz_fail(err, "optim: broadcast of weights failed at offset %zu", off);
-        }
-        return 0;
-    }
-    int p = o->comm.size;
-    int *counts = calloc((size_t)p, sizeof(int)), *displs = calloc((size_t)p, sizeof(int));
-    int rc = counts && displs ? 0 : cz_fail(err, "optim: out of memory");
-    for (int k = 0; rc == 0 && k < o->layout.n_buckets; k++) {
-        size_t off, count;
-        cz_bucket_range(&o->layout, k, &off, &count);
-        if (o->algo == CZ_ALLREDUCE_RING) {
-            rc = cz_ring_allgather_comm(o->comm.mpi, params + off, count, err);
-            continue;
-        }
-        for (int c = 0; c < p; c++) {
-            size_t co, cc;
-            cz_comm_chunk(count, p, c, &co, &cc);
-            counts[c] = (int)cc;
-            displs[c] = (int)co;
-        }
-        if (MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_FLOAT, params + off, counts, displs, MPI_FLOAT,
-                           o->comm.mpi) != MPI_SUCCESS)
-            rc = cz_fail(err, "optim: all-gather of weights failed (bucket %d)", k);
-    }
-    free(counts);
-    free(displs);
-    return rc;
+    int rc = o->place == CZ_PLACE_COORDINATOR
+                 ? cz_comm_bcast(&o->comm, params, o->n * sizeof(float), 0, err)
+                 : cz_layout_allgather(&o->comm, o->algo, &o->layout, params, err);
+    return rc == 0 ? 0 : cz_fail_prefix(err, "optim: weights to every rank");
 }
 
 int cz_optimizer_step(cz_optimizer *o, float *params, float *grads, int micro_batches, double lr,
@@ -367,7 +343,6 @@ int cz_optimizer_step(cz_optimizer *o, float *params, float *grads, int micro_ba
     memset(rep, 0, sizeof *rep);
     rep->lr = lr;
     rep->clip_scale = 1;
-    if (cz_grad_sync_finish(o->gs, err) != 0) return -1;
     if (micro_batches < 1)
         return cz_fail(err, "optim: micro_batches = %d, need >= 1", micro_batches);
     double norm;
@@ -392,40 +367,12 @@ int cz_optimizer_step(cz_optimizer *o, float *params, float *grads, int micro_ba
     return distribute_params(o, params, err);
 }
 
-/* Sharded moments move bucket by bucket: this rank's piece of bucket k is
- * contiguous in its packed arrays at bucket_moff[k]. */
-static int move_sharded(cz_optimizer *o, float *full, float *packed, int gather, cz_error *err) {
-    int p = o->comm.size;
-    int *counts = calloc((size_t)p, sizeof(int)), *displs = calloc((size_t)p, sizeof(int));
-    int rc = counts && displs ? 0 : cz_fail(err, "optim: out of memory");
-    for (int k = 0; rc == 0 && k < o->layout.n_buckets; k++) {
-        size_t boff, bcount;
-        cz_bucket_range(&o->layout, k, &boff, &bcount);
-        for (int c = 0; c < p; c++) {
-            size_t co, cc;
-            cz_comm_chunk(bcount, p, c, &co, &cc);
-            counts[c] = (int)cc;
-            displs[c] = (int)co;
-        }
-        float *root = o->comm.rank == 0 ? full + boff : NULL;
-        float *mine_ = packed + o->bucket_moff[k];
-        int r = gather ? MPI_Gatherv(mine_, counts[o->comm.rank], MPI_FLOAT, root, counts, displs,
-                                     MPI_FLOAT, 0, o->comm.mpi)
-                       : MPI_Scatterv(root, counts, displs, MPI_FLOAT, mine_, counts[o->comm.rank],
-                                      MPI_FLOAT, 0, o->comm.mpi);
-        if (r != MPI_SUCCESS)
-            rc = cz_fail(err, "optim: moments %s failed (bucket %d)", gather ? "gather" : "scatter",
-                         k);
-    }
-    free(counts);
-    free(displs);
-    return rc;
-}
-
 int cz_optimizer_gather_moments(cz_optimizer *o, float *m_out, float *v_out, cz_error *err) {
     if (o->place == CZ_PLACE_SHARDED) /* packed in bucket order, even on 1 rank */
-        return move_sharded(o, m_out, o->m, 1, err) != 0 ? -1
-                                                         : move_sharded(o, v_out, o->v, 1, err);
+        return cz_layout_gather(&o->comm, &o->layout, o->m, m_out, err) != 0 ||
+                       cz_layout_gather(&o->comm, &o->layout, o->v, v_out, err) != 0
+                   ? cz_fail_prefix(err, "optim: moments to rank 0")
+                   : 0;
     if (o->comm.rank == 0) {
         memcpy(m_out, o->m, o->n * sizeof(float));
         memcpy(v_out, o->v, o->n * sizeof(float));
@@ -436,21 +383,17 @@ int cz_optimizer_gather_moments(cz_optimizer *o, float *m_out, float *v_out, cz_
 int cz_optimizer_scatter_moments(cz_optimizer *o, const float *m_in, const float *v_in,
                                  cz_error *err) {
     if (o->place == CZ_PLACE_SHARDED) /* packed in bucket order, even on 1 rank */
-        return move_sharded(o, (float *)m_in, o->m, 0, err) != 0
-                   ? -1
-                   : move_sharded(o, (float *)v_in, o->v, 0, err);
+        return cz_layout_scatter(&o->comm, &o->layout, m_in, o->m, err) != 0 ||
+                       cz_layout_scatter(&o->comm, &o->layout, v_in, o->v, err) != 0
+                   ? cz_fail_prefix(err, "optim: moments from rank 0")
+                   : 0;
     if (o->comm.rank == 0) {
         memcpy(o->m, m_in, o->n * sizeof(float));
         memcpy(o->v, v_in, o->n * sizeof(float));
     }
-    if (o->place == CZ_PLACE_REPLICATED && o->comm.size > 1) {
-        const size_t block = (size_t)1 << 28;
-        for (size_t off = 0; off < o->n; off += block) {
-            int len = (int)(o->n - off < block ? o->n - off : block);
-            if (MPI_Bcast(o->m + off, len, MPI_FLOAT, 0, o->comm.mpi) != MPI_SUCCESS ||
-                MPI_Bcast(o->v + off, len, MPI_FLOAT, 0, o->comm.mpi) != MPI_SUCCESS)
-                return cz_fail(err, "optim: moments broadcast failed at offset %zu", off);
-        }
-    }
+    if (o->place == CZ_PLACE_REPLICATED && o->comm.size > 1 &&
+        (cz_comm_bcast(&o->comm, o->m, o->n * sizeof(float), 0, err) != 0 ||
+         cz_comm_bcast(&o->comm, o->v, o->n * sizeof(float), 0, err) != 0))
+        return cz_fail_prefix(err, "optim: moments from rank 0");
     return 0;
 }

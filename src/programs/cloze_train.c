@@ -1,10 +1,10 @@
 /* cloze-train: pre-train a BERT or GPT model from token shards.
  * A thin main: arguments -> config -> cz_train_run. */
+#include "cloze/comm.h"
 #include "cloze/config.h"
 #include "cloze/core.h"
 #include "cloze/train.h"
 
-#include <mpi.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -73,23 +73,24 @@ int main(int argc, char **argv) {
         return 2;
     }
 
-    int provided = 0;
-    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-    int rank = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    cz_log_setup(rank, getenv("CLOZE_DEBUG") ? CZ_LOG_DEBUG : CZ_LOG_INFO);
+    cz_comm world;
+    cz_error err = {{0}};
+    if (cz_comm_init(&world, &argc, &argv, &err) != 0) {
+        fprintf(stderr, "cloze-train: %s\n", err.msg);
+        return 1;
+    }
+    cz_log_setup(world.rank, getenv("CLOZE_DEBUG") ? CZ_LOG_DEBUG : CZ_LOG_INFO);
 
     cz_config cfg;
-    cz_error err = {{0}};
     int rc = cz_config_load(&cfg, config_path, overrides, n_overrides, &err);
-    if (rc == 0) rc = cz_train_run(&cfg, &opt, &err);
+    if (rc == 0) rc = cz_train_run(&world, &cfg, &opt, &err);
     if (rc != 0) {
         /* every rank reaches the same verdict for config errors; a data or
          * I/O error on one rank must end the whole job, not hang the others */
-        fprintf(stderr, "cloze-train: error (rank %d): %s\n", rank, err.msg);
-        MPI_Abort(MPI_COMM_WORLD, 1);
+        fprintf(stderr, "cloze-train: error (rank %d): %s\n", world.rank, err.msg);
+        cz_comm_abort(&world, 1);
         return 1;
     }
-    MPI_Finalize();
+    cz_comm_finalize(&world);
     return 0;
 }

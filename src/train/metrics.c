@@ -2,6 +2,8 @@
  * person and for a program. */
 #include "train_internal.h"
 
+#include "cloze/cpu.h"
+
 #include <math.h>
 #include <string.h>
 
@@ -36,7 +38,7 @@ void cz_metrics_step(cz_run *r, const cz_step_stats *s) {
     if (r->comm.rank != 0) return;
     const int bert = r->cfg.model.arch == CZ_ARCH_BERT;
     double tokens_per_s = s->tokens / s->seconds;
-    double mfu = s->flops / s->seconds / (r->peak_gflops * 1e9 * r->comm.size);
+    double mfu = s->flops / s->seconds / (r->peak.gflops * 1e9 * r->comm.size);
     double done = (double)(s->step + 1 - r->first_step);
     double eta = done > 0 ? r->elapsed / done * (double)(r->cfg.train.steps - s->step - 1) : 0;
     if (r->metrics) {
@@ -64,20 +66,21 @@ void cz_metrics_step(cz_run *r, const cz_step_stats *s) {
     if (r->quiet) return;
     long every = r->cfg.train.log_every > 0 ? r->cfg.train.log_every : 1;
     if ((s->step + 1) % every != 0 && s->step + 1 != r->cfg.train.steps && !s->skipped) return;
-    char eta_buf[32], head[160];
+    char eta_buf[32], head[160], mfu_buf[320];
+    cz_format_mfu(mfu, r->peak.source, r->peak.measured, mfu_buf, sizeof mfu_buf);
     snprintf(head, sizeof head, "step %ld/%ld | loss %.4f", s->step + 1, r->cfg.train.steps,
              s->loss);
     if (bert)
         cz_info("%s | mlm %.4f acc %.3f | nsp acc %.3f | lr %.3g | gnorm %.3f%s | %.0f tok/s | "
-                "MFU %.1f%% | ETA %s",
+                "%s | ETA %s",
                 head, s->mlm_loss, ratio(s->mlm_correct, s->mlm_count),
                 ratio(s->nsp_correct, s->nsp_count), s->lr, s->grad_norm,
-                s->skipped ? " (SKIPPED: non-finite)" : "", tokens_per_s, 100 * mfu,
+                s->skipped ? " (SKIPPED: non-finite)" : "", tokens_per_s, mfu_buf,
                 cz_format_duration(eta, eta_buf, sizeof eta_buf));
     else
-        cz_info("%s | ppl %.2f | lr %.3g | gnorm %.3f%s | %.0f tok/s | MFU %.1f%% | ETA %s", head,
+        cz_info("%s | ppl %.2f | lr %.3g | gnorm %.3f%s | %.0f tok/s | %s | ETA %s", head,
                 exp(s->lm_loss), s->lr, s->grad_norm, s->skipped ? " (SKIPPED: non-finite)" : "",
-                tokens_per_s, 100 * mfu, cz_format_duration(eta, eta_buf, sizeof eta_buf));
+                tokens_per_s, mfu_buf, cz_format_duration(eta, eta_buf, sizeof eta_buf));
 }
 
 void cz_metrics_eval(cz_run *r, long step, const cz_eval_stats *e) {

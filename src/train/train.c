@@ -29,16 +29,15 @@ static int make_dirs(const char *path, cz_error *err) {
 
 /* Threads per rank: the configured number, or this node's cores divided by
  * the ranks on this node, so that BLIS and our kernels never oversubscribe. */
-static int threads_per_rank(const cz_run *r) {
-    if (r->cfg.train.threads > 0) return r->cfg.train.threads;
-    MPI_Comm node;
+static int threads_per_rank(const cz_run *r, int *threads, cz_error *err) {
+    *threads = r->cfg.train.threads;
+    if (*threads > 0) return 0;
     int local = 1;
-    MPI_Comm_split_type(r->comm.mpi, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
-    MPI_Comm_size(node, &local);
-    MPI_Comm_free(&node);
+    if (cz_comm_node_ranks(&r->comm, &local, err) != 0) return -1;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    int t = (int)(cores / local);
-    return t > 0 ? t : 1;
+    *threads = (int)(cores / local);
+    if (*threads < 1) *threads = 1;
+    return 0;
 }
 
 static int make_phase(const cz_run *r, int which, cz_phase *ph, cz_error *err) {
@@ -65,25 +64,6 @@ static int make_phase(const cz_run *r, int which, cz_phase *ph, cz_error *err) {
 
 static const cz_phase *phase_at(const cz_run *r, long step) {
     return step >= r->phase2_start ? &r->phase[1] : &r->phase[0];
-}
-
-/* Per-rank sgemm rate for MFU: the best of a few 1024^3 products with the
- * same BLIS context the model uses. */
-static double measure_peak_gflops(const cz_gemm_ctx *g, cz_error *err) {
-    const int n = 1024;
-    float *a = cz_alloc(sizeof(float) * n * n * 3, err);
-    if (!a) return -1;
-    for (long i = 0; i < 2L * n * n; i++) a[i] = (float)((i * 7) % 13) * 0.01f;
-    double best = 0;
-    for (int rep = 0; rep < 4; rep++) {
-        double t0 = cz_now();
-        cz_gemm(g, 0, 0, n, n, n, 1.0f, a, n, a + (size_t)n * n, n, 0.0f, a + 2 * (size_t)n * n, n);
-        double dt = cz_now() - t0;
-        double rate = 2.0 * n * n * n / dt / 1e9;
-        if (rate > best) best = rate;
-    }
-    cz_free(a);
-    return best;
 }
 
 static int open_data(cz_run *r, cz_error *err) {
@@ -128,13 +108,15 @@ static void log_memory_plan(const cz_run *r, int max_b, int max_t) {
             (double)mem.layer_acts * mib, (double)mem.other * mib, (double)mem.params * mib);
 }
 
-static int setup(cz_run *r, const cz_config *cfg, const cz_train_options *opt, cz_error *err) {
+static int setup(cz_run *r, const cz_comm *world, const cz_config *cfg, const cz_train_options *opt,
+                 cz_error *err) {
     memset(r, 0, sizeof *r);
     r->cfg = *cfg;
     r->quiet = opt->quiet;
     r->inject_nan_steps = getenv("CLOZE_INJECT_NAN_STEPS");
-    if (cz_comm_from_mpi(&r->comm, MPI_COMM_WORLD, err) != 0) return -1;
-    r->threads = threads_per_rank(r);
+    if (cz_comm_dup(world, &r->comm, err) != 0) return -1;
+    r->comm_ok = 1;
+    if (threads_per_rank(r, &r->threads, err) != 0) return -1;
     omp_set_num_threads(r->threads);
 
     const cz_train_config *t = &r->cfg.train;
@@ -176,24 +158,30 @@ static int setup(cz_run *r, const cz_config *cfg, const cz_train_options *opt, c
     const cz_tensor_info *t0 = cz_model_tensor(r->model, 0);
     if (cz_optim_ranges_from_tensors(t0, nt, &r->cfg.optim, r->ranges, err) != 0) return -1;
     r->n_ranges = nt;
-    if (cz_optimizer_create(&r->opt, &r->comm, &r->cfg.optim, &r->cfg.dist, r->n_params, r->ranges,
-                            r->n_ranges, err) != 0)
+    /* the gradient sync belongs to the step loop: the optimizer's placement
+     * says what it must leave where, the model says in which order backward
+     * finishes the gradients */
+    if (cz_grad_sync_create(&r->gs, &r->comm, &r->cfg.dist, r->n_params,
+                            cz_placement_sync_mode(r->cfg.optim.placement),
+                            cz_model_grad_order(r->model), err) != 0 ||
+        cz_optimizer_create(&r->opt, &r->comm, &r->cfg.optim, r->gs, r->ranges, r->n_ranges, err) !=
+            0)
         return -1;
 
-    r->peak_gflops = t->peak_gflops > 0 ? t->peak_gflops : measure_peak_gflops(r->gemm, err);
-    if (r->peak_gflops < 0) return -1;
+    if (cz_gemm_peak(r->gemm, t->peak_gflops, &r->peak, err) != 0) return -1;
 
     if (r->comm.rank == 0) {
         if (make_dirs(t->run_dir, err) != 0) return -1;
         char path[CZ_PATH_MAX + 32];
         snprintf(path, sizeof path, "%s/config.cfg", t->run_dir);
         if (cz_config_write(&r->cfg, path, err) != 0) return -1;
-        cz_info("%s: %s L=%d H=%d A=%d, %.2fM parameters; %d rank(s) x %d thread(s); gemm: %s "
-                "(%.0f GFLOP/s per rank)",
+        cz_info("%s: %s L=%d H=%d A=%d, %.2fM parameters; %d rank(s) x %d thread(s); gemm: %s; "
+                "other kernels: %s",
                 r->cfg.source, r->cfg.model.arch == CZ_ARCH_BERT ? "BERT" : "GPT",
                 r->cfg.model.layers, r->cfg.model.hidden, r->cfg.model.heads,
                 (double)r->n_params / 1e6, r->comm.size, r->threads, cz_gemm_describe(r->gemm),
-                r->peak_gflops);
+                cz_kernels_describe());
+        cz_info("MFU denominator per rank: %s", r->peak.source);
         cz_info("batch: global %d = micro %d x %d rank(s) x %d accumulation, seq %d, %ld steps",
                 r->phase[0].global_batch, r->phase[0].micro_batch, r->comm.size, r->phase[0].accum,
                 r->phase[0].seq, t->steps);
@@ -203,13 +191,13 @@ static int setup(cz_run *r, const cz_config *cfg, const cz_train_options *opt, c
                     r->phase[1].global_batch);
         log_memory_plan(r, max_b, max_t);
     }
-    MPI_Barrier(r->comm.mpi);
-    return 0;
+    return cz_comm_barrier(&r->comm, err);
 }
 
 static void teardown(cz_run *r) {
     cz_metrics_close(r);
     cz_optimizer_free(r->opt);
+    cz_grad_sync_free(r->gs);
     cz_free(r->ranges);
     cz_batch_buf_free(&r->buf[0]);
     cz_batch_buf_free(&r->buf[1]);
@@ -217,6 +205,7 @@ static void teardown(cz_run *r) {
     if (r->eval_data) cz_data_close(r->eval_data);
     if (r->train_data) cz_data_close(r->train_data);
     if (r->gemm) cz_gemm_free(r->gemm);
+    if (r->comm_ok) cz_comm_finalize(&r->comm);
 }
 
 /* ---- one micro-batch ---- */
@@ -242,7 +231,7 @@ static void add_losses(cz_step_stats *s, const cz_losses *l) {
 
 /* Sums the step's figures over ranks (same result on every rank: the
  * non-finite verdict must be shared). Losses are means over micro-batches. */
-static void reduce_step_stats(cz_run *r, cz_step_stats *s, int micro_batches) {
+static int reduce_step_stats(cz_run *r, cz_step_stats *s, int micro_batches, cz_error *err) {
     double v[8] = {s->loss,
                    s->mlm_loss,
                    s->nsp_loss,
@@ -251,7 +240,7 @@ static void reduce_step_stats(cz_run *r, cz_step_stats *s, int micro_batches) {
                    (double)s->mlm_count,
                    (double)s->nsp_correct,
                    (double)s->nsp_count};
-    MPI_Allreduce(MPI_IN_PLACE, v, 8, MPI_DOUBLE, MPI_SUM, r->comm.mpi);
+    if (cz_comm_allreduce_doubles(&r->comm, v, 8, CZ_OP_SUM, err) != 0) return -1;
     s->loss = v[0] / micro_batches;
     s->mlm_loss = v[1] / micro_batches;
     s->nsp_loss = v[2] / micro_batches;
@@ -260,6 +249,7 @@ static void reduce_step_stats(cz_run *r, cz_step_stats *s, int micro_batches) {
     s->mlm_count = (long)v[5];
     s->nsp_correct = (long)v[6];
     s->nsp_count = (long)v[7];
+    return 0;
 }
 
 /* Fault injection for tests (documented in docs/user-guide.md): poison this
@@ -288,7 +278,7 @@ static int train_step(cz_run *r, cz_step_stats *s, cz_error *err) {
     s->seq = ph->seq;
     float *grads = cz_model_grads(r->model);
     cz_model_zero_grads(r->model);
-    cz_grad_sync *gs = cz_optimizer_grad_sync(r->opt);
+    cz_grad_sync *gs = r->gs;
     /* micro-batch m = a * ranks + rank holds samples base + m*b .. +b-1: the
      * same micro-batches whatever the rank count (1 rank x accumulation 2 ==
      * 2 ranks x accumulation 1) */
@@ -309,6 +299,9 @@ static int train_step(cz_run *r, cz_step_stats *s, cz_error *err) {
         int last = a == ph->accum - 1;
         /* only the last micro-batch finishes gradients: overlap starts there */
         if (last) {
+            /* poisoned before the backward that adds to it, so the NaN is
+             * there before the sync can reduce its bucket */
+            if (nan_injected_at(r->inject_nan_steps, r->step)) grads[0] = NAN;
             cz_grad_sync_begin(gs, grads);
             cz_model_set_grad_hook(r->model, cz_grad_sync_ready, gs);
         } else {
@@ -316,23 +309,23 @@ static int train_step(cz_run *r, cz_step_stats *s, cz_error *err) {
         }
         cz_model_backward(r->model, &b, 1.0f);
     }
-    if (nan_injected_at(r->inject_nan_steps, r->step)) grads[0] = NAN;
+    cz_model_set_grad_hook(r->model, NULL, NULL);
+    if (cz_grad_sync_finish(gs, err) != 0) return -1;
     double lr = cz_lr_at(&r->cfg.optim, r->step, r->cfg.train.steps);
     cz_step_report rep;
     double t_opt = cz_now();
     if (cz_optimizer_step(r->opt, cz_model_params(r->model), grads, ph->micro_batches, lr, &rep,
                           err) != 0)
         return -1;
-    double t_opt_end = cz_now();
-    reduce_step_stats(r, s, ph->micro_batches);
+    /* the norm, clipping, the AdamW/LAMB update and any weight exchange */
+    s->optim_seconds = cz_now() - t_opt;
+    if (reduce_step_stats(r, s, ph->micro_batches, err) != 0) return -1;
     s->lr = lr;
     s->grad_norm = rep.grad_norm;
     s->skipped = rep.skipped; /* the truth: weights untouched this step */
     s->seconds = cz_now() - t0;
+    /* what the step waited for the communication backward did not hide */
     s->comm_wait = cz_grad_sync_wait_seconds(gs);
-    /* cz_optimizer_step first waits for the all-reduce (comm_wait); the rest
-     * is the norm, clipping, the AdamW/LAMB update and any weight gather */
-    s->optim_seconds = t_opt_end - t_opt - s->comm_wait;
     s->tokens = (double)ph->global_batch * ph->seq;
     s->flops =
         3.0 * cz_model_forward_flops(&r->cfg.model, ph->seq, ph->max_pred) * ph->global_batch;
@@ -372,7 +365,7 @@ static int evaluate(cz_run *r, cz_error *err) {
     double v[8] = {e.mlm_loss_sum,      e.lm_loss_sum,         (double)e.mlm_correct,
                    (double)e.mlm_count, (double)e.nsp_correct, (double)e.nsp_count,
                    (double)e.lm_count,  (double)e.samples};
-    MPI_Allreduce(MPI_IN_PLACE, v, 8, MPI_DOUBLE, MPI_SUM, r->comm.mpi);
+    if (cz_comm_allreduce_doubles(&r->comm, v, 8, CZ_OP_SUM, err) != 0) return -1;
     e.mlm_loss_sum = v[0];
     e.lm_loss_sum = v[1];
     e.mlm_correct = (long)v[2];
@@ -387,10 +380,11 @@ static int evaluate(cz_run *r, cz_error *err) {
 
 /* ---- the loop ---- */
 
-static int stop_requested_everywhere(cz_run *r) {
-    int flag = cz_signals_pending();
-    MPI_Allreduce(MPI_IN_PLACE, &flag, 1, MPI_INT, MPI_MAX, r->comm.mpi);
-    return flag;
+/* 1 when any rank was asked to stop, 0 if none, -1 on a failure. */
+static int stop_requested_everywhere(cz_run *r, cz_error *err) {
+    double flag = cz_signals_pending();
+    if (cz_comm_allreduce_doubles(&r->comm, &flag, 1, CZ_OP_MAX, err) != 0) return -1;
+    return flag > 0;
 }
 
 /* Peak resident memory of every rank (getrusage), printed by rank 0 and kept
@@ -402,8 +396,12 @@ static void report_peak_memory(cz_run *r, const char *key, const char *what) {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     double mib = (double)ru.ru_maxrss / 1024.0, max_mib = mib, sum_mib = mib;
-    MPI_Allreduce(MPI_IN_PLACE, &max_mib, 1, MPI_DOUBLE, MPI_MAX, r->comm.mpi);
-    MPI_Allreduce(MPI_IN_PLACE, &sum_mib, 1, MPI_DOUBLE, MPI_SUM, r->comm.mpi);
+    cz_error err;
+    if (cz_comm_allreduce_doubles(&r->comm, &max_mib, 1, CZ_OP_MAX, &err) != 0 ||
+        cz_comm_allreduce_doubles(&r->comm, &sum_mib, 1, CZ_OP_SUM, &err) != 0) {
+        cz_warn("peak memory not reported: %s", err.msg);
+        return;
+    }
     if (r->comm.rank != 0) return;
     cz_info("peak memory per rank%s: max %.0f MiB, mean %.0f MiB", what, max_mib,
             sum_mib / r->comm.size);
@@ -445,7 +443,8 @@ static int run_loop(cz_run *r, cz_error *err) {
         if (t->eval_every > 0 && r->step % t->eval_every == 0 && r->step < t->steps &&
             evaluate(r, err) != 0)
             return -1;
-        int stop = stop_requested_everywhere(r);
+        int stop = stop_requested_everywhere(r, err);
+        if (stop < 0) return -1;
         int sliced = t->stop_after_steps > 0 && r->step - r->first_step >= t->stop_after_steps &&
                      r->step < t->steps;
         if ((t->ckpt_every > 0 && r->step % t->ckpt_every == 0) || stop || sliced) {
@@ -479,11 +478,12 @@ static int run_loop(cz_run *r, cz_error *err) {
     return 0;
 }
 
-int cz_train_run(const cz_config *cfg, const cz_train_options *opt, cz_error *err) {
+int cz_train_run(const cz_comm *world, const cz_config *cfg, const cz_train_options *opt,
+                 cz_error *err) {
     cz_run *r = calloc(1, sizeof *r);
     if (!r) return cz_fail(err, "out of memory");
     cz_signals_install();
-    int rc = setup(r, cfg, opt, err);
+    int rc = setup(r, world, cfg, opt, err);
     if (rc == 0) {
         int resumed = cz_run_resume(r, opt->resume, err);
         rc = resumed < 0 ? -1 : 0;

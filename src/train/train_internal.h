@@ -21,7 +21,8 @@ typedef struct cz_phase {
 
 typedef struct cz_run {
     cz_config cfg;
-    cz_comm comm;
+    cz_comm comm; /* this run's own context over the job's ranks */
+    int comm_ok;
     int threads;
     int quiet;
     cz_gemm_ctx *gemm;
@@ -29,13 +30,14 @@ typedef struct cz_run {
     size_t n_params;
     cz_param_range *ranges;
     int n_ranges;
+    cz_grad_sync *gs; /* owned here: begun, hooked and finished by train_step */
     cz_optimizer *opt;
     cz_data *train_data, *eval_data;
     cz_batch_buf buf[2]; /* one per phase: a buffer's row stride is its seq */
     cz_phase phase[2];
     long phase2_start; /* first step of phase 2 (== steps when there is none) */
     FILE *metrics;
-    double peak_gflops; /* per rank, sgemm */
+    cz_peak peak; /* the MFU denominator per rank (kernels.h) */
     /* position: everything a resume needs besides weights and moments */
     long step;             /* next step to run */
     uint64_t samples_done; /* next global sample index */
@@ -68,7 +70,7 @@ void cz_metrics_close(cz_run *r);
 void cz_metrics_step(cz_run *r, const cz_step_stats *s);
 void cz_metrics_eval(cz_run *r, long step, const cz_eval_stats *e);
 
-/* checkpoint.c: what a checkpoint holds and how a run resumes from one */
+/* run_state.c: what a run's checkpoint holds and how a run resumes from one */
 int cz_run_save_checkpoint(cz_run *r, cz_error *err);
 /* Returns 1 when resumed, 0 when there was nothing to resume from. */
 int cz_run_resume(cz_run *r, const char *resume, cz_error *err);

@@ -1,6 +1,8 @@
-/* What a checkpoint holds, and resuming from one.
+/* What a run's checkpoint holds, and resuming from one. Rank 0 reads and
+ * writes the file; every rank learns its verdict through comm.
  *
- * Blobs (container in include/cloze/ckpt.h):
+ * Blobs (container in include/cloze/ckpt.h), in file order:
+ *   step     the step as a little-endian int64 (what cloze-ckpt info shows)
  *   config   the effective configuration (libconfig text)
  *   state    cz_run_state below: step, data position, optimizer step count
  *   params   the flat parameter buffer (n floats, model layout)
@@ -30,15 +32,6 @@ typedef struct cz_run_state {
     uint64_t world_size; /* informational: resuming on another size is fine */
 } cz_run_state;
 
-/* MPI counts are int: move big buffers in pieces. */
-static void bcast_floats(float *buf, size_t n, MPI_Comm comm) {
-    const size_t piece = (size_t)1 << 28;
-    for (size_t off = 0; off < n; off += piece) {
-        size_t c = n - off < piece ? n - off : piece;
-        MPI_Bcast(buf + off, (int)c, MPI_FLOAT, 0, comm);
-    }
-}
-
 int cz_run_save_checkpoint(cz_run *r, cz_error *err) {
     float *m = NULL, *v = NULL;
     int rc = 0;
@@ -47,8 +40,12 @@ int cz_run_save_checkpoint(cz_run *r, cz_error *err) {
         v = m ? cz_alloc(sizeof(float) * r->n_params, err) : NULL;
         if (!v) rc = -1;
     }
-    MPI_Bcast(&rc, 1, MPI_INT, 0, r->comm.mpi);
-    if (rc == 0) rc = cz_optimizer_gather_moments(r->opt, m, v, err);
+    if (cz_comm_share_verdict(&r->comm, 0, rc, err) < 0) {
+        cz_free(m);
+        cz_free(v);
+        return -1;
+    }
+    rc = cz_optimizer_gather_moments(r->opt, m, v, err);
     if (rc == 0 && r->comm.rank == 0) {
         cz_run_state st = {CZ_RUN_STATE_VERSION,
                            (uint64_t)r->step,
@@ -80,14 +77,7 @@ int cz_run_save_checkpoint(cz_run *r, cz_error *err) {
     cz_free(m);
     cz_free(v);
     /* every rank learns whether the coordinator's write worked */
-    char msg[CZ_ERROR_MAX] = {0};
-    if (r->comm.rank == 0 && rc != 0) snprintf(msg, sizeof msg, "%s", err->msg);
-    MPI_Bcast(&rc, 1, MPI_INT, 0, r->comm.mpi);
-    if (rc != 0) {
-        MPI_Bcast(msg, sizeof msg, MPI_CHAR, 0, r->comm.mpi);
-        return cz_fail(err, "%s", msg);
-    }
-    return 0;
+    return cz_comm_share_verdict(&r->comm, 0, rc, err) < 0 ? -1 : 0;
 }
 
 /* Rank 0 decides which file to resume from: 1 = found, 0 = none, -1 = error. */
@@ -173,23 +163,21 @@ int cz_run_resume(cz_run *r, const char *resume, cz_error *err) {
     cz_run_state st;
     memset(&st, 0, sizeof st);
     float *m = NULL, *v = NULL;
-    char msg[CZ_ERROR_MAX] = {0};
     if (r->comm.rank == 0) {
         found = choose_checkpoint(r, resume, path, sizeof path, err);
         if (found == 1 && load_on_coordinator(r, path, &st, &m, &v, err) != 0) found = -1;
-        if (found < 0) snprintf(msg, sizeof msg, "%s", err->msg);
     }
-    MPI_Bcast(&found, 1, MPI_INT, 0, r->comm.mpi);
-    if (found < 0) {
+    found = cz_comm_share_verdict(&r->comm, 0, found, err);
+    if (found <= 0) {
         cz_free(m);
         cz_free(v);
-        MPI_Bcast(msg, sizeof msg, MPI_CHAR, 0, r->comm.mpi);
-        return cz_fail(err, "%s", msg);
+        return found;
     }
-    if (found == 0) return 0;
-    MPI_Bcast(&st, sizeof st, MPI_BYTE, 0, r->comm.mpi);
-    bcast_floats(cz_model_params(r->model), r->n_params, r->comm.mpi);
-    int rc = cz_optimizer_scatter_moments(r->opt, m, v, err);
+    int rc = cz_comm_bcast(&r->comm, &st, sizeof st, 0, err);
+    if (rc == 0)
+        rc =
+            cz_comm_bcast(&r->comm, cz_model_params(r->model), sizeof(float) * r->n_params, 0, err);
+    if (rc == 0) rc = cz_optimizer_scatter_moments(r->opt, m, v, err);
     cz_free(m);
     cz_free(v);
     if (rc != 0) return -1;

@@ -1,0 +1,124 @@
+/* comm: the collectives on one float buffer, dispatched by algorithm. Grad
+ * sync and the optimizer call only these entry points; an algorithm added
+ * to cz_allreduce_algo gets a case in each (include/cloze/comm.h states
+ * what each must leave where). */
+#include "cloze/comm.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* MPI counts are int: the library's collectives take pieces of this many
+ * floats (our ring pipelines its own pieces, CZ_RING_PIPE). */
+#define MPI_PIECE (CZ_COMM_PIECE / sizeof(float))
+
+static int mpi_failed(const cz_comm *c, const char *what, cz_error *err) {
+    return cz_fail(err, "comm: rank %d: %s failed", c->rank, what);
+}
+
+/* The chunk tables of n over the ranks, or NULL (out of memory). */
+static int *chunk_tables(const cz_comm *c, size_t n, int **displs) {
+    int *counts = calloc(2 * (size_t)c->size, sizeof(int));
+    if (!counts) return NULL;
+    *displs = counts + c->size;
+    cz_comm_chunk_table(n, c->size, counts, *displs);
+    return counts;
+}
+
+/* After a reduce-scatter: the chunks gathered to rank 0. */
+static int gather_chunks(const cz_comm *c, float *buf, size_t n, cz_error *err) {
+    int *displs, *counts = chunk_tables(c, n, &displs);
+    if (!counts) return cz_fail(err, "comm: out of memory");
+    void *send = c->rank == 0 ? MPI_IN_PLACE : (void *)(buf + displs[c->rank]);
+    int rc = MPI_Gatherv(send, counts[c->rank], MPI_FLOAT, buf, counts, displs, MPI_FLOAT, 0,
+                         c->mpi) == MPI_SUCCESS
+                 ? 0
+                 : mpi_failed(c, "gather of the reduced chunks to rank 0", err);
+    free(counts);
+    return rc;
+}
+
+static int mpi_reduce_scatter(const cz_comm *c, float *buf, size_t n, float *scratch,
+                              cz_error *err) {
+    int *displs, *counts = chunk_tables(c, n, &displs);
+    size_t mine = counts ? (size_t)counts[c->rank] : 0;
+    float *out = scratch ? scratch : cz_alloc((mine + 1) * sizeof(float), err);
+    int rc = 0;
+    if (!counts || !out)
+        rc = cz_fail(err, "comm: out of memory");
+    else if (MPI_Reduce_scatter(buf, out, counts, MPI_FLOAT, MPI_SUM, c->mpi) != MPI_SUCCESS)
+        rc = mpi_failed(c, "MPI_Reduce_scatter", err);
+    else
+        memcpy(buf + displs[c->rank], out, mine * sizeof(float));
+    if (!scratch) cz_free(out);
+    free(counts);
+    return rc;
+}
+
+int cz_reduce_scatter(const cz_comm *c, cz_allreduce_algo algo, float *buf, size_t n,
+                      float *scratch, cz_error *err) {
+    if (c->size == 1 || n == 0) return 0;
+    switch (algo) {
+    case CZ_ALLREDUCE_RING:
+        return cz_ring_reduce_scatter(c, buf, n, scratch, err);
+    case CZ_ALLREDUCE_MPI:
+        return mpi_reduce_scatter(c, buf, n, scratch, err);
+    }
+    return cz_fail(err, "comm: unknown all-reduce algorithm %d", (int)algo);
+}
+
+int cz_allgather(const cz_comm *c, cz_allreduce_algo algo, float *buf, size_t n, cz_error *err) {
+    if (c->size == 1 || n == 0) return 0;
+    switch (algo) {
+    case CZ_ALLREDUCE_RING:
+        return cz_ring_allgather(c, buf, n, err);
+    case CZ_ALLREDUCE_MPI: {
+        int *displs, *counts = chunk_tables(c, n, &displs);
+        if (!counts) return cz_fail(err, "comm: out of memory");
+        int rc = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_FLOAT, buf, counts, displs, MPI_FLOAT,
+                                c->mpi) == MPI_SUCCESS
+                     ? 0
+                     : mpi_failed(c, "MPI_Allgatherv", err);
+        free(counts);
+        return rc;
+    }
+    }
+    return cz_fail(err, "comm: unknown all-reduce algorithm %d", (int)algo);
+}
+
+int cz_allreduce(const cz_comm *c, cz_allreduce_algo algo, float *buf, size_t n, float *scratch,
+                 cz_error *err) {
+    if (c->size == 1 || n == 0) return 0;
+    switch (algo) {
+    case CZ_ALLREDUCE_RING:
+        return cz_ring_allreduce(c, buf, n, scratch, err);
+    case CZ_ALLREDUCE_MPI:
+        for (size_t off = 0; off < n; off += MPI_PIECE) {
+            int len = (int)(n - off < MPI_PIECE ? n - off : MPI_PIECE);
+            if (MPI_Allreduce(MPI_IN_PLACE, buf + off, len, MPI_FLOAT, MPI_SUM, c->mpi) !=
+                MPI_SUCCESS)
+                return cz_fail(err, "comm: rank %d: MPI_Allreduce failed at offset %zu", c->rank,
+                               off);
+        }
+        return 0;
+    }
+    return cz_fail(err, "comm: unknown all-reduce algorithm %d", (int)algo);
+}
+
+int cz_reduce(const cz_comm *c, cz_allreduce_algo algo, float *buf, size_t n, float *scratch,
+              cz_error *err) {
+    if (c->size == 1 || n == 0) return 0;
+    switch (algo) {
+    case CZ_ALLREDUCE_RING:
+        if (cz_ring_reduce_scatter(c, buf, n, scratch, err) != 0) return -1;
+        return gather_chunks(c, buf, n, err);
+    case CZ_ALLREDUCE_MPI:
+        for (size_t off = 0; off < n; off += MPI_PIECE) {
+            int len = (int)(n - off < MPI_PIECE ? n - off : MPI_PIECE);
+            void *send = c->rank == 0 ? MPI_IN_PLACE : (void *)(buf + off);
+            if (MPI_Reduce(send, buf + off, len, MPI_FLOAT, MPI_SUM, 0, c->mpi) != MPI_SUCCESS)
+                return cz_fail(err, "comm: rank %d: MPI_Reduce failed at offset %zu", c->rank, off);
+        }
+        return 0;
+    }
+    return cz_fail(err, "comm: unknown all-reduce algorithm %d", (int)algo);
+}

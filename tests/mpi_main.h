@@ -1,0 +1,46 @@
+/* The opening and the end of every MPI test's main(), in one place: MPI
+ * through comm (MPI_THREAD_MULTIPLE, MPI_ERRORS_RETURN, as cloze-train
+ * gets it), rank-tagged logging at WARN, the rank in CHECK's messages, and
+ * one verdict for the whole job (failures summed over ranks). */
+#ifndef CLOZE_TESTS_MPI_MAIN_H
+#define CLOZE_TESTS_MPI_MAIN_H
+
+#include "cloze/comm.h"
+
+#include "check.h"
+
+/* Exits with status 1 when MPI cannot be started. */
+static inline void mpi_test_begin(cz_comm *c, int *argc, char ***argv) {
+    cz_error err;
+    if (cz_comm_init(c, argc, argv, &err) != 0) {
+        fprintf(stderr, "%s\n", err.msg);
+        exit(1);
+    }
+    check_rank = c->rank;
+    cz_log_setup(c->rank, CZ_LOG_WARN);
+}
+
+/* 1 when every rank holds the same bytes (FNV-1a fingerprints compared). */
+static inline int mpi_test_same_on_all_ranks(const cz_comm *c, const void *data, size_t bytes) {
+    uint64_t lo = cz_fnv1a64(data, bytes, CZ_FNV_SEED), hi = lo;
+    MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_UINT64_T, MPI_MIN, c->mpi);
+    MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_UINT64_T, MPI_MAX, c->mpi);
+    return lo == hi;
+}
+
+/* main's exit status: 0 when no rank failed a CHECK. */
+static inline int mpi_test_end(cz_comm *c) {
+    double total = failures;
+    cz_error err;
+    if (cz_comm_allreduce_doubles(c, &total, 1, CZ_OP_SUM, &err) != 0) {
+        fprintf(stderr, "rank %d: %s\n", c->rank, err.msg);
+        total = 1;
+    }
+    if (c->rank == 0 && total == 0)
+        printf("ok (%d ranks, thread level %d)\n", c->size, c->thread_level);
+    if (c->rank == 0 && total > 0) fprintf(stderr, "%.0f failure(s)\n", total);
+    cz_comm_finalize(c);
+    return total > 0 ? 1 : 0;
+}
+
+#endif
