@@ -148,27 +148,39 @@ static void test_damage(const char *path) {
     CHECK(cz_ckpt_verify(bad, &err) != 0, "trailing bytes not detected");
 }
 
-/* A container whose blob checksum is wrong but whose LZ4 frame is valid:
- * only our per-blob checksum can catch it, and it names the blob. */
-static void test_blob_checksum(void) {
-    unsigned char c[16 + 4 + 1 + 16 + 3];
+/* DIR/NAME: a valid LZ4 frame (with or without its content size) around a
+ * container of one blob 'x' whose size and checksum fields are given, and
+ * n bytes of data. */
+static void one_blob_file(const char *name, uint64_t size, uint64_t sum, const void *data, size_t n,
+                          int content_size, char *path, size_t len) {
+    unsigned char c[16 + 4 + 1 + 16 + 64];
     memcpy(c, "CLZCKPT1", 8);
     uint32_t one = 1, zero = 0, nl = 1;
     memcpy(c + 8, &one, 4);
     memcpy(c + 12, &zero, 4);
     memcpy(c + 16, &nl, 4);
     c[20] = 'x';
-    uint64_t size = 3, h = cz_fnv1a64("abc", 3, CZ_FNV_SEED) ^ 1;
     memcpy(c + 21, &size, 8);
-    memcpy(c + 29, &h, 8);
-    memcpy(c + 37, "abc", 3);
-    char buf[1024], path[512];
-    size_t n = LZ4F_compressFrame(buf, sizeof buf, c, sizeof c, NULL);
-    CHECK(!LZ4F_isError(n), "compressFrame");
-    snprintf(path, sizeof path, "%s/sum.lz4", dir);
+    memcpy(c + 29, &sum, 8);
+    memcpy(c + 37, data, n);
+    LZ4F_preferences_t prefs;
+    memset(&prefs, 0, sizeof prefs);
+    prefs.frameInfo.contentSize = content_size ? 37 + n : 0;
+    char buf[1024];
+    size_t z = LZ4F_compressFrame(buf, sizeof buf, c, 37 + n, &prefs);
+    CHECK(!LZ4F_isError(z), "compressFrame");
+    snprintf(path, len, "%s/%s", dir, name);
     FILE *f = fopen(path, "wb");
-    fwrite(buf, 1, n, f);
+    fwrite(buf, 1, z, f);
     fclose(f);
+}
+
+/* A container whose blob checksum is wrong but whose LZ4 frame is valid:
+ * only our per-blob checksum can catch it, and it names the blob. */
+static void test_blob_checksum(void) {
+    char path[512];
+    one_blob_file("sum.lz4", 3, cz_fnv1a64("abc", 3, CZ_FNV_SEED) ^ 1, "abc", 3, 0, path,
+                  sizeof path);
     cz_error err;
     CHECK(cz_ckpt_verify(path, &err) != 0 && strstr(err.msg, "'x'") &&
               strstr(err.msg, "checksum") && strstr(err.msg, "offset 37"),
@@ -185,29 +197,11 @@ static void test_blob_checksum(void) {
 static void test_blob_size(void) {
     /* (no size a machine could allocate: a regression must fail fast) */
     const uint64_t sizes[] = {1ULL << 62, 1ULL << 40, UINT64_MAX - 1, UINT64_MAX};
+    char z[40], path[512];
+    memset(z, 'z', sizeof z);
     for (int with_size = 0; with_size < 2; with_size++) {
         for (int k = 0; k < 4; k++) {
-            unsigned char c[16 + 4 + 1 + 16 + 40];
-            memset(c, 'z', sizeof c);
-            memcpy(c, "CLZCKPT1", 8);
-            uint32_t one = 1, zero = 0, nl = 1;
-            memcpy(c + 8, &one, 4);
-            memcpy(c + 12, &zero, 4);
-            memcpy(c + 16, &nl, 4);
-            c[20] = 'x';
-            uint64_t h = 0;
-            memcpy(c + 21, &sizes[k], 8);
-            memcpy(c + 29, &h, 8);
-            LZ4F_preferences_t prefs;
-            memset(&prefs, 0, sizeof prefs);
-            prefs.frameInfo.contentSize = with_size ? sizeof c : 0;
-            char buf[1024], path[512];
-            size_t n = LZ4F_compressFrame(buf, sizeof buf, c, sizeof c, &prefs);
-            CHECK(!LZ4F_isError(n), "compressFrame");
-            snprintf(path, sizeof path, "%s/size.lz4", dir);
-            FILE *f = fopen(path, "wb");
-            fwrite(buf, 1, n, f);
-            fclose(f);
+            one_blob_file("size.lz4", sizes[k], 0, z, sizeof z, with_size, path, sizeof path);
             cz_error err;
             cz_ckpt *ck = NULL;
             CHECK(cz_ckpt_read(path, &ck, &err) != 0 && strstr(err.msg, "'x'") &&

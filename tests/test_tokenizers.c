@@ -649,27 +649,37 @@ static void test_gpt2_documents(const cz_tokenizer *t) {
     free(want), free(g);
 }
 
-/* encoder.json escapes: every byte token spelled as \uXXXX, a key with a
- * surrogate pair and one with \" \\ \/; empty merges = bytes only. */
-static void test_json_escapes(const char *tmp) {
+/* TMP/NAME.json: the 256 byte tokens, every one spelled as \uXXXX (GPT-2's
+ * bytes_to_unicode written out here again), then `extra` (JSON members and
+ * the closing brace); TMP/NAME.bpe: merges with the header only. */
+static void write_byte_bpe(const char *tmp, const char *name, const char *extra, char *path,
+                           char *merges, size_t len) {
     uint32_t b2u[256], next = 256;
     for (uint32_t b = 0; b < 256; b++) {
         int printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
         b2u[b] = printable ? b : next++;
     }
-    char enc[8192], merges[4200], path[4200];
+    char enc[8192];
     size_t n = (size_t)snprintf(enc, sizeof enc, "{");
     for (int b = 0; b < 256; b++)
         n += (size_t)snprintf(enc + n, sizeof enc - n, "\"\\u%04X\": %d, ", b2u[b], b);
-    snprintf(enc + n, sizeof enc - n, "\"\\ud83d\\ude00\": 256, \"a\\\"b\\\\c\\/\": 257 }");
-    snprintf(path, sizeof path, "%s/esc.json", tmp);
-    snprintf(merges, sizeof merges, "%s/esc.bpe", tmp);
+    snprintf(enc + n, sizeof enc - n, "%s", extra);
+    snprintf(path, len, "%s/%s.json", tmp, name);
+    snprintf(merges, len, "%s/%s.bpe", tmp, name);
     FILE *f = fopen(path, "wb");
     fputs(enc, f);
     fclose(f);
     f = fopen(merges, "wb");
     fputs("#version: 0.2\n", f);
     fclose(f);
+}
+
+/* encoder.json escapes: every byte token spelled as \uXXXX, a key with a
+ * surrogate pair and one with \" \\ \/; empty merges = bytes only. */
+static void test_json_escapes(const char *tmp) {
+    char merges[4200], path[4200];
+    write_byte_bpe(tmp, "esc", "\"\\ud83d\\ude00\": 256, \"a\\\"b\\\\c\\/\": 257 }", path, merges,
+                   sizeof path);
     cz_tokenizer *t = NULL;
     cz_error err;
     if (cz_tokenizer_load_bpe(&t, path, merges, &err)) {
@@ -691,21 +701,8 @@ static void test_json_escapes(const char *tmp) {
  * (found by tests/fuzz/fuzz_vocab: such a vocabulary loaded, and one of
  * the two tokens then decoded as the other). */
 static void test_duplicate_ids(const char *tmp) {
-    uint32_t b2u[256];
-    cz_gpt2_byte_map(b2u);
-    char enc[8192], path[4200], merges[4200];
-    size_t n = (size_t)snprintf(enc, sizeof enc, "{");
-    for (int b = 0; b < 256; b++)
-        n += (size_t)snprintf(enc + n, sizeof enc - n, "\"\\u%04X\": %d, ", b2u[b], b);
-    snprintf(enc + n, sizeof enc - n, "\"xy\": 70}");
-    snprintf(path, sizeof path, "%s/dup.json", tmp);
-    snprintf(merges, sizeof merges, "%s/dup.bpe", tmp);
-    FILE *f = fopen(path, "wb");
-    fputs(enc, f);
-    fclose(f);
-    f = fopen(merges, "wb");
-    fputs("#version: 0.2\n", f);
-    fclose(f);
+    char path[4200], merges[4200];
+    write_byte_bpe(tmp, "dup", "\"xy\": 70}", path, merges, sizeof path);
     cz_tokenizer *t = NULL;
     cz_error err;
     CHECK(cz_tokenizer_load_bpe(&t, path, merges, &err) != 0 && strstr(err.msg, path) &&

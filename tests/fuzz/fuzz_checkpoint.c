@@ -3,7 +3,8 @@
  * the rest is: even, a whole file (LZ4 frame and all); odd, the container
  * inside the frame, which the harness wraps into a valid LZ4 frame with its
  * content size and checksum, so that the container parser sees the fuzzed
- * bytes instead of liblz4 rejecting nearly every input. Properties: read,
+ * bytes instead of liblz4 rejecting nearly every input (and, bit 1, with
+ * each blob's checksum made right). Properties: read,
  * verify and scan agree on whether the file is good, and a good file's blobs
  * are what scan reports. */
 #include "fuzz.h"
@@ -33,20 +34,46 @@ static void on_blob(void *ctx, const char *name, size_t size, const void *data) 
     s->n++;
 }
 
+/* Bit 1 of the first byte (with bit 0): each blob's checksum in the
+ * container is recomputed first, so that mutations of sizes and names are
+ * not all caught by the checksum. */
+static void fix_blob_checksums(uint8_t *c, size_t n) {
+    if (n < 16) return;
+    uint32_t count;
+    memcpy(&count, c + 8, 4);
+    size_t at = 16;
+    for (uint32_t i = 0; i < count && at + 4 <= n; i++) {
+        uint32_t nl;
+        memcpy(&nl, c + at, 4);
+        if (nl > 255 || at + 4 + nl + 16 > n) return;
+        uint64_t sz;
+        memcpy(&sz, c + at + 4 + nl, 8);
+        size_t d = at + 4 + nl + 16;
+        if (sz > n - d) return;
+        uint64_t h = cz_fnv1a64(c + d, (size_t)sz, CZ_FNV_SEED);
+        memcpy(c + at + 4 + nl + 8, &h, 8);
+        at = d + (size_t)sz;
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1) return 0;
     const char *path;
     if (data[0] & 1) {
+        uint8_t *content = malloc(size);
+        memcpy(content, data + 1, size - 1);
+        if (data[0] & 2) fix_blob_checksums(content, size - 1);
         LZ4F_preferences_t prefs;
         memset(&prefs, 0, sizeof prefs);
         prefs.frameInfo.contentSize = size - 1;
         prefs.frameInfo.contentChecksumFlag = LZ4F_contentChecksumEnabled;
         size_t cap = LZ4F_compressFrameBound(size - 1, &prefs);
         void *frame = malloc(cap);
-        size_t n = LZ4F_compressFrame(frame, cap, data + 1, size - 1, &prefs);
+        size_t n = LZ4F_compressFrame(frame, cap, content, size - 1, &prefs);
         FUZZ_CHECK(!LZ4F_isError(n), "lz4: %s", LZ4F_getErrorName(n));
         path = fuzz_file("ckpt-00000001.lz4", frame, n);
         free(frame);
+        free(content);
     } else {
         path = fuzz_file("ckpt-00000001.lz4", data + 1, size - 1);
     }

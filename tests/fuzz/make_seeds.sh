@@ -34,9 +34,10 @@ mkdir -p "$T/bpe"
 "$P" shards --vocab "$T/vocab.txt" --out "$T/wp" --shards 2 --heldout 0.2 --quiet "$T/small.txt" 2>/dev/null
 "$P" shards --vocab "$T/bpe/encoder.json" --merges "$T/bpe/vocab.bpe" --out "$T/gp" --shards 1 \
     --quiet "$T/small.txt" 2>/dev/null
-cp "$T"/wp/set-0001/train-00000.bin "$OUT/fuzz_shard/wordpiece-train-0"
-cp "$T"/wp/set-0001/heldout-00000.bin "$OUT/fuzz_shard/wordpiece-heldout-0"
-cp "$T"/gp/set-0001/train-00000.bin "$OUT/fuzz_shard/gpt-train-0"
+# (first byte: 03 = the harness recomputes both checksums, 00 = as it is)
+prefixed 03 "$T"/wp/set-0001/train-00000.bin "$OUT/fuzz_shard/wordpiece-train-0"
+prefixed 00 "$T"/wp/set-0001/heldout-00000.bin "$OUT/fuzz_shard/wordpiece-heldout-0"
+prefixed 03 "$T"/gp/set-0001/train-00000.bin "$OUT/fuzz_shard/gpt-train-0"
 cp "$T/wp/train.manifest" "$OUT/fuzz_manifest/wordpiece-train"
 cp "$T/wp/heldout.manifest" "$OUT/fuzz_manifest/wordpiece-heldout"
 cp "$T/gp/train.manifest" "$OUT/fuzz_manifest/gpt-train"
@@ -111,6 +112,7 @@ ck=$(ls "$R"/ckpt-*.lz4 | tail -1)
 prefixed 00 "$ck" "$OUT/fuzz_checkpoint/bert-tiny-file"
 lz4 -dc "$ck" >"$T/container"
 prefixed 01 "$T/container" "$OUT/fuzz_checkpoint/bert-tiny-container"
+prefixed 03 "$T/container" "$OUT/fuzz_checkpoint/bert-tiny-container-sums-fixed"
 "$BUILD/cloze-ckpt" export-hf "$ck" "$T/hf" >/dev/null 2>&1
 cp "$T/hf/model.safetensors" "$OUT/fuzz_safetensors/bert-tiny"
 for f in config.json tokenizer_config.json special_tokens_map.json; do
