@@ -33,7 +33,7 @@ for r in $(seq "$reps"); do
   for choice in ${CHOICES:-default auto avx512}; do
     bf16=()
     [ "${BF16:-0}" = 1 ] && [ "$choice" = auto ] && bf16=(--bf16)
-    env "${core[@]}" -u OPENBLAS_L2_SIZE "$bench" --choice "$choice" \
+    env -u OPENBLAS_L2_SIZE "${core[@]}" "$bench" --choice "$choice" \
       --threads "${THREADS:-1,2}" --rounds "${ROUNDS:-2}" --min-time "${MIN_TIME:-0.2}" \
       "${bf16[@]}" "${extra[@]}" 2>/dev/null >>"$out"
   done

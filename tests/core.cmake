@@ -1,1 +1,2 @@
 cloze_add_unit_test(test_core)
+cloze_add_unit_test(test_json)

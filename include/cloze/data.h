@@ -47,6 +47,9 @@ typedef struct cz_batch_buf {
     int32_t *nsp_labels;
     int32_t *targets;
     uint64_t *sample_ids;
+    /* fine-tuning labels (cz_batch), filled by the task's own builder */
+    int32_t *labels, *start_positions, *end_positions, *cls_index; /* [cap] */
+    int32_t *token_labels;                                         /* [cap * seq] */
 } cz_batch_buf;
 
 int cz_batch_buf_alloc(cz_batch_buf *b, int cap, int seq, int max_pred, cz_error *err);

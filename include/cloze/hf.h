@@ -81,4 +81,11 @@ int cz_hf_load(cz_model *m, const char *dir, cz_hf_load_report *rep, cz_error *e
  * have m's vocab_size entries. */
 int cz_hf_export(cz_model *m, const cz_hf_vocab *v, const char *dir, cz_error *err);
 
+/* The head of a fine-tuned checkpoint (blob "finetune.head", written by
+ * cloze-finetune): cz_hf_head_text formats it, cz_hf_head_from_ckpt applies
+ * it to mc (head, num_labels, lm_weight, vocab_size; 1 when the blob is
+ * there, 0 when not: a pre-training checkpoint). */
+void cz_hf_head_text(const cz_model_config *mc, char *buf, size_t cap);
+int cz_hf_head_from_ckpt(const cz_ckpt *c, cz_model_config *mc);
+
 #endif

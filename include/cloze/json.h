@@ -33,6 +33,39 @@ struct cz_json {
     size_t offset;  /* byte offset of the value in the text */
 };
 
+/* ---- the one JSON string decoder (RFC 8259 section 7) ----
+ * Used by the tree reader below, the safetensors header reader and
+ * cloze-prep's encoder.json and JSON Lines readers. */
+
+/* JSON whitespace (space, \t, \n, \r) skipped from p: the first other byte,
+ * or end. */
+const char *cz_json_ws(const char *p, const char *end);
+
+/* Flags of cz_json_decode_string. */
+enum {
+    /* A \uXXXX surrogate without its partner becomes U+FFFD instead of an
+     * error (RFC 8259 section 8.2 leaves such strings to the reader). */
+    CZ_JSON_LONE_SURROGATE_FFFD = 1,
+    /* Raw bytes below 0x20 inside the literal are kept as they are instead
+     * of being an error (the RFC requires them escaped). */
+    CZ_JSON_RAW_CONTROL = 2
+};
+
+/* Receives the decoded string in pieces, in order; non-zero stops the
+ * decoding (it then returns -2; emit fills err). */
+typedef int (*cz_json_emit_fn)(void *ctx, const char *s, size_t n, cz_error *err);
+
+/* Decodes the string literal whose opening quote is at *p, within [*p, end),
+ * handing it to emit as UTF-8 (emit NULL: only checks and skips it).
+ * Escapes: \" \\ \/ \b \f \n \r \t, \uXXXX and surrogate pairs; other
+ * bytes are passed on as they are. Returns 0 with *p just after the closing
+ * quote; -1 when malformed (bad escape, lone surrogate, raw control byte,
+ * no closing quote; see the flags) with *p at the offending byte and err
+ * saying what, without a position (the caller knows its file); -2 when
+ * emit failed. */
+int cz_json_decode_string(const char **p, const char *end, unsigned flags, cz_json_emit_fn emit,
+                          void *ctx, cz_error *err);
+
 /* Parses text[0, len) into *root (free with cz_json_free). Nesting deeper
  * than 64 levels and trailing non-space bytes are errors. */
 int cz_json_parse(const char *text, size_t len, cz_json **root, cz_error *err);

@@ -102,6 +102,21 @@ typedef struct cz_tensor_info {
 
 typedef struct cz_model cz_model;
 
+/* The rules of a model configuration, in one place: cz_model_create checks
+ * its struct with them, config checks a file with them (and names the line
+ * that set *key). 0, or -1 with *key (may be NULL) the field to change, as
+ * its key in the model section ("heads"), and err saying why in
+ * configuration terms ("model.hidden = 100 is not a multiple of
+ * model.heads = 3"). */
+int cz_model_config_check(const cz_model_config *c, const char **key, cz_error *err);
+
+/* Whether the model can run sequences of `seq` tokens with `max_pred`
+ * prediction slots: seq in [1, max_positions]; BERT's pre-training heads
+ * also max_pred in [1, seq]. Returns the bound broken, so that each caller
+ * words it with its own names (data.seq, data.phase2_max_pred, max_seq). */
+enum { CZ_SHAPE_OK = 0, CZ_SHAPE_SEQ = 1, CZ_SHAPE_PRED = 2 };
+int cz_model_shape_rule(const cz_model_config *c, int seq, int max_pred);
+
 int cz_model_create(cz_model **out, const cz_model_config *cfg, int max_batch, int max_seq,
                     int max_pred, const cz_gemm_ctx *gemm, cz_error *err);
 void cz_model_free(cz_model *m);

@@ -58,6 +58,10 @@ int cz_safetensors_load(const cz_st_file *f, int i, const cz_tensor_info *t, flo
 int cz_model_save_safetensors(cz_model *m, const char *path, cz_error *err);
 int cz_model_load_safetensors(cz_model *m, const char *path, cz_error *err);
 
+/* The Hugging Face class whose state_dict names match the model's tensors
+ * (BertForPreTraining, BertForSequenceClassification, ..., by cfg->head). */
+const char *cz_hf_architecture(const cz_model_config *cfg);
+
 /* config.json with Hugging Face field names (BertConfig / OpenAIGPTConfig). */
 int cz_hf_config_write(const char *path, const cz_model_config *cfg, cz_error *err);
 

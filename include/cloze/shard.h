@@ -132,6 +132,9 @@ typedef struct cz_manifest {
 } cz_manifest;
 
 int cz_manifest_load(cz_manifest *m, const char *path, cz_error *err);
+/* A path the manifest records (shard, vocabulary), resolved as its shards
+ * are: absolute as it is, relative to the manifest's directory. */
+void cz_manifest_resolve(const cz_manifest *m, const char *recorded, char *out, size_t len);
 /* Writes atomically; shard paths are written relative to the manifest's
  * directory when they lie below it. */
 int cz_manifest_write(const cz_manifest *m, const char *path, cz_error *err);

@@ -2,16 +2,23 @@
  * gradients, steps the optimizer, evaluates, logs, checkpoints, and stops
  * cleanly on SIGTERM/SIGUSR1 (what Slurm sends before preemption).
  *
- * One step, as data flows (../shared/DESIGN.md):
+ * One step, as data flows (docs/architecture.md, "How a batch flows"):
  *   data (samples base .. base+G-1) -> micro-batch m = a*ranks + rank
- *   -> forward/backward (grad scale 1/(G/b)) -> grad sync per bucket
- *   -> placement step (clip, AdamW/LAMB, schedule) -> next step */
+ *   -> forward/backward, the last micro-batch's backward hooked to the grad
+ *      sync, which reduces each bucket while backward continues
+ *   -> grad sync finished -> placement step (clip, AdamW/LAMB, schedule)
+ *   -> next step
+ * train owns the cz_grad_sync: it creates, begins, hooks and finishes it;
+ * the optimizer only reads its layout. */
 #ifndef CLOZE_TRAIN_H
 #define CLOZE_TRAIN_H
 
+#include "cloze/ckpt.h"
 #include "cloze/comm.h"
 #include "cloze/config.h"
 #include "cloze/core.h"
+#include "cloze/data.h"
+#include "cloze/model.h"
 
 typedef struct cz_train_options {
     const char *resume; /* NULL: fresh run (refuses a run dir with checkpoints);
@@ -25,5 +32,31 @@ typedef struct cz_train_options {
  * signal after checkpointing), -1 with err filled otherwise. */
 int cz_train_run(const cz_comm *world, const cz_config *cfg, const cz_train_options *opt,
                  cz_error *err);
+
+/* A task that brings its own samples, model initialisation and evaluation
+ * (cloze-finetune): the run keeps everything else of cz_train_run (ranks,
+ * the sample-to-rank mapping, gradient sync, optimizer and schedule,
+ * checkpoints, --resume, signals, metrics.jsonl). cfg->model carries the
+ * task's head; data.seq is the task's sequence length; data.*_manifest are
+ * not read. */
+typedef struct cz_train_task {
+    void *ctx;
+    /* Builds global sample g into slot `slot` of buf. Any rank may build any
+     * sample, so a sample must be a function of g alone. */
+    int (*build)(void *ctx, cz_batch_buf *buf, int slot, uint64_t g, cz_error *err);
+    /* Called on every rank once the model has its default initialisation
+     * (before any checkpoint is resumed), e.g. to load pre-trained weights. */
+    int (*init_model)(void *ctx, cz_model *m, cz_error *err);
+    /* Evaluation at step 0 of a fresh run, every train.eval_every steps and
+     * after the last step (final = 1); called on every rank. */
+    int (*evaluate)(void *ctx, cz_model *m, const cz_comm *comm, long step, int final,
+                    cz_error *err);
+    /* Extra blobs written into every checkpoint (task, labels, vocabulary). */
+    const cz_blob *blobs;
+    int n_blobs;
+} cz_train_task;
+
+int cz_train_run_task(const cz_comm *world, const cz_config *cfg, const cz_train_options *opt,
+                      const cz_train_task *task, cz_error *err);
 
 #endif

@@ -398,6 +398,32 @@ static int write_tokenizer_files(const cz_model_config *c, const cz_hf_vocab *v,
     return cz_write_file_atomic(path, map, strlen(map), err);
 }
 
+/* ---- the head of a fine-tuned checkpoint ---- */
+
+void cz_hf_head_text(const cz_model_config *mc, char *buf, size_t cap) {
+    snprintf(buf, cap, "head %d num_labels %d lm_weight %.9g vocab_size %d", mc->head,
+             mc->num_labels, (double)mc->lm_weight, mc->vocab_size);
+}
+
+int cz_hf_head_from_ckpt(const cz_ckpt *c, cz_model_config *mc) {
+    size_t n = 0;
+    const char *h = cz_ckpt_get(c, "finetune.head", &n);
+    char text[256];
+    if (!h || n >= sizeof text) return 0;
+    memcpy(text, h, n);
+    text[n] = 0;
+    float lw = 0;
+    int head = 0, labels = 0, vocab = 0;
+    if (sscanf(text, "head %d num_labels %d lm_weight %f vocab_size %d", &head, &labels, &lw,
+               &vocab) != 4)
+        return 0;
+    mc->head = head;
+    mc->num_labels = labels;
+    mc->lm_weight = lw;
+    mc->vocab_size = vocab;
+    return 1;
+}
+
 /* ---- export ---- */
 
 int cz_hf_export(cz_model *m, const cz_hf_vocab *v, const char *dir, cz_error *err) {
@@ -407,6 +433,10 @@ int cz_hf_export(cz_model *m, const cz_hf_vocab *v, const char *dir, cz_error *e
                        "Hugging Face's OpenAIGPT has the tanh GELU and an FFN of 4 x n_embd; this "
                        "model has gelu %s and intermediate %d",
                        c->gelu_tanh ? "tanh" : "erf", c->intermediate);
+    if (c->arch == CZ_ARCH_GPT && c->head != CZ_HEAD_PRETRAIN)
+        return cz_fail(err, "a fine-tuned GPT has three tokens added to its vocabulary (GPT-1 "
+                            "Sec. 3.3), which export-hf does not write: export its pre-trained "
+                            "checkpoint");
     if (v) {
         uint32_t size;
         uint64_t fp;

@@ -2,6 +2,7 @@
  * the Hugging Face config.json writer. The header parser understands just
  * the JSON that safetensors uses: objects, arrays, strings, integers. */
 #include "cloze/safetensors.h"
+#include "cloze/json.h"
 
 #include <stdarg.h>
 #include <stdlib.h>
@@ -117,8 +118,7 @@ typedef struct json {
 } json;
 
 static void skip_ws(json *j) {
-    while (j->s < j->end && (*j->s == ' ' || *j->s == '\n' || *j->s == '\r' || *j->s == '\t'))
-        j->s++;
+    j->s = cz_json_ws(j->s, j->end);
 }
 
 static int jfail(json *j, const char *what) {
@@ -138,22 +138,30 @@ static int expect(json *j, char c) {
     return 0;
 }
 
-/* Reads a string into out (truncated to cap-1; escapes \" \\ \/ only). */
+/* A fixed buffer, the string truncated to its size - 1 bytes. */
+typedef struct strbuf {
+    char *o;
+    size_t n, cap;
+} strbuf;
+
+static int strbuf_emit(void *ctx, const char *s, size_t n, cz_error *err) {
+    (void)err;
+    strbuf *b = ctx;
+    size_t room = b->cap - 1 - b->n;
+    if (n > room) n = room;
+    memcpy(b->o + b->n, s, n);
+    b->n += n;
+    return 0;
+}
+
+/* Reads a string into out (decoded, truncated to cap-1 bytes). */
 static int parse_string(json *j, char *out, size_t cap) {
-    if (expect(j, '"')) return -1;
-    size_t k = 0;
-    while (j->s < j->end && *j->s != '"') {
-        char c = *j->s++;
-        if (c == '\\') {
-            if (j->s >= j->end) break;
-            c = *j->s++;
-            if (c != '"' && c != '\\' && c != '/') return jfail(j, "unsupported string escape");
-        }
-        if (k + 1 < cap) out[k++] = c;
-    }
-    if (j->s >= j->end) return jfail(j, "unterminated string");
-    j->s++;
-    out[k] = 0;
+    skip_ws(j);
+    if (j->s >= j->end || *j->s != '"') return expect(j, '"');
+    strbuf b = {out, 0, cap};
+    cz_error e;
+    if (cz_json_decode_string(&j->s, j->end, 0, strbuf_emit, &b, &e) != 0) return jfail(j, e.msg);
+    out[b.n] = 0;
     return 0;
 }
 
@@ -428,7 +436,7 @@ static const char *short_float(char *buf, size_t cap, float v) {
 }
 
 /* The Hugging Face class whose state_dict names match the model's tensors. */
-static const char *hf_architecture(const cz_model_config *c) {
+const char *cz_hf_architecture(const cz_model_config *c) {
     static const char *bert[] = {"BertForPreTraining", "BertModel", "BertForSequenceClassification",
                                  "BertForQuestionAnswering", "BertForTokenClassification"};
     static const char *gpt[] = {"OpenAIGPTLMHeadModel", "OpenAIGPTModel",
@@ -457,7 +465,7 @@ int cz_hf_config_write(const char *path, const cz_model_config *c, cz_error *err
                   "  \"max_position_embeddings\": %d,\n  \"type_vocab_size\": %d,\n"
                   "  \"initializer_range\": %s,\n  \"layer_norm_eps\": %s,\n"
                   "  \"tie_word_embeddings\": true\n}\n",
-                  hf_architecture(c), labels, c->vocab_size, c->hidden, c->layers, c->heads,
+                  cz_hf_architecture(c), labels, c->vocab_size, c->hidden, c->layers, c->heads,
                   c->intermediate, c->gelu_tanh ? "gelu_new" : "gelu", hd, ad, c->max_positions,
                   c->type_vocab_size, ir, eps);
     } else {
@@ -468,7 +476,7 @@ int cz_hf_config_write(const char *path, const cz_model_config *c, cz_error *err
                   "  \"afn\": \"%s\",\n  \"resid_pdrop\": %s,\n  \"embd_pdrop\": %s,\n"
                   "  \"attn_pdrop\": %s,\n  \"layer_norm_epsilon\": %s,\n"
                   "  \"initializer_range\": %s,\n  \"tie_word_embeddings\": true\n}\n",
-                  hf_architecture(c), labels, c->vocab_size, c->hidden, c->layers, c->heads,
+                  cz_hf_architecture(c), labels, c->vocab_size, c->hidden, c->layers, c->heads,
                   c->max_positions, c->gelu_tanh ? "gelu" : "gelu_exact", hd, hd, ad, eps, ir);
     }
     if (b.failed) {

@@ -85,6 +85,20 @@ int cz_allgather(const cz_comm *c, cz_allreduce_algo algo, float *buf, size_t n,
     return cz_fail(err, "comm: unknown all-reduce algorithm %d", (int)algo);
 }
 
+/* MPI_Allreduce (root < 0) or MPI_Reduce to root, in place, in pieces. */
+static int mpi_sum_pieces(const cz_comm *c, float *buf, size_t n, int root, cz_error *err) {
+    for (size_t off = 0; off < n; off += MPI_PIECE) {
+        int len = (int)(n - off < MPI_PIECE ? n - off : MPI_PIECE);
+        void *send = root < 0 || c->rank == root ? MPI_IN_PLACE : (void *)(buf + off);
+        int rc = root < 0 ? MPI_Allreduce(MPI_IN_PLACE, buf + off, len, MPI_FLOAT, MPI_SUM, c->mpi)
+                          : MPI_Reduce(send, buf + off, len, MPI_FLOAT, MPI_SUM, root, c->mpi);
+        if (rc != MPI_SUCCESS)
+            return cz_fail(err, "comm: rank %d: %s failed at offset %zu", c->rank,
+                           root < 0 ? "MPI_Allreduce" : "MPI_Reduce", off);
+    }
+    return 0;
+}
+
 int cz_allreduce(const cz_comm *c, cz_allreduce_algo algo, float *buf, size_t n, float *scratch,
                  cz_error *err) {
     if (c->size == 1 || n == 0) return 0;
@@ -92,14 +106,7 @@ int cz_allreduce(const cz_comm *c, cz_allreduce_algo algo, float *buf, size_t n,
     case CZ_ALLREDUCE_RING:
         return cz_ring_allreduce(c, buf, n, scratch, err);
     case CZ_ALLREDUCE_MPI:
-        for (size_t off = 0; off < n; off += MPI_PIECE) {
-            int len = (int)(n - off < MPI_PIECE ? n - off : MPI_PIECE);
-            if (MPI_Allreduce(MPI_IN_PLACE, buf + off, len, MPI_FLOAT, MPI_SUM, c->mpi) !=
-                MPI_SUCCESS)
-                return cz_fail(err, "comm: rank %d: MPI_Allreduce failed at offset %zu", c->rank,
-                               off);
-        }
-        return 0;
+        return mpi_sum_pieces(c, buf, n, -1, err);
     }
     return cz_fail(err, "comm: unknown all-reduce algorithm %d", (int)algo);
 }
@@ -112,13 +119,7 @@ int cz_reduce(const cz_comm *c, cz_allreduce_algo algo, float *buf, size_t n, fl
         if (cz_ring_reduce_scatter(c, buf, n, scratch, err) != 0) return -1;
         return gather_chunks(c, buf, n, err);
     case CZ_ALLREDUCE_MPI:
-        for (size_t off = 0; off < n; off += MPI_PIECE) {
-            int len = (int)(n - off < MPI_PIECE ? n - off : MPI_PIECE);
-            void *send = c->rank == 0 ? MPI_IN_PLACE : (void *)(buf + off);
-            if (MPI_Reduce(send, buf + off, len, MPI_FLOAT, MPI_SUM, 0, c->mpi) != MPI_SUCCESS)
-                return cz_fail(err, "comm: rank %d: MPI_Reduce failed at offset %zu", c->rank, off);
-        }
-        return 0;
+        return mpi_sum_pieces(c, buf, n, 0, err);
     }
     return cz_fail(err, "comm: unknown all-reduce algorithm %d", (int)algo);
 }

@@ -25,22 +25,17 @@ static size_t piece_len(size_t count, size_t j) {
     return count - lo < CZ_RING_PIPE ? count - lo : CZ_RING_PIPE;
 }
 
-/* Posts the sends of `count` floats at src to `to`, in pieces. */
-static int post_sends(MPI_Comm comm, const float *src, size_t count, int to, int tag,
-                      MPI_Request *req) {
-    for (size_t j = 0; j < n_pieces(count); j++)
-        if (MPI_Isend(src + j * CZ_RING_PIPE, (int)piece_len(count, j), MPI_FLOAT, to, tag, comm,
-                      &req[j]) != MPI_SUCCESS)
-            return -1;
-    return 0;
-}
-
-static int post_recvs(MPI_Comm comm, float *dst, size_t count, int from, int tag,
-                      MPI_Request *req) {
-    for (size_t j = 0; j < n_pieces(count); j++)
-        if (MPI_Irecv(dst + j * CZ_RING_PIPE, (int)piece_len(count, j), MPI_FLOAT, from, tag, comm,
-                      &req[j]) != MPI_SUCCESS)
-            return -1;
+/* Posts the sends (send = 1) of `count` floats at buf to `peer`, or the
+ * receives from it, in pieces: req[j] for piece j. */
+static int post(MPI_Comm comm, float *buf, size_t count, int peer, int tag, MPI_Request *req,
+                int send) {
+    for (size_t j = 0; j < n_pieces(count); j++) {
+        float *p = buf + j * CZ_RING_PIPE;
+        int len = (int)piece_len(count, j);
+        int rc = send ? MPI_Isend(p, len, MPI_FLOAT, peer, tag, comm, &req[j])
+                      : MPI_Irecv(p, len, MPI_FLOAT, peer, tag, comm, &req[j]);
+        if (rc != MPI_SUCCESS) return -1;
+    }
     return 0;
 }
 
@@ -64,8 +59,8 @@ int cz_ring_reduce_scatter(const cz_comm *c, float *buf, size_t n, float *scratc
         size_t soff, scount, roff, rcount;
         cz_comm_chunk(n, p, sc, &soff, &scount);
         cz_comm_chunk(n, p, rc_, &roff, &rcount);
-        if (post_recvs(comm, tmp, rcount, prev, s, rreq) != 0 ||
-            post_sends(comm, buf + soff, scount, next, s, sreq) != 0) {
+        if (post(comm, tmp, rcount, prev, s, rreq, 0) != 0 ||
+            post(comm, buf + soff, scount, next, s, sreq, 1) != 0) {
             rc = cz_fail(err, "ring reduce-scatter: step %d: MPI post failed", s);
             goto out;
         }
@@ -107,8 +102,8 @@ int cz_ring_allgather(const cz_comm *c, float *buf, size_t n, cz_error *err) {
         cz_comm_chunk(n, p, sc, &soff, &scount);
         cz_comm_chunk(n, p, rc_, &roff, &rcount);
         size_t nr = n_pieces(rcount), ns = n_pieces(scount);
-        if (post_recvs(comm, buf + roff, rcount, prev, s, req) != 0 ||
-            post_sends(comm, buf + soff, scount, next, s, req + nr) != 0 ||
+        if (post(comm, buf + roff, rcount, prev, s, req, 0) != 0 ||
+            post(comm, buf + soff, scount, next, s, req + nr, 1) != 0 ||
             MPI_Waitall((int)(nr + ns), req, MPI_STATUSES_IGNORE) != MPI_SUCCESS) {
             rc = cz_fail(err, "ring all-gather: step %d: exchange with ranks %d/%d failed", s, prev,
                          next);

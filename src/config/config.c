@@ -555,6 +555,8 @@ static int fail_key(const load_ctx *ctx, int i, cz_error *err, const char *fmt, 
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    if (i < 0) /* a rule on a field that has no key */
+        return ctx && ctx->name ? cz_fail(err, "%s: %s", ctx->name, msg) : cz_fail(err, "%s", msg);
     const cz_key *k = &cz_config_keys[i];
     if (ctx && ctx->at[i].set) return cz_fail(err, "--set %s: %s", ctx->at[i].set, msg);
     if (ctx && ctx->name && ctx->at[i].line > 0)
@@ -628,40 +630,32 @@ static int validate_cross(const cz_config *c, const load_ctx *ctx, cz_error *err
     const cz_data_config *d = &c->data;
     const cz_train_config *t = &c->train;
     const cz_optim_config *o = &c->optim;
-    int bert = m->arch == CZ_ARCH_BERT;
 
-    if (m->hidden % m->heads != 0)
-        return fail_key(ctx, KEY_INDEX("model", "heads"), err,
-                        "model.hidden = %d is not a multiple of model.heads = %d", m->hidden,
-                        m->heads);
-    if (m->intermediate < 1)
-        return fail_key(ctx, KEY_INDEX("model", "intermediate"), err,
-                        "is 0 (only a file may say 0, which the loader turns into 4 x hidden)");
-    if (bert && m->type_vocab_size < 2)
-        return fail_key(ctx, KEY_INDEX("model", "type_vocab_size"), err,
-                        "BERT needs 2 segment types (sentence A and B), got %d",
-                        m->type_vocab_size);
-    if (!bert && m->type_vocab_size != 0)
-        return fail_key(ctx, KEY_INDEX("model", "type_vocab_size"), err,
-                        "GPT has no segment embeddings: must be 0, got %d", m->type_vocab_size);
-    if (d->seq > m->max_positions)
+    /* the model's own rules (model.h), blamed on the key they name */
+    const char *key;
+    cz_error why;
+    if (cz_model_config_check(m, &key, &why) != 0)
+        return fail_key(ctx, KEY_INDEX("model", key), err, "%s", why.msg);
+    int shape = cz_model_shape_rule(m, d->seq, d->max_pred);
+    if (shape == CZ_SHAPE_SEQ)
         return fail_key(ctx, KEY_INDEX("data", "seq"), err,
                         "data.seq = %d exceeds model.max_positions = %d", d->seq, m->max_positions);
-    if (bert && d->max_pred < 1)
+    if (shape == CZ_SHAPE_PRED && d->max_pred < 1)
         return fail_key(ctx, KEY_INDEX("data", "max_pred"), err,
                         "BERT needs at least 1 prediction slot, got %d", d->max_pred);
-    if (d->max_pred > d->seq)
+    if (shape == CZ_SHAPE_PRED)
         return fail_key(ctx, KEY_INDEX("data", "max_pred"), err,
                         "data.max_pred = %d exceeds data.seq = %d", d->max_pred, d->seq);
     if (d->phase2_fraction > 0) {
-        if (d->phase2_seq > m->max_positions)
+        shape = cz_model_shape_rule(m, d->phase2_seq, d->phase2_max_pred);
+        if (shape == CZ_SHAPE_SEQ)
             return fail_key(ctx, KEY_INDEX("data", "phase2_seq"), err,
                             "data.phase2_seq = %d exceeds model.max_positions = %d", d->phase2_seq,
                             m->max_positions);
-        if (bert && d->phase2_max_pred < 1)
+        if (shape == CZ_SHAPE_PRED && d->phase2_max_pred < 1)
             return fail_key(ctx, KEY_INDEX("data", "phase2_max_pred"), err,
                             "BERT needs at least 1 prediction slot, got %d", d->phase2_max_pred);
-        if (d->phase2_max_pred > d->phase2_seq)
+        if (shape == CZ_SHAPE_PRED)
             return fail_key(ctx, KEY_INDEX("data", "phase2_max_pred"), err,
                             "data.phase2_max_pred = %d exceeds data.phase2_seq = %d",
                             d->phase2_max_pred, d->phase2_seq);

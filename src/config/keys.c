@@ -1,6 +1,6 @@
 /* The table of every configuration key (see keys.h). Defaults follow BERT
  * (Devlin et al. 2018, Sec. 3 and App. A.2) and, where `def_gpt` is set,
- * GPT-1 (Radford et al. 2018, Sec. 4.1); notes in ../shared/papers/.
+ * GPT-1 (Radford et al. 2018, Sec. 4.1).
  *
  * A default that differs by architecture applies only when the key is not
  * given (in the file or with --set). */
@@ -72,6 +72,10 @@ const cz_key cz_config_keys[] = {
      .choices = "fp32|bf16",
      .meaning = "matrix-product inputs: fp32, or bf16 (vdpbf16ps, fp32 accumulation and master "
                 "weights; needs AVX512_BF16)"},
+    {KEY("model", "init_from", CZ_KEY_STRING, train.init_from), .def = "",
+     .meaning = "start from these weights: a cloze checkpoint (.lz4, e.g. from cloze-ckpt "
+                "import-hf) or a Hugging Face directory; the model keys must match, heads it "
+                "lacks start fresh; a resumed run takes its checkpoint instead"},
 
     /* ---- data: instances and the BERT length curriculum (App. A.2) ---- */
     {KEY("data", "train_manifest", CZ_KEY_STRING, data.train_manifest), .def = "",

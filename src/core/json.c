@@ -18,8 +18,7 @@ static int fail_at(reader *r, const char *what) {
 }
 
 static void skip_ws(reader *r) {
-    while (r->p < r->end && (*r->p == ' ' || *r->p == '\t' || *r->p == '\n' || *r->p == '\r'))
-        r->p++;
+    r->p = cz_json_ws(r->p, r->end);
 }
 
 static cz_json *new_node(reader *r, cz_json_type type) {
@@ -33,26 +32,22 @@ static cz_json *new_node(reader *r, cz_json_type type) {
     return v;
 }
 
-static int hex4(reader *r, unsigned *out) {
-    if (r->end - r->p < 4) return fail_at(r, "truncated \\u escape");
-    unsigned v = 0;
-    for (int i = 0; i < 4; i++) {
-        char c = r->p[i];
-        v <<= 4;
-        if (c >= '0' && c <= '9')
-            v |= (unsigned)(c - '0');
-        else if (c >= 'a' && c <= 'f')
-            v |= (unsigned)(c - 'a' + 10);
-        else if (c >= 'A' && c <= 'F')
-            v |= (unsigned)(c - 'A' + 10);
-        else
-            return fail_at(r, "bad hex digit in \\u escape");
+/* Four hex digits at p (p + 4 <= end checked by the caller) -> *v. */
+static int hex4(const char *p, unsigned *v) {
+    *v = 0;
+    for (int k = 0; k < 4; k++) {
+        char c = p[k];
+        int d = c >= '0' && c <= '9'   ? c - '0'
+                : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                       : -1;
+        if (d < 0) return -1;
+        *v = *v << 4 | (unsigned)d;
     }
-    r->p += 4;
-    *out = v;
     return 0;
 }
 
+/* UTF-8 of a code point <= U+10FFFF (RFC 3629). */
 static size_t put_utf8(char *o, unsigned cp) {
     if (cp < 0x80) {
         o[0] = (char)cp;
@@ -76,93 +71,139 @@ static size_t put_utf8(char *o, unsigned cp) {
     return 4;
 }
 
+/* The byte a one-letter escape stands for, or -1. */
+static int simple_escape(char c) {
+    switch (c) {
+    case '"':
+    case '\\':
+    case '/':
+        return c;
+    case 'b':
+        return '\b';
+    case 'f':
+        return '\f';
+    case 'n':
+        return '\n';
+    case 'r':
+        return '\r';
+    case 't':
+        return '\t';
+    default:
+        return -1;
+    }
+}
+
+const char *cz_json_ws(const char *p, const char *end) {
+    while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')) p++;
+    return p;
+}
+
+/* \uXXXX at *p (on the backslash), joined with the \uXXXX low surrogate that
+ * follows a high one (RFC 8259 section 7: 0x10000 + (hi - 0xD800) * 0x400 +
+ * (lo - 0xDC00)). Advances *p past what it used. Returns 0, -1 for bad hex,
+ * -2 for a lone surrogate (*cp then holds it). */
+static int unicode_escape(const char **p, const char *end, unsigned *cp) {
+    const char *q = *p + 2;
+    if (end - q < 4 || hex4(q, cp)) return -1;
+    q += 4;
+    *p = q;
+    unsigned lo;
+    if (*cp >= 0xD800 && *cp <= 0xDBFF && end - q >= 6 && q[0] == '\\' && q[1] == 'u' &&
+        !hex4(q + 2, &lo) && lo >= 0xDC00 && lo <= 0xDFFF) {
+        *cp = 0x10000 + ((*cp - 0xD800) << 10) + (lo - 0xDC00);
+        *p = q + 6;
+        return 0;
+    }
+    return *cp >= 0xD800 && *cp <= 0xDFFF ? -2 : 0;
+}
+
+int cz_json_decode_string(const char **p, const char *end, unsigned flags, cz_json_emit_fn emit,
+                          void *ctx, cz_error *err) {
+    const char *s = *p + 1;
+    while (s < end && *s != '"') {
+        if (*s != '\\') { /* the run up to the next quote or escape, as it is */
+            const char *r = s;
+            while (r < end && *r != '"' && *r != '\\' &&
+                   ((unsigned char)*r >= 0x20 || (flags & CZ_JSON_RAW_CONTROL)))
+                r++;
+            if (r < end && *r != '"' && *r != '\\') {
+                *p = r;
+                return cz_fail(err, "control byte 0x%02x in a string", (unsigned char)*r);
+            }
+            if (emit && r > s && emit(ctx, s, (size_t)(r - s), err)) return -2;
+            s = r;
+            continue;
+        }
+        if (s + 1 >= end) {
+            *p = s;
+            return cz_fail(err, "unterminated escape");
+        }
+        char utf8[4];
+        size_t n;
+        if (s[1] == 'u') {
+            const char *at = s;
+            unsigned cp;
+            int rc = unicode_escape(&s, end, &cp);
+            if (rc == -2 && (flags & CZ_JSON_LONE_SURROGATE_FFFD)) {
+                cp = 0xFFFD; /* a lone surrogate is no character */
+            } else if (rc == -2) {
+                *p = at;
+                return cz_fail(err, "lone surrogate \\u%04X", cp);
+            } else if (rc) {
+                *p = at;
+                return cz_fail(err, "bad \\u escape");
+            }
+            n = put_utf8(utf8, cp);
+        } else {
+            int c = simple_escape(s[1]);
+            if (c < 0) {
+                *p = s;
+                return cz_fail(err, "bad escape \\%c", s[1]);
+            }
+            utf8[0] = (char)c;
+            n = 1;
+            s += 2;
+        }
+        if (emit && emit(ctx, utf8, n, err)) return -2;
+    }
+    if (s >= end) {
+        *p = s;
+        return cz_fail(err, "unterminated string");
+    }
+    *p = s + 1;
+    return 0;
+}
+
+/* Into a buffer known to be large enough. */
+typedef struct fill {
+    char *o;
+    size_t n;
+} fill;
+
+static int fill_emit(void *ctx, const char *s, size_t n, cz_error *err) {
+    (void)err;
+    fill *f = ctx;
+    memcpy(f->o + f->n, s, n);
+    f->n += n;
+    return 0;
+}
+
 /* The string literal at r->p (its opening quote) into a malloc'ed buffer.
  * The decoded form is never longer than the literal (\uXXXX: 6 bytes in,
  * at most 3 out; a surrogate pair: 12 in, 4 out). */
 static int parse_string(reader *r, char **out, size_t *out_len) {
-    r->p++; /* the quote */
-    const char *q = r->p;
+    const char *q = r->p + 1;
     while (q < r->end && *q != '"') q += (*q == '\\' && q + 1 < r->end) ? 2 : 1;
-    if (q >= r->end) return fail_at(r, "unterminated string");
-    char *buf = malloc((size_t)(q - r->p) + 1);
-    if (!buf) return cz_fail(r->err, "out of memory");
-    size_t n = 0;
-    while (*r->p != '"') {
-        unsigned char c = (unsigned char)*r->p;
-        if (c < 0x20) {
-            free(buf);
-            return fail_at(r, "control character in string");
-        }
-        if (c != '\\') {
-            buf[n++] = (char)c;
-            r->p++;
-            continue;
-        }
-        r->p++;
-        char e = *r->p++;
-        unsigned cp;
-        switch (e) {
-        case '"':
-            buf[n++] = '"';
-            break;
-        case '\\':
-            buf[n++] = '\\';
-            break;
-        case '/':
-            buf[n++] = '/';
-            break;
-        case 'b':
-            buf[n++] = '\b';
-            break;
-        case 'f':
-            buf[n++] = '\f';
-            break;
-        case 'n':
-            buf[n++] = '\n';
-            break;
-        case 'r':
-            buf[n++] = '\r';
-            break;
-        case 't':
-            buf[n++] = '\t';
-            break;
-        case 'u':
-            if (hex4(r, &cp)) {
-                free(buf);
-                return -1;
-            }
-            if (cp >= 0xDC00 && cp <= 0xDFFF) {
-                free(buf);
-                return fail_at(r, "lone low surrogate in \\u escape");
-            }
-            if (cp >= 0xD800 && cp <= 0xDBFF) { /* needs its low half */
-                unsigned lo;
-                if (r->end - r->p < 2 || r->p[0] != '\\' || r->p[1] != 'u') {
-                    free(buf);
-                    return fail_at(r, "high surrogate without its low half");
-                }
-                r->p += 2;
-                if (hex4(r, &lo)) {
-                    free(buf);
-                    return -1;
-                }
-                if (lo < 0xDC00 || lo > 0xDFFF) {
-                    free(buf);
-                    return fail_at(r, "high surrogate without its low half");
-                }
-                cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-            }
-            n += put_utf8(buf + n, cp);
-            break;
-        default:
-            free(buf);
-            return fail_at(r, "unknown escape in string");
-        }
+    fill f = {malloc((size_t)(q - r->p) + 1), 0};
+    if (!f.o) return cz_fail(r->err, "out of memory");
+    cz_error e;
+    if (cz_json_decode_string(&r->p, r->end, 0, fill_emit, &f, &e) != 0) {
+        free(f.o);
+        return fail_at(r, e.msg);
     }
-    r->p++; /* closing quote */
-    buf[n] = 0;
-    *out = buf;
-    *out_len = n;
+    f.o[f.n] = 0;
+    *out = f.o;
+    *out_len = f.n;
     return 0;
 }
 

@@ -23,8 +23,15 @@ int cz_batch_buf_alloc(cz_batch_buf *b, int cap, int seq, int max_pred, cz_error
     b->mlm_weights = cz_alloc(bp * sizeof(float), err);
     b->nsp_labels = cz_alloc((size_t)cap * sizeof(int32_t), err);
     b->sample_ids = cz_alloc((size_t)cap * sizeof(uint64_t), err);
-    if (!b->tokens || !b->segments || !b->attn_mask || !b->targets || !b->mlm_positions ||
-        !b->mlm_labels || !b->mlm_weights || !b->nsp_labels || !b->sample_ids) {
+    b->labels = cz_alloc((size_t)cap * sizeof(int32_t), err);
+    b->start_positions = cz_alloc((size_t)cap * sizeof(int32_t), err);
+    b->end_positions = cz_alloc((size_t)cap * sizeof(int32_t), err);
+    b->cls_index = cz_alloc((size_t)cap * sizeof(int32_t), err);
+    b->token_labels = cz_alloc(bt * sizeof(int32_t), err);
+    if (!b->labels || !b->start_positions || !b->end_positions || !b->cls_index ||
+        !b->token_labels || !b->tokens || !b->segments || !b->attn_mask || !b->targets ||
+        !b->mlm_positions || !b->mlm_labels || !b->mlm_weights || !b->nsp_labels ||
+        !b->sample_ids) {
         cz_batch_buf_free(b);
         return cz_fail_prefix(err, "batch buffer (%d x %d)", cap, seq);
     }
@@ -41,6 +48,11 @@ void cz_batch_buf_free(cz_batch_buf *b) {
     cz_free(b->mlm_weights);
     cz_free(b->nsp_labels);
     cz_free(b->sample_ids);
+    cz_free(b->labels);
+    cz_free(b->start_positions);
+    cz_free(b->end_positions);
+    cz_free(b->cls_index);
+    cz_free(b->token_labels);
     memset(b, 0, sizeof *b);
 }
 
@@ -61,5 +73,10 @@ cz_batch cz_batch_view(const cz_batch_buf *b, int n) {
     v.nsp_labels = b->nsp_labels;
     v.targets = b->targets;
     v.sample_ids = b->sample_ids;
+    v.labels = b->labels;
+    v.start_positions = b->start_positions;
+    v.end_positions = b->end_positions;
+    v.token_labels = b->token_labels;
+    v.cls_index = b->cls_index;
     return v;
 }

@@ -466,12 +466,9 @@ static int build_gpt(cz_data *d, cz_batch_buf *buf, int slot, uint64_t g, int se
 static int load_continuations(cz_data *d, cz_error *err) {
     char path[2 * CZ_PATH_MAX];
     snprintf(path, sizeof path, "%s", d->man.vocab_path);
-    if (path[0] != '/' && access(path, R_OK) != 0) {
-        const char *slash = strrchr(d->man.path, '/');
-        int dir_len = slash ? (int)(slash - d->man.path) : 1;
-        snprintf(path, sizeof path, "%.*s/%s", dir_len, slash ? d->man.path : ".",
-                 d->man.vocab_path);
-    }
+    /* as given (cloze-prep records it so), else beside the manifest */
+    if (path[0] != '/' && access(path, R_OK) != 0)
+        cz_manifest_resolve(&d->man, d->man.vocab_path, path, sizeof path);
     void *data;
     size_t len;
     if (cz_read_file(path, &data, &len, err) != 0)

@@ -397,6 +397,22 @@ static void dir_of(const char *path, char *dir, size_t len) {
         *slash = 0;
 }
 
+/* The one rule for paths a manifest records: absolute as they are, relative
+ * to the manifest's directory. */
+static void resolve(const char *manifest_path, const char *recorded, char *out, size_t len) {
+    if (recorded[0] == '/') {
+        snprintf(out, len, "%s", recorded);
+        return;
+    }
+    char dir[1024];
+    dir_of(manifest_path, dir, sizeof dir);
+    snprintf(out, len, "%s%s%s", dir, strcmp(dir, "/") ? "/" : "", recorded);
+}
+
+void cz_manifest_resolve(const cz_manifest *m, const char *recorded, char *out, size_t len) {
+    resolve(m->path, recorded, out, len);
+}
+
 static int32_t *special_slot(cz_manifest *m, const char *name) {
     if (!strcmp(name, "cls")) return &m->cls_id;
     if (!strcmp(name, "sep")) return &m->sep_id;
@@ -407,8 +423,7 @@ static int32_t *special_slot(cz_manifest *m, const char *name) {
     return NULL;
 }
 
-static int parse_line(cz_manifest *m, const char *dir, char *line, int lineno, int *cap,
-                      cz_error *err) {
+static int parse_line(cz_manifest *m, char *line, int lineno, int *cap, cz_error *err) {
     const char *p = m->path;
     char word[32];
     int used = 0;
@@ -473,10 +488,7 @@ static int parse_line(cz_manifest *m, const char *dir, char *line, int lineno, i
             return cz_fail(
                 err, "%s:%d: want 'shard <path> <n_tokens> <n_sentences> <n_documents> <checksum>'",
                 p, lineno);
-        if (rel[0] == '/')
-            snprintf(s->path, sizeof s->path, "%s", rel);
-        else
-            snprintf(s->path, sizeof s->path, "%s/%s", dir, rel);
+        resolve(m->path, rel, s->path, sizeof s->path);
         s->n_tokens = t;
         s->n_sentences = se;
         s->n_documents = d;
@@ -492,8 +504,6 @@ int cz_manifest_load(cz_manifest *m, const char *path, cz_error *err) {
     memset(m, 0, sizeof *m);
     m->cls_id = m->sep_id = m->mask_id = m->pad_id = m->unk_id = m->eot_id = -1;
     snprintf(m->path, sizeof m->path, "%s", path);
-    char dir[1024];
-    dir_of(path, dir, sizeof dir);
     FILE *f = fopen(path, "r");
     if (!f) return cz_fail(err, "%s: cannot open: %s", path, strerror(errno));
     char line[4096];
@@ -516,7 +526,7 @@ int cz_manifest_load(cz_manifest *m, const char *path, cz_error *err) {
             continue;
         }
         have_vocab |= !strncmp(line, "vocab ", 6);
-        if (parse_line(m, dir, line, lineno, &cap, err) != 0) {
+        if (parse_line(m, line, lineno, &cap, err) != 0) {
             fclose(f);
             cz_manifest_free(m);
             return -1;

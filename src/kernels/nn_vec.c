@@ -145,6 +145,7 @@ static inline vf phi_cdf(vf x) {
     vf ax = vabs(x);
     vf t = 1.0f / (ax * (0.5f * 0.70710678118654752f) + 1.0f);
     vf p = vsplat(c[9]);
+#pragma GCC unroll 9
     for (int i = 8; i >= 0; i--) p = p * t + c[i];
     vf xh = (vf)((vi)ax & (int32_t)0xfffff000), xl = ax - xh;
     /* -x^2/2 = q_hi + q_lo: the exact -xh^2/2 plus the small rest, then
@@ -164,8 +165,7 @@ static inline vf phi_cdf(vf x) {
  * or 1 to float precision there); also returns 1 - sigmoid */
 static inline vf sigmoid2(vf u, vf *one_minus) {
     vf a = u * -2.0f;
-    a = vmax(a, vsplat(-80.0f));
-    a = vsel(a > 80.0f, vsplat(80.0f), a);
+    a = vmin(vmax(a, vsplat(-80.0f)), vsplat(80.0f));
     vf e = vexp(a);
     vf s = 1.0f / (1.0f + e);
     *one_minus = e * s;
@@ -339,11 +339,21 @@ static void CZ_ISA_FN(softmax_backward)(float *ds, const float *p, const float *
 
 /* ---- dropout: VL Philox blocks (4 VL elements) per step ---- */
 
-/* hi and lo 32-bit halves of a * m, lane by lane */
+/* hi and lo 32-bit halves of a * m, lane by lane: written as the scalar
+ * 32 x 32 -> 64 product so that the vectoriser uses its widening multiply
+ * (vpmuludq on even and odd lanes); a product of 64-bit vector lanes would
+ * become a full 64 x 64 multiply (vpmullq, or three vpmuludq on AVX2) */
 static inline void mulhilo(vu a, uint32_t m, vu *hi, vu *lo) {
-    vu64 p = __builtin_convertvector(a, vu64) * (uint64_t)m;
-    *hi = __builtin_convertvector(p >> 32, vu);
-    *lo = __builtin_convertvector(p, vu);
+    uint32_t x[VL], h[VL], l[VL];
+    memcpy(x, &a, sizeof x);
+#pragma omp simd
+    for (int i = 0; i < VL; i++) {
+        uint64_t p = (uint64_t)x[i] * m;
+        h[i] = (uint32_t)(p >> 32);
+        l[i] = (uint32_t)p;
+    }
+    memcpy(hi, h, sizeof h);
+    memcpy(lo, l, sizeof l);
 }
 
 /* Lane indices that transpose four vectors of words (w_k[b] = word k of

@@ -34,8 +34,7 @@
 typedef float vf __attribute__((vector_size(CZ_VBYTES)));
 typedef int32_t vi __attribute__((vector_size(CZ_VBYTES)));
 typedef uint32_t vu __attribute__((vector_size(CZ_VBYTES)));
-typedef uint64_t vu64 __attribute__((vector_size(2 * CZ_VBYTES))); /* for products only */
-typedef double vdh __attribute__((vector_size(CZ_VBYTES)));        /* VL / 2 doubles */
+typedef double vdh __attribute__((vector_size(CZ_VBYTES))); /* VL / 2 doubles */
 typedef int64_t vlh __attribute__((vector_size(CZ_VBYTES)));
 typedef float vfh __attribute__((vector_size(CZ_VBYTES / 2))); /* VL / 2 floats */
 typedef struct vd {
@@ -105,8 +104,26 @@ static inline vf vsel(vi m, vf a, vf b) {
 static inline vi vseli(vi m, vi a, vi b) {
     return (a & m) | (b & ~m);
 }
+/* max lane by lane, b where either is NaN; as a lane loop so that the
+ * vectoriser emits the max instruction (a compare and select on the vector
+ * types stays three instructions) */
 static inline vf vmax(vf a, vf b) {
-    return vsel(a > b, a, b);
+    float x[VL], y[VL];
+    memcpy(x, &a, sizeof x);
+    memcpy(y, &b, sizeof y);
+#pragma omp simd
+    for (int l = 0; l < VL; l++) x[l] = x[l] > y[l] ? x[l] : y[l];
+    memcpy(&a, x, sizeof a);
+    return a;
+}
+static inline vf vmin(vf a, vf b) {
+    float x[VL], y[VL];
+    memcpy(x, &a, sizeof x);
+    memcpy(y, &b, sizeof y);
+#pragma omp simd
+    for (int l = 0; l < VL; l++) x[l] = x[l] < y[l] ? x[l] : y[l];
+    memcpy(&a, x, sizeof a);
+    return a;
 }
 static inline vf vabs(vf a) {
     return (vf)((vi)a & 0x7fffffff);
@@ -159,15 +176,41 @@ static inline double vsum_d(vd v) {
     for (int l = 0; l < VL / 2; l++) s += v.hi[l];
     return s;
 }
+/* Horizontal sum and maximum by halving: lane l meets lane l ^ 2^i, every
+ * lane ends with the result (a fixed order per build). */
+#if VL == 16
+#define CZ_R1 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7
+#define CZ_R2 4, 5, 6, 7, 0, 1, 2, 3, 12, 13, 14, 15, 8, 9, 10, 11
+#define CZ_R3 2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13
+#define CZ_R4 1, 0, 3, 2, 5, 4, 7, 6, 9, 8, 11, 10, 13, 12, 15, 14
+#define CZ_REDUCE(v, op)                                                                           \
+    (v = op(v, __builtin_shufflevector(v, v, CZ_R1)),                                              \
+     v = op(v, __builtin_shufflevector(v, v, CZ_R2)),                                              \
+     v = op(v, __builtin_shufflevector(v, v, CZ_R3)),                                              \
+     v = op(v, __builtin_shufflevector(v, v, CZ_R4)), v[0])
+#elif VL == 8
+#define CZ_R1 4, 5, 6, 7, 0, 1, 2, 3
+#define CZ_R2 2, 3, 0, 1, 6, 7, 4, 5
+#define CZ_R3 1, 0, 3, 2, 5, 4, 7, 6
+#define CZ_REDUCE(v, op)                                                                           \
+    (v = op(v, __builtin_shufflevector(v, v, CZ_R1)),                                              \
+     v = op(v, __builtin_shufflevector(v, v, CZ_R2)),                                              \
+     v = op(v, __builtin_shufflevector(v, v, CZ_R3)), v[0])
+#else
+#define CZ_R1 2, 3, 0, 1
+#define CZ_R2 1, 0, 3, 2
+#define CZ_REDUCE(v, op)                                                                           \
+    (v = op(v, __builtin_shufflevector(v, v, CZ_R1)),                                              \
+     v = op(v, __builtin_shufflevector(v, v, CZ_R2)), v[0])
+#endif
+static inline vf vadd_(vf a, vf b) {
+    return a + b;
+}
 static inline float vsum(vf v) {
-    float s = 0;
-    for (int l = 0; l < VL; l++) s += v[l];
-    return s;
+    return CZ_REDUCE(v, vadd_);
 }
 static inline float vhmax(vf v) {
-    float m = v[0];
-    for (int l = 1; l < VL; l++) m = v[l] > m ? v[l] : m;
-    return m;
+    return CZ_REDUCE(v, vmax);
 }
 
 /* 2^n for integer-valued float n in [-252, 254] as two factors 2^h * 2^l
@@ -184,12 +227,12 @@ static inline vf vexp2i(vf n, vf *lo) {
 /* exp(x) in float: Cody-Waite reduction x = n ln2 + r, |r| <= ln2/2 (ln2
  * split so that n * hi is exact for |n| < 2^8), Taylor polynomial of degree
  * 7 for e^r (truncation r^8/8! < 6e-9 relative), 2^n by exponent bits:
- * within ~2 ulp of expf. x is clamped to [-104, 88.7] (0 and the largest
- * finite powers beyond). n is rounded with the 1.5 * 2^23 trick (valid for
- * |x log2 e| < 2^22). */
+ * within ~2 ulp of expf. x below -104 is raised to -104 (the result
+ * underflows to 0 there, as expf's); callers keep x <= 88.7 (every argument
+ * in nn_vec.c is <= 0 or clamped), so no upper clamp is spent. n is rounded
+ * with the 1.5 * 2^23 trick (valid for |x log2 e| < 2^22). */
 static inline vf vexp(vf x) {
-    x = vmax(x, vsplat(-104.0f));
-    x = vsel(x > 88.7f, vsplat(88.7f), x);
+    x = vmax(x, vsplat(-104.0f));    /* callers keep x <= 88.7 (exp finite) */
     const float shift = 12582912.0f; /* 1.5 * 2^23 */
     vf n = (x * 1.44269504088896341f + shift) - shift;
     vf r = x - n * 0.693145751953125f;

@@ -1,7 +1,7 @@
 /* BERT (Devlin et al. 2018) and GPT-1 (Radford et al. 2018): post-LN
  * Transformer blocks (Vaswani et al. 2017), forward and backward in fp32.
  *
- * Block (both models, notes: ../shared/papers/{bert,gpt}-paper-notes.txt):
+ * Block (both models: BERT Sec. 3, GPT-1 Sec. 3.1 and 4.1; Vaswani et al. Sec. 3):
  *   h = LN(x + Drop(Attn(x)))        Attn = softmax(Q K^T / sqrt(d) + mask) V, per head
  *   y = LN(h + Drop(W2 GELU(W1 h + b1) + b2))
  * Activations are row-major [tokens x features], token n = b*T + t.
@@ -168,8 +168,9 @@ static lin add_lin(cz_model *m, const char *prefix, int in, int out, int conv1d)
  * layers but stored as one: the three weights one after the other (a
  * [3H, H] matrix, rows q, k, v), then the three biases. Then the three maps
  * are one product with 3H outputs, as GPT's fused c_attn: one pass over the
- * input and a 3H x H weight gradient instead of three H x H ones, which run
- * at 2/3 of the speed at BERT-mini's size (docs/performance.md). */
+ * input and a 3H x H weight gradient instead of three H x H ones (measured
+ * faster: docs/performance.md, "BERT-mini: fused q/k/v, bias gradient,
+ * k-split weight gradients"). */
 static lin add_qkv(cz_model *m, const char *prefix, int h) {
     const char *names[3] = {"query", "key", "value"};
     char name[96];
@@ -290,37 +291,98 @@ static void *take(cz_model *m, size_t bytes, cz_error *err) {
         if (!((ptr) = take(m, (size_t)(count) * sizeof *(ptr), err))) goto fail;                   \
     } while (0)
 
-static int check_config(const cz_model_config *c, int max_b, int max_t, int max_p, cz_error *err) {
-    if (c->arch != CZ_ARCH_BERT && c->arch != CZ_ARCH_GPT)
-        return cz_fail(err, "model: arch %d is neither BERT nor GPT", (int)c->arch);
-    if (c->vocab_size < 2 || c->hidden < 1 || c->layers < 1 || c->heads < 1 || c->intermediate < 1)
-        return cz_fail(err, "model: vocab_size, hidden, layers, heads, intermediate must be > 0");
+/* Blames `name` (a key of the model section) for what err says. */
+static int blame(const char **key, const char *name) {
+    *key = name;
+    return -1;
+}
+
+int cz_model_config_check(const cz_model_config *c, const char **key, cz_error *err) {
+    const char *unused;
+    if (!key) key = &unused;
+    int bert = c->arch == CZ_ARCH_BERT;
+    if (!bert && c->arch != CZ_ARCH_GPT)
+        return cz_fail(err, "model.arch = %d is neither BERT nor GPT", (int)c->arch),
+               blame(key, "arch");
+    if (c->vocab_size < 2)
+        return cz_fail(err, "model.vocab_size = %d: a vocabulary needs 2 tokens or more",
+                       c->vocab_size),
+               blame(key, "vocab_size");
+    const struct {
+        const char *name;
+        int v;
+    } sizes[] = {{"hidden", c->hidden},
+                 {"layers", c->layers},
+                 {"heads", c->heads},
+                 {"max_positions", c->max_positions}};
+    for (int i = 0; i < 4; i++)
+        if (sizes[i].v < 1)
+            return cz_fail(err, "model.%s = %d must be >= 1", sizes[i].name, sizes[i].v),
+                   blame(key, sizes[i].name);
+    if (c->intermediate < 1)
+        return cz_fail(err,
+                       "model.intermediate = %d must be >= 1 (a configuration file may say 0: "
+                       "4 x hidden)",
+                       c->intermediate),
+               blame(key, "intermediate");
     if (c->hidden % c->heads)
-        return cz_fail(err, "model: hidden %d is not a multiple of heads %d", c->hidden, c->heads);
-    if (c->arch == CZ_ARCH_BERT && c->type_vocab_size < 1)
-        return cz_fail(err, "model: BERT needs type_vocab_size >= 1");
-    if (max_b < 1 || max_t < 1 || max_t > c->max_positions)
-        return cz_fail(err, "model: max_seq %d must be in [1, max_positions %d], batch %d >= 1",
-                       max_t, c->max_positions, max_b);
+        return cz_fail(err, "model.hidden = %d is not a multiple of model.heads = %d", c->hidden,
+                       c->heads),
+               blame(key, "heads");
+    if (bert && c->type_vocab_size < 2)
+        return cz_fail(err, "BERT needs 2 segment types (sentence A and B), got %d",
+                       c->type_vocab_size),
+               blame(key, "type_vocab_size");
+    if (!bert && c->type_vocab_size != 0)
+        return cz_fail(err, "GPT has no segment embeddings: must be 0, got %d", c->type_vocab_size),
+               blame(key, "type_vocab_size");
+    if (!(c->hidden_dropout >= 0 && c->hidden_dropout < 1))
+        return cz_fail(err, "model.hidden_dropout = %g must be in [0, 1)",
+                       (double)c->hidden_dropout),
+               blame(key, "hidden_dropout");
+    if (!(c->attn_dropout >= 0 && c->attn_dropout < 1))
+        return cz_fail(err, "model.attn_dropout = %g must be in [0, 1)", (double)c->attn_dropout),
+               blame(key, "attn_dropout");
+    if (c->recompute != CZ_RECOMPUTE_NONE && c->recompute != CZ_RECOMPUTE_LAYERS)
+        return cz_fail(err, "model.recompute = %d is neither none (0) nor layers (1)",
+                       c->recompute),
+               blame(key, "recompute");
     if (c->head < CZ_HEAD_PRETRAIN || c->head > CZ_HEAD_TAG)
-        return cz_fail(err, "model: head %d is not one of pretrain, none, classify, span, tag",
-                       c->head);
+        return cz_fail(err, "model.head = %d is not one of pretrain, none, classify, span, tag",
+                       c->head),
+               blame(key, "head");
     if ((c->head == CZ_HEAD_CLASSIFY || c->head == CZ_HEAD_TAG) &&
         (c->num_labels < 2 || c->num_labels > 1 << 16))
-        return cz_fail(err, "model: num_labels %d must be in [2, 65536] for this head",
-                       c->num_labels);
-    if ((c->head == CZ_HEAD_SPAN || c->head == CZ_HEAD_TAG) && c->arch != CZ_ARCH_BERT)
-        return cz_fail(err, "model: span and tag heads are BERT's (GPT classifies)");
-    if (!(c->lm_weight >= 0.0f) || (c->lm_weight > 0 && c->arch != CZ_ARCH_GPT))
-        return cz_fail(err, "model: lm_weight %g: the auxiliary LM loss is GPT's, >= 0",
-                       (double)c->lm_weight);
-    if (c->arch == CZ_ARCH_BERT && c->head == CZ_HEAD_PRETRAIN && (max_p < 1 || max_p > max_t))
+        return cz_fail(err, "model.num_labels = %d must be in [2, 65536] for this head",
+                       c->num_labels),
+               blame(key, "num_labels");
+    if ((c->head == CZ_HEAD_SPAN || c->head == CZ_HEAD_TAG) && !bert)
+        return cz_fail(err, "span and tag heads are BERT's (GPT classifies)"), blame(key, "head");
+    if (!(c->lm_weight >= 0.0f) || (c->lm_weight > 0 && bert))
+        return cz_fail(err, "model.lm_weight = %g: the auxiliary LM loss is GPT's, >= 0",
+                       (double)c->lm_weight),
+               blame(key, "lm_weight");
+    return 0;
+}
+
+int cz_model_shape_rule(const cz_model_config *c, int seq, int max_pred) {
+    if (seq < 1 || seq > c->max_positions) return CZ_SHAPE_SEQ;
+    /* the MLM head gathers max_pred positions of each sequence */
+    if (c->arch == CZ_ARCH_BERT && c->head == CZ_HEAD_PRETRAIN && (max_pred < 1 || max_pred > seq))
+        return CZ_SHAPE_PRED;
+    return CZ_SHAPE_OK;
+}
+
+static int check_config(const cz_model_config *c, int max_b, int max_t, int max_p, cz_error *err) {
+    if (cz_model_config_check(c, NULL, err)) return cz_fail_prefix(err, "model");
+    if (max_b < 1) return cz_fail(err, "model: batch %d must be >= 1", max_b);
+    switch (cz_model_shape_rule(c, max_t, max_p)) {
+    case CZ_SHAPE_SEQ:
+        return cz_fail(err, "model: max_seq %d must be in [1, max_positions %d]", max_t,
+                       c->max_positions);
+    case CZ_SHAPE_PRED:
         return cz_fail(err, "model: max_pred %d must be in [1, max_seq %d]", max_p, max_t);
-    if (c->hidden_dropout < 0 || c->hidden_dropout >= 1 || c->attn_dropout < 0 ||
-        c->attn_dropout >= 1)
-        return cz_fail(err, "model: dropout rates must be in [0, 1)");
-    if (c->recompute != CZ_RECOMPUTE_NONE && c->recompute != CZ_RECOMPUTE_LAYERS)
-        return cz_fail(err, "model: recompute %d is neither none (0) nor layers (1)", c->recompute);
+    }
     return 0;
 }
 

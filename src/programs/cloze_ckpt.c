@@ -12,6 +12,8 @@
 #include "cloze/ckpt.h"
 #include "cloze/config.h"
 #include "cloze/hf.h"
+#include "cloze/safetensors.h"
+#include "cloze/sha256.h"
 #include "cloze/shard.h"
 
 static void usage(FILE *out) {
@@ -92,39 +94,61 @@ static int model_of_ckpt(const char *path, const cz_ckpt *c, cz_config *cfg, cz_
     int rc = cz_config_from_string(cfg, t, path, err);
     free(t);
     if (rc) return -1;
+    cz_hf_head_from_ckpt(c, &cfg->model); /* a cloze-finetune checkpoint: its task head */
     if (cz_model_create(m, &cfg->model, 1, 1, 1, NULL, err)) return cz_fail_prefix(err, "%s", path);
     size_t bytes = cz_model_num_params(*m) * sizeof(float);
     if (cz_ckpt_get_exact(c, "params", cz_model_params(*m), bytes, err)) return -1;
     return 0;
 }
 
-/* The vocabulary of the training manifest the checkpoint's config names,
- * checked against the fingerprint the manifest (and so every shard) holds. */
+/* The vocabulary of the training manifest the checkpoint's config names:
+ * the files the manifest records (their SHA-256 checked), or for manifests
+ * older than those records the path of its vocab line (BPE merges beside
+ * encoder.json, cloze-prep's old convention); either way the FNV
+ * fingerprint every shard holds is checked too. */
 static int vocab_of_manifest(const cz_config *cfg, int lower, cz_hf_vocab *v, cz_error *err) {
     const char *mpath = cfg->data.train_manifest;
     if (!mpath[0]) return 0;
     cz_manifest man;
     if (cz_manifest_load(&man, mpath, err)) return -1;
-    char merges[CZ_PATH_MAX + 16];
     int bpe = !strcmp(man.vocab_kind, "bpe");
-    if (bpe) { /* cloze-prep's convention: the merges sit beside encoder.json */
-        snprintf(merges, sizeof merges, "%s", man.vocab_path);
+    const cz_manifest_file *vf = &man.vocab_files[CZ_VOCAB_FILE_VOCAB],
+                           *mf = &man.vocab_files[CZ_VOCAB_FILE_MERGES];
+    char vocab[CZ_PATH_MAX + 16], merges[CZ_PATH_MAX + 16];
+    snprintf(vocab, sizeof vocab, "%s", vf->path[0] ? vf->path : man.vocab_path);
+    if (bpe && mf->path[0]) {
+        snprintf(merges, sizeof merges, "%s", mf->path);
+    } else if (bpe) {
+        snprintf(merges, sizeof merges, "%s", vocab);
         char *slash = strrchr(merges, '/');
         snprintf(slash ? slash + 1 : merges,
                  sizeof merges - (size_t)(slash ? slash + 1 - merges : 0), "vocab.bpe");
     }
-    int rc = cz_hf_vocab_read(v, man.vocab_kind, man.vocab_path, bpe ? merges : NULL, lower, err);
+    int rc = 0;
+    const cz_manifest_file *files[2] = {vf, bpe ? mf : NULL};
+    for (int i = 0; i < 2 && rc == 0; i++) {
+        char hex[65];
+        if (!files[i] || !files[i]->sha256[0]) continue;
+        if (cz_sha256_file(files[i]->path, hex, err))
+            rc = -1;
+        else if (strcmp(hex, files[i]->sha256))
+            rc = cz_fail(err,
+                         "%s: SHA-256 %s, but %s was made with %s: the vocabulary changed since; "
+                         "give the one used with --vocab",
+                         files[i]->path, hex, mpath, files[i]->sha256);
+    }
+    if (rc == 0) rc = cz_hf_vocab_read(v, man.vocab_kind, vocab, bpe ? merges : NULL, lower, err);
     uint32_t size;
     uint64_t fp;
     if (rc == 0 && cz_hf_vocab_identity(v, &size, &fp, err) == 0 && fp != man.vocab_fingerprint)
         rc = cz_fail(err,
                      "%s: fingerprint %016llx, but %s was made with %016llx: the vocabulary "
                      "changed since; give the one used with --vocab",
-                     man.vocab_path, (unsigned long long)fp, mpath,
+                     vocab, (unsigned long long)fp, mpath,
                      (unsigned long long)man.vocab_fingerprint);
     cz_manifest_free(&man);
     if (rc) {
-        cz_hf_vocab_free(v);
+        if (v->owned[0] || v->owned[1]) cz_hf_vocab_free(v);
         return -1;
     }
     return 1;
@@ -174,8 +198,8 @@ static int export_hf(int argc, char **argv) {
     printf("%s -> %s: model.safetensors (%d tensors, %.1f MB), config.json (%s), %s, "
            "tokenizer_config.json (%s%s) from %s\n",
            ckpt, dir, cz_model_num_tensors(m), cz_model_num_params(m) * 4.0 / 1e6,
-           bert ? "BertForPreTraining" : "OpenAIGPTLMHeadModel",
-           bert ? "vocab.txt" : "vocab.json + merges.txt", bert ? "BertTokenizer" : "GPT2Tokenizer",
+           cz_hf_architecture(&cfg.model), bert ? "vocab.txt" : "vocab.json + merges.txt",
+           bert ? "BertTokenizer" : "GPT2Tokenizer",
            bert ? (v.lower_case ? ", uncased" : ", cased") : "", v.source);
     rc = 0;
 done:

@@ -50,6 +50,10 @@ void cz_metrics_step(cz_run *r, const cz_step_stats *s) {
         json_num(line, &n, sizeof line, "mlm_acc", ratio(s->mlm_correct, s->mlm_count));
         json_num(line, &n, sizeof line, "nsp_acc", ratio(s->nsp_correct, s->nsp_count));
         json_num(line, &n, sizeof line, "lm_loss", s->lm_loss);
+        if (r->task) {
+            json_num(line, &n, sizeof line, "task_loss", s->task_loss);
+            json_num(line, &n, sizeof line, "task_acc", ratio(s->task_correct, s->task_count));
+        }
         json_num(line, &n, sizeof line, "lr", s->lr);
         json_num(line, &n, sizeof line, "grad_norm", s->grad_norm);
         json_num(line, &n, sizeof line, "skipped", s->skipped);
@@ -70,7 +74,12 @@ void cz_metrics_step(cz_run *r, const cz_step_stats *s) {
     cz_format_mfu(mfu, r->peak.source, r->peak.measured, mfu_buf, sizeof mfu_buf);
     snprintf(head, sizeof head, "step %ld/%ld | loss %.4f", s->step + 1, r->cfg.train.steps,
              s->loss);
-    if (bert)
+    if (r->task)
+        cz_info("%s | task %.4f acc %.3f | lr %.3g | gnorm %.3f%s | %.0f tok/s | ETA %s", head,
+                s->task_loss, ratio(s->task_correct, s->task_count), s->lr, s->grad_norm,
+                s->skipped ? " (SKIPPED: non-finite)" : "", tokens_per_s,
+                cz_format_duration(eta, eta_buf, sizeof eta_buf));
+    else if (bert)
         cz_info("%s | mlm %.4f acc %.3f | nsp acc %.3f | lr %.3g | gnorm %.3f%s | %.0f tok/s | "
                 "%s | ETA %s",
                 head, s->mlm_loss, ratio(s->mlm_correct, s->mlm_count),

@@ -12,9 +12,14 @@
  * + seed restore it exactly. */
 #include "train_internal.h"
 
+
+#include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+
+#include "cloze/hf.h"
 
 /* 2: BERT's query, key and value weights lie one after the other in the
  * flat buffer, then their biases (add_qkv in src/model/model.c); version 1
@@ -58,7 +63,8 @@ int cz_run_save_checkpoint(cz_run *r, cz_error *err) {
         char *config_text = cz_config_to_string(&r->cfg);
         size_t bytes = sizeof(float) * r->n_params;
         int64_t step_le = r->step; /* little-endian hosts only (see shard.h) */
-        cz_blob blobs[6] = {
+        enum { MAX_TASK_BLOBS = 8 };
+        cz_blob blobs[6 + MAX_TASK_BLOBS] = {
             {"step", &step_le, sizeof step_le},
             {"config", config_text, config_text ? strlen(config_text) : 0},
             {"state", &st, sizeof st},
@@ -66,10 +72,13 @@ int cz_run_save_checkpoint(cz_run *r, cz_error *err) {
             {"adam_m", m, bytes},
             {"adam_v", v, bytes},
         };
+        int nb = 6; /* and what a task keeps beside them (cz_train_task.blobs) */
+        for (int i = 0; r->task && i < r->task->n_blobs && i < MAX_TASK_BLOBS; i++)
+            blobs[nb++] = r->task->blobs[i];
         char path[CZ_PATH_MAX + 32];
         cz_ckpt_path(path, sizeof path, r->cfg.train.run_dir, r->step);
         double t0 = cz_now();
-        rc = cz_ckpt_write(path, blobs, 6, err);
+        rc = cz_ckpt_write(path, blobs, nb, err);
         free(config_text);
         if (rc == 0) rc = cz_ckpt_prune(r->cfg.train.run_dir, r->cfg.train.keep_last, err);
         if (rc == 0 && !r->quiet) cz_info("checkpoint %s written in %.2fs", path, cz_now() - t0);
@@ -190,4 +199,50 @@ int cz_run_resume(cz_run *r, const char *resume, cz_error *err) {
                 r->step, (unsigned long long)r->samples_done, (unsigned long long)st.world_size,
                 r->comm.size);
     return 1;
+}
+
+/* model.init_from. A directory is read as Hugging Face's (config.json must
+ * describe the configured model; heads the file lacks keep their fresh
+ * initialisation); a file as a cloze checkpoint (its config's model section
+ * must match, its params blob is taken whole). */
+int cz_run_init_from(cz_run *r, cz_error *err) {
+    const char *from = r->cfg.train.init_from;
+    struct stat st;
+    if (stat(from, &st) != 0)
+        return cz_fail(err, "model.init_from = %s: %s", from, strerror(errno));
+    if (S_ISDIR(st.st_mode)) {
+        cz_model_config hc;
+        cz_hf_load_report rep;
+        if (cz_hf_read_config(from, &hc, NULL, 0, err) != 0) return -1;
+        if (!same_model(&hc, &r->cfg.model))
+            return cz_fail(err,
+                           "model.init_from = %s: config.json describes another model (hidden "
+                           "%d, layers %d, vocab %d); set the model keys to match",
+                           from, hc.hidden, hc.layers, hc.vocab_size);
+        if (cz_hf_load(r->model, from, &rep, err) != 0) return -1;
+        if (r->comm.rank == 0)
+            cz_info("model.init_from %s: %d tensors loaded%s%s", from, rep.loaded,
+                    rep.fresh ? "; fresh: " : "", rep.fresh_list);
+        return 0;
+    }
+    cz_ckpt *c = NULL;
+    if (cz_ckpt_read(from, &c, err) != 0) return -1;
+    size_t n = 0;
+    const char *text = cz_ckpt_get(c, "config", &n);
+    int rc = 0;
+    if (text) {
+        cz_config old;
+        char *t = strndup(text, n);
+        if (!t || cz_config_from_string(&old, t, from, err) != 0)
+            rc = -1;
+        else if (!same_model(&old.model, &r->cfg.model))
+            rc = cz_fail(err, "model.init_from = %s: its model section differs from the configured one",
+                         from);
+        free(t);
+    }
+    if (rc == 0)
+        rc = cz_ckpt_get_exact(c, "params", cz_model_params(r->model), sizeof(float) * cz_model_num_params(r->model), err);
+    cz_ckpt_free(c);
+    if (rc == 0 && r->comm.rank == 0) cz_info("model.init_from %s: parameters loaded", from);
+    return rc;
 }

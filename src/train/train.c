@@ -109,9 +109,10 @@ static void log_memory_plan(const cz_run *r, int max_b, int max_t) {
 }
 
 static int setup(cz_run *r, const cz_comm *world, const cz_config *cfg, const cz_train_options *opt,
-                 cz_error *err) {
+                 const cz_train_task *task, cz_error *err) {
     memset(r, 0, sizeof *r);
     r->cfg = *cfg;
+    r->task = task;
     r->quiet = opt->quiet;
     r->inject_nan_steps = getenv("CLOZE_INJECT_NAN_STEPS");
     if (cz_comm_dup(world, &r->comm, err) != 0) return -1;
@@ -130,10 +131,10 @@ static int setup(cz_run *r, const cz_comm *world, const cz_config *cfg, const cz
     if (!r->gemm) return -1;
     /* model.matmul_precision = "bf16": every product of the model in bf16 */
     if (r->cfg.model.matmul_bf16 && cz_gemm_set_bf16(r->gemm, 1, err) != 0) return -1;
-    if (open_data(r, err) != 0) return -1;
+    if (!r->task && open_data(r, err) != 0) return -1;
     /* build the sample index now (reads only boundary tables): the first
      * step's time then measures training, and a bad shard fails here */
-    for (int ph = 0; ph < 2; ph++) {
+    for (int ph = 0; ph < 2 && !r->task; ph++) {
         if (cz_data_prepare(r->train_data, r->phase[ph].seq, err) != 0) return -1;
         if (r->eval_data && cz_data_prepare(r->eval_data, r->phase[ph].seq, err) != 0) return -1;
     }
@@ -150,6 +151,9 @@ static int setup(cz_run *r, const cz_comm *world, const cz_config *cfg, const cz
                                r->phase[ph].max_pred, err) != 0)
             return -1;
     cz_model_init_weights(r->model, t->seed);
+    if (r->task && r->task->init_model && r->task->init_model(r->task->ctx, r->model, err) != 0)
+        return -1;
+    if (r->cfg.train.init_from[0] && cz_run_init_from(r, err) != 0) return -1;
     r->n_params = cz_model_num_params(r->model);
 
     int nt = cz_model_num_tensors(r->model);
@@ -210,11 +214,16 @@ static void teardown(cz_run *r) {
 
 /* ---- one micro-batch ---- */
 
-static int build_micro_batch(cz_batch_buf *buf, cz_data *data, uint64_t first_sample, int n,
-                             int seq, int max_pred, cz_error *err) {
-    for (int j = 0; j < n; j++)
-        if (cz_data_build(data, buf, j, first_sample + (uint64_t)j, seq, max_pred, err) != 0)
-            return -1;
+/* Samples first_sample .. + n-1 into buf: from the shards, or from the
+ * task's own builder. */
+static int build_micro_batch(const cz_run *r, cz_batch_buf *buf, cz_data *data,
+                             uint64_t first_sample, int n, int seq, int max_pred, cz_error *err) {
+    for (int j = 0; j < n; j++) {
+        uint64_t g = first_sample + (uint64_t)j;
+        int rc = r->task ? r->task->build(r->task->ctx, buf, j, g, err)
+                         : cz_data_build(data, buf, j, g, seq, max_pred, err);
+        if (rc != 0) return -1;
+    }
     return 0;
 }
 
@@ -227,20 +236,26 @@ static void add_losses(cz_step_stats *s, const cz_losses *l) {
     s->mlm_count += l->mlm_count;
     s->nsp_correct += l->nsp_correct;
     s->nsp_count += l->nsp_count;
+    s->task_loss += l->task_loss;
+    s->task_correct += l->task_correct;
+    s->task_count += l->task_count;
 }
 
 /* Sums the step's figures over ranks (same result on every rank: the
  * non-finite verdict must be shared). Losses are means over micro-batches. */
 static int reduce_step_stats(cz_run *r, cz_step_stats *s, int micro_batches, cz_error *err) {
-    double v[8] = {s->loss,
-                   s->mlm_loss,
-                   s->nsp_loss,
-                   s->lm_loss,
-                   (double)s->mlm_correct,
-                   (double)s->mlm_count,
-                   (double)s->nsp_correct,
-                   (double)s->nsp_count};
-    if (cz_comm_allreduce_doubles(&r->comm, v, 8, CZ_OP_SUM, err) != 0) return -1;
+    double v[11] = {s->loss,
+                    s->mlm_loss,
+                    s->nsp_loss,
+                    s->lm_loss,
+                    (double)s->mlm_correct,
+                    (double)s->mlm_count,
+                    (double)s->nsp_correct,
+                    (double)s->nsp_count,
+                    s->task_loss,
+                    (double)s->task_correct,
+                    (double)s->task_count};
+    if (cz_comm_allreduce_doubles(&r->comm, v, 11, CZ_OP_SUM, err) != 0) return -1;
     s->loss = v[0] / micro_batches;
     s->mlm_loss = v[1] / micro_batches;
     s->nsp_loss = v[2] / micro_batches;
@@ -249,6 +264,9 @@ static int reduce_step_stats(cz_run *r, cz_step_stats *s, int micro_batches, cz_
     s->mlm_count = (long)v[5];
     s->nsp_correct = (long)v[6];
     s->nsp_count = (long)v[7];
+    s->task_loss = v[8] / micro_batches;
+    s->task_correct = (long)v[9];
+    s->task_count = (long)v[10];
     return 0;
 }
 
@@ -285,7 +303,7 @@ static int train_step(cz_run *r, cz_step_stats *s, cz_error *err) {
     for (int a = 0; a < ph->accum; a++) {
         int m = a * r->comm.size + r->comm.rank;
         uint64_t first = r->samples_done + (uint64_t)m * (uint64_t)ph->micro_batch;
-        if (build_micro_batch(buf, r->train_data, first, ph->micro_batch, ph->seq, ph->max_pred,
+        if (build_micro_batch(r, buf, r->train_data, first, ph->micro_batch, ph->seq, ph->max_pred,
                               err) != 0)
             return -1;
         cz_batch b = cz_batch_view(buf, ph->micro_batch);
@@ -337,6 +355,10 @@ static int train_step(cz_run *r, cz_step_stats *s, cz_error *err) {
 /* ---- evaluation on the held-out manifest: a fixed set of samples ---- */
 
 static int evaluate(cz_run *r, cz_error *err) {
+    if (r->task)
+        return r->task->evaluate ? r->task->evaluate(r->task->ctx, r->model, &r->comm, r->step,
+                                                     r->step >= r->cfg.train.steps, err)
+                                 : 0;
     if (!r->eval_data) return 0;
     const cz_phase *ph = phase_at(r, r->step > 0 ? r->step - 1 : 0);
     cz_batch_buf *buf = &r->buf[ph != &r->phase[0]];
@@ -345,7 +367,7 @@ static int evaluate(cz_run *r, cz_error *err) {
     int batches = r->cfg.train.eval_batches > 0 ? r->cfg.train.eval_batches : 1;
     for (int m = r->comm.rank; m < batches; m += r->comm.size) {
         uint64_t first = (uint64_t)m * (uint64_t)ph->micro_batch;
-        if (build_micro_batch(buf, r->eval_data, first, ph->micro_batch, ph->seq, ph->max_pred,
+        if (build_micro_batch(r, buf, r->eval_data, first, ph->micro_batch, ph->seq, ph->max_pred,
                               err) != 0)
             return -1;
         cz_batch b = cz_batch_view(buf, ph->micro_batch);
@@ -480,10 +502,15 @@ static int run_loop(cz_run *r, cz_error *err) {
 
 int cz_train_run(const cz_comm *world, const cz_config *cfg, const cz_train_options *opt,
                  cz_error *err) {
+    return cz_train_run_task(world, cfg, opt, NULL, err);
+}
+
+int cz_train_run_task(const cz_comm *world, const cz_config *cfg, const cz_train_options *opt,
+                      const cz_train_task *task, cz_error *err) {
     cz_run *r = calloc(1, sizeof *r);
     if (!r) return cz_fail(err, "out of memory");
     cz_signals_install();
-    int rc = setup(r, world, cfg, opt, err);
+    int rc = setup(r, world, cfg, opt, task, err);
     if (rc == 0) {
         int resumed = cz_run_resume(r, opt->resume, err);
         rc = resumed < 0 ? -1 : 0;

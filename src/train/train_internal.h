@@ -21,7 +21,8 @@ typedef struct cz_phase {
 
 typedef struct cz_run {
     cz_config cfg;
-    cz_comm comm; /* this run's own context over the job's ranks */
+    const cz_train_task *task; /* NULL: pre-training on data.train_manifest */
+    cz_comm comm;              /* this run's own context over the job's ranks */
     int comm_ok;
     int threads;
     int quiet;
@@ -51,8 +52,8 @@ typedef struct cz_run {
 typedef struct cz_step_stats {
     long step;
     int seq;
-    double loss, mlm_loss, nsp_loss, lm_loss;
-    long mlm_correct, mlm_count, nsp_correct, nsp_count;
+    double loss, mlm_loss, nsp_loss, lm_loss, task_loss;
+    long mlm_correct, mlm_count, nsp_correct, nsp_count, task_correct, task_count;
     double lr, grad_norm;
     int skipped;
     double seconds, comm_wait, tokens, flops;
@@ -74,6 +75,9 @@ void cz_metrics_eval(cz_run *r, long step, const cz_eval_stats *e);
 int cz_run_save_checkpoint(cz_run *r, cz_error *err);
 /* Returns 1 when resumed, 0 when there was nothing to resume from. */
 int cz_run_resume(cz_run *r, const char *resume, cz_error *err);
+/* model.init_from: the weights of a cloze checkpoint or a Hugging Face
+ * directory into the freshly initialised model (every rank reads them). */
+int cz_run_init_from(cz_run *r, cz_error *err);
 
 /* signals.c: SIGTERM / SIGUSR1 ask for checkpoint-and-exit */
 void cz_signals_install(void);

@@ -94,7 +94,8 @@ def attention(q, k, v, heads, add_mask):
     return (p @ split(v)).transpose(1, 2).reshape(B, T, H)
 
 
-def bert_loss(W, cfg, batch):
+def bert_encoder(W, cfg, batch):
+    """The last layer's states [B, T, H] (also used by head_reference.py)."""
     H, A, eps = cfg["hidden_size"], cfg["num_attention_heads"], cfg["layer_norm_eps"]
     act = gelu_tanh if cfg["hidden_act"] == "gelu_new" else gelu_erf
     tok, seg, mask = batch["tokens"], batch["segments"], batch["attn_mask"]
@@ -121,6 +122,16 @@ def bert_loss(W, cfg, batch):
         h = ln(x + lin(a, p + "attention.output.dense"), p + "attention.output.LayerNorm")
         f = lin(act(lin(h, p + "intermediate.dense")), p + "output.dense")
         x = ln(h + f, p + "output.LayerNorm")
+    return x
+
+
+def bert_loss(W, cfg, batch):
+    H, eps = cfg["hidden_size"], cfg["layer_norm_eps"]
+    act = gelu_tanh if cfg["hidden_act"] == "gelu_new" else gelu_erf
+    ln = lambda x, p: F.layer_norm(x, (H,), W[p + ".weight"], W[p + ".bias"], eps)
+    lin = lambda x, p: F.linear(x, W[p + ".weight"], W[p + ".bias"])
+    x = bert_encoder(W, cfg, batch)
+    B = x.shape[0]
     pos = batch["mlm_positions"]
     sel = x[torch.arange(B)[:, None], pos]  # [B, P, H]
     z = ln(act(lin(sel, "cls.predictions.transform.dense")), "cls.predictions.transform.LayerNorm")
@@ -133,7 +144,8 @@ def bert_loss(W, cfg, batch):
     return mlm + nsp
 
 
-def gpt_loss(W, cfg, batch):
+def gpt_decoder(W, cfg, batch):
+    """The last layer's states [B, T, H] (also used by head_reference.py)."""
     H, A, eps = cfg["n_embd"], cfg["n_head"], cfg["layer_norm_epsilon"]
     act = gelu_tanh if cfg["afn"] == "gelu" else gelu_erf
     tok, mask = batch["tokens"], batch["attn_mask"]
@@ -151,6 +163,11 @@ def gpt_loss(W, cfg, batch):
         n = ln(x + a, p + "ln_1")
         m = conv(act(conv(n, p + "mlp.c_fc")), p + "mlp.c_proj")
         x = ln(n + m, p + "ln_2")
+    return x
+
+
+def gpt_loss(W, cfg, batch):
+    x = gpt_decoder(W, cfg, batch)
     logits = x @ W["transformer.tokens_embed.weight"].T
     return F.cross_entropy(logits.view(-1, logits.shape[-1]), batch["targets"].view(-1), ignore_index=-1)
 

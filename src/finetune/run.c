@@ -1,0 +1,811 @@
+/* One fine-tuning run (include/cloze/finetune.h, "runs") on the train
+ * runtime: cz_train_run_task with this file's sample builder, model
+ * initialisation and dev-set evaluation. Everything else (ranks and the
+ * sample-to-rank mapping, gradient sync, AdamW and the schedule,
+ * checkpoints, --resume, signals, metrics.jsonl) is the train module's, so
+ * a fine-tuning run gives the same numbers on any rank layout and resumes
+ * like a pre-training run.
+ *
+ * Samples: global sample g of the run is training feature
+ * cz_data_permute(seed, g / n, n, g % n): each epoch a fresh order keyed by
+ * the seed (BERT App. A.3's restarts differ in the data order and the head's
+ * initialisation, both from the seed). */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cloze/ckpt.h"
+#include "cloze/comm.h"
+#include "cloze/config.h"
+#include "cloze/data.h"
+#include "cloze/finetune.h"
+#include "cloze/hf.h"
+#include "cloze/safetensors.h"
+#include "cloze/train.h"
+#include "tokenizer.h"
+
+void cz_ft_options_default(cz_ft_options *o) {
+    memset(o, 0, sizeof *o);
+    o->max_seq = 128;
+    o->doc_stride = 128;
+    o->max_query = 64;
+    o->max_answer = 30;
+    o->n_best = 20;
+    o->lr = 2e-5;
+    o->batch = 32;
+    o->epochs = 3;
+    o->seed = 1;
+    o->warmup_fraction = 0.1;
+    o->weight_decay = 0.01;
+    o->lm_weight = 0.5f;
+    o->dropout = -1.0f;
+}
+
+static int make_dir(const char *path, cz_error *err) {
+    char buf[1100];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = 0;
+        if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+            return cz_fail(err, "%s: cannot create directory: %s", buf, strerror(errno));
+        *p = '/';
+    }
+    if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+        return cz_fail(err, "%s: cannot create directory: %s", buf, strerror(errno));
+    return 0;
+}
+
+/* ---- the pre-trained model ---- */
+
+/* What a run starts from: the model of a cloze checkpoint (cloze-train's,
+ * cloze-ckpt import-hf's, or a fine-tuned one) or of a Hugging Face
+ * directory, and the vocabulary it was trained with. */
+typedef struct ft_base {
+    cz_model_config mc;
+    cz_model *m; /* its parameters, looked up by name */
+    cz_hf_vocab vocab;
+    int has_vocab;
+    cz_ckpt *ck; /* vocab may point into it */
+} ft_base;
+
+static void base_free(ft_base *b) {
+    if (b->vocab.owned[0] || b->vocab.owned[1]) cz_hf_vocab_free(&b->vocab);
+    cz_model_free(b->m);
+    cz_ckpt_free(b->ck);
+    memset(b, 0, sizeof *b);
+}
+
+static int base_load(ft_base *b, const char *init, cz_error *err) {
+    memset(b, 0, sizeof *b);
+    struct stat st;
+    if (stat(init, &st) != 0) return cz_fail(err, "%s: %s (--init)", init, strerror(errno));
+    if (S_ISDIR(st.st_mode)) { /* a Hugging Face directory */
+        cz_hf_load_report rep;
+        if (cz_hf_read_config(init, &b->mc, NULL, 0, err) ||
+            cz_model_create(&b->m, &b->mc, 1, 1, 1, NULL, err))
+            return -1;
+        cz_model_init_weights(b->m, 0);
+        if (cz_hf_load(b->m, init, &rep, err)) return -1;
+        b->has_vocab = cz_hf_vocab_read_dir(&b->vocab, init, err);
+        return b->has_vocab < 0 ? -1 : 0;
+    }
+    if (cz_ckpt_read(init, &b->ck, err)) return -1;
+    size_t n = 0;
+    const char *text = cz_ckpt_get(b->ck, "config", &n);
+    if (!text) return cz_fail(err, "%s: no config blob: not a cloze checkpoint", init);
+    char *t = strndup(text, n);
+    cz_config cfg;
+    int rc = t ? cz_config_from_string(&cfg, t, init, err) : cz_fail(err, "out of memory");
+    free(t);
+    if (rc) return -1;
+    b->mc = cfg.model;
+    cz_hf_head_from_ckpt(b->ck, &b->mc); /* a fine-tuned checkpoint: its head */
+    if (cz_model_create(&b->m, &b->mc, 1, 1, 1, NULL, err) ||
+        cz_ckpt_get_exact(b->ck, "params", cz_model_params(b->m),
+                          cz_model_num_params(b->m) * sizeof(float), err))
+        return cz_fail_prefix(err, "%s", init);
+    b->has_vocab = cz_hf_vocab_from_ckpt(&b->vocab, b->ck, err);
+    if (b->has_vocab < 0) return cz_fail_prefix(err, "%s", init);
+    if (!b->has_vocab && cfg.data.train_manifest[0]) { /* older checkpoints: the manifest's */
+        cz_manifest man;
+        if (cz_manifest_load(&man, cfg.data.train_manifest, err) == 0) {
+            const char *mer = man.vocab_files[CZ_VOCAB_FILE_MERGES].path;
+            int bpe = !strcmp(man.vocab_kind, "bpe");
+            b->has_vocab = cz_hf_vocab_read(&b->vocab, man.vocab_kind, man.vocab_path,
+                                            bpe && mer[0] ? mer : NULL, -1, err) == 0;
+            cz_manifest_free(&man);
+        }
+    }
+    return 0;
+}
+
+/* Copies every tensor of the base model into the fine-tuning model's tensor
+ * of the same name and shape; a token embedding with more rows (GPT's three
+ * added tokens) gets the base's rows. The rest (the new head) keeps its
+ * initialisation. Returns the number of fresh tensors. */
+static int copy_tensors(cz_model *dst, const ft_base *b, char *fresh, size_t cap) {
+    int n_fresh = 0;
+    fresh[0] = 0;
+    for (int i = 0; i < cz_model_num_tensors(dst); i++) {
+        const cz_tensor_info *t = cz_model_tensor(dst, i);
+        const cz_tensor_info *s = cz_model_find_tensor(b->m, t->name);
+        int same =
+            s && s->ndim == t->ndim && s->shape[0] == t->shape[0] && s->shape[1] == t->shape[1];
+        int rows = s && s->ndim == 2 && t->ndim == 2 && s->shape[1] == t->shape[1] &&
+                   s->shape[0] < t->shape[0] && strstr(t->name, "embed");
+        if (same || rows) {
+            memcpy(cz_model_params(dst) + t->offset, cz_model_params(b->m) + s->offset,
+                   s->numel * sizeof(float));
+            if (same) continue;
+        }
+        size_t l = strlen(fresh);
+        snprintf(fresh + l, cap - l, "%s%s%s", l ? ", " : "", t->name, rows ? " (new rows)" : "");
+        n_fresh++;
+    }
+    return n_fresh;
+}
+
+/* ---- the tokenizer of the base model ---- */
+
+static int write_bytes(const char *dir, const char *name, const void *data, size_t len, char *path,
+                       size_t cap, cz_error *err) {
+    snprintf(path, cap, "%s/%s", dir, name);
+    return cz_write_file_atomic(path, data, len, err);
+}
+
+/* The vocabulary goes into OUT/vocab/ (the run's record of it) and the
+ * tokenizer is loaded from there. Rank 0 writes, every rank reads. */
+static int load_tokenizer(const cz_comm *world, const ft_base *b, const char *out,
+                          cz_tokenizer **tok, cz_error *err) {
+    if (!b->has_vocab)
+        return cz_fail(err, "the model carries no vocabulary and names no manifest that has one");
+    char dir[1100], vp[1200], mp[1200];
+    snprintf(dir, sizeof dir, "%s/vocab", out);
+    int bpe = !strcmp(b->vocab.kind, "bpe");
+    int rc = 0;
+    if (world->rank == 0) {
+        rc = make_dir(dir, err);
+        if (rc == 0)
+            rc = write_bytes(dir, bpe ? "encoder.json" : "vocab.txt", b->vocab.vocab,
+                             b->vocab.vocab_len, vp, sizeof vp, err);
+        if (rc == 0 && bpe)
+            rc = write_bytes(dir, "vocab.bpe", b->vocab.merges, b->vocab.merges_len, mp, sizeof mp,
+                             err);
+    }
+    if (cz_comm_share_verdict(world, 0, rc, err) < 0) return -1;
+    snprintf(vp, sizeof vp, "%s/%s", dir, bpe ? "encoder.json" : "vocab.txt");
+    snprintf(mp, sizeof mp, "%s/vocab.bpe", dir);
+    if (bpe) return cz_tokenizer_load_bpe(tok, vp, mp, err);
+    cz_tokenizer_options o;
+    cz_tokenizer_options_default(&o);
+    o.lower_case = b->vocab.lower_case;
+    return cz_tokenizer_load_wordpiece(tok, vp, &o, err);
+}
+
+/* ---- the run ---- */
+
+typedef struct ft_run {
+    const cz_comm *world;
+    const cz_ft_options *o;
+    cz_ft_task task;
+    ft_base base;
+    cz_tokenizer *tok;
+    cz_ft_dataset train, dev;
+    cz_ft_features ftrain, fdev;
+    cz_model_config mc;
+    int micro;        /* sequences per forward */
+    cz_batch_buf buf; /* evaluation batches */
+    int buf_ok;
+    long steps, steps_per_epoch;
+    double t0;
+    cz_ft_result *res;
+    char head_blob[128], task_blob[4096];
+    cz_blob blobs[2];
+    FILE *results;
+} ft_run;
+
+static void copy_feature(const cz_ft_features *f, int i, cz_batch_buf *buf, int slot, uint64_t g) {
+    size_t T = (size_t)f->T, o = (size_t)i * T, d = (size_t)slot * T;
+    memcpy(buf->tokens + d, f->tokens + o, T * sizeof(int32_t));
+    memcpy(buf->segments + d, f->segments + o, T * sizeof(int32_t));
+    memcpy(buf->attn_mask + d, f->mask + o, T);
+    memcpy(buf->targets + d, f->targets + o, T * sizeof(int32_t));
+    memcpy(buf->token_labels + d, f->token_label + o, T * sizeof(int32_t));
+    buf->labels[slot] = f->label[i];
+    buf->cls_index[slot] = f->cls_index[i];
+    buf->start_positions[slot] = f->start[i];
+    buf->end_positions[slot] = f->end[i];
+    buf->sample_ids[slot] = g;
+}
+
+static int build_sample(void *ctx, cz_batch_buf *buf, int slot, uint64_t g, cz_error *err) {
+    ft_run *r = ctx;
+    uint64_t n = (uint64_t)r->ftrain.n;
+    uint64_t i = cz_data_permute(r->o->seed, g / n, n, g % n);
+    (void)err;
+    copy_feature(&r->ftrain, (int)i, buf, slot, g);
+    return 0;
+}
+
+static int init_model(void *ctx, cz_model *m, cz_error *err) {
+    ft_run *r = ctx;
+    (void)err;
+    if (r->o->random_init) { /* the architecture only: the runtime's initialisation stays */
+        if (r->world->rank == 0 && !r->o->quiet)
+            cz_info("random initialisation (seed %llu), the architecture of %s", r->o->seed,
+                    r->o->init);
+        return 0;
+    }
+    char fresh[512];
+    int n = copy_tensors(m, &r->base, fresh, sizeof fresh);
+    if (r->world->rank == 0 && !r->o->quiet)
+        cz_info("initialised from %s; %d tensor(s) fresh (seed %llu): %s", r->o->init, n,
+                r->o->seed, fresh);
+    return 0;
+}
+
+/* Per-row width of the head's logits. */
+static size_t logit_width(const ft_run *r) {
+    if (r->task.kind == CZ_FT_CLASSIFY) return (size_t)r->task.n_labels;
+    if (r->task.kind == CZ_FT_SPAN) return (size_t)r->fdev.T * 2;
+    return (size_t)r->fdev.T * (size_t)r->task.n_labels;
+}
+
+static int argmax(const float *z, int n) {
+    int k = 0;
+    for (int i = 1; i < n; i++)
+        if (z[i] > z[k]) k = i;
+    return k;
+}
+
+static void json_str(FILE *f, const char *s) {
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            fprintf(f, "\\%c", c);
+        else if (c < 0x20)
+            fprintf(f, "\\u%04x", c);
+        else
+            fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+/* The dev scores from the logits of every dev feature (rank 0). */
+static int score_dev(ft_run *r, const float *logits, int final, cz_ft_scores *s, cz_error *err) {
+    const cz_ft_features *f = &r->fdev;
+    const cz_ft_dataset *d = &r->dev;
+    size_t w = logit_width(r);
+    memset(s, 0, sizeof *s);
+    if (r->task.kind == CZ_FT_CLASSIFY) {
+        int *gold = malloc((size_t)f->n * sizeof *gold),
+            *pred = malloc((size_t)f->n * sizeof *pred);
+        if (!gold || !pred) return free(gold), free(pred), cz_fail(err, "out of memory");
+        for (int i = 0; i < f->n; i++) {
+            gold[i] = f->label[i];
+            pred[i] = argmax(logits + (size_t)i * w, r->task.n_labels);
+        }
+        cz_ft_classify_scores(gold, pred, f->n, s);
+        free(gold);
+        free(pred);
+        return 0;
+    }
+    if (r->task.kind == CZ_FT_TAG) {
+        long total = 0;
+        for (int e = 0; e < d->n; e++) total += d->ex[e].n_words;
+        int *gold = malloc((size_t)total * sizeof *gold),
+            *pred = malloc((size_t)total * sizeof *pred);
+        int *len = malloc((size_t)d->n * sizeof *len);
+        if (!gold || !pred || !len)
+            return free(gold), free(pred), free(len), cz_fail(err, "out of memory");
+        long k = 0;
+        int C = r->task.n_labels, T = f->T;
+        for (int e = 0; e < d->n; e++) {
+            len[e] = d->ex[e].n_words;
+            for (int wd = 0; wd < d->ex[e].n_words; wd++, k++) {
+                int t = f->first_piece[f->word_base[e] + wd];
+                gold[k] = d->ex[e].tags[wd];
+                /* words cut at max_seq (or empty) are predicted O (class 0) */
+                pred[k] = t < 0 ? 0 : argmax(logits + (size_t)e * w + (size_t)t * C, C);
+            }
+            (void)T;
+        }
+        cz_ft_entity_scores(gold, pred, len, d->n, r->task.labels, s);
+        free(gold);
+        free(pred);
+        free(len);
+        return 0;
+    }
+    /* span: the best answer of each question over its windows */
+    FILE *pf = NULL;
+    if (final) {
+        char path[1200];
+        snprintf(path, sizeof path, "%s/predictions.json", r->o->out_dir);
+        pf = fopen(path, "w");
+        if (pf) fputc('{', pf);
+    }
+    double em_sum = 0, f1_sum = 0;
+    int first = 0;
+    for (int e = 0; e < d->n; e++) {
+        int count = 0;
+        while (first + count < f->n && f->example[first + count] == e) count++;
+        char *ans = cz_ft_squad_answer(f, d, r->tok, e, logits + (size_t)first * w, first, count,
+                                       r->o->max_answer, r->o->n_best);
+        char *gold[64];
+        int ng = d->ex[e].n_answers < 64 ? d->ex[e].n_answers : 64;
+        for (int a = 0; a < ng; a++) gold[a] = d->ex[e].answers[a].text;
+        double em, f1;
+        cz_ft_squad_score(ans ? ans : "", gold, ng, &em, &f1);
+        em_sum += em;
+        f1_sum += f1;
+        if (pf) {
+            if (e) fputc(',', pf);
+            json_str(pf, d->ex[e].id);
+            fputc(':', pf);
+            json_str(pf, ans ? ans : "");
+        }
+        free(ans);
+        first += count;
+    }
+    if (pf) {
+        fputs("}\n", pf);
+        fclose(pf);
+    }
+    s->n = d->n;
+    s->exact = 100.0 * em_sum / d->n;
+    s->squad_f1 = 100.0 * f1_sum / d->n;
+    return 0;
+}
+
+static const char *metric_name(cz_ft_metric m) {
+    static const char *names[] = {"accuracy", "f1", "mcc", "squad_f1", "entity_f1"};
+    return names[m];
+}
+
+/* The selection figure, in percent. */
+static double score_of(cz_ft_metric m, const cz_ft_scores *s) {
+    switch (m) {
+    case CZ_FT_ACCURACY:
+        return 100 * s->accuracy;
+    case CZ_FT_F1:
+        return 100 * s->f1;
+    case CZ_FT_MCC:
+        return 100 * s->mcc;
+    case CZ_FT_SQUAD:
+        return s->squad_f1;
+    default:
+        return s->entity_f1;
+    }
+}
+
+/* One line of results.jsonl (format: docs/finetune.md). */
+static void write_result(ft_run *r, long step, int final, const cz_ft_scores *s, int ranks) {
+    if (!r->results) return;
+    FILE *f = r->results;
+    const cz_ft_options *o = r->o;
+    fprintf(f, "{\"kind\":\"eval\",\"final\":%s,\"task\":", final ? "true" : "false");
+    json_str(f, r->task.name);
+    fprintf(f, ",\"label\":");
+    json_str(f, o->label[0] ? o->label : r->task.name);
+    fprintf(f, ",\"metric\":\"%s\",\"score\":%.6f,\"step\":%ld,\"steps\":%ld,\"epoch\":%.4f,",
+            metric_name(r->task.metric), score_of(r->task.metric, s), step, r->steps,
+            r->steps_per_epoch ? (double)step / (double)r->steps_per_epoch : 0.0);
+    fprintf(f, "\"dev\":{");
+    if (r->task.kind == CZ_FT_CLASSIFY)
+        fprintf(f, "\"accuracy\":%.6f,\"f1\":%.6f,\"mcc\":%.6f", 100 * s->accuracy, 100 * s->f1,
+                100 * s->mcc);
+    else if (r->task.kind == CZ_FT_SPAN)
+        fprintf(f, "\"exact\":%.6f,\"f1\":%.6f", s->exact, s->squad_f1);
+    else
+        fprintf(f, "\"precision\":%.6f,\"recall\":%.6f,\"f1\":%.6f", s->precision, s->recall,
+                s->entity_f1);
+    fprintf(f, ",\"examples\":%ld},\"lr\":%.9g,\"batch\":%d,\"epochs\":%d,\"seed\":%llu,", s->n,
+            o->lr, o->batch, o->epochs, o->seed);
+    fprintf(f, "\"max_seq\":%d,\"train_examples\":%d,\"train_features\":%d,\"ranks\":%d,",
+            o->max_seq, r->train.n, r->ftrain.n, ranks);
+    fprintf(f, "\"init\":");
+    json_str(f, o->random_init ? "random" : o->init);
+    fprintf(f, ",\"seconds\":%.1f}\n", cz_now() - r->t0);
+    fflush(f);
+}
+
+/* Every rank learns whether any rank failed (a rank that fails alone must
+ * not leave the others waiting in the next collective). */
+static int any_failed(const cz_comm *comm, int rc, const char *what, cz_error *err) {
+    double bad = rc != 0;
+    cz_error e2;
+    if (cz_comm_allreduce_doubles(comm, &bad, 1, CZ_OP_MAX, &e2)) return -1;
+    if (bad && rc == 0) cz_fail(err, "%s failed on another rank", what);
+    return bad != 0;
+}
+
+static int evaluate(void *ctx, cz_model *m, const cz_comm *comm, long step, int final,
+                    cz_error *err) {
+    ft_run *r = ctx;
+    if (step == 0 && !final) return 0; /* nothing learnt yet */
+    const cz_ft_features *f = &r->fdev;
+    size_t w = logit_width(r);
+    float *logits = calloc((size_t)f->n * w + 1, sizeof *logits);
+    if (!logits) return cz_fail(err, "out of memory for %d dev logits", f->n);
+    int batches = (f->n + r->micro - 1) / r->micro, rc = 0;
+    for (int k = comm->rank; k < batches && rc == 0; k += comm->size) {
+        int first = k * r->micro, n = f->n - first < r->micro ? f->n - first : r->micro;
+        for (int j = 0; j < n; j++) copy_feature(f, first + j, &r->buf, j, (uint64_t)(first + j));
+        cz_batch b = cz_batch_view(&r->buf, n);
+        b.train = 0;
+        cz_losses l;
+        if (cz_model_forward(m, &b, &l, err)) {
+            rc = -1;
+            break;
+        }
+        memcpy(logits + (size_t)first * w, cz_model_head_logits(m), (size_t)n * w * sizeof(float));
+    }
+    if (any_failed(comm, rc, "dev evaluation", err)) {
+        free(logits);
+        return -1;
+    }
+    /* every row was filled by exactly one rank, zeros elsewhere: the sum is exact */
+    if (cz_reduce(comm, CZ_ALLREDUCE_RING, logits, (size_t)f->n * w, NULL, err)) {
+        free(logits);
+        return -1;
+    }
+    if (comm->rank == 0) {
+        cz_ft_scores s;
+        rc = score_dev(r, logits, final, &s, err);
+        if (rc == 0) {
+            double sc = score_of(r->task.metric, &s);
+            write_result(r, step, final, &s, comm->size);
+            if (!r->o->quiet)
+                cz_info("dev @ step %ld (epoch %.2f): %s %.2f over %ld examples", step,
+                        (double)step / (double)r->steps_per_epoch, metric_name(r->task.metric), sc,
+                        s.n);
+            if (final && r->res) {
+                r->res->score = sc;
+                r->res->dev = s;
+                r->res->finished = 1;
+            }
+        }
+    }
+    free(logits);
+    if (cz_comm_share_verdict(comm, 0, rc, err) < 0) return -1;
+    if (r->res && final) {
+        if (cz_comm_bcast(comm, &r->res->score, sizeof r->res->score, 0, err)) return -1;
+        r->res->finished = 1;
+    }
+    return 0;
+}
+
+/* The run's train configuration: the architecture's defaults, the
+ * fine-tuning model, and the recipe (docs/finetune.md). */
+static int make_config(ft_run *r, int ranks, cz_config *cfg, cz_error *err) {
+    const cz_ft_options *o = r->o;
+    char ov[24][CZ_PATH_MAX + 32];
+    int n = 0;
+    int gpt = r->mc.arch == CZ_ARCH_GPT;
+    snprintf(ov[n++], sizeof ov[0], "model.arch=%s", gpt ? "gpt" : "bert");
+    snprintf(ov[n++], sizeof ov[0], "data.seq=%d", o->max_seq);
+    snprintf(ov[n++], sizeof ov[0], "data.max_pred=%d", gpt ? 0 : 1);
+    snprintf(ov[n++], sizeof ov[0], "train.steps=%ld", r->steps);
+    snprintf(ov[n++], sizeof ov[0], "train.global_batch=%d", o->batch);
+    snprintf(ov[n++], sizeof ov[0], "train.micro_batch=%d", r->micro);
+    snprintf(ov[n++], sizeof ov[0], "train.seed=%llu", o->seed);
+    snprintf(ov[n++], sizeof ov[0], "train.threads=%d", o->threads);
+    snprintf(ov[n++], sizeof ov[0], "train.log_every=%ld", r->steps / 20 > 0 ? r->steps / 20 : 1);
+    snprintf(ov[n++], sizeof ov[0], "train.eval_every=%ld",
+             o->eval_epochs ? r->steps_per_epoch : 0L);
+    snprintf(ov[n++], sizeof ov[0], "train.ckpt_every=%ld", r->steps_per_epoch);
+    snprintf(ov[n++], sizeof ov[0], "train.keep_last=1");
+    snprintf(ov[n++], sizeof ov[0], "train.stop_after_steps=%ld", o->stop_after);
+    snprintf(ov[n++], sizeof ov[0], "train.run_dir=%s", o->out_dir);
+    const char *ovp[24];
+    for (int i = 0; i < n; i++) ovp[i] = ov[i];
+    if (cz_config_load(cfg, NULL, ovp, n, err)) return -1;
+    cfg->model = r->mc;
+    /* the recipe: AdamW with bias correction, BERT's eps, decay 0.01 but on
+     * biases and LayerNorm, linear warm-up and decay, clipping at 1 */
+    cfg->optim.lr = o->lr;
+    cfg->optim.eps = 1e-6;
+    cfg->optim.beta1 = 0.9;
+    cfg->optim.beta2 = 0.999;
+    cfg->optim.weight_decay = o->weight_decay;
+    cfg->optim.bias_correction = 1;
+    cfg->optim.clip_norm = 1.0;
+    cfg->optim.schedule = CZ_SCHEDULE_LINEAR;
+    cfg->optim.warmup_steps = 0;
+    cfg->optim.warmup_fraction = o->warmup_fraction;
+    cfg->optim.min_lr_ratio = 0;
+    snprintf(cfg->source, sizeof cfg->source, "cloze-finetune %s", r->task.name);
+    (void)ranks;
+    return cz_config_validate(cfg, err);
+}
+
+static void run_free(ft_run *r) {
+    if (r->tok) cz_tokenizer_free(r->tok);
+    cz_ft_features_free(&r->ftrain);
+    cz_ft_features_free(&r->fdev);
+    cz_ft_dataset_free(&r->train);
+    cz_ft_dataset_free(&r->dev);
+    if (r->buf_ok) cz_batch_buf_free(&r->buf);
+    if (r->results) fclose(r->results);
+    base_free(&r->base);
+}
+
+/* Reads and tokenizes both files (every rank: any rank builds any sample). */
+static int prepare_data(ft_run *r, cz_error *err) {
+    const cz_ft_options *o = r->o;
+    if (cz_ft_read(&r->train, &r->task, o->train_path, 1, err) ||
+        cz_ft_read(&r->dev, &r->task, o->dev_path, 0, err))
+        return -1;
+    if (o->train_limit > 0) cz_ft_dataset_truncate(&r->train, o->train_limit);
+    if (o->dev_limit > 0) cz_ft_dataset_truncate(&r->dev, o->dev_limit);
+    int gpt = r->mc.arch == CZ_ARCH_GPT;
+    cz_ft_feature_config fc = {.max_seq = o->max_seq,
+                               .doc_stride = o->doc_stride,
+                               .max_query = o->max_query,
+                               .gpt = gpt,
+                               .lower_case = r->base.vocab.lower_case};
+    if (gpt) { /* GPT-1 Sec. 3.3: start, delimiter and extract tokens, added after the vocabulary */
+        fc.start = r->base.mc.vocab_size;
+        fc.delim = fc.start + 1;
+        fc.extract = fc.start + 2;
+        fc.pad = 0;
+    } else {
+        fc.cls = cz_tokenizer_token_id(r->tok, "[CLS]");
+        fc.sep = cz_tokenizer_token_id(r->tok, "[SEP]");
+        fc.pad = cz_tokenizer_token_id(r->tok, "[PAD]");
+        if (fc.cls < 0 || fc.sep < 0 || fc.pad < 0)
+            return cz_fail(err, "the vocabulary lacks [CLS], [SEP] or [PAD]");
+    }
+    if (cz_ft_featurize(&r->ftrain, &r->train, r->tok, &fc, err) ||
+        cz_ft_featurize(&r->fdev, &r->dev, r->tok, &fc, err))
+        return -1;
+    return 0;
+}
+
+int cz_ft_run(const cz_comm *world, const cz_ft_options *o, cz_ft_result *res, cz_error *err) {
+    ft_run r;
+    memset(&r, 0, sizeof r);
+    r.world = world;
+    r.o = o;
+    r.res = res;
+    r.t0 = cz_now();
+    if (res) memset(res, 0, sizeof *res);
+    int ranks = world->size, rank = world->rank;
+    r.task = o->task;
+    int rc = -1;
+    if (o->batch % ranks)
+        return cz_fail(err, "--batch %d is not a multiple of the %d ranks", o->batch, ranks);
+    r.micro = o->micro_batch > 0 ? o->micro_batch : o->batch / ranks;
+    if ((o->batch / ranks) % r.micro)
+        return cz_fail(err, "--micro-batch %d does not divide batch / ranks = %d", r.micro,
+                       o->batch / ranks);
+    if (make_dir(o->out_dir, err) || base_load(&r.base, o->init, err) ||
+        load_tokenizer(world, &r.base, o->out_dir, &r.tok, err))
+        goto done;
+    /* the fine-tuning model: the base architecture with the task's head */
+    r.mc = r.base.mc;
+    r.mc.head = r.task.kind == CZ_FT_CLASSIFY ? CZ_HEAD_CLASSIFY
+                : r.task.kind == CZ_FT_SPAN   ? CZ_HEAD_SPAN
+                                              : CZ_HEAD_TAG;
+    r.mc.lm_weight = 0;
+    r.mc.recompute = 0;
+    if (o->dropout >= 0) {
+        if (o->dropout >= 1) {
+            cz_fail(err, "--dropout %g must be in [0, 1)", (double)o->dropout);
+            goto done;
+        }
+        r.mc.hidden_dropout = r.mc.attn_dropout = o->dropout;
+    }
+    if (r.mc.arch == CZ_ARCH_GPT) {
+        if (r.base.mc.head == CZ_HEAD_PRETRAIN || r.base.mc.head == CZ_HEAD_NONE)
+            r.mc.vocab_size = r.base.mc.vocab_size + 3; /* <s> $ <e> */
+        r.mc.lm_weight = o->lm_weight;
+    }
+    if (prepare_data(&r, err)) goto done;
+    r.mc.num_labels = r.task.kind == CZ_FT_SPAN ? 0 : r.task.n_labels;
+    if (o->max_seq > r.mc.max_positions) {
+        cz_fail(err, "--max-seq %d exceeds the model's %d positions", o->max_seq,
+                r.mc.max_positions);
+        goto done;
+    }
+    r.steps_per_epoch = (r.ftrain.n + o->batch - 1) / o->batch;
+    r.steps = (long)ceil((double)o->epochs * r.ftrain.n / o->batch);
+    cz_config cfg;
+    if (make_config(&r, ranks, &cfg, err)) goto done;
+    if (cz_batch_buf_alloc(&r.buf, r.micro, o->max_seq, 1, err)) goto done;
+    r.buf_ok = 1;
+    if (rank == 0) {
+        char path[1200];
+        snprintf(path, sizeof path, "%s/results.jsonl", o->out_dir);
+        r.results = fopen(path, "a");
+        if (!o->quiet)
+            cz_info("%s: %d training examples -> %d features (%d cut to %d tokens), %d dev "
+                    "examples -> %d features; %ld steps of %d (%ld per epoch), lr %g",
+                    r.task.name, r.train.n, r.ftrain.n, r.ftrain.truncated, o->max_seq, r.dev.n,
+                    r.fdev.n, r.steps, o->batch, r.steps_per_epoch, o->lr);
+    }
+    /* what a checkpoint of this run holds beside the train runtime's blobs:
+     * its head (so that it can be exported or fine-tuned further) */
+    cz_hf_head_text(&r.mc, r.head_blob, sizeof r.head_blob);
+    size_t tl = (size_t)snprintf(r.task_blob, sizeof r.task_blob, "task %s\nlabels", r.task.name);
+    for (int i = 0; i < r.task.n_labels && tl < sizeof r.task_blob; i++)
+        tl += (size_t)snprintf(r.task_blob + tl, sizeof r.task_blob - tl, " %s", r.task.labels[i]);
+    r.blobs[0] = (cz_blob){"finetune.head", r.head_blob, strlen(r.head_blob)};
+    r.blobs[1] = (cz_blob){"finetune.task", r.task_blob, strlen(r.task_blob)};
+    cz_blob all[5] = {r.blobs[0], r.blobs[1]};
+    char meta[1400];
+    int nb = 2;
+    if (r.base.has_vocab) nb += cz_hf_vocab_blobs(&r.base.vocab, meta, sizeof meta, all + 2);
+    cz_train_task task = {&r, build_sample, init_model, evaluate, all, nb};
+    cz_train_options to = {o->resume, o->quiet};
+    rc = cz_train_run_task(world, &cfg, &to, &task, err);
+    if (res) {
+        res->steps = r.steps;
+        res->seconds = cz_now() - r.t0;
+    }
+done:
+    run_free(&r);
+    return rc;
+}
+
+/* ---- feature extraction ---- */
+
+int cz_ft_extract(const cz_comm *world, const cz_ft_options *o, const int *layers, int n_layers,
+                  const char *out_path, cz_error *err) {
+    ft_run r;
+    memset(&r, 0, sizeof r);
+    r.world = world;
+    r.o = o;
+    r.task = o->task;
+    int ranks = world->size, rank = world->rank, rc = -1;
+    cz_model *m = NULL;
+    float *out = NULL, *mask = NULL, *toks = NULL, *words = NULL;
+    cz_gemm_ctx *gemm = NULL;
+    char dir[1100];
+    snprintf(dir, sizeof dir, "%s", out_path);
+    char *slash = strrchr(dir, '/');
+    if (slash)
+        *slash = 0;
+    else
+        snprintf(dir, sizeof dir, ".");
+    snprintf(r.task.name, sizeof r.task.name, "%s", o->task.name);
+    if (base_load(&r.base, o->init, err) || load_tokenizer(world, &r.base, dir, &r.tok, err))
+        goto done;
+    r.mc = r.base.mc;
+    r.mc.head = CZ_HEAD_NONE;
+    r.mc.lm_weight = 0;
+    /* the file to extract from is read like a dev file */
+    if (cz_ft_read(&r.dev, &r.task, o->dev_path, 1, err)) goto done;
+    if (o->dev_limit > 0) cz_ft_dataset_truncate(&r.dev, o->dev_limit);
+    int gpt = r.mc.arch == CZ_ARCH_GPT;
+    cz_ft_feature_config fc = {
+        .max_seq = o->max_seq, .doc_stride = o->doc_stride, .max_query = o->max_query, .gpt = gpt};
+    if (gpt) {
+        fc.start = fc.delim = fc.extract = -1;
+        cz_fail(err, "features: BERT models only (GPT's states are causal; use its LM)");
+        goto done;
+    }
+    fc.cls = cz_tokenizer_token_id(r.tok, "[CLS]");
+    fc.sep = cz_tokenizer_token_id(r.tok, "[SEP]");
+    fc.pad = cz_tokenizer_token_id(r.tok, "[PAD]");
+    if (cz_ft_featurize(&r.fdev, &r.dev, r.tok, &fc, err)) goto done;
+    int L = r.mc.layers, H = r.mc.hidden, T = o->max_seq, N = r.fdev.n;
+    int which[64];
+    for (int k = 0; k < n_layers; k++) {
+        which[k] = layers[k] < 0 ? L + 1 + layers[k] : layers[k];
+        if (which[k] < 0 || which[k] > L) {
+            cz_fail(err, "--layers: %d is outside [-%d, %d] for a %d-layer model", layers[k], L + 1,
+                    L, L);
+            goto done;
+        }
+    }
+    int micro = o->micro_batch > 0 ? o->micro_batch : 16;
+    gemm = cz_gemm_setup(CZ_GEMM_AUTO, o->threads > 0 ? o->threads : 1, err);
+    if (!gemm || cz_model_create(&m, &r.mc, micro, T, 1, gemm, err)) goto done;
+    char fresh[512];
+    copy_tensors(m, &r.base, fresh, sizeof fresh);
+    if (cz_batch_buf_alloc(&r.buf, micro, T, 1, err)) goto done;
+    r.buf_ok = 1;
+    size_t row = (size_t)n_layers * H, nt = (size_t)N * T;
+    out = calloc(nt * row + 1, sizeof *out);
+    mask = calloc(nt + 1, sizeof *mask);
+    toks = calloc(nt + 1, sizeof *toks);
+    words = malloc((nt + 1) * sizeof *words);
+    if (!out || !mask || !toks || !words) {
+        cz_fail(err, "out of memory for %zu x %zu features", nt, row);
+        goto done;
+    }
+    int batches = (N + micro - 1) / micro;
+    rc = 0;
+    for (int k = rank; k < batches && rc == 0; k += ranks) {
+        int first = k * micro, n = N - first < micro ? N - first : micro;
+        for (int j = 0; j < n; j++)
+            copy_feature(&r.fdev, first + j, &r.buf, j, (uint64_t)(first + j));
+        cz_batch b = cz_batch_view(&r.buf, n);
+        cz_losses l;
+        if (cz_model_forward(m, &b, &l, err)) {
+            rc = -1;
+            break;
+        }
+        for (int li = 0; li < n_layers; li++) {
+            const float *h = cz_model_hidden_states(m, which[li]);
+            for (size_t t = 0; t < (size_t)n * T; t++)
+                memcpy(out + ((size_t)first * T + t) * row + (size_t)li * H, h + t * H,
+                       (size_t)H * sizeof(float));
+        }
+    }
+    if (any_failed(world, rc, "feature extraction", err) ||
+        cz_reduce(world, CZ_ALLREDUCE_RING, out, nt * row, NULL, err)) {
+        rc = -1;
+        goto done;
+    }
+    if (rank == 0) {
+        for (size_t t = 0; t < nt; t++) {
+            mask[t] = r.fdev.mask[t];
+            toks[t] = (float)r.fdev.tokens[t];
+            words[t] = -1;
+        }
+        int has_words = r.task.kind == CZ_FT_TAG;
+        for (int e = 0; has_words && e < r.dev.n; e++)
+            for (int w = 0; w < r.dev.ex[e].n_words; w++) {
+                int t = r.fdev.first_piece[r.fdev.word_base[e] + w];
+                if (t >= 0) words[(size_t)e * T + (size_t)t] = (float)w;
+            }
+        float *base = NULL;
+        size_t total = nt * row + 3 * nt;
+        base = malloc(total * sizeof *base);
+        if (!base) {
+            rc = cz_fail(err, "out of memory");
+        } else {
+            memcpy(base, out, nt * row * sizeof *base);
+            memcpy(base + nt * row, mask, nt * sizeof *base);
+            memcpy(base + nt * row + nt, toks, nt * sizeof *base);
+            memcpy(base + nt * row + 2 * nt, words, nt * sizeof *base);
+            cz_tensor_info ti[4] = {
+                {.name = "features",
+                 .offset = 0,
+                 .numel = nt * row,
+                 .ndim = 2,
+                 .shape = {(int)nt, (int)row}},
+                {.name = "mask", .offset = nt * row, .numel = nt, .ndim = 1, .shape = {(int)nt, 0}},
+                {.name = "tokens",
+                 .offset = nt * row + nt,
+                 .numel = nt,
+                 .ndim = 1,
+                 .shape = {(int)nt, 0}},
+                {.name = "first_piece_of_word",
+                 .offset = nt * row + 2 * nt,
+                 .numel = nt,
+                 .ndim = 1,
+                 .shape = {(int)nt, 0}}};
+            char lay[256] = "", seqs[32], seqlen[32];
+            for (int k = 0; k < n_layers; k++)
+                snprintf(lay + strlen(lay), sizeof lay - strlen(lay), "%s%d", k ? "," : "",
+                         which[k]);
+            snprintf(seqs, sizeof seqs, "%d", N);
+            snprintf(seqlen, sizeof seqlen, "%d", T);
+            const char *meta[] = {"format", "pt",  "producer",  "cloze-finetune features",
+                                  "layers", lay,   "sequences", seqs,
+                                  "seq",    seqlen};
+            rc = cz_safetensors_write(out_path, ti, has_words ? 4 : 3, base, meta, 5, err);
+            free(base);
+            if (rc == 0 && !o->quiet)
+                cz_info("%s: %d sequences x %d tokens, layers %s (%d x %d features per token)",
+                        out_path, N, T, lay, n_layers, H);
+        }
+    }
+    rc = cz_comm_share_verdict(world, 0, rc, err) < 0 ? -1 : 0;
+done:
+    free(out);
+    free(mask);
+    free(toks);
+    free(words);
+    cz_model_free(m);
+    if (gemm) cz_gemm_free(gemm);
+    run_free(&r);
+    return rc;
+}

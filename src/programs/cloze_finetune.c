@@ -1,0 +1,431 @@
+/* cloze-finetune: fine-tune a pre-trained or imported model on a task.
+ *   cloze-finetune run      one run (results.jsonl, checkpoints, --resume)
+ *   cloze-finetune grid     BERT App. A.3: a grid over learning rate, batch
+ *                           size and epochs, restarts with different seeds,
+ *                           selection on the dev set, a results table
+ *   cloze-finetune features per-token states of chosen layers (Sec. 5.3)
+ * A thin main: arguments -> cz_ft_options -> src/finetune. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cloze/comm.h"
+#include "cloze/finetune.h"
+#include "cloze/json.h"
+
+static const char HELP[] =
+    "usage: cloze-finetune run      --init MODEL --task TASK --train FILE --dev FILE --out DIR "
+    "[options]\n"
+    "       cloze-finetune grid     --init MODEL --task TASK --train FILE --dev FILE --out DIR\n"
+    "                               [--lr LIST] [--batch LIST] [--epochs LIST] [--restarts N] "
+    "[options]\n"
+    "       cloze-finetune features --init MODEL --input FILE --out FILE.safetensors\n"
+    "                               [--task lines|tsv|conll] [--layers LIST]\n"
+    "       mpirun -np N cloze-finetune ...   (data-parallel: the same results on any rank count)\n"
+    "\n"
+    "MODEL: a cloze checkpoint (cloze-train's, cloze-ckpt import-hf's, or a fine-tuned one)\n"
+    "or a Hugging Face directory (BertModel / BertForPreTraining / OpenAIGPT*).\n"
+    "TASK: sst2 mrpc rte cola (GLUE TSVs), tsv (any TSV: --text-a, --text-b, --label\n"
+    "columns by header name or 0-based index, --no-header), squad (v1.1 JSON),\n"
+    "conll / wnut17 (token<TAB>tag lines, BIO tags). BERT models take every task; GPT\n"
+    "models classify (GPT-1: <s> a $ b <e>, last-token classifier, auxiliary LM loss).\n"
+    "\n"
+    "options (defaults: BERT's fine-tuning recipe, docs/finetune.md):\n"
+    "  --lr X               peak learning rate (2e-5); linear warm-up then linear decay\n"
+    "  --batch N            examples per step over all ranks (32)\n"
+    "  --epochs N           (3)\n"
+    "  --seed N             data order, head initialisation, dropout (1)\n"
+    "  --max-seq N          tokens per sequence (128)\n"
+    "  --train-limit N      only the first N training examples (0 = all)\n"
+    "  --dev-limit N        only the first N dev examples (0 = all)\n"
+    "  --warmup F           warm-up fraction of the steps (0.1)\n"
+    "  --weight-decay F     decoupled weight decay (0.01)\n"
+    "  --lm-weight F        GPT: lambda of the auxiliary LM loss (0.5)\n"
+    "  --dropout F          hidden and attention dropout (the model's own: 0.1 for BERT's)\n"
+    "  --doc-stride N       SQuAD: tokens between windows (128)\n"
+    "  --max-query N        SQuAD: question tokens kept (64)\n"
+    "  --max-answer N       SQuAD: longest answer in tokens (30)\n"
+    "  --micro-batch N      sequences per forward on one rank (batch / ranks)\n"
+    "  --threads N          threads per rank (0 = cores / ranks)\n"
+    "  --eval-every-epoch   dev scores after every epoch (else after the last)\n"
+    "  --random-init        the architecture and vocabulary of MODEL, not its weights\n"
+    "  --resume auto|PATH   run: continue a stopped run; grid: finished points are kept\n"
+    "  --stop-after N       stop with a checkpoint after N steps (continue: --resume auto)\n"
+    "  --quiet              no progress lines\n"
+    "grid: --lr, --batch, --epochs take comma lists (BERT's: 2e-5,3e-5,5e-5 16,32 2,3,4);\n"
+    "      --restarts N seeds seed..seed+N-1 per point (1). Each point runs in\n"
+    "      DIR/lr<X>-b<N>-e<N>-s<N>/; DIR/grid.jsonl gets every point, every configuration's\n"
+    "      mean and std over restarts, and the selected configuration (best dev mean).\n"
+    "features: --layers LIST (-1,-2,-3,-4: the last four, Sec. 5.3's best), --input a\n"
+    "      text file (one sequence per line) or a TSV/CoNLL file with --task.\n"
+    "Results: DIR/results.jsonl, one JSON object per evaluation (format in\n"
+    "docs/finetune.md); training curves in DIR/metrics.jsonl.\n";
+
+static int parse_list(const char *s, double *v, int cap) {
+    int n = 0;
+    while (*s && n < cap) {
+        char *end;
+        v[n] = strtod(s, &end);
+        if (end == s) return -1;
+        n++;
+        s = *end == ',' ? end + 1 : end;
+        if (*end && *end != ',') return -1;
+    }
+    return n;
+}
+
+/* strtol / strtoull with base 10, in strtod's shape for NUM() */
+static long strtol10(const char *s, char **end) {
+    return strtol(s, end, 10);
+}
+static unsigned long long strtoull10(const char *s, char **end) {
+    return strtoull(s, end, 10);
+}
+
+typedef struct args {
+    cz_ft_options o;
+    double lrs[16], batches[16], epochs[16], layers[64];
+    int n_lr, n_batch, n_epochs, n_layers, restarts;
+    char task[32], text_a[64], text_b[64], label[64];
+    int no_header;
+    const char *input, *out_file;
+} args;
+
+static int need(const char *opt, int i, int argc) {
+    if (i + 1 >= argc) {
+        fprintf(stderr, "cloze-finetune: %s needs a value (see --help)\n", opt);
+        return 0;
+    }
+    return 1;
+}
+
+static int parse(args *a, int argc, char **argv, cz_error *err) {
+    cz_ft_options *o = &a->o;
+    for (int i = 2; i < argc; i++) {
+        const char *k = argv[i];
+#define STR(flag, dst)                                                                             \
+    if (!strcmp(k, flag)) {                                                                        \
+        if (!need(k, i, argc)) return -1;                                                          \
+        snprintf(dst, sizeof dst, "%s", argv[++i]);                                                \
+        continue;                                                                                  \
+    }
+#define NUM(flag, dst, conv)                                                                       \
+    if (!strcmp(k, flag)) {                                                                        \
+        if (!need(k, i, argc)) return -1;                                                          \
+        char *end_;                                                                                \
+        dst = conv(argv[++i], &end_);                                                              \
+        if (*end_ || end_ == argv[i]) return cz_fail(err, "%s: not a number: %s", flag, argv[i]);  \
+        continue;                                                                                  \
+    }
+#define LIST(flag, arr, n)                                                                         \
+    if (!strcmp(k, flag)) {                                                                        \
+        if (!need(k, i, argc)) return -1;                                                          \
+        n = parse_list(argv[++i], arr, (int)(sizeof arr / sizeof arr[0]));                         \
+        if (n < 1) return cz_fail(err, "%s: not a comma list of numbers: %s", flag, argv[i]);      \
+        continue;                                                                                  \
+    }
+        STR("--init", o->init)
+        STR("--train", o->train_path)
+        STR("--dev", o->dev_path)
+        STR("--out", o->out_dir)
+        STR("--task", a->task)
+        STR("--text-a", a->text_a)
+        STR("--text-b", a->text_b)
+        STR("--label", a->label)
+        NUM("--train-limit", o->train_limit, (int)strtol10)
+        NUM("--dev-limit", o->dev_limit, (int)strtol10)
+        NUM("--max-seq", o->max_seq, (int)strtol10)
+        NUM("--doc-stride", o->doc_stride, (int)strtol10)
+        NUM("--max-query", o->max_query, (int)strtol10)
+        NUM("--max-answer", o->max_answer, (int)strtol10)
+        NUM("--micro-batch", o->micro_batch, (int)strtol10)
+        NUM("--threads", o->threads, (int)strtol10)
+        NUM("--seed", o->seed, strtoull10)
+        NUM("--warmup", o->warmup_fraction, strtod)
+        NUM("--weight-decay", o->weight_decay, strtod)
+        NUM("--lm-weight", o->lm_weight, (float)strtod)
+        NUM("--dropout", o->dropout, (float)strtod)
+        NUM("--restarts", a->restarts, (int)strtol10)
+        NUM("--stop-after", o->stop_after, strtol10)
+        LIST("--lr", a->lrs, a->n_lr)
+        LIST("--batch", a->batches, a->n_batch)
+        LIST("--epochs", a->epochs, a->n_epochs)
+        LIST("--layers", a->layers, a->n_layers)
+        if (!strcmp(k, "--input") && need(k, i, argc)) {
+            a->input = argv[++i];
+            continue;
+        }
+        if (!strcmp(k, "--resume") && need(k, i, argc)) {
+            o->resume = argv[++i];
+            continue;
+        }
+        if (!strcmp(k, "--no-header")) {
+            a->no_header = 1;
+            continue;
+        }
+        if (!strcmp(k, "--eval-every-epoch")) {
+            o->eval_epochs = 1;
+            continue;
+        }
+        if (!strcmp(k, "--random-init")) {
+            o->random_init = 1;
+            continue;
+        }
+        if (!strcmp(k, "--quiet")) {
+            o->quiet = 1;
+            continue;
+        }
+        return cz_fail(err, "unknown option %s (see --help)", k);
+    }
+    return 0;
+}
+
+static int task_of(args *a, cz_error *err) {
+    if (!a->task[0]) snprintf(a->task, sizeof a->task, "%s", a->input ? "lines" : "");
+    if (!a->task[0]) return cz_fail(err, "--task is required (see --help)");
+    if (cz_ft_task_preset(&a->o.task, a->task, err)) return -1;
+    cz_ft_task *t = &a->o.task;
+    if (a->text_a[0]) snprintf(t->text_a, sizeof t->text_a, "%s", a->text_a);
+    if (a->text_b[0]) snprintf(t->text_b, sizeof t->text_b, "%s", a->text_b);
+    if (a->label[0]) {
+        snprintf(t->label, sizeof t->label, "%s", a->label);
+        if (strcmp(a->task, "tsv")) t->n_labels = 0; /* other columns: collect the labels */
+    }
+    if (a->no_header) t->header = 0;
+    return 0;
+}
+
+static int check_paths(const args *a, int features, cz_error *err) {
+    const cz_ft_options *o = &a->o;
+    if (!o->init[0]) return cz_fail(err, "--init MODEL is required");
+    if (features)
+        return a->input && a->out_file ? 0 : cz_fail(err, "--input and --out are required");
+    if (!o->train_path[0] || !o->dev_path[0] || !o->out_dir[0])
+        return cz_fail(err, "--train, --dev and --out are required");
+    return 0;
+}
+
+/* ---- grid ---- */
+
+/* The final score of a point already run (its results.jsonl), or NAN. */
+static double finished_score(const char *dir) {
+    char path[1200];
+    snprintf(path, sizeof path, "%s/results.jsonl", dir);
+    FILE *f = fopen(path, "r");
+    if (!f) return NAN;
+    char line[8192];
+    double score = NAN;
+    while (fgets(line, sizeof line, f)) {
+        cz_json *v = NULL;
+        cz_error e;
+        if (cz_json_parse(line, strlen(line), &v, &e) == 0) {
+            const cz_json *fin = cz_json_get(v, "final");
+            if (fin && fin->type == CZ_JSON_BOOL && fin->boolean)
+                score = cz_json_get_number(v, "score", NAN);
+        }
+        cz_json_free(v);
+    }
+    fclose(f);
+    return score;
+}
+
+typedef struct point {
+    double lr;
+    int batch, epochs;
+    unsigned long long seed;
+    double score;
+    char dir[1100];
+} point;
+
+static int run_grid(const cz_comm *world, args *a, cz_error *err) {
+    int rank = world->rank;
+    cz_ft_options base = a->o;
+    static const double bert_lr[3] = {2e-5, 3e-5, 5e-5}, bert_b[2] = {16, 32},
+                        bert_e[3] = {2, 3, 4};
+    if (!a->n_lr) memcpy(a->lrs, bert_lr, sizeof bert_lr), a->n_lr = 3;
+    if (!a->n_batch) memcpy(a->batches, bert_b, sizeof bert_b), a->n_batch = 2;
+    if (!a->n_epochs) memcpy(a->epochs, bert_e, sizeof bert_e), a->n_epochs = 3;
+    int restarts = a->restarts > 0 ? a->restarts : 1;
+    int n = a->n_lr * a->n_batch * a->n_epochs * restarts;
+    point *pts = calloc((size_t)n, sizeof *pts);
+    if (!pts) return cz_fail(err, "out of memory");
+    if (rank == 0) mkdir(base.out_dir, 0755);
+    int k = 0;
+    for (int i = 0; i < a->n_lr; i++)
+        for (int j = 0; j < a->n_batch; j++)
+            for (int e = 0; e < a->n_epochs; e++)
+                for (int s = 0; s < restarts; s++, k++) {
+                    point *p = &pts[k];
+                    p->lr = a->lrs[i];
+                    p->batch = (int)a->batches[j];
+                    p->epochs = (int)a->epochs[e];
+                    p->seed = base.seed + (unsigned long long)s;
+                    snprintf(p->dir, sizeof p->dir, "%s/lr%g-b%d-e%d-s%llu", base.out_dir, p->lr,
+                             p->batch, p->epochs, p->seed);
+                    p->score = finished_score(p->dir);
+                    if (!isnan(p->score)) {
+                        if (rank == 0)
+                            cz_info("grid point %d/%d %s: done before (%g), kept", k + 1, n, p->dir,
+                                    p->score);
+                        continue;
+                    }
+                    cz_ft_options o = base;
+                    o.lr = p->lr;
+                    o.batch = p->batch;
+                    o.epochs = p->epochs;
+                    o.seed = p->seed;
+                    o.resume = "auto"; /* a point stopped half-way continues */
+                    snprintf(o.out_dir, sizeof o.out_dir, "%s", p->dir);
+                    snprintf(o.label, sizeof o.label, "lr%g-b%d-e%d", p->lr, p->batch, p->epochs);
+                    if (rank == 0)
+                        cz_info("grid point %d/%d: lr %g, batch %d, epochs %d, seed %llu", k + 1, n,
+                                p->lr, p->batch, p->epochs, p->seed);
+                    cz_ft_result res;
+                    if (cz_ft_run(world, &o, &res, err)) {
+                        cz_fail_prefix(err, "grid point %s", p->dir);
+                        free(pts);
+                        return -1;
+                    }
+                    if (!res.finished) { /* stopped by a signal: the grid resumes later */
+                        if (rank == 0)
+                            cz_info("grid stopped at point %s; run the same command again to "
+                                    "continue",
+                                    p->dir);
+                        free(pts);
+                        return 0;
+                    }
+                    p->score = res.score;
+                }
+    if (rank == 0) {
+        char path[1200];
+        snprintf(path, sizeof path, "%s/grid.jsonl", base.out_dir);
+        FILE *f = fopen(path, "w");
+        printf("%-10s %5s %6s | %-28s | %8s %6s\n", "lr", "batch", "epochs", "dev scores (seeds)",
+               "mean", "std");
+        double best = -INFINITY;
+        int best_c = -1;
+        for (int c = 0; c < n; c += restarts) {
+            double sum = 0, sq = 0;
+            char list[256] = "";
+            for (int s = 0; s < restarts; s++) {
+                const point *p = &pts[c + s];
+                sum += p->score;
+                snprintf(list + strlen(list), sizeof list - strlen(list), "%s%.2f", s ? " " : "",
+                         p->score);
+                if (f)
+                    fprintf(f,
+                            "{\"kind\":\"point\",\"lr\":%.9g,\"batch\":%d,\"epochs\":%d,"
+                            "\"seed\":%llu,\"score\":%.6f,\"dir\":\"%s\"}\n",
+                            p->lr, p->batch, p->epochs, p->seed, p->score, p->dir);
+            }
+            double mean = sum / restarts;
+            for (int s = 0; s < restarts; s++)
+                sq += (pts[c + s].score - mean) * (pts[c + s].score - mean);
+            double sd = restarts > 1 ? sqrt(sq / (restarts - 1)) : 0.0;
+            printf("%-10g %5d %6d | %-28s | %8.2f %6.2f\n", pts[c].lr, pts[c].batch, pts[c].epochs,
+                   list, mean, sd);
+            if (f)
+                fprintf(f,
+                        "{\"kind\":\"config\",\"lr\":%.9g,\"batch\":%d,\"epochs\":%d,"
+                        "\"restarts\":%d,\"mean\":%.6f,\"std\":%.6f}\n",
+                        pts[c].lr, pts[c].batch, pts[c].epochs, restarts, mean, sd);
+            if (mean > best) {
+                best = mean;
+                best_c = c;
+            }
+        }
+        int best_run = best_c;
+        for (int s = 1; s < restarts; s++)
+            if (pts[best_c + s].score > pts[best_run].score) best_run = best_c + s;
+        printf("selected (best dev mean): lr %g, batch %d, epochs %d: %.2f; its best restart: seed "
+               "%llu %.2f (%s)\n",
+               pts[best_c].lr, pts[best_c].batch, pts[best_c].epochs, best, pts[best_run].seed,
+               pts[best_run].score, pts[best_run].dir);
+        if (f) {
+            fprintf(f,
+                    "{\"kind\":\"selected\",\"task\":\"%s\",\"metric_mean\":%.6f,\"lr\":%.9g,"
+                    "\"batch\":%d,\"epochs\":%d,\"best_seed\":%llu,\"best_score\":%.6f,"
+                    "\"best_dir\":\"%s\"}\n",
+                    base.task.name, best, pts[best_c].lr, pts[best_c].batch, pts[best_c].epochs,
+                    pts[best_run].seed, pts[best_run].score, pts[best_run].dir);
+            fclose(f);
+        }
+    }
+    free(pts);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        fputs(HELP, argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "run") && strcmp(cmd, "grid") && strcmp(cmd, "features")) {
+        fprintf(stderr, "cloze-finetune: unknown command '%s' (run, grid, features; see --help)\n",
+                cmd);
+        return 2;
+    }
+    for (int i = 2; i < argc; i++)
+        if (!strcmp(argv[i], "--help")) {
+            fputs(HELP, stdout);
+            return 0;
+        }
+    args a;
+    memset(&a, 0, sizeof a);
+    cz_ft_options_default(&a.o);
+    cz_error err = {{0}};
+    int features = !strcmp(cmd, "features");
+    if (features) a.o.max_seq = 128;
+    int rc = parse(&a, argc, argv, &err);
+    if (rc == 0 && features) {
+        a.out_file = a.o.out_dir[0] ? a.o.out_dir : NULL;
+        snprintf(a.o.dev_path, sizeof a.o.dev_path, "%s", a.input ? a.input : "");
+    }
+    if (rc == 0) rc = task_of(&a, &err);
+    if (rc == 0) rc = check_paths(&a, features, &err);
+    if (rc != 0) {
+        fprintf(stderr, "cloze-finetune %s: %s\n", cmd, err.msg);
+        return 2;
+    }
+    cz_comm world;
+    if (cz_comm_init(&world, &argc, &argv, &err) != 0) {
+        fprintf(stderr, "cloze-finetune: %s\n", err.msg);
+        return 1;
+    }
+    int rank = world.rank;
+    cz_log_setup(rank, getenv("CLOZE_DEBUG") ? CZ_LOG_DEBUG : CZ_LOG_INFO);
+    if (features) {
+        int layers[64];
+        int nl = a.n_layers ? a.n_layers : 4;
+        for (int i = 0; i < nl; i++) layers[i] = a.n_layers ? (int)a.layers[i] : -1 - i;
+        rc = cz_ft_extract(&world, &a.o, layers, nl, a.out_file, &err);
+    } else if (!strcmp(cmd, "grid")) {
+        rc = run_grid(&world, &a, &err);
+    } else {
+        if (a.n_lr == 1) a.o.lr = a.lrs[0];
+        if (a.n_batch == 1) a.o.batch = (int)a.batches[0];
+        if (a.n_epochs == 1) a.o.epochs = (int)a.epochs[0];
+        if (a.n_lr > 1 || a.n_batch > 1 || a.n_epochs > 1) {
+            rc = cz_fail(&err, "run takes one --lr, --batch and --epochs (lists: grid)");
+        } else {
+            cz_ft_result res;
+            rc = cz_ft_run(&world, &a.o, &res, &err);
+            if (rc == 0 && rank == 0 && res.finished)
+                printf("%s: dev %.4f after %ld steps (%.1f s); %s/results.jsonl\n", a.o.task.name,
+                       res.score, res.steps, res.seconds, a.o.out_dir);
+            else if (rc == 0 && rank == 0)
+                printf("%s: stopped before step %ld with a checkpoint in %s; continue with "
+                       "--resume auto\n",
+                       a.o.task.name, res.steps, a.o.out_dir);
+        }
+    }
+    if (rc != 0) {
+        fprintf(stderr, "cloze-finetune: error (rank %d): %s\n", rank, err.msg);
+        cz_comm_abort(&world, 1);
+        return 1;
+    }
+    cz_comm_finalize(&world);
+    return 0;
+}

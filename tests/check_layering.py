@@ -1,0 +1,254 @@
+#!/usr/bin/env python3
+"""Keeps docs/architecture.md true: the module table there is the one
+statement of cloze's layers, and this check fails when the code disagrees.
+
+    check_layering.py SOURCE_DIR            check the tree
+    check_layering.py --self-test SOURCE_DIR
+        plant each mistake below in a copy of the tree and require that the
+        check catches it (and passes on the clean copy)
+
+Rules (each violation is one line naming the file and what is wrong):
+  - every header under include/cloze/ and every folder under src/ is in
+    exactly one row of the table, and every header the table names exists;
+  - a header, or a source under src/ or corpus_tools/, includes only
+    cloze headers of its own module or of modules on lower levels;
+  - outside the communication module (comm: include/cloze/comm.h, src/comm)
+    nothing in include/ or src/ calls MPI: no <mpi.h>, no MPI_* name, no
+    use of the raw communicator (cz_comm's .mpi); comments and string
+    literals do not count;
+  - no file under include/ or src/ refers to ../shared (a user's clone has
+    no such folder).
+"""
+import os
+import re
+import shutil
+import sys
+import tempfile
+
+COMM = "comm"
+TABLE_HEAD = re.compile(r"^\|\s*level\s*\|\s*module\s*\|\s*headers\s*\|\s*sources\s*\|")
+INCLUDE = re.compile(r'^\s*#\s*include\s*"cloze/([A-Za-z0-9_]+\.h)"', re.M)
+
+
+def read(path):
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return f.read()
+
+
+def parse_table(root, errors):
+    """{module: (level, [headers], [source dirs])} from docs/architecture.md."""
+    doc = os.path.join(root, "docs", "architecture.md")
+    modules, in_table = {}, False
+    for n, line in enumerate(read(doc).splitlines(), 1):
+        if TABLE_HEAD.match(line):
+            in_table = True
+            continue
+        if not in_table:
+            continue
+        if not line.startswith("|"):
+            break
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) < 4 or set(cells[0]) <= set("-: "):
+            continue
+        try:
+            level = int(cells[0])
+        except ValueError:
+            errors.append(f"docs/architecture.md:{n}: level '{cells[0]}' is not a number")
+            continue
+        name = cells[1]
+        headers = re.findall(r"`([A-Za-z0-9_]+\.h)`", cells[2])
+        dirs = [d.rstrip("/") for d in re.findall(r"`([A-Za-z0-9_./]+)`", cells[3])]
+        if name in modules:
+            errors.append(f"docs/architecture.md:{n}: module {name} listed twice")
+        modules[name] = (level, headers, dirs)
+    if not modules:
+        errors.append("docs/architecture.md: no module table (| level | module | headers | sources |)")
+    return modules
+
+
+def strip_c(text, strings=True):
+    """C text with comments (and, when `strings`, string and char literals)
+    blanked; line breaks kept, so offsets give the same line numbers."""
+    out, i, n = [], 0, len(text)
+    while i < n:
+        c = text[i]
+        if text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            j = n if j < 0 else j + 2
+            out.append(re.sub(r"[^\n]", " ", text[i:j]))
+            i = j
+        elif text.startswith("//", i):
+            j = text.find("\n", i)
+            j = n if j < 0 else j
+            out.append(" " * (j - i))
+            i = j
+        elif c in "\"'" and strings:
+            j = i + 1
+            while j < n and text[j] != c and text[j] != "\n":
+                j += 2 if text[j] == "\\" else 1
+            j = min(j + 1, n)
+            out.append(c + re.sub(r"[^\n]", " ", text[i + 1 : j - 1]) + text[j - 1 : j])
+            i = j
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+MPI_USE = re.compile(r"#\s*include\s*<mpi\.h>|\bMPI_[A-Za-z_]+|(?:\.|->)\s*mpi\b")
+
+
+def check(root):
+    errors = []
+    modules = parse_table(root, errors)
+    header_of, dir_of = {}, {}
+    for name, (level, headers, dirs) in modules.items():
+        for h in headers:
+            if h in header_of:
+                errors.append(f"docs/architecture.md: {h} is in modules {header_of[h]} and {name}")
+            header_of[h] = name
+            if not os.path.isfile(os.path.join(root, "include", "cloze", h)):
+                errors.append(f"docs/architecture.md: module {name} lists include/cloze/{h}, "
+                              "which does not exist")
+        for d in dirs:
+            dir_of[d] = name
+    inc = os.path.join(root, "include", "cloze")
+    for h in sorted(os.listdir(inc)):
+        if h.endswith(".h") and h not in header_of:
+            errors.append(f"include/cloze/{h}: not in the module table of docs/architecture.md")
+    for d in sorted(os.listdir(os.path.join(root, "src"))):
+        if os.path.isdir(os.path.join(root, "src", d)) and f"src/{d}" not in dir_of:
+            errors.append(f"src/{d}: not in the module table of docs/architecture.md")
+
+    files = [(f"include/cloze/{h}", header_of.get(h)) for h in sorted(os.listdir(inc))
+             if h.endswith(".h")]
+    for d, name in sorted(dir_of.items()):
+        full = os.path.join(root, d)
+        for base, _, names in sorted(os.walk(full)):
+            for f in sorted(names):
+                if f.endswith((".c", ".h")):
+                    files.append((os.path.relpath(os.path.join(base, f), root), name))
+
+    for rel, name in files:
+        if name is None:
+            continue
+        text = read(os.path.join(root, rel))
+        level = modules[name][0]
+        code = strip_c(text)
+        directives = strip_c(text, strings=False)
+        for m in INCLUDE.finditer(directives):
+            h = m.group(1)
+            line = directives.count("\n", 0, m.start()) + 1
+            other = header_of.get(h)
+            if other is None:
+                errors.append(f"{rel}:{line}: includes cloze/{h}, which is in no module")
+            elif other != name and modules[other][0] >= level:
+                errors.append(f"{rel}:{line}: includes cloze/{h}: {name} (level {level}) may use "
+                              f"only lower levels, {other} is level {modules[other][0]}")
+        top = rel.split("/")[0]
+        if top in ("include", "src") and name != COMM:
+            for m in MPI_USE.finditer(code):
+                line = code.count("\n", 0, m.start()) + 1
+                errors.append(f"{rel}:{line}: uses MPI ({m.group(0).strip()}) outside the "
+                              f"communication module ({COMM}): go through include/cloze/comm.h")
+        if top in ("include", "src") and "../shared" in text:
+            line = text.count("\n", 0, text.index("../shared")) + 1
+            errors.append(f"{rel}:{line}: refers to ../shared, which a user's clone does not have")
+    return errors
+
+
+def copy_tree(root, dest):
+    for part in ("include", "src", "corpus_tools"):
+        shutil.copytree(os.path.join(root, part), os.path.join(dest, part))
+    os.makedirs(os.path.join(dest, "docs"))
+    shutil.copy(os.path.join(root, "docs", "architecture.md"), os.path.join(dest, "docs"))
+
+
+def self_test(root):
+    """Each planted mistake must be reported; the clean copy must pass."""
+    def add_line(path, after, line):
+        def plant(d):
+            p = os.path.join(d, path)
+            text = read(p)
+            i = text.index(after) + len(after)
+            with open(p, "w") as f:
+                f.write(text[:i] + "\n" + line + "\n" + text[i:])
+        return plant
+
+    def new_file(path, text):
+        def plant(d):
+            with open(os.path.join(d, path), "w") as f:
+                f.write(text)
+        return plant
+
+    cases = [
+        ("an upward include in a header", add_line("include/cloze/model.h",
+         '#include "cloze/kernels.h"', '#include "cloze/train.h"'),
+         "include/cloze/model.h:", "includes cloze/train.h"),
+        ("a sideways include in a header", add_line("include/cloze/data.h",
+         '#include "cloze/shard.h"', '#include "cloze/model.h"'),
+         "include/cloze/data.h:", "includes cloze/model.h"),
+        ("an upward include in a source", add_line("src/model/model.c",
+         '#include "cloze/model.h"', '#include "cloze/optim.h"'),
+         "src/model/model.c:", "includes cloze/optim.h"),
+        ("a call to MPI outside comm", add_line("src/train/train.c",
+         '#include "train_internal.h"', 'static void planted(void) { MPI_Barrier(MPI_COMM_WORLD); }'),
+         "src/train/train.c:", "uses MPI (MPI_Barrier)"),
+        ("the raw communicator outside comm", add_line("src/optim/placement.c",
+         '#include "cloze/optim.h"', 'static int planted(const cz_comm *c) { return c->mpi != 0; }'),
+         "src/optim/placement.c:", "uses MPI (->mpi)"),
+        ("<mpi.h> outside comm", add_line("src/programs/cloze_train.c",
+         '#include "cloze/train.h"', '#include <mpi.h>'),
+         "src/programs/cloze_train.c:", "uses MPI (#include <mpi.h>)"),
+        ("a header missing from the table", new_file("include/cloze/planted.h",
+         "/* planted */\n"), "include/cloze/planted.h:", "not in the module table"),
+        ("a source folder missing from the table", lambda d: os.makedirs(
+         os.path.join(d, "src", "planted")), "src/planted:", "not in the module table"),
+        ("a reference to ../shared", add_line("src/model/model.c",
+         '#include "cloze/model.h"', '/* notes: ../shared/papers/x.txt */'),
+         "src/model/model.c:", "refers to ../shared"),
+    ]
+    failures = 0
+    with tempfile.TemporaryDirectory(prefix="cloze-layering-") as tmp:
+        clean = os.path.join(tmp, "clean")
+        copy_tree(root, clean)
+        # comments and strings that mention MPI or cloze headers are fine
+        add_line("src/train/train.c", '#include "train_internal.h"',
+                 '/* MPI_Allreduce, #include "cloze/train.h" */ static const char *planted_s = '
+                 '"MPI_Bcast";')(clean)
+        errs = check(clean)
+        if errs:
+            failures += 1
+            print("FAIL: the clean copy (with MPI only in comments and strings) is reported:")
+            for e in errs:
+                print("  " + e)
+        for i, (what, plant, where, says) in enumerate(cases):
+            d = os.path.join(tmp, f"case{i}")
+            copy_tree(root, d)
+            plant(d)
+            errs = check(d)
+            if not any(e.startswith(where) and says in e for e in errs):
+                failures += 1
+                print(f"FAIL: {what} is not caught (want '{where} ... {says}'), got: {errs}")
+            else:
+                print(f"caught {what}: {[e for e in errs if e.startswith(where)][0]}")
+    return failures
+
+
+def main(argv):
+    if len(argv) == 3 and argv[1] == "--self-test":
+        failures = self_test(argv[2])
+        print("check_layering self-test: " + ("ok" if not failures else f"{failures} failure(s)"))
+        return 1 if failures else 0
+    if len(argv) != 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    errors = check(argv[1])
+    for e in errors:
+        print(e)
+    print("check_layering: " + ("ok" if not errors else f"{len(errors)} violation(s)"))
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

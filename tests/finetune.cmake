@@ -1,0 +1,13 @@
+# fine-tuning (owner: fine-tuning): task readers, features, metrics
+cloze_add_unit_test(test_finetune_data LIBS cloze_finetune LABELS data TIMEOUT 120)
+# end to end on mpirun: rank layouts, resume, grid, SQuAD / tagging / GPT, features
+cloze_add_script_test(test_finetune COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_finetune.sh
+                      LABELS "mpi;finetune" TIMEOUT 600)
+# the classification heads against an independent float64 PyTorch reference
+add_executable(head_dump ${CLOZE_TEST_DIR}/head_dump.c)
+target_link_libraries(head_dump PRIVATE cloze)
+if(CLOZE_PYTHON)
+  cloze_add_script_test(head_reference
+    COMMAND ${CLOZE_PYTHON} ${CLOZE_TEST_DIR}/reference/head_reference.py $<TARGET_FILE:head_dump>
+    LABELS python TIMEOUT 120)
+endif()

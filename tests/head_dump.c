@@ -1,0 +1,100 @@
+/* head_dump <bert|gpt> <dir>: the C side of the PyTorch reference for the
+ * classification heads (tests/reference/head_reference.py). A small model
+ * with the CLASSIFY head (BERT: pooler + classifier over 3 classes; GPT: the
+ * extract token's state into score, plus 0.5 x the LM loss), dropout off;
+ * writes config.json, weights.safetensors, batch.txt (tokens, attn_mask,
+ * segments, labels, cls_index, targets), grads.safetensors (d loss /
+ * d params) and result.txt ("loss/task/lm <value>"). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cloze/safetensors.h"
+#include "test_model_fixture.h"
+
+static void put_ints(FILE *f, const char *name, const int32_t *v, int n) {
+    fprintf(f, "%s", name);
+    for (int i = 0; i < n; i++) fprintf(f, " %d", v[i]);
+    fprintf(f, "\n");
+}
+
+static void die(const char *what, const cz_error *err) {
+    fprintf(stderr, "head_dump: %s: %s\n", what, err->msg);
+    exit(1);
+}
+
+int main(int argc, char **argv) {
+    if (argc != 3 || (strcmp(argv[1], "bert") && strcmp(argv[1], "gpt"))) {
+        fprintf(stderr, "usage: head_dump <bert|gpt> <dir>\n");
+        return 2;
+    }
+    int bert = !strcmp(argv[1], "bert");
+    const char *dir = argv[2];
+    const int B = 4, T = 24;
+    cz_model_config c = bert ? tiny_config(CZ_ARCH_BERT, 3000, 64, 2, 4, 64)
+                             : tiny_config(CZ_ARCH_GPT, 2000, 64, 2, 4, 64);
+    c.head = CZ_HEAD_CLASSIFY;
+    c.num_labels = bert ? 3 : 2;
+    c.lm_weight = bert ? 0.0f : 0.5f;
+    cz_error err;
+    cz_gemm_ctx *gemm = cz_gemm_setup(CZ_GEMM_AUTO, 1, &err);
+    if (!gemm) die("gemm", &err);
+    cz_model *m;
+    if (cz_model_create(&m, &c, B, T, 0, gemm, &err)) die("create", &err);
+    cz_model_init_weights(m, 77);
+    perturb_no_decay(m, 8, 1, 0.05f);
+    static test_batch tb;
+    make_batch(&tb, &c, B, T, 0, 5, NULL, 31);
+    int32_t labels[8], cls[8];
+    for (int s = 0; s < B; s++) {
+        labels[s] = (s * 2 + 1) % c.num_labels;
+        cls[s] = (s % 2) ? T - 5 - 1 : T - 1; /* the last real token (odd rows are padded) */
+    }
+    cz_batch *b = &tb.b;
+    b->max_pred = 0;
+    b->mlm_positions = b->mlm_labels = b->nsp_labels = NULL;
+    b->mlm_weights = NULL;
+    b->labels = labels;
+    if (!bert) b->cls_index = cls;
+
+    char path[1024];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    if (cz_hf_config_write(path, &c, &err)) die("config", &err);
+    snprintf(path, sizeof path, "%s/weights.safetensors", dir);
+    if (cz_model_save_safetensors(m, path, &err)) die("weights", &err);
+    snprintf(path, sizeof path, "%s/batch.txt", dir);
+    FILE *f = fopen(path, "w");
+    if (!f) return 1;
+    fprintf(f, "shape %d %d 0\n", B, T);
+    put_ints(f, "tokens", tb.tokens, B * T);
+    int32_t mask[4096];
+    for (int i = 0; i < B * T; i++) mask[i] = tb.mask[i];
+    put_ints(f, "attn_mask", mask, B * T);
+    put_ints(f, "labels", labels, B);
+    if (bert)
+        put_ints(f, "segments", tb.segments, B * T);
+    else {
+        put_ints(f, "cls_index", cls, B);
+        put_ints(f, "targets", tb.targets, B * T);
+    }
+    fclose(f);
+
+    cz_losses l;
+    cz_model_zero_grads(m);
+    if (cz_model_forward(m, b, &l, &err)) die("forward", &err);
+    cz_model_backward(m, b, 1.0f);
+    cz_tensor_info *tl = malloc((size_t)cz_model_num_tensors(m) * sizeof *tl);
+    for (int k = 0; k < cz_model_num_tensors(m); k++) tl[k] = *cz_model_tensor(m, k);
+    snprintf(path, sizeof path, "%s/grads.safetensors", dir);
+    if (cz_safetensors_write(path, tl, cz_model_num_tensors(m), cz_model_grads(m), NULL, 0, &err))
+        die("grads", &err);
+    free(tl);
+    snprintf(path, sizeof path, "%s/result.txt", dir);
+    f = fopen(path, "w");
+    if (!f) return 1;
+    fprintf(f, "loss %.10g\ntask %.10g\nlm %.10g\n", l.loss, l.task_loss, l.lm_loss);
+    fclose(f);
+    cz_model_free(m);
+    cz_gemm_free(gemm);
+    return 0;
+}

@@ -1,0 +1,156 @@
+#!/usr/bin/env bash
+# cloze-finetune end to end, on real mpirun jobs. A BERT-tiny and a GPT-tiny
+# are pre-trained for a few steps on the training tests' corpus; the tasks
+# are made from the same corpus (tests/finetune/make_tasks.py): a sentence
+# classification TSV, a SQuAD v1.1 JSON and a CoNLL file. Checked:
+#   * classification, 1 rank x accumulation 2 == 2 ranks x 1 == 2 ranks with
+#     micro-batches of 2: the same per-step losses and dev scores (the train
+#     runtime's sample-to-rank mapping);
+#   * stopped after 3 steps and resumed (--resume auto) == uninterrupted;
+#   * the grid: every point, per-configuration mean/std, the selection;
+#   * SQuAD: predictions.json scored by an independent Python version of the
+#     official evaluate-v1.1.py gives cloze's EM/F1; tagging runs and scores;
+#   * GPT: the last-token classifier with the auxiliary LM loss (lm_loss > 0
+#     in metrics.jsonl) trains and scores;
+#   * features: the file's layout (sequences x tokens x layers x H);
+#   * bad input: a label the task does not know is one line naming file:line.
+source "$(dirname "$0")/train_common.sh"
+work=$(mktemp -d /tmp/cloze-ft-XXXXXX)
+trap "${CLOZE_KEEP_WORK:+:} rm -rf \"$work\"" EXIT
+data=$CLOZE_BUILD_DIR/test-data/tutorial
+prepare_corpus "$data"
+fail() { echo "FAIL: $*"; exit 1; }
+FT=$BIN/cloze-finetune
+last_ckpt() { ls "$1"/ckpt-*.lz4 | tail -1; }
+
+# ---- pre-trained models (a few steps: the point is the plumbing)
+mpi 1 "$BIN/cloze-train" $(tiny_args "$data" "$work/bert") --set train.steps=10 \
+  --set train.global_batch=4 --set train.micro_batch=4 2>"$work/bert.log" ||
+  { cat "$work/bert.log"; fail "cloze-train BERT"; }
+bert=$(last_ckpt "$work/bert")
+$PY "$SRC/tests/finetune/make_tasks.py" "$data/corpus.txt" "$work/tasks"
+
+ft() { # np out args...
+  local np=$1 out=$2
+  shift 2
+  mpi "$np" "$FT" run --init "$bert" --out "$out" --threads 1 --quiet "$@" 2>"$out.log" ||
+    { cat "$out.log"; fail "cloze-finetune run $*"; }
+}
+cls=(--task tsv --text-a sentence --label label --train "$work/tasks/cls_train.tsv"
+  --dev "$work/tasks/cls_dev.tsv" --max-seq 32 --batch 8 --epochs 6 --lr 1e-3 --seed 3)
+
+# ---- rank layouts
+ft 1 "$work/np1" "${cls[@]}" --micro-batch 4
+ft 2 "$work/np2" "${cls[@]}"
+ft 2 "$work/np2m" "${cls[@]}" --micro-batch 2
+for d in np2 np2m; do
+  $PY "$SRC/tests/scripts/compare_metrics.py" "$work/np1/metrics.jsonl" "$work/$d/metrics.jsonl" \
+    --rel 1e-5 --fields loss,task_loss,grad_norm || fail "$d differs from 1 rank"
+done
+$PY - "$work" <<'PY' || fail "dev scores differ between rank layouts"
+import json, sys
+s = [json.loads(open(f"{sys.argv[1]}/{d}/results.jsonl").readlines()[-1]) for d in ("np1", "np2", "np2m")]
+assert all(x["final"] for x in s), s
+assert abs(s[0]["score"] - s[1]["score"]) < 1e-9 and abs(s[0]["score"] - s[2]["score"]) < 1e-9, [x["score"] for x in s]
+assert s[1]["ranks"] == 2 and s[0]["steps"] == 6 * 25 and s[0]["dev"]["examples"] == 100, s[0]
+# it learns: 64 % of the dev sentences have "the", a constant guess scores 64
+assert s[0]["score"] >= 85, f"dev accuracy {s[0]['score']} after 6 epochs"
+print(f"rank layouts: dev accuracy {s[0]['score']:.2f} on 1 and 2 ranks")
+PY
+
+# ---- stop after 3 steps, resume
+ft 2 "$work/sliced" "${cls[@]}" --stop-after 3
+[ -s "$work/sliced/results.jsonl" ] && fail "a stopped run wrote a final result"
+ft 1 "$work/sliced" "${cls[@]}" --micro-batch 4 --resume auto
+$PY "$SRC/tests/scripts/compare_metrics.py" "$work/np1/metrics.jsonl" "$work/sliced/metrics.jsonl" \
+  --rel 1e-5 --fields loss,task_loss,grad_norm || fail "resumed run differs from uninterrupted"
+cmp <(tail -1 "$work/np1/results.jsonl" | sed 's/"seconds":.*//;s/"ranks":[0-9]*//') \
+  <(tail -1 "$work/sliced/results.jsonl" | sed 's/"seconds":.*//;s/"ranks":[0-9]*//') ||
+  fail "resumed dev score differs"
+
+# ---- the grid: 2 learning rates x 2 restarts
+mpi 2 "$FT" grid --init "$bert" --out "$work/grid" --threads 1 --quiet --task tsv --text-a sentence \
+  --label label --train "$work/tasks/cls_train.tsv" --dev "$work/tasks/cls_dev.tsv" --max-seq 32 \
+  --lr 3e-4,1e-3 --batch 8 --epochs 1 --restarts 2 >"$work/grid.out" 2>"$work/grid.log" ||
+  { cat "$work/grid.log"; fail "grid"; }
+cat "$work/grid.out"
+$PY - "$work/grid/grid.jsonl" <<'PY' || fail "grid.jsonl"
+import json, statistics, sys
+rec = [json.loads(l) for l in open(sys.argv[1])]
+pts = [r for r in rec if r["kind"] == "point"]
+cfg = [r for r in rec if r["kind"] == "config"]
+sel = [r for r in rec if r["kind"] == "selected"]
+assert len(pts) == 4 and len(cfg) == 2 and len(sel) == 1, [r["kind"] for r in rec]
+assert {p["seed"] for p in pts} == {1, 2}
+for c in cfg:
+    mine = [p["score"] for p in pts if p["lr"] == c["lr"]]
+    assert abs(statistics.mean(mine) - c["mean"]) < 1e-4 and abs(statistics.stdev(mine) - c["std"]) < 1e-4
+best = max(cfg, key=lambda c: c["mean"])
+assert sel[0]["lr"] == best["lr"], (sel, best)
+print("grid: 4 points, 2 configurations, selected lr", sel[0]["lr"])
+PY
+# a second call keeps the finished points
+mpi 1 "$FT" grid --init "$bert" --out "$work/grid" --threads 1 --quiet --task tsv --text-a sentence \
+  --label label --train "$work/tasks/cls_train.tsv" --dev "$work/tasks/cls_dev.tsv" --max-seq 32 \
+  --lr 3e-4,1e-3 --batch 8 --epochs 1 --restarts 2 >/dev/null 2>"$work/grid2.log" || fail "grid again"
+[ "$(grep -c 'done before' "$work/grid2.log")" = 4 ] || fail "the grid ran finished points again"
+
+# ---- SQuAD and tagging
+ft 2 "$work/squad" --task squad --train "$work/tasks/squad_train.json" --dev "$work/tasks/squad_dev.json" \
+  --max-seq 64 --doc-stride 16 --max-query 16 --batch 8 --epochs 2 --lr 1e-3
+$PY "$SRC/tests/finetune/squad_eval.py" "$work/tasks/squad_dev.json" "$work/squad/predictions.json" \
+  "$work/squad/results.jsonl" || fail "SQuAD EM/F1 differ from the official rules"
+ft 2 "$work/tag" --task conll --train "$work/tasks/tag_train.conll" --dev "$work/tasks/tag_dev.conll" \
+  --max-seq 48 --batch 8 --epochs 8 --lr 3e-3
+$PY - "$work/tag/results.jsonl" <<'PY' || fail "tagging result"
+import json, sys
+r = json.loads(open(sys.argv[1]).readlines()[-1])
+assert r["metric"] == "entity_f1" and r["final"], r
+assert r["score"] > 20, f"entity F1 {r['score']} after 8 epochs (a constant O scores 0)"
+print(f"tagging: entity F1 {r['score']:.1f} (P {r['dev']['precision']:.1f} R {r['dev']['recall']:.1f})")
+PY
+
+# ---- GPT: last-token classifier + auxiliary LM loss
+"$BIN/cloze-prep" vocab --kind bpe --size 400 --out "$work/encoder.json" \
+  --merges-out "$work/vocab.bpe" "$data/corpus.txt" >/dev/null 2>&1
+"$BIN/cloze-prep" shards --vocab "$work/encoder.json" --merges "$work/vocab.bpe" --out "$work/gsh" \
+  --shards 1 --quiet "$data/corpus.txt"
+gv=$(awk '$1 == "vocab" { print $3 }' "$work/gsh/train.manifest")
+mpi 1 "$BIN/cloze-train" "$SRC/conf/gpt-mini.cfg" --set model.vocab_size="$gv" --set model.layers=2 \
+  --set model.hidden=32 --set model.heads=2 --set model.max_positions=64 --set data.seq=32 \
+  --set data.train_manifest="$work/gsh/train.manifest" --set train.run_dir="$work/gpt" \
+  --set train.steps=5 --set train.global_batch=4 --set train.micro_batch=4 --set train.threads=1 \
+  --set train.peak_gflops=10 --set optim.warmup_steps=1 --quiet 2>"$work/gpt.log" ||
+  { cat "$work/gpt.log"; fail "cloze-train GPT"; }
+mpi 2 "$FT" run --init "$(last_ckpt "$work/gpt")" --out "$work/gptcls" --threads 1 --quiet \
+  "${cls[@]}" --max-seq 64 2>"$work/gptcls.log" || { cat "$work/gptcls.log"; fail "GPT fine-tuning"; }
+$PY - "$work/gptcls" <<'PY' || fail "GPT run"
+import json, sys
+m = [json.loads(l) for l in open(sys.argv[1] + "/metrics.jsonl") if '"task_loss"' in l]
+r = json.loads(open(sys.argv[1] + "/results.jsonl").readlines()[-1])
+assert m and all(x["lm_loss"] > 0 for x in m), "no auxiliary LM loss"
+assert all(abs(x["loss"] - (x["task_loss"] + 0.5 * x["lm_loss"])) < 1e-4 * x["loss"] for x in m)
+print(f"GPT: loss = task + 0.5 LM over {len(m)} steps; dev accuracy {r['score']:.2f}")
+PY
+
+# ---- features: every layer of the 2-layer model, top down
+mpi 2 "$FT" features --init "$bert" --input "$work/tasks/lines.txt" --out "$work/feat.safetensors" \
+  --layers -1,-2,-3 --max-seq 16 --threads 1 --quiet 2>"$work/feat.log" || { cat "$work/feat.log"; fail "features"; }
+$PY - "$work/feat.safetensors" <<'PY' || fail "features file"
+import json, struct, sys
+raw = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+h = json.loads(raw[8:8 + n])
+assert h["features"]["shape"] == [10 * 16, 3 * 32], h["features"]
+assert h["__metadata__"]["layers"] == "2,1,0", h["__metadata__"]
+assert h["mask"]["shape"] == [160]
+print("features:", h["features"]["shape"], "layers", h["__metadata__"]["layers"])
+PY
+
+# ---- bad input
+printf 'sentence\tlabel\nfine\t0\nodd\t7\n' >"$work/bad.tsv"
+msg=$("$FT" run --init "$bert" --out "$work/bad" --task sst2 --train "$work/bad.tsv" \
+  --dev "$work/bad.tsv" --threads 1 --quiet 2>&1) && fail "an unknown label was accepted"
+echo "expected: $msg"
+echo "$msg" | grep -q 'bad.tsv:3: label "7"' || fail "the bad label's line is not named"
+echo "test_finetune: ok"
