@@ -15,6 +15,7 @@ if(TARGET cloze_prep_lib)
     endif()
     add_test(NAME ${name}_regress COMMAND ${name} ${inputs})
     set_tests_properties(${name}_regress PROPERTIES LABELS "unit;fuzz" TIMEOUT 120
-                         ENVIRONMENT "${CLOZE_TEST_ENV}")
+                         ENVIRONMENT
+                         "${CLOZE_TEST_ENV};LSAN_OPTIONS=suppressions=${CLOZE_TEST_DIR}/fuzz/lsan.supp")
   endforeach()
 endif()
