@@ -18,3 +18,11 @@ cloze_add_mpi_tests(test_optim_dist NPS 1 2 3 4 5 TIMEOUT 120)
 add_executable(test_optim_fast ${CLOZE_TEST_DIR}/test_optim_fast.c)
 target_link_libraries(test_optim_fast PRIVATE cloze)
 cloze_add_mpi_test(test_optim_fast 1 test_optim_fast TIMEOUT 120)
+
+# ring, hierarchical and torus2d on every host layout given by hand (one
+# machine); the simulated cluster runs them on real hosts (tests/netsim.cmake)
+add_executable(test_comm_algos ${CLOZE_TEST_DIR}/test_comm_algos.c)
+target_link_libraries(test_comm_algos PRIVATE cloze)
+foreach(np 1 2 4 6)
+  cloze_add_mpi_test(test_comm_algos_np${np} ${np} test_comm_algos TIMEOUT 120)
+endforeach()

@@ -209,7 +209,8 @@ static void test_grad_sync(const cz_comm *d, cz_allreduce_algo algo, cz_grad_ord
     cz_error err;
     float *g = malloc(n * sizeof(float));
     float *plain = malloc(n * sizeof(float));
-    cz_comm_config cfg = {algo, 4000.0 / (1024 * 1024)}; /* 1000 floats per bucket */
+    cz_comm_config cfg = {.allreduce = algo,
+                          .bucket_mb = 4000.0 / (1024 * 1024)}; /* 1000 floats per bucket */
     for (int mode = 0; mode < 3; mode++) {
         cz_grad_sync *gs;
         if (cz_grad_sync_create(&gs, d, &cfg, n, (cz_sync_mode)mode, order, &err) != 0) {

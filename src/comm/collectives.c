@@ -11,6 +11,20 @@
  * floats (our ring pipelines its own pieces, CZ_RING_PIPE). */
 #define MPI_PIECE (CZ_COMM_PIECE / sizeof(float))
 
+/* Our algorithms run on the communicator's context when it has one for
+ * `algo` (attached by the gradient sync: sub-communicators, bounded waits). */
+static cz_coll *bound(const cz_comm *c, cz_allreduce_algo algo) {
+    return c->coll && cz_coll_algo(c->coll) == algo ? c->coll : NULL;
+}
+
+static int no_context(const cz_comm *c, cz_allreduce_algo algo, cz_error *err) {
+    if (algo == CZ_ALLREDUCE_AUTO)
+        return cz_fail(err, "comm: rank %d: \"auto\" is resolved when the gradient sync is made",
+                       c->rank);
+    return cz_fail(err, "comm: rank %d: %s needs its context (cz_comm_attach_coll)", c->rank,
+                   cz_allreduce_algo_name(algo));
+}
+
 static int mpi_failed(const cz_comm *c, const char *what, cz_error *err) {
     return cz_fail(err, "comm: rank %d: %s failed", c->rank, what);
 }
@@ -57,20 +71,30 @@ static int mpi_reduce_scatter(const cz_comm *c, float *buf, size_t n, float *scr
 int cz_reduce_scatter(const cz_comm *c, cz_allreduce_algo algo, float *buf, size_t n,
                       float *scratch, cz_error *err) {
     if (c->size == 1 || n == 0) return 0;
+    if (bound(c, algo)) return cz_coll_reduce_scatter(bound(c, algo), buf, n, err);
     switch (algo) {
     case CZ_ALLREDUCE_RING:
         return cz_ring_reduce_scatter(c, buf, n, scratch, err);
     case CZ_ALLREDUCE_MPI:
         return mpi_reduce_scatter(c, buf, n, scratch, err);
+    case CZ_ALLREDUCE_HIERARCHICAL:
+    case CZ_ALLREDUCE_TORUS2D:
+    case CZ_ALLREDUCE_AUTO:
+        return no_context(c, algo, err);
     }
     return cz_fail(err, "comm: unknown all-reduce algorithm %d", (int)algo);
 }
 
 int cz_allgather(const cz_comm *c, cz_allreduce_algo algo, float *buf, size_t n, cz_error *err) {
     if (c->size == 1 || n == 0) return 0;
+    if (bound(c, algo)) return cz_coll_allgather(bound(c, algo), buf, n, err);
     switch (algo) {
     case CZ_ALLREDUCE_RING:
+    case CZ_ALLREDUCE_HIERARCHICAL: /* without a context: an all-gather copies, any */
+    case CZ_ALLREDUCE_TORUS2D:      /* order of copies gives the same bits */
         return cz_ring_allgather(c, buf, n, err);
+    case CZ_ALLREDUCE_AUTO:
+        return no_context(c, algo, err);
     case CZ_ALLREDUCE_MPI: {
         int *displs, *counts = chunk_tables(c, n, &displs);
         if (!counts) return cz_fail(err, "comm: out of memory");
@@ -102,7 +126,12 @@ static int mpi_sum_pieces(const cz_comm *c, float *buf, size_t n, int root, cz_e
 int cz_allreduce(const cz_comm *c, cz_allreduce_algo algo, float *buf, size_t n, float *scratch,
                  cz_error *err) {
     if (c->size == 1 || n == 0) return 0;
+    if (bound(c, algo)) return cz_coll_allreduce(bound(c, algo), buf, n, err);
     switch (algo) {
+    case CZ_ALLREDUCE_HIERARCHICAL:
+    case CZ_ALLREDUCE_TORUS2D:
+    case CZ_ALLREDUCE_AUTO:
+        return no_context(c, algo, err);
     case CZ_ALLREDUCE_RING:
         return cz_ring_allreduce(c, buf, n, scratch, err);
     case CZ_ALLREDUCE_MPI:
@@ -116,7 +145,10 @@ int cz_reduce(const cz_comm *c, cz_allreduce_algo algo, float *buf, size_t n, fl
     if (c->size == 1 || n == 0) return 0;
     switch (algo) {
     case CZ_ALLREDUCE_RING:
-        if (cz_ring_reduce_scatter(c, buf, n, scratch, err) != 0) return -1;
+    case CZ_ALLREDUCE_HIERARCHICAL:
+    case CZ_ALLREDUCE_TORUS2D:
+    case CZ_ALLREDUCE_AUTO:
+        if (cz_reduce_scatter(c, algo, buf, n, scratch, err) != 0) return -1;
         return gather_chunks(c, buf, n, err);
     case CZ_ALLREDUCE_MPI:
         return mpi_sum_pieces(c, buf, n, 0, err);

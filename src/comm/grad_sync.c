@@ -119,6 +119,18 @@ int cz_grad_sync_create(cz_grad_sync **out, const cz_comm *c, const cz_comm_conf
         cz_grad_sync_free(gs);
         return cz_fail_prefix(err, "grad sync");
     }
+    /* the thread's algorithm as a context of its own (auto: chosen for one
+     * bucket); its waits are bounded by dist.timeout_s */
+    cz_coll_opts o;
+    if (cz_coll_opts_from_config(&o, cfg, (double)gs->layout.bucket * sizeof(float), err) != 0 ||
+        (c->size > 1 && cz_comm_attach_coll(&gs->comm, &o, err) != 0)) {
+        cz_grad_sync_free(gs);
+        return cz_fail_prefix(err, "grad sync");
+    }
+    if (gs->comm.coll) gs->algo = cz_coll_algo(gs->comm.coll);
+    if (c->rank == 0 && c->size > 1)
+        cz_info("gradient all-reduce: %s", gs->comm.coll ? cz_coll_describe(gs->comm.coll)
+                                                         : "mpi (Open MPI's own collectives)");
     pthread_mutex_init(&gs->mu, NULL);
     pthread_cond_init(&gs->cv, NULL);
     gs->sync_ok = 1;

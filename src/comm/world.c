@@ -41,6 +41,8 @@ int cz_comm_init(cz_comm *c, int *argc, char ***argv, cz_error *err) {
 }
 
 void cz_comm_finalize(cz_comm *c) {
+    cz_coll_free(c->coll);
+    c->coll = NULL;
     if (c->mpi != MPI_COMM_NULL && c->mpi != 0) MPI_Comm_free(&c->mpi);
     c->mpi = MPI_COMM_NULL;
     if (c->owns_mpi) MPI_Finalize();

@@ -630,6 +630,10 @@ static int validate_cross(const cz_config *c, const load_ctx *ctx, cz_error *err
     const cz_data_config *d = &c->data;
     const cz_train_config *t = &c->train;
     const cz_optim_config *o = &c->optim;
+    int gx, gy;
+    cz_error gerr;
+    if (cz_comm_grid_parse(c->dist.grid, &gx, &gy, &gerr) != 0)
+        return fail_key(ctx, KEY_INDEX("dist", "grid"), err, "%s", gerr.msg);
 
     /* the model's own rules (model.h), blamed on the key they name */
     const char *key;

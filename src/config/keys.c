@@ -176,7 +176,20 @@ const cz_key cz_config_keys[] = {
     /* ---- dist: communication (cz_comm_config) and optimizer placement ---- */
     {KEY("dist", "allreduce", CZ_KEY_WORD_INDEX, dist.allreduce), .def = "ring",
      .choices = CZ_ALLREDUCE_WORDS,
-     .meaning = "gradient all-reduce: our ring over MPI point-to-point, or MPI_Allreduce"},
+     .meaning = "gradient all-reduce: our ring, MPI_Allreduce, hierarchical (inside hosts, "
+                "then across), torus2d (rows, then columns of dist.grid), or auto (the "
+                "alpha-beta model picks; the log says why)"},
+    {KEY("dist", "grid", CZ_KEY_STRING, dist.grid), .def = "",
+     .meaning = "torus2d's grid XxY (X ranks per row, rank r at (r % X, r / X)); empty: the "
+                "most square; auto: considered only with this grid"},
+    {KEY("dist", "link_gbit", CZ_KEY_DOUBLE, dist.link_gbit), .def = "10", .min = 0, .max = 1e6,
+     .flags = CZ_MIN_EXCL,
+     .meaning = "auto's cost model: one host's network link, Gbit/s each way"},
+    {KEY("dist", "link_latency_us", CZ_KEY_DOUBLE, dist.link_latency_us), .def = "30", .min = 0,
+     .max = 1e6, .meaning = "auto's cost model: latency of one message between hosts, us"},
+    {KEY("dist", "timeout_s", CZ_KEY_DOUBLE, dist.timeout_s), .def = "300", .min = 0, .max = 1e7,
+     .meaning = "a gradient exchange that waits this long for a rank stops the job, naming the "
+                "ranks and hosts that no longer answer; 0 = wait forever"},
     {KEY("dist", "bucket_mb", CZ_KEY_DOUBLE, dist.bucket_mb), .def = "25", .min = 0, .max = 1e6,
      .flags = CZ_MIN_EXCL, .meaning = "gradient bucket size in MiB (overlap with backward)"},
     /* the optimizer owns its placement: stored in cz_optim_config */

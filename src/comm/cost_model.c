@@ -1,0 +1,148 @@
+/* comm: the alpha-beta cost model of the all-reduce algorithms
+ * (include/cloze/comm.h; figures and calibration in docs/distributed.md).
+ *
+ * Hockney's model: a message of m bytes takes alpha + m*beta. An algorithm
+ * here is a sequence of ring phases (comm_shape: reduce-scatter inside the
+ * inner groups, then across the outer groups, and the all-gathers back), and
+ * in a phase every member of every ring sends one block to its successor at
+ * each of q-1 steps, all at once. A step lasts as long as its slowest part:
+ *   inside a host:  alpha_shm + (bytes copied in the busiest host) * beta_shm
+ *   between hosts:  alpha_net + (links after the first) * alpha_hop
+ *                   + (bytes on the busiest link direction) * beta_net
+ * so rings that share a host's link share its bandwidth, which is what makes
+ * a flat ring over many ranks per host slow and the hierarchical one fast.
+ * Links: on a star every host has one full-duplex link to the switch; on a
+ * torus a message follows the dimension-order route (X first, the shorter
+ * way round, + on a tie; an axis of 2 has one link), as launch/cloze-netsim
+ * builds it. */
+#include "comm_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+void cz_net_model_default(cz_net_model *m) {
+    /* 10 Gbit/s Ethernet under TCP; shared memory of a current server */
+    m->alpha_net = 30e-6;
+    m->alpha_hop = 5e-6;
+    m->beta_net = 8.0 / 10e9;
+    m->alpha_shm = 2e-6;
+    m->beta_shm = 1.0 / 10e9;
+}
+
+/* Link directions: star: 2h = host h's uplink, 2h+1 its downlink. torus:
+ * 4h + d, d = 0 x+, 1 x-, 2 y+, 3 y- leaving host h. */
+static int n_links(const cz_net_topology *t, int hosts) {
+    return t->torus ? 4 * hosts : 2 * hosts;
+}
+
+/* Adds `bytes` to every link of the route a -> b; returns the route's length. */
+static int route(const cz_net_topology *t, int a, int b, double bytes, double *load) {
+    if (!t->torus) {
+        load[2 * a] += bytes;
+        load[2 * b + 1] += bytes;
+        return 2;
+    }
+    int hops = 0, cur = a;
+    for (int axis = 0; axis < 2; axis++) {
+        int n = axis == 0 ? t->tx : t->ty;
+        for (;;) {
+            int cx = cur % t->tx, cy = cur / t->tx, c = axis == 0 ? cx : cy;
+            int goal = axis == 0 ? b % t->tx : b / t->tx;
+            if (c == goal) break;
+            int d = ((goal - c) % n + n) % n, plus;
+            if (n == 2)
+                plus = c == 0;
+            else
+                plus = 2 * d <= n;
+            load[4 * cur + 2 * axis + (plus ? 0 : 1)] += bytes;
+            int nc = plus ? (c + 1) % n : (c + n - 1) % n;
+            cur = axis == 0 ? nc + cy * t->tx : cx + nc * t->tx;
+            hops++;
+        }
+    }
+    return hops;
+}
+
+/* One ring phase: groups of q members (member(g, k)), q-1 steps of `bytes`
+ * per message. */
+typedef struct phase_ctx {
+    const cz_net_model *m;
+    const cz_net_topology *t;
+    const cz_host_layout *l;
+    const comm_shape *s;
+    double *shm, *link;
+} phase_ctx;
+
+static double phase_seconds(const phase_ctx *x, int inner_level, double bytes) {
+    const comm_shape *s = x->s;
+    int q = inner_level ? s->inner : s->outer, groups = inner_level ? s->outer : s->inner;
+    if (q < 2) return 0;
+    int hosts = x->l->n_hosts;
+    memset(x->shm, 0, (size_t)hosts * sizeof(double));
+    memset(x->link, 0, (size_t)n_links(x->t, hosts) * sizeof(double));
+    int any_shm = 0, max_hops = 0;
+    for (int g = 0; g < groups; g++)
+        for (int k = 0; k < q; k++) {
+            int a = inner_level ? s->member[g * s->inner + k] : s->member[k * s->inner + g];
+            int kn = (k + 1) % q;
+            int b = inner_level ? s->member[g * s->inner + kn] : s->member[kn * s->inner + g];
+            int ha = x->l->host_of[a], hb = x->l->host_of[b];
+            if (ha == hb) {
+                x->shm[ha] += bytes;
+                any_shm = 1;
+            } else {
+                int h = route(x->t, ha, hb, bytes, x->link);
+                if (h > max_hops) max_hops = h;
+            }
+        }
+    double step = 0;
+    if (any_shm) {
+        double top = 0;
+        for (int h = 0; h < hosts; h++) top = x->shm[h] > top ? x->shm[h] : top;
+        step = x->m->alpha_shm + top * x->m->beta_shm;
+    }
+    if (max_hops > 0) {
+        double top = 0;
+        for (int k = 0; k < n_links(x->t, hosts); k++) top = x->link[k] > top ? x->link[k] : top;
+        int extra = x->t->torus ? max_hops - 1 : 0;
+        double net = x->m->alpha_net + extra * x->m->alpha_hop + top * x->m->beta_net;
+        step = net > step ? net : step;
+    }
+    return (q - 1) * step;
+}
+
+double cz_model_allreduce(const cz_net_model *m, const cz_net_topology *t, const cz_host_layout *l,
+                          cz_allreduce_algo algo, int grid_x, double bytes) {
+    if (l->p < 2) return 0;
+    cz_net_topology star = {0};
+    if (!t || (t->torus && t->tx * t->ty != l->n_hosts)) t = &star;
+    comm_shape s;
+    cz_error err;
+    if (comm_shape_make(
+            &s, l, algo == CZ_ALLREDUCE_AUTO || algo == CZ_ALLREDUCE_MPI ? CZ_ALLREDUCE_RING : algo,
+            grid_x, &err) != 0)
+        return INFINITY;
+    double *shm = calloc((size_t)l->n_hosts + 1, sizeof(double));
+    double *link = calloc((size_t)n_links(t, l->n_hosts) + 1, sizeof(double));
+    double total = INFINITY;
+    if (shm && link) {
+        phase_ctx x = {m, t, l, &s, shm, link};
+        /* blocks: an inner block is `outer` chunks of bytes/p; an outer one is one chunk */
+        double inner_block = bytes / s.inner, outer_block = bytes / l->p;
+        total = 2 * phase_seconds(&x, 1, inner_block) + 2 * phase_seconds(&x, 0, outer_block);
+    }
+    free(shm);
+    free(link);
+    comm_shape_free(&s);
+    return total;
+}
+
+double cz_model_bound(const cz_net_model *m, const cz_host_layout *l, double bytes) {
+    int h = l->n_hosts;
+    if (h < 2) {
+        int r = l->p;
+        return r < 2 ? 0 : 2.0 * (r - 1) / r * bytes * m->beta_shm + ceil(log2(r)) * m->alpha_shm;
+    }
+    return 2.0 * (h - 1) / h * bytes * m->beta_net + ceil(log2(h)) * m->alpha_net;
+}
