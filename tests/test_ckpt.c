@@ -187,6 +187,26 @@ static void test_blob_checksum(void) {
           "blob checksum: %s", err.msg);
 }
 
+/* Two blobs of one name (found by tests/fuzz/fuzz_checkpoint: a flipped
+ * byte turned "adam_m" into a second "adam_v", the file loaded, and lookups
+ * by name saw only the first): read, verify and scan refuse it, naming the
+ * blob and both offsets. */
+static void test_duplicate_name(void) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/dup.lz4", dir);
+    cz_blob b[3] = {{"adam_v", "abc", 3}, {"step", "s", 1}, {"adam_v", "xyz", 3}};
+    cz_error err;
+    CHECK(cz_ckpt_write(path, b, 3, &err) == 0, "write: %s", err.msg);
+    cz_ckpt *ck = NULL;
+    CHECK(cz_ckpt_read(path, &ck, &err) != 0 && strstr(err.msg, "'adam_v' appears twice") &&
+              strstr(err.msg, "first at container offset 16") && !ck,
+          "read: %s", err.msg);
+    CHECK(cz_ckpt_verify(path, &err) != 0 && strstr(err.msg, "appears twice"), "verify: %s",
+          err.msg);
+    CHECK(cz_ckpt_scan(path, NULL, NULL, &err) != 0 && strstr(err.msg, "appears twice"), "scan: %s",
+          err.msg);
+}
+
 /* A blob size the file cannot hold (a corrupt size field in a valid LZ4
  * frame) is an error naming the blob and the offset of its size field,
  * found before anything is allocated: without the bound, 2^62 failed as
@@ -337,6 +357,7 @@ int main(void) {
     test_damage(path);
     test_blob_checksum();
     test_blob_size();
+    test_duplicate_name();
     test_failed_write_keeps_old(path);
     test_run_dir();
     test_program(path);

@@ -239,11 +239,39 @@ struct cz_ckpt {
     size_t *sizes;
 };
 
+/* A blob's name and where its header starts, to find names given twice
+ * (found by tests/fuzz/fuzz_checkpoint: a file whose "adam_m" read as a
+ * second "adam_v" loaded, and lookups by name saw only the first). */
+typedef struct seen_blob {
+    char name[CZ_CKPT_NAME_MAX + 1];
+    uint64_t at;
+} seen_blob;
+
+static int by_name(const void *a, const void *b) {
+    const seen_blob *x = a, *y = b;
+    int c = strcmp(x->name, y->name);
+    return c ? c : (x->at > y->at) - (x->at < y->at);
+}
+
+/* Sorted by name, then offset: a repeated name is refused, naming both. */
+static int check_unique(const char *path, seen_blob *seen, int n, cz_error *err) {
+    qsort(seen, (size_t)n, sizeof *seen, by_name);
+    for (int i = 1; i < n; i++)
+        if (!strcmp(seen[i - 1].name, seen[i].name))
+            return cz_fail(err,
+                           "%s: container offset %llu: blob '%s' appears twice (first at "
+                           "container offset %llu)",
+                           path, (unsigned long long)seen[i].at, seen[i].name,
+                           (unsigned long long)seen[i - 1].at);
+    return 0;
+}
+
 /* Parses the whole file. keep != NULL: blobs are kept there; else each blob
  * is hashed in pieces and (if small) handed to fn. */
 static int parse(const char *path, cz_ckpt *keep, cz_ckpt_blob_fn fn, void *ctx, cz_error *err) {
     reader r = {path, NULL, NULL, NULL, 0, 0, 0, 0, 0};
     unsigned char *scratch = NULL;
+    seen_blob *seen = NULL;
     int rc = -1;
     r.f = fopen(path, "rb");
     if (!r.f) return cz_fail(err, "%s: cannot open: %s", path, strerror(errno));
@@ -279,9 +307,21 @@ static int parse(const char *path, cz_ckpt *keep, cz_ckpt_blob_fn fn, void *ctx,
             goto out;
         }
     }
+    /* (grown as blobs come: each takes bytes of the file, so a forged count
+     * costs no memory) */
+    int seen_cap = 0;
     for (int i = 0; i < n; i++) {
         unsigned char b[CZ_CKPT_NAME_MAX + 1 + 16];
         uint64_t at = r.out_off;
+        if (i == seen_cap) {
+            seen_cap = seen_cap ? 2 * seen_cap : 16;
+            seen_blob *grown = realloc(seen, (size_t)seen_cap * sizeof *seen);
+            if (!grown) {
+                cz_fail(err, "%s: out of memory", path);
+                goto out;
+            }
+            seen = grown;
+        }
         if (rd(&r, b, 4, "blob header", err) != 0) goto out;
         uint32_t nl = get_u32(b);
         if (nl == 0 || nl > CZ_CKPT_NAME_MAX) {
@@ -293,6 +333,8 @@ static int parse(const char *path, cz_ckpt *keep, cz_ckpt_blob_fn fn, void *ctx,
         if (rd(&r, name, nl, "blob name", err) != 0 || rd(&r, b, 16, "blob header", err) != 0)
             goto out;
         name[nl] = 0;
+        memcpy(seen[i].name, name, nl + 1);
+        seen[i].at = at;
         uint64_t size = get_u64(b), want = get_u64(b + 8), h = CZ_FNV_SEED;
         uint64_t data_at = r.out_off;
         if (size > limit || size > limit - data_at) {
@@ -339,8 +381,10 @@ static int parse(const char *path, cz_ckpt *keep, cz_ckpt_blob_fn fn, void *ctx,
             goto out;
         }
     }
+    if (check_unique(path, seen, n, err) != 0) goto out;
     rc = rd_finish(&r, err);
 out:
+    free(seen);
     if (r.dctx) LZ4F_freeDecompressionContext(r.dctx);
     fclose(r.f);
     free(r.in);
