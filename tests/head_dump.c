@@ -12,12 +12,6 @@
 #include "cloze/safetensors.h"
 #include "test_model_fixture.h"
 
-static void put_ints(FILE *f, const char *name, const int32_t *v, int n) {
-    fprintf(f, "%s", name);
-    for (int i = 0; i < n; i++) fprintf(f, " %d", v[i]);
-    fprintf(f, "\n");
-}
-
 static void die(const char *what, const cz_error *err) {
     fprintf(stderr, "head_dump: %s: %s\n", what, err->msg);
     exit(1);

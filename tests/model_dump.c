@@ -40,12 +40,6 @@ static void adamw_step(adamw *o, cz_model *model) {
     }
 }
 
-static void put_ints(FILE *f, const char *name, const int32_t *v, int n) {
-    fprintf(f, "%s", name);
-    for (int i = 0; i < n; i++) fprintf(f, " %d", v[i]);
-    fprintf(f, "\n");
-}
-
 static void die(const char *what, const cz_error *err) {
     fprintf(stderr, "model_dump: %s: %s\n", what, err->msg);
     exit(1);

@@ -32,6 +32,27 @@ static inline void perturb_no_decay(cz_model *m, uint64_t seed, uint64_t sub, fl
     }
 }
 
+static inline double max_abs(const float *a, size_t n) {
+    double mx = 0;
+    for (size_t i = 0; i < n; i++)
+        if (fabs(a[i]) > mx) mx = fabs(a[i]);
+    return mx;
+}
+
+static inline double max_abs_diff(const float *a, const float *b, size_t n) {
+    double mx = 0;
+    for (size_t i = 0; i < n; i++)
+        if (fabs((double)a[i] - b[i]) > mx) mx = fabs((double)a[i] - b[i]);
+    return mx;
+}
+
+/* "name v1 v2 ..." on one line: the batch files of the reference tests */
+static inline void put_ints(FILE *f, const char *name, const int32_t *v, int n) {
+    fprintf(f, "%s", name);
+    for (int i = 0; i < n; i++) fprintf(f, " %d", v[i]);
+    fprintf(f, "\n");
+}
+
 static inline cz_model_config tiny_config(cz_arch arch, int vocab, int hidden, int layers,
                                           int heads, int positions) {
     cz_model_config c;

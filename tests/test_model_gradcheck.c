@@ -19,20 +19,6 @@ static void hook(void *ctx, size_t offset, size_t count) {
     h->calls++;
 }
 
-static double max_abs(const float *a, size_t n) {
-    double mx = 0;
-    for (size_t i = 0; i < n; i++)
-        if (fabs(a[i]) > mx) mx = fabs(a[i]);
-    return mx;
-}
-
-static double max_abs_diff(const float *a, const float *b, size_t n) {
-    double mx = 0;
-    for (size_t i = 0; i < n; i++)
-        if (fabs((double)a[i] - b[i]) > mx) mx = fabs((double)a[i] - b[i]);
-    return mx;
-}
-
 /* Batch of 2 vs two batches of 1, dropout on. Both sequences have the same
  * number of loss terms (P-1 MLM slots; GPT: same target count since both
  * get the same padding), so the mean over the batch is the average of the

@@ -82,20 +82,6 @@ static double loss_from_logits(const cz_model *m, const head_case *hc, const hea
     return sum / (double)count;
 }
 
-static double max_abs(const float *a, size_t n) {
-    double mx = 0;
-    for (size_t i = 0; i < n; i++)
-        if (fabs(a[i]) > mx) mx = fabs(a[i]);
-    return mx;
-}
-
-static double max_abs_diff(const float *a, const float *b, size_t n) {
-    double mx = 0;
-    for (size_t i = 0; i < n; i++)
-        if (fabs((double)a[i] - b[i]) > mx) mx = fabs((double)a[i] - b[i]);
-    return mx;
-}
-
 static void run_case(const head_case *hc) {
     const int B = 2, T = 8, pad = 2;
     cz_model_config c = tiny_config(hc->arch, 40, 16, 2, 2, 16);

@@ -62,6 +62,8 @@ int cz_write_all(int fd, const void *data, size_t len);
 void cz_fsync_dir_of(const char *path);
 /* Reads a whole file into a cz_alloc'ed buffer (NUL-terminated for text). */
 int cz_read_file(const char *path, void **data, size_t *len, cz_error *err);
+/* mkdir -p: every missing directory of path (0755). */
+int cz_make_dirs(const char *path, cz_error *err);
 
 /* FNV-1a 64-bit: cheap fingerprints (vocabulary, config) */
 uint64_t cz_fnv1a64(const void *data, size_t len, uint64_t seed);

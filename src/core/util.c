@@ -124,3 +124,19 @@ uint64_t cz_fnv1a64(const void *data, size_t len, uint64_t h) {
     }
     return h;
 }
+
+int cz_make_dirs(const char *path, cz_error *err) {
+    char buf[4096];
+    if ((size_t)snprintf(buf, sizeof buf, "%s", path) >= sizeof buf)
+        return cz_fail(err, "%.64s...: directory path longer than %zu bytes", path, sizeof buf - 1);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = 0;
+        if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+            return cz_fail(err, "%s: cannot create directory: %s", buf, strerror(errno));
+        *p = '/';
+    }
+    if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+        return cz_fail(err, "%s: cannot create directory: %s", buf, strerror(errno));
+    return 0;
+}

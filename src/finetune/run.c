@@ -43,21 +43,6 @@ void cz_ft_options_default(cz_ft_options *o) {
     o->dropout = -1.0f;
 }
 
-static int make_dir(const char *path, cz_error *err) {
-    char buf[1100];
-    snprintf(buf, sizeof buf, "%s", path);
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = 0;
-        if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-            return cz_fail(err, "%s: cannot create directory: %s", buf, strerror(errno));
-        *p = '/';
-    }
-    if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-        return cz_fail(err, "%s: cannot create directory: %s", buf, strerror(errno));
-    return 0;
-}
-
 /* ---- the pre-trained model ---- */
 
 /* What a run starts from: the model of a cloze checkpoint (cloze-train's,
@@ -167,7 +152,7 @@ static int load_tokenizer(const cz_comm *world, const ft_base *b, const char *ou
     int bpe = !strcmp(b->vocab.kind, "bpe");
     int rc = 0;
     if (world->rank == 0) {
-        rc = make_dir(dir, err);
+        rc = cz_make_dirs(dir, err);
         if (rc == 0)
             rc = write_bytes(dir, bpe ? "encoder.json" : "vocab.txt", b->vocab.vocab,
                              b->vocab.vocab_len, vp, sizeof vp, err);
@@ -261,7 +246,7 @@ static int argmax(const float *z, int n) {
     return k;
 }
 
-static void json_str(FILE *f, const char *s) {
+void cz_ft_json_string(FILE *f, const char *s) {
     fputc('"', f);
     for (; *s; s++) {
         unsigned char c = (unsigned char)*s;
@@ -344,9 +329,9 @@ static int score_dev(ft_run *r, const float *logits, int final, cz_ft_scores *s,
         f1_sum += f1;
         if (pf) {
             if (e) fputc(',', pf);
-            json_str(pf, d->ex[e].id);
+            cz_ft_json_string(pf, d->ex[e].id);
             fputc(':', pf);
-            json_str(pf, ans ? ans : "");
+            cz_ft_json_string(pf, ans ? ans : "");
         }
         free(ans);
         first += count;
@@ -388,9 +373,9 @@ static void write_result(ft_run *r, long step, int final, const cz_ft_scores *s,
     FILE *f = r->results;
     const cz_ft_options *o = r->o;
     fprintf(f, "{\"kind\":\"eval\",\"final\":%s,\"task\":", final ? "true" : "false");
-    json_str(f, r->task.name);
+    cz_ft_json_string(f, r->task.name);
     fprintf(f, ",\"label\":");
-    json_str(f, o->label[0] ? o->label : r->task.name);
+    cz_ft_json_string(f, o->label[0] ? o->label : r->task.name);
     fprintf(f, ",\"metric\":\"%s\",\"score\":%.6f,\"step\":%ld,\"steps\":%ld,\"epoch\":%.4f,",
             metric_name(r->task.metric), score_of(r->task.metric, s), step, r->steps,
             r->steps_per_epoch ? (double)step / (double)r->steps_per_epoch : 0.0);
@@ -408,7 +393,7 @@ static void write_result(ft_run *r, long step, int final, const cz_ft_scores *s,
     fprintf(f, "\"max_seq\":%d,\"train_examples\":%d,\"train_features\":%d,\"ranks\":%d,",
             o->max_seq, r->train.n, r->ftrain.n, ranks);
     fprintf(f, "\"init\":");
-    json_str(f, o->random_init ? "random" : o->init);
+    cz_ft_json_string(f, o->random_init ? "random" : o->init);
     fprintf(f, ",\"seconds\":%.1f}\n", cz_now() - r->t0);
     fflush(f);
 }
@@ -583,7 +568,7 @@ int cz_ft_run(const cz_comm *world, const cz_ft_options *o, cz_ft_result *res, c
     if ((o->batch / ranks) % r.micro)
         return cz_fail(err, "--micro-batch %d does not divide batch / ranks = %d", r.micro,
                        o->batch / ranks);
-    if (make_dir(o->out_dir, err) || base_load(&r.base, o->init, err) ||
+    if (cz_make_dirs(o->out_dir, err) || base_load(&r.base, o->init, err) ||
         load_tokenizer(world, &r.base, o->out_dir, &r.tok, err))
         goto done;
     /* the fine-tuning model: the base architecture with the task's head */

@@ -304,7 +304,10 @@ static int read_conll(cz_ft_dataset *d, cz_ft_task *t, char *text, int collect, 
                 break;
             }
         }
-        w.words[w.n] = strdup(line);
+        if (!(w.words[w.n] = strdup(line))) {
+            rc = cz_fail(err, "%s: out of memory", d->path);
+            break;
+        }
         w.tags[w.n++] = k;
     }
     if (rc == 0) rc = flush_sentence(d, &cap, &w, err);
@@ -422,7 +425,10 @@ static int read_squad(cz_ft_dataset *d, char *text, size_t len, cz_error *err) {
                                      d->path, a->offset, id, st);
                         break;
                     }
-                    x->answers[x->n_answers].text = strdup(at);
+                    if (!(x->answers[x->n_answers].text = strdup(at))) {
+                        rc = cz_fail(err, "%s: out of memory", d->path);
+                        break;
+                    }
                     x->answers[x->n_answers++].start = b;
                 }
                 if (rc == 0) rc = split_words(x, err);

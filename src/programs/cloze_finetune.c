@@ -313,11 +313,14 @@ static int run_grid(const cz_comm *world, args *a, cz_error *err) {
                 sum += p->score;
                 snprintf(list + strlen(list), sizeof list - strlen(list), "%s%.2f", s ? " " : "",
                          p->score);
-                if (f)
+                if (f) {
                     fprintf(f,
                             "{\"kind\":\"point\",\"lr\":%.9g,\"batch\":%d,\"epochs\":%d,"
-                            "\"seed\":%llu,\"score\":%.6f,\"dir\":\"%s\"}\n",
-                            p->lr, p->batch, p->epochs, p->seed, p->score, p->dir);
+                            "\"seed\":%llu,\"score\":%.6f,\"dir\":",
+                            p->lr, p->batch, p->epochs, p->seed, p->score);
+                    cz_ft_json_string(f, p->dir);
+                    fputs("}\n", f);
+                }
             }
             double mean = sum / restarts;
             for (int s = 0; s < restarts; s++)
@@ -335,6 +338,11 @@ static int run_grid(const cz_comm *world, args *a, cz_error *err) {
                 best_c = c;
             }
         }
+        if (best_c < 0) { /* every configuration's mean is NaN: nothing to select */
+            if (f) fclose(f);
+            free(pts);
+            return cz_fail(err, "grid: no configuration has a dev score to select on");
+        }
         int best_run = best_c;
         for (int s = 1; s < restarts; s++)
             if (pts[best_c + s].score > pts[best_run].score) best_run = best_c + s;
@@ -343,12 +351,15 @@ static int run_grid(const cz_comm *world, args *a, cz_error *err) {
                pts[best_c].lr, pts[best_c].batch, pts[best_c].epochs, best, pts[best_run].seed,
                pts[best_run].score, pts[best_run].dir);
         if (f) {
+            fputs("{\"kind\":\"selected\",\"task\":", f);
+            cz_ft_json_string(f, base.task.name);
             fprintf(f,
-                    "{\"kind\":\"selected\",\"task\":\"%s\",\"metric_mean\":%.6f,\"lr\":%.9g,"
-                    "\"batch\":%d,\"epochs\":%d,\"best_seed\":%llu,\"best_score\":%.6f,"
-                    "\"best_dir\":\"%s\"}\n",
-                    base.task.name, best, pts[best_c].lr, pts[best_c].batch, pts[best_c].epochs,
-                    pts[best_run].seed, pts[best_run].score, pts[best_run].dir);
+                    ",\"metric_mean\":%.6f,\"lr\":%.9g,\"batch\":%d,\"epochs\":%d,"
+                    "\"best_seed\":%llu,\"best_score\":%.6f,\"best_dir\":",
+                    best, pts[best_c].lr, pts[best_c].batch, pts[best_c].epochs, pts[best_run].seed,
+                    pts[best_run].score);
+            cz_ft_json_string(f, pts[best_run].dir);
+            fputs("}\n", f);
             fclose(f);
         }
     }

@@ -12,21 +12,6 @@
 
 /* ---- set-up ---- */
 
-static int make_dirs(const char *path, cz_error *err) {
-    char buf[CZ_PATH_MAX];
-    snprintf(buf, sizeof buf, "%s", path);
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = 0;
-        if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-            return cz_fail(err, "%s: cannot create directory: %s", buf, strerror(errno));
-        *p = '/';
-    }
-    if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-        return cz_fail(err, "%s: cannot create directory: %s", buf, strerror(errno));
-    return 0;
-}
-
 /* Threads per rank: the configured number, or this node's cores divided by
  * the ranks on this node, so that BLIS and our kernels never oversubscribe. */
 static int threads_per_rank(const cz_run *r, int *threads, cz_error *err) {
@@ -175,7 +160,7 @@ static int setup(cz_run *r, const cz_comm *world, const cz_config *cfg, const cz
     if (cz_gemm_peak(r->gemm, t->peak_gflops, &r->peak, err) != 0) return -1;
 
     if (r->comm.rank == 0) {
-        if (make_dirs(t->run_dir, err) != 0) return -1;
+        if (cz_make_dirs(t->run_dir, err) != 0) return -1;
         char path[CZ_PATH_MAX + 32];
         snprintf(path, sizeof path, "%s/config.cfg", t->run_dir);
         if (cz_config_write(&r->cfg, path, err) != 0) return -1;

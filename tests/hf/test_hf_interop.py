@@ -25,7 +25,6 @@ of every layer within 1e-5 relative of BertModel's.
 import json
 import math
 import os
-import struct
 import subprocess
 import sys
 
@@ -37,6 +36,9 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 from transformers import (AutoModelForCausalLM, AutoModelForPreTraining,  # noqa: E402
                           AutoTokenizer, BertModel)
 from transformers.utils import logging as hf_logging  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "reference"))
+from model_reference import load_safetensors as reference_load  # noqa: E402
 
 hf_logging.set_verbosity_error()
 torch.set_num_threads(1)
@@ -51,18 +53,9 @@ def check(ok, what):
 
 
 def load_safetensors(path):
-    with open(path, "rb") as f:
-        raw = f.read()
-    (n,) = struct.unpack("<Q", raw[:8])
-    header = json.loads(raw[8:8 + n])
-    data = raw[8 + n:]
-    out = {}
-    for name, info in header.items():
-        if name == "__metadata__" or info["dtype"] != "F32":
-            continue
-        b, e = info["data_offsets"]
-        out[name] = np.frombuffer(data[b:e], dtype="<f4").reshape(info["shape"]).astype(np.float64)
-    return out
+    """F32 tensors of a safetensors file as float64 numpy arrays (the reader
+    of tests/reference/model_reference.py)."""
+    return {k: v.numpy() for k, v in reference_load(path).items()}
 
 
 def rel(a, b):

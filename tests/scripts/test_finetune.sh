@@ -68,13 +68,15 @@ cmp <(tail -1 "$work/np1/results.jsonl" | sed 's/"seconds":.*//;s/"ranks":[0-9]*
   <(tail -1 "$work/sliced/results.jsonl" | sed 's/"seconds":.*//;s/"ranks":[0-9]*//') ||
   fail "resumed dev score differs"
 
-# ---- the grid: 2 learning rates x 2 restarts
-mpi 2 "$FT" grid --init "$bert" --out "$work/grid" --threads 1 --quiet --task tsv --text-a sentence \
+# ---- the grid: 2 learning rates x 2 restarts (in a directory whose name needs
+# JSON escaping: grid.jsonl must still parse and name it)
+grid="$work/grid \"q\""
+mpi 2 "$FT" grid --init "$bert" --out "$grid" --threads 1 --quiet --task tsv --text-a sentence \
   --label label --train "$work/tasks/cls_train.tsv" --dev "$work/tasks/cls_dev.tsv" --max-seq 32 \
   --lr 3e-4,1e-3 --batch 8 --epochs 1 --restarts 2 >"$work/grid.out" 2>"$work/grid.log" ||
   { cat "$work/grid.log"; fail "grid"; }
 cat "$work/grid.out"
-$PY - "$work/grid/grid.jsonl" <<'PY' || fail "grid.jsonl"
+$PY - "$grid/grid.jsonl" "$grid" <<'PY' || fail "grid.jsonl"
 import json, statistics, sys
 rec = [json.loads(l) for l in open(sys.argv[1])]
 pts = [r for r in rec if r["kind"] == "point"]
@@ -87,10 +89,11 @@ for c in cfg:
     assert abs(statistics.mean(mine) - c["mean"]) < 1e-4 and abs(statistics.stdev(mine) - c["std"]) < 1e-4
 best = max(cfg, key=lambda c: c["mean"])
 assert sel[0]["lr"] == best["lr"], (sel, best)
+assert all(p["dir"].startswith(sys.argv[2] + "/lr") for p in pts + [{"dir": sel[0]["best_dir"]}])
 print("grid: 4 points, 2 configurations, selected lr", sel[0]["lr"])
 PY
 # a second call keeps the finished points
-mpi 1 "$FT" grid --init "$bert" --out "$work/grid" --threads 1 --quiet --task tsv --text-a sentence \
+mpi 1 "$FT" grid --init "$bert" --out "$grid" --threads 1 --quiet --task tsv --text-a sentence \
   --label label --train "$work/tasks/cls_train.tsv" --dev "$work/tasks/cls_dev.tsv" --max-seq 32 \
   --lr 3e-4,1e-3 --batch 8 --epochs 1 --restarts 2 >/dev/null 2>"$work/grid2.log" || fail "grid again"
 [ "$(grep -c 'done before' "$work/grid2.log")" = 4 ] || fail "the grid ran finished points again"
