@@ -187,6 +187,24 @@ static void test_blob_checksum(void) {
           "blob checksum: %s", err.msg);
 }
 
+/* A failed write says "(earlier file kept)" only when there was one: the
+ * tmp file's name taken by a directory makes cz_ckpt_write fail before
+ * writing, with and without a file already at the path. */
+static void test_failed_write_note(void) {
+    char path[512], tmp[600];
+    cz_blob b = {"x", "abc", 3};
+    cz_error err;
+    for (int earlier = 0; earlier < 2; earlier++) {
+        snprintf(path, sizeof path, "%s/note-%d.lz4", dir, earlier);
+        if (earlier) CHECK(cz_ckpt_write(path, &b, 1, &err) == 0, "write: %s", err.msg);
+        snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+        CHECK(mkdir(tmp, 0755) == 0, "mkdir %s", tmp);
+        CHECK(cz_ckpt_write(path, &b, 1, &err) != 0, "write over a directory succeeded");
+        CHECK(!strstr(err.msg, "earlier file kept") == !earlier, "earlier %d: %s", earlier, err.msg);
+        rmdir(tmp);
+    }
+}
+
 /* Two blobs of one name (found by tests/fuzz/fuzz_checkpoint: a flipped
  * byte turned "adam_m" into a second "adam_v", the file loaded, and lookups
  * by name saw only the first): read, verify and scan refuse it, naming the
@@ -306,8 +324,12 @@ static void test_run_dir(void) {
     long step = -1;
     CHECK(cz_ckpt_find_latest(run, found, sizeof found, &step, &err) == 1 && step == 30,
           "find latest: step %ld", step);
+    /* pruning counts the good ones only: 20 and 30 kept, and 40, corrupt,
+     * kept as newer than they are (counting it deleted 20, so that one bad
+     * file more left no good one) */
     CHECK(cz_ckpt_prune(run, 2, &err) == 0, "%s", err.msg);
-    CHECK(cz_ckpt_list(run, &list, &n, &err) == 0 && n == 2 && list[0] == 30 && list[1] == 40,
+    CHECK(cz_ckpt_list(run, &list, &n, &err) == 0 && n == 3 && list[0] == 20 && list[1] == 30 &&
+              list[2] == 40,
           "prune kept n=%d", n);
     free(list);
     char empty[400];
@@ -358,6 +380,7 @@ int main(void) {
     test_blob_checksum();
     test_blob_size();
     test_duplicate_name();
+    test_failed_write_note();
     test_failed_write_keeps_old(path);
     test_run_dir();
     test_program(path);

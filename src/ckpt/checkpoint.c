@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <libgen.h>
 #include <lz4frame.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -31,7 +32,7 @@ typedef struct writer {
 
 static int emit(writer *w, size_t n, cz_error *err) {
     if (cz_write_all(w->fd, w->out, n) != 0)
-        return cz_fail(err, "%s: write failed: %s (earlier file kept)", w->path, strerror(errno));
+        return cz_fail(err, "%s: write failed: %s", w->path, strerror(errno));
     return 0;
 }
 
@@ -116,19 +117,23 @@ int cz_ckpt_write(const char *path, const cz_blob *blobs, int n, cz_error *err) 
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
     writer w = {path, tmp, -1, NULL, NULL, 0};
     w.fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (w.fd < 0)
-        return cz_fail(err, "%s: cannot create: %s (earlier file kept)", tmp, strerror(errno));
+    if (w.fd < 0) {
+        cz_fail(err, "%s: cannot create: %s", tmp, strerror(errno));
+        return cz_note_earlier_kept(err, path);
+    }
     int rc = write_frame(&w, blobs, n, err);
     if (rc == 0 && fsync(w.fd) != 0)
-        rc = cz_fail(err, "%s: fsync failed: %s (earlier file kept)", path, strerror(errno));
+        rc = cz_fail(err, "%s: fsync failed: %s", path, strerror(errno));
     if (close(w.fd) != 0 && rc == 0)
-        rc = cz_fail(err, "%s: close failed: %s (earlier file kept)", path, strerror(errno));
+        rc = cz_fail(err, "%s: close failed: %s", path, strerror(errno));
     if (rc == 0 && rename(tmp, path) != 0)
         rc = cz_fail(err, "%s: cannot rename into place: %s", path, strerror(errno));
-    if (rc != 0)
+    if (rc != 0) {
         unlink(tmp);
-    else
+        cz_note_earlier_kept(err, path);
+    } else {
         cz_fsync_dir_of(path);
+    }
     LZ4F_freeCompressionContext(w.cctx);
     free(w.out);
     return rc;
@@ -520,14 +525,57 @@ int cz_ckpt_find_latest(const char *run_dir, char *path, size_t len, long *step,
     return found;
 }
 
+/* "ckpt-<step>.lz4.tmp.<pid>" (what cz_ckpt_write writes before its
+ * rename) left by a writer that is not this process and is not alive: a
+ * job killed during a write, whose leftover would otherwise stay forever
+ * (a model's size each time). The caller holds the run directory's lock,
+ * so no other job writes there; a pid alive on this host is left alone all
+ * the same. */
+static void remove_dead_tmps(const char *run_dir) {
+    DIR *d = opendir(run_dir);
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        char *t = strstr(e->d_name, ".lz4.tmp.");
+        if (!t || strncmp(e->d_name, "ckpt-", 5) != 0) continue;
+        char *end;
+        long pid = strtol(t + 9, &end, 10);
+        if (*end || pid <= 0 || pid == (long)getpid()) continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+        char p[4096];
+        snprintf(p, sizeof p, "%s/%s", run_dir, e->d_name);
+        if (unlink(p) == 0)
+            cz_info("removed %s: a partial checkpoint that writer %ld left when it died", p, pid);
+    }
+    closedir(d);
+}
+
+/* Keeps the keep_last newest checkpoints that verify and removes those
+ * older than them. Unreadable ones do not count towards keep_last (after a
+ * resume past a corrupt newest file, counting it deleted the good file the
+ * run resumed from) and are not removed while newer than the oldest kept
+ * good one (they may be looked at); with no good checkpoint nothing goes.
+ * Costs a verify (a full read) of keep_last files and of any unreadable
+ * ones newer than they are. */
 int cz_ckpt_prune(const char *run_dir, int keep_last, cz_error *err) {
     if (keep_last < 1)
         return cz_fail(err, "checkpoint prune: keep_last = %d, need >= 1", keep_last);
+    remove_dead_tmps(run_dir);
     long *steps;
     int n;
     if (cz_ckpt_list(run_dir, &steps, &n, err) != 0) return -1;
-    int rc = 0;
-    for (int i = 0; i < n - keep_last; i++) {
+    int rc = 0, good = 0, first_old = n - 1;
+    for (; first_old >= 0 && good < keep_last; first_old--) {
+        char p[4096];
+        cz_ckpt_path(p, sizeof p, run_dir, steps[first_old]);
+        cz_error e;
+        if (cz_ckpt_verify(p, &e) == 0)
+            good++;
+        else
+            cz_warn("pruning: not counted towards train.keep_last, kept: %s", e.msg);
+    }
+    if (good < keep_last) first_old = -1;
+    for (int i = 0; i <= first_old; i++) {
         char p[4096];
         cz_ckpt_path(p, sizeof p, run_dir, steps[i]);
         if (unlink(p) != 0 && errno != ENOENT) {
