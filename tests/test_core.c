@@ -2,6 +2,7 @@
  * statistical sanity of the derived draws, atomic file writes, and SHA-256
  * (FIPS 180-4 examples, split updates, a file against sha256sum). */
 #include "cloze/core.h"
+#include "cloze/cpu.h"
 #include "cloze/rng.h"
 #include "cloze/sha256.h"
 
@@ -145,7 +146,42 @@ static void test_sha256(void) {
     rmdir(dir);
 }
 
+/* Threads per rank from the ranks' allowed sets: shared sets are divided,
+ * disjoint ones are not; demand against the union says when to warn. */
+static cz_cpu_set cpus(int first, int n) {
+    cz_cpu_set s;
+    memset(&s, 0, sizeof s);
+    for (int c = first; c < first + n; c++) s.bits[c / 64] |= 1ULL << (c % 64);
+    return s;
+}
+
+static void test_thread_plan(void) {
+    cz_thread_plan p;
+    cz_cpu_set one[1] = {cpus(0, 1)};
+    cz_cpu_plan_threads(one, 1, 0, 0, &p);
+    CHECK(p.threads == 1 && p.cpus == 1 && p.demand == 1, "taskset -c 0: %d threads", p.threads);
+    cz_cpu_set shared[2] = {cpus(0, 8), cpus(0, 8)};
+    cz_cpu_plan_threads(shared, 2, 1, 0, &p);
+    CHECK(p.threads == 4 && p.sharers == 2 && p.demand == 8 && p.cpus == 8,
+          "2 ranks on 8 shared CPUs: %d threads, %d sharers, demand %d", p.threads, p.sharers,
+          p.demand);
+    cz_cpu_set bound[2] = {cpus(0, 4), cpus(64, 4)}; /* --bind-to: disjoint, across words */
+    cz_cpu_plan_threads(bound, 2, 0, 0, &p);
+    CHECK(p.threads == 4 && p.sharers == 1 && p.demand == 8 && p.cpus == 8,
+          "2 ranks bound to 4 CPUs each: %d threads", p.threads);
+    cz_cpu_set crowded[3] = {cpus(0, 1), cpus(0, 1), cpus(0, 1)};
+    cz_cpu_plan_threads(crowded, 3, 2, 0, &p);
+    CHECK(p.threads == 1 && p.demand == 3 && p.cpus == 1, "3 ranks on 1 CPU: demand %d", p.demand);
+    cz_cpu_plan_threads(one, 1, 0, 2, &p);
+    CHECK(p.threads == 2 && p.demand == 2 && p.cpus == 1, "fixed 2 threads on 1 CPU");
+    cz_cpu_set mine;
+    int n = cz_cpu_allowed(&mine);
+    CHECK(n >= 1 && n == cz_cpu_set_count(&mine) && n <= sysconf(_SC_NPROCESSORS_ONLN),
+          "allowed CPUs %d", n);
+}
+
 int main(void) {
+    test_thread_plan();
     test_philox_kat();
     test_sha256();
     test_distributions();

@@ -616,7 +616,8 @@ static void test_bad_data(const corpus *general) {
     cz_data_close(d);
 
     /* a token id >= vocab size in the payload (the writer refuses them, so
-     * patch the file; the payload checksum is not read on the lazy path) */
+     * patch the file): the payload verification of the first open names
+     * the token's offset, and every sample of the shard fails with it */
     write_corpus(c, "badtok", "unused.txt", manifest);
     char shard[600];
     snprintf(shard, sizeof shard, "%s/badtok-1.shard", tmpdir);
@@ -638,7 +639,7 @@ static void test_bad_data(const corpus *general) {
         CHECK(strstr(err.msg, "badtok-1.shard") && strstr(err.msg, want),
               "message does not name file and offset: %s", err.msg);
     }
-    CHECK(failed >= 1 && failed <= 2, "bad token id caught in %d windows", failed);
+    CHECK(failed >= 1, "bad token id caught in %d windows", failed);
     cz_data_close(d);
     cz_batch_buf_free(&b);
     free(c);

@@ -7,6 +7,14 @@ foreach(t train_layouts train_resume train_faults train_rundir slurm)
   cloze_add_script_test(test_${t} COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_${t}.sh
                         LABELS "mpi;train" TIMEOUT 900)
 endforeach()
+# one Slurm cluster on the machine at a time (test_sweep_slurm starts one too)
+set_tests_properties(test_slurm PROPERTIES RESOURCE_LOCK slurm)
 # activation recomputation: bitwise the same weights (seconds)
 cloze_add_script_test(test_train_recompute COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_train_recompute.sh
                       LABELS "mpi;train" TIMEOUT 300)
+# threads per rank from the affinity mask (taskset), warnings when oversubscribed (seconds)
+cloze_add_script_test(test_train_threads COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_train_threads.sh
+                      LABELS "mpi;train" TIMEOUT 300)
+# shard payloads verified when training opens them, cached beside the manifest (seconds)
+cloze_add_script_test(test_train_shard_verify COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_train_shard_verify.sh
+                      LABELS "mpi;train;data" TIMEOUT 300)

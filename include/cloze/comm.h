@@ -52,6 +52,11 @@ void cz_comm_finalize(cz_comm *c);
 void cz_comm_abort(const cz_comm *c, int code);
 /* Ranks of c that share this rank's node (memory), this one included. */
 int cz_comm_node_ranks(const cz_comm *c, int *ranks, cz_error *err);
+/* Gathers `bytes` from every rank of this rank's node into all[] (the node's
+ * ranks in rank order; all holds bytes x cz_comm_node_ranks); *index is this
+ * rank's place among them. */
+int cz_comm_node_allgather(const cz_comm *c, const void *mine, size_t bytes, void *all, int *index,
+                           cz_error *err);
 
 /* ---- small collectives for control and statistics (every rank calls) ---- */
 int cz_comm_barrier(const cz_comm *c, cz_error *err);

@@ -62,6 +62,39 @@ const char *cz_cpu_kernel_isa_note(void);
 /* 1 when CLOZE_KERNELS asked for a set this CPU cannot run. */
 int cz_cpu_kernel_isa_refused(void);
 
+/* ---- the CPUs this process may run on ----
+ * Threads per rank come from the CPUs the process is allowed (its affinity
+ * mask, sched_getaffinity: what taskset, a Slurm cgroup cpuset or mpirun
+ * --bind-to leave it), not from the CPUs the machine has online: a rank
+ * that starts more threads than it has CPUs waits in BLIS's and OpenMP's
+ * spinning barriers for a thread that is not running (docs/performance.md,
+ * "Threads per rank"). */
+#define CZ_CPU_SET_WORDS 16 /* CPUs 0..1023 */
+typedef struct cz_cpu_set {
+    unsigned long long bits[CZ_CPU_SET_WORDS];
+} cz_cpu_set;
+
+/* Fills *set with this process's allowed CPUs and returns how many there
+ * are; where the mask cannot be read (or on CPUs past 1023) it falls back to
+ * the online CPUs, set = 0..n-1. Always >= 1. */
+int cz_cpu_allowed(cz_cpu_set *set);
+int cz_cpu_set_count(const cz_cpu_set *set);
+
+/* The thread plan of the ranks of one node, from their allowed sets
+ * (masks[0..n), this rank's at index me). A rank shares its CPUs with every
+ * rank whose set overlaps its own (itself included): it gets
+ * max(1, |own set| / sharers) threads, or `fixed` when fixed > 0 (the
+ * configured train.threads). `demand` is the sum of every rank's threads,
+ * `cpus` the size of the union of the sets: demand > cpus means the node is
+ * oversubscribed (the caller warns). */
+typedef struct cz_thread_plan {
+    int threads; /* this rank's */
+    int sharers; /* ranks whose sets overlap this rank's, itself included */
+    int demand;  /* threads of all the node's ranks together */
+    int cpus;    /* CPUs the node's ranks may use together */
+} cz_thread_plan;
+void cz_cpu_plan_threads(const cz_cpu_set *masks, int n, int me, int fixed, cz_thread_plan *plan);
+
 /* ---- peak arithmetic rate, the MFU denominator ----
  * fp32 peak of one core = FMA lanes x 2 flops x FMA pipes x clock. The
  * lanes come from CPUID (the widest usable FMA set); the pipes from a

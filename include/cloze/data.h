@@ -60,7 +60,9 @@ cz_batch cz_batch_view(const cz_batch_buf *b, int n);
 typedef struct cz_data cz_data;
 
 /* Opens a manifest (shards are mmapped lazily: a rank touches only the pages
- * of the samples it builds). */
+ * of the samples it builds). Each shard's payload is verified (checksum,
+ * ids) when it is first opened, unless "<manifest>.verified" records it as
+ * verified and unchanged since (cz_verified_check, cloze/shard.h). */
 int cz_data_open(cz_data **out, const char *manifest_path, cz_arch arch, const cz_data_config *cfg,
                  uint64_t seed, cz_error *err);
 void cz_data_close(cz_data *d);
@@ -84,7 +86,8 @@ int cz_data_locate(cz_data *d, uint64_t g, int seq, uint64_t *epoch, uint64_t *i
 uint64_t cz_data_permute(uint64_t seed, uint64_t epoch, uint64_t n, uint64_t i);
 
 /* Opens (mmaps) every shard and builds the sample index for seq: reads the
- * headers and boundary tables, no token pages. Shards and indexes are
+ * headers and boundary tables, and the payloads not yet verified (then
+ * records them in the cache). Shards and indexes are
  * otherwise made on first use, which is not thread-safe; after
  * cz_data_prepare(d, seq) threads may call cz_data_build for that seq
  * concurrently (distinct slots). */

@@ -7,6 +7,7 @@
 #define CLOZE_JSON_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include "cloze/core.h"
 
@@ -77,5 +78,9 @@ const cz_json *cz_json_get(const cz_json *obj, const char *key);
  * another type. */
 const char *cz_json_get_string(const cz_json *obj, const char *key);
 double cz_json_get_number(const cz_json *obj, const char *key, double def);
+
+/* Writes s to f as a JSON string literal: quotes, \" and \\ escaped,
+ * control bytes as \u00XX, other bytes (UTF-8) as they are (RFC 8259 Sec. 7). */
+void cz_json_write_string(FILE *f, const char *s);
 
 #endif

@@ -175,6 +175,17 @@ const float *cz_model_hidden_states(const cz_model *m, int l);
  * used for MFU: train step = 3x forward. */
 double cz_model_forward_flops(const cz_model_config *cfg, int seq, int max_pred);
 
+/* Parameter counts of the model cfg describes, from the same tensor table
+ * as cz_model_create but without allocating parameters or activations (a
+ * scaling-study planner counts BERT-large on a login node). non_embedding is
+ * the N of scaling laws (Kaplan et al. 2020, Sec. 2.1: all parameters but
+ * the vocabulary and position embeddings): total minus the token, position
+ * and segment tables and BERT's vocabulary-sized MLM output bias. */
+typedef struct cz_model_param_counts {
+    size_t total, non_embedding;
+} cz_model_param_counts;
+int cz_model_count_params(const cz_model_config *cfg, cz_model_param_counts *out, cz_error *err);
+
 /* Per-phase wall-clock seconds of forward + backward, accumulated while
  * profiling is on. Cheap when off (one branch per kernel call). Phases:
  *   gemm        every matrix product (linear maps, Q K^T, P V, heads)

@@ -63,6 +63,9 @@ typedef struct cz_shard {
     const void *tokens;         /* uint16_t* or uint32_t* per token_width */
     const uint64_t *sent_start; /* [n_sentences + 1] */
     const uint64_t *doc_start;  /* [n_documents + 1] */
+    /* the file's identity when opened (fstat): what the verification cache
+     * below compares; any write through the file system changes ctime */
+    uint64_t ino, mtime_ns, ctime_ns;
 } cz_shard;
 
 /* Opens and checks the header, sizes and offsets, and the monotonicity of the
@@ -71,6 +74,33 @@ typedef struct cz_shard {
  * name the file and the offset or field. */
 int cz_shard_open(cz_shard *s, const char *path, int verify_payload, cz_error *err);
 void cz_shard_close(cz_shard *s);
+/* The slow half of verify_payload = 1 on a shard already open. */
+int cz_shard_verify_payload(const cz_shard *s, cz_error *err);
+
+/* ---- payload verification at training time ----
+ * Training verifies each shard's payload (checksum and ids, one pass) the
+ * first time it opens it, and records what it verified in
+ * "<manifest>.verified", a text file beside the manifest:
+ *   cloze-verified 1
+ *   <inode> <size> <mtime ns> <ctime ns> <payload checksum hex> <shard path>
+ * A shard whose identity (inode, size, mtime, ctime) and header checksum
+ * match its line is not read again; any other is verified and its line
+ * rewritten. A cache that cannot be read counts as empty, one that cannot
+ * be written costs a warning and a pass over the payload at the next start.
+ * What it cannot see: damage below the file system that leaves the file's
+ * times alone (bit rot): `cloze-prep verify` reads everything. */
+typedef struct cz_verified cz_verified;
+/* Loads manifest_path's cache (empty when absent or unreadable). */
+cz_verified *cz_verified_load(const char *manifest_path, cz_error *err);
+/* 0 when s is good: found in the cache, or verified now (and recorded);
+ * -1 with a one-line error naming the file and the bad offsets. `hint` is
+ * where to look first (the shard's index in the manifest). */
+int cz_verified_check(cz_verified *v, const cz_shard *s, int hint, cz_error *err);
+/* Writes the cache atomically when it changed and logs what was verified
+ * since the last flush; a failure to write is a warning. */
+void cz_verified_flush(cz_verified *v);
+/* Flushes and frees. */
+void cz_verified_close(cz_verified *v);
 
 static inline uint32_t cz_shard_token(const cz_shard *s, uint64_t i) {
     return s->hdr.token_width == 2 ? ((const uint16_t *)s->tokens)[i]

@@ -63,6 +63,20 @@ int cz_comm_node_ranks(const cz_comm *c, int *ranks, cz_error *err) {
     return 0;
 }
 
+int cz_comm_node_allgather(const cz_comm *c, const void *mine, size_t bytes, void *all, int *index,
+                           cz_error *err) {
+    MPI_Comm node;
+    if (MPI_Comm_split_type(c->mpi, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) != MPI_SUCCESS)
+        return cz_fail(err, "comm: rank %d: cannot group the ranks of its node", c->rank);
+    MPI_Comm_rank(node, index);
+    int rc = MPI_Allgather(mine, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, node);
+    MPI_Comm_free(&node);
+    if (rc != MPI_SUCCESS)
+        return cz_fail(err, "comm: rank %d: all-gather of %zu bytes on its node failed", c->rank,
+                       bytes);
+    return 0;
+}
+
 /* ---- small collectives ---- */
 
 int cz_comm_barrier(const cz_comm *c, cz_error *err) {

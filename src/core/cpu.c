@@ -1,12 +1,15 @@
 /* CPUID / XGETBV feature detection, the kernels' instruction set and the
  * peak rate (see cloze/cpu.h for the rules). */
+#define _GNU_SOURCE /* sched_getaffinity, cpu_set_t */
 #include "cloze/cpu.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cloze/core.h"
 
@@ -148,6 +151,68 @@ const char *cz_cpu_kernel_isa_note(void) {
 int cz_cpu_kernel_isa_refused(void) {
     pthread_once(&kernel_isa.once, decide_kernel_isa);
     return kernel_isa.refused;
+}
+
+/* ---- allowed CPUs and threads per rank ---- */
+
+int cz_cpu_set_count(const cz_cpu_set *set) {
+    int n = 0;
+    for (int w = 0; w < CZ_CPU_SET_WORDS; w++) n += __builtin_popcountll(set->bits[w]);
+    return n;
+}
+
+int cz_cpu_allowed(cz_cpu_set *set) {
+    memset(set, 0, sizeof *set);
+    int n = 0;
+#ifdef __linux__
+    cpu_set_t mask;
+    CPU_ZERO(&mask);
+    if (sched_getaffinity(0, sizeof mask, &mask) == 0) {
+        for (int c = 0; c < CPU_SETSIZE; c++) {
+            if (!CPU_ISSET(c, &mask)) continue;
+            if (c >= 64 * CZ_CPU_SET_WORDS) {
+                n = 0;
+                break;
+            } /* past our set: fall back */
+            set->bits[c / 64] |= 1ULL << (c % 64);
+            n++;
+        }
+    }
+#endif
+    if (n > 0) return n;
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    n = online < 1 ? 1 : online > 64 * CZ_CPU_SET_WORDS ? 64 * CZ_CPU_SET_WORDS : (int)online;
+    memset(set, 0, sizeof *set);
+    for (int c = 0; c < n; c++) set->bits[c / 64] |= 1ULL << (c % 64);
+    return n;
+}
+
+static int sets_overlap(const cz_cpu_set *a, const cz_cpu_set *b) {
+    for (int w = 0; w < CZ_CPU_SET_WORDS; w++)
+        if (a->bits[w] & b->bits[w]) return 1;
+    return 0;
+}
+
+static int threads_of(const cz_cpu_set *masks, int n, int r, int fixed, int *sharers) {
+    int k = 0;
+    for (int j = 0; j < n; j++) k += sets_overlap(&masks[r], &masks[j]);
+    if (k < 1) k = 1; /* an empty set overlaps nothing, not even itself */
+    if (sharers) *sharers = k;
+    if (fixed > 0) return fixed;
+    int t = cz_cpu_set_count(&masks[r]) / k;
+    return t < 1 ? 1 : t;
+}
+
+void cz_cpu_plan_threads(const cz_cpu_set *masks, int n, int me, int fixed, cz_thread_plan *plan) {
+    cz_cpu_set all;
+    memset(&all, 0, sizeof all);
+    plan->demand = 0;
+    for (int r = 0; r < n; r++) {
+        plan->demand += threads_of(masks, n, r, fixed, NULL);
+        for (int w = 0; w < CZ_CPU_SET_WORDS; w++) all.bits[w] |= masks[r].bits[w];
+    }
+    plan->threads = threads_of(masks, n, me, fixed, &plan->sharers);
+    plan->cpus = cz_cpu_set_count(&all);
 }
 
 /* ---- peak rate ---- */

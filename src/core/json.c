@@ -367,3 +367,17 @@ double cz_json_get_number(const cz_json *obj, const char *key, double def) {
     const cz_json *v = cz_json_get(obj, key);
     return v && v->type == CZ_JSON_NUMBER ? v->number : def;
 }
+
+void cz_json_write_string(FILE *f, const char *s) {
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            fprintf(f, "\\%c", c);
+        else if (c < 0x20)
+            fprintf(f, "\\u%04x", c);
+        else
+            fputc(c, f);
+    }
+    fputc('"', f);
+}

@@ -43,6 +43,7 @@ struct cz_data {
     uint8_t *continuation; /* [vocab_size] 1 = "##" piece; NULL unless whole_word_mask */
     anchor_index idx[MAX_SEQS];
     uint64_t *stream_start; /* GPT: [n_shards + 1] offset of each shard in the token stream */
+    cz_verified *verified;  /* payloads verified on first open, cached beside the manifest */
 };
 
 /* ---- small helpers ---- */
@@ -121,10 +122,20 @@ static cz_shard *shard_get(cz_data *d, int k, cz_error *err) {
     } else if (s->hdr.n_documents != ms->n_documents) {
         bad = "n_documents", off = offsetof(cz_shard_header, n_documents);
         got = s->hdr.n_documents, want = ms->n_documents;
+    } else if (s->hdr.payload_checksum != ms->payload_checksum) {
+        bad = "payload_checksum", off = offsetof(cz_shard_header, payload_checksum);
+        got = s->hdr.payload_checksum, want = ms->payload_checksum;
     }
     if (bad) {
         cz_fail(err, "%s: %s at offset %zu is %llx but manifest %s says %llx", ms->path, bad, off,
                 got, d->man.path, want);
+        cz_shard_close(s);
+        return NULL;
+    }
+    /* the payload once (issue 15: flipped bits with ids below the vocabulary
+     * size trained silently); later starts trust the cache while the file's
+     * identity is unchanged */
+    if (cz_verified_check(d->verified, s, k, err) != 0) {
         cz_shard_close(s);
         return NULL;
     }
@@ -192,7 +203,8 @@ static anchor_index *index_get(cz_data *d, int seq, cz_error *err) {
     ix->shard_first = cz_alloc((size_t)(ns + 1) * sizeof(uint64_t), err);
     if (!ix->shard_first) goto fail;
     /* Only the boundary tables are read here (8 bytes per sentence); token
-     * pages are touched by the samples that use them. */
+     * pages are touched by the samples that use them, and by shard_get's
+     * payload verification the first time a shard set is used. */
     for (int k = 0; k < ns; k++) {
         cz_shard *s = shard_get(d, k, err);
         if (!s) goto fail;
@@ -543,7 +555,8 @@ int cz_data_open(cz_data **out, const char *manifest_path, cz_arch arch, const c
     d->shards = cz_alloc((size_t)ns * sizeof(cz_shard), err);
     d->opened = cz_alloc((size_t)ns, err);
     d->stream_start = cz_alloc((size_t)(ns + 1) * sizeof(uint64_t), err);
-    if (!d->shards || !d->opened || !d->stream_start) goto fail;
+    d->verified = cz_verified_load(manifest_path, err);
+    if (!d->shards || !d->opened || !d->stream_start || !d->verified) goto fail;
     for (int k = 0; k < ns; k++)
         d->stream_start[k + 1] =
             d->stream_start[k] + m->shards[k].n_tokens + m->shards[k].n_documents;
@@ -564,6 +577,7 @@ void cz_data_close(cz_data *d) {
     cz_free(d->opened);
     cz_free(d->stream_start);
     cz_free(d->continuation);
+    cz_verified_close(d->verified);
     cz_manifest_free(&d->man);
     cz_free(d);
 }
@@ -589,9 +603,13 @@ uint64_t cz_data_samples_per_epoch(cz_data *d, int seq) {
 }
 
 int cz_data_prepare(cz_data *d, int seq, cz_error *err) {
-    if (d->arch == CZ_ARCH_BERT) return index_get(d, seq, err) ? 0 : -1;
-    for (int k = 0; k < d->man.n_shards; k++)
-        if (d->stream_start[k + 1] > d->stream_start[k] && !shard_get(d, k, err)) return -1;
+    if (d->arch == CZ_ARCH_BERT) {
+        if (!index_get(d, seq, err)) return -1;
+    } else {
+        for (int k = 0; k < d->man.n_shards; k++)
+            if (d->stream_start[k + 1] > d->stream_start[k] && !shard_get(d, k, err)) return -1;
+    }
+    cz_verified_flush(d->verified); /* every shard is open now */
     return 0;
 }
 

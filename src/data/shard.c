@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -108,16 +109,10 @@ static int check_header(const cz_shard *s, uint64_t actual_size, cz_error *err) 
     return 0;
 }
 
-static int verify_payload(const cz_shard *s, cz_error *err) {
+/* Ids first: an id out of range is reported at its own offset, which the
+ * checksum (over the whole payload) cannot do. */
+int cz_shard_verify_payload(const cz_shard *s, cz_error *err) {
     const cz_shard_header *h = &s->hdr;
-    uint64_t sum =
-        cz_fnv1a64(s->map + CZ_SHARD_HEADER_SIZE, s->map_len - CZ_SHARD_HEADER_SIZE, CZ_FNV_SEED);
-    if (sum != h->payload_checksum)
-        return cz_fail(
-            err,
-            "%s: payload bytes [%u, %llu) do not match payload_checksum (offset %zu): corrupt data",
-            s->path, CZ_SHARD_HEADER_SIZE, (unsigned long long)s->map_len,
-            offsetof(cz_shard_header, payload_checksum));
     for (uint64_t i = 0; i < h->n_tokens; i++) {
         uint32_t id = cz_shard_token(s, i);
         if (id >= h->vocab_size)
@@ -126,6 +121,15 @@ static int verify_payload(const cz_shard *s, cz_error *err) {
                            (unsigned long long)(h->tokens_offset + i * h->token_width), id,
                            h->vocab_size);
     }
+    uint64_t sum =
+        cz_fnv1a64(s->map + CZ_SHARD_HEADER_SIZE, s->map_len - CZ_SHARD_HEADER_SIZE, CZ_FNV_SEED);
+    if (sum != h->payload_checksum)
+        return cz_fail(
+            err,
+            "%s: payload bytes [%u, %llu) do not match payload_checksum (offset %zu): corrupt "
+            "data; rebuild or restore the shard set (cloze-prep verify MANIFEST checks them all)",
+            s->path, CZ_SHARD_HEADER_SIZE, (unsigned long long)s->map_len,
+            offsetof(cz_shard_header, payload_checksum));
     return 0;
 }
 
@@ -144,6 +148,9 @@ int cz_shard_open(cz_shard *s, const char *path, int verify, cz_error *err) {
         return cz_fail(err, "%s: offset %lld: file ends inside the %u-byte header (truncated)",
                        path, (long long)st.st_size, CZ_SHARD_HEADER_SIZE);
     }
+    s->ino = (uint64_t)st.st_ino;
+    s->mtime_ns = (uint64_t)st.st_mtim.tv_sec * 1000000000u + (uint64_t)st.st_mtim.tv_nsec;
+    s->ctime_ns = (uint64_t)st.st_ctim.tv_sec * 1000000000u + (uint64_t)st.st_ctim.tv_nsec;
     void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
     close(fd); /* the mapping keeps the file alive */
     if (map == MAP_FAILED) return cz_fail(err, "%s: mmap failed: %s", path, strerror(errno));
@@ -160,7 +167,7 @@ int cz_shard_open(cz_shard *s, const char *path, int verify, cz_error *err) {
     if (check_table(s, s->doc_start, s->hdr.n_documents, s->hdr.n_sentences,
                     s->hdr.documents_offset, "document", err) != 0)
         goto fail;
-    if (verify && verify_payload(s, err) != 0) goto fail;
+    if (verify && cz_shard_verify_payload(s, err) != 0) goto fail;
     return 0;
 fail:
     cz_shard_close(s);
@@ -600,4 +607,141 @@ void cz_manifest_free(cz_manifest *m) {
     cz_free(m->shards);
     m->shards = NULL;
     m->n_shards = 0;
+}
+
+/* ------------------------------------------------- verification cache */
+
+typedef struct verified_entry {
+    uint64_t ino, size, mtime_ns, ctime_ns, checksum;
+    int used; /* checked by this process: only those lines are written back */
+    char path[1024];
+} verified_entry;
+
+struct cz_verified {
+    char path[1100]; /* <manifest>.verified */
+    verified_entry *e;
+    int n, cap, dirty;
+    int hashed; /* shards verified now */
+    uint64_t hashed_bytes;
+    double hashed_seconds;
+};
+
+#define VERIFIED_HEAD "cloze-verified 1"
+
+static verified_entry *verified_find(cz_verified *v, const char *path, int hint) {
+    if (hint >= 0 && hint < v->n && !strcmp(v->e[hint].path, path)) return &v->e[hint];
+    for (int i = 0; i < v->n; i++)
+        if (!strcmp(v->e[i].path, path)) return &v->e[i];
+    return NULL;
+}
+
+static verified_entry *verified_add(cz_verified *v, cz_error *err) {
+    if (v->n == v->cap) {
+        int nc = v->cap ? 2 * v->cap : 64;
+        verified_entry *ne = cz_alloc((size_t)nc * sizeof *ne, err);
+        if (!ne) return NULL;
+        if (v->e) memcpy(ne, v->e, (size_t)v->n * sizeof *ne);
+        cz_free(v->e);
+        v->e = ne;
+        v->cap = nc;
+    }
+    return &v->e[v->n++];
+}
+
+cz_verified *cz_verified_load(const char *manifest_path, cz_error *err) {
+    cz_verified *v = cz_alloc(sizeof *v, err);
+    if (!v) return NULL;
+    snprintf(v->path, sizeof v->path, "%s.verified", manifest_path);
+    FILE *f = fopen(v->path, "r");
+    if (!f) return v; /* no cache yet */
+    char line[1200];
+    int ok =
+        fgets(line, sizeof line, f) && !strncmp(line, VERIFIED_HEAD "\n", sizeof VERIFIED_HEAD);
+    while (ok && fgets(line, sizeof line, f)) {
+        verified_entry x;
+        unsigned long long ino, size, mt, ct, sum;
+        int n = 0;
+        size_t len = strcspn(line, "\n");
+        line[len] = 0;
+        if (sscanf(line, "%llu %llu %llu %llu %llx %n", &ino, &size, &mt, &ct, &sum, &n) != 5 ||
+            !n || !line[n] || strlen(line + n) >= sizeof x.path)
+            continue; /* a damaged line: that shard is verified again */
+        x = (verified_entry){ino, size, mt, ct, sum, 0, ""};
+        snprintf(x.path, sizeof x.path, "%s", line + n);
+        verified_entry *slot = verified_find(v, x.path, -1);
+        if (!slot && !(slot = verified_add(v, err))) {
+            fclose(f);
+            cz_verified_close(v);
+            return NULL;
+        }
+        *slot = x;
+    }
+    fclose(f);
+    return v;
+}
+
+static double now_seconds(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+int cz_verified_check(cz_verified *v, const cz_shard *s, int hint, cz_error *err) {
+    verified_entry *e = verified_find(v, s->path, hint);
+    if (e && e->ino == s->ino && e->size == s->map_len && e->mtime_ns == s->mtime_ns &&
+        e->ctime_ns == s->ctime_ns && e->checksum == s->hdr.payload_checksum) {
+        e->used = 1;
+        return 0;
+    }
+    double t0 = now_seconds();
+    if (cz_shard_verify_payload(s, err) != 0) return -1;
+    v->hashed++;
+    v->hashed_bytes += s->map_len;
+    v->hashed_seconds += now_seconds() - t0;
+    if (!e && !(e = verified_add(v, err))) return -1;
+    *e = (verified_entry){s->ino, s->map_len, s->mtime_ns, s->ctime_ns, s->hdr.payload_checksum,
+                          1,      ""};
+    snprintf(e->path, sizeof e->path, "%s", s->path);
+    v->dirty = 1;
+    return 0;
+}
+
+void cz_verified_flush(cz_verified *v) {
+    if (v->hashed)
+        cz_info("verified the payloads of %d shard(s) (%.1f MB in %.2f s); recorded in %s",
+                v->hashed, (double)v->hashed_bytes / 1e6, v->hashed_seconds, v->path);
+    if (v->dirty) {
+        size_t cap = sizeof VERIFIED_HEAD + 1 + (size_t)v->n * (sizeof v->e->path + 100), len = 0;
+        char *buf = malloc(cap);
+        cz_error err;
+        if (!buf) {
+            cz_warn("%s: out of memory: the shards are verified again at the next start", v->path);
+        } else {
+            len += (size_t)snprintf(buf, cap, VERIFIED_HEAD "\n");
+            /* lines of shards this process did not open (an older set the
+             * manifest no longer lists) are dropped */
+            for (int i = 0; i < v->n; i++) {
+                const verified_entry *x = &v->e[i];
+                if (!x->used) continue;
+                len += (size_t)snprintf(buf + len, cap - len, "%llu %llu %llu %llu %016llx %s\n",
+                                        (unsigned long long)x->ino, (unsigned long long)x->size,
+                                        (unsigned long long)x->mtime_ns,
+                                        (unsigned long long)x->ctime_ns,
+                                        (unsigned long long)x->checksum, x->path);
+            }
+            if (cz_write_file_atomic(v->path, buf, len, &err) != 0)
+                cz_warn("%s (the shards are verified again at the next start)", err.msg);
+            free(buf);
+        }
+    }
+    v->dirty = v->hashed = 0;
+    v->hashed_bytes = 0;
+    v->hashed_seconds = 0;
+}
+
+void cz_verified_close(cz_verified *v) {
+    if (!v) return;
+    cz_verified_flush(v);
+    cz_free(v->e);
+    cz_free(v);
 }

@@ -1293,3 +1293,45 @@ const float *cz_model_head_logits(const cz_model *m) {
 const float *cz_model_hidden_states(const cz_model *m, int l) {
     return l >= 0 && l <= m->cfg.layers ? m->x[l] : NULL;
 }
+
+/* ---- parameter counts ---- */
+
+static size_t numel_at(const cz_model *m, size_t offset) {
+    for (int i = 0; i < m->n_tensors; i++)
+        if (m->tensors[i].offset == offset) return m->tensors[i].numel;
+    return 0;
+}
+
+int cz_model_count_params(const cz_model_config *cfg, cz_model_param_counts *out, cz_error *err) {
+    memset(out, 0, sizeof *out);
+    if (check_config(cfg, 1, 1, 1, err)) return -1;
+    if (cfg->layers * 16 + 16 > MAX_TENSORS)
+        return cz_fail(err, "model: %d layers exceed the tensor table", cfg->layers);
+    cz_model *m = cz_alloc(sizeof *m, err);
+    if (!m) return -1;
+    m->cfg = *cfg;
+    int rc = -1;
+    m->tensors = cz_alloc(MAX_TENSORS * sizeof *m->tensors, err);
+    m->tensor_kind = cz_alloc(MAX_TENSORS * sizeof *m->tensor_kind, err);
+    m->layers = cz_alloc((size_t)cfg->layers * sizeof *m->layers, err);
+    if (m->tensors && m->tensor_kind && m->layers) {
+        int bert = cfg->arch == CZ_ARCH_BERT;
+        if (bert)
+            build_bert_table(m);
+        else
+            build_gpt_table(m);
+        size_t emb = numel_at(m, m->wte) + numel_at(m, m->wpe);
+        if (bert) {
+            const cz_tensor_info *bias = cz_model_find_tensor(m, "cls.predictions.bias");
+            emb += numel_at(m, m->wtt) + (bias ? bias->numel : 0);
+        }
+        out->total = m->n_params;
+        out->non_embedding = m->n_params - emb;
+        rc = 0;
+    }
+    cz_free(m->layers);
+    cz_free(m->tensor_kind);
+    cz_free(m->tensors);
+    cz_free(m);
+    return rc;
+}

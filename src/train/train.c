@@ -1,6 +1,8 @@
 /* The step loop. See include/cloze/train.h for the flow of one step. */
 #include "train_internal.h"
 
+#include "cloze/cpu.h"
+
 #include <errno.h>
 #include <math.h>
 #include <omp.h>
@@ -12,16 +14,33 @@
 
 /* ---- set-up ---- */
 
-/* Threads per rank: the configured number, or this node's cores divided by
- * the ranks on this node, so that BLIS and our kernels never oversubscribe. */
+/* Threads per rank: the configured number, or this rank's allowed CPUs
+ * (cz_cpu_allowed) shared among the node's ranks whose sets overlap it, so
+ * that BLIS and our kernels never start more threads than they may run. */
 static int threads_per_rank(const cz_run *r, int *threads, cz_error *err) {
-    *threads = r->cfg.train.threads;
-    if (*threads > 0) return 0;
     int local = 1;
     if (cz_comm_node_ranks(&r->comm, &local, err) != 0) return -1;
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    *threads = (int)(cores / local);
-    if (*threads < 1) *threads = 1;
+    cz_cpu_set mine, *masks = cz_alloc(sizeof *masks * (size_t)local, err);
+    if (!masks) return -1;
+    cz_cpu_allowed(&mine);
+    int me = 0;
+    if (cz_comm_node_allgather(&r->comm, &mine, sizeof mine, masks, &me, err) != 0) {
+        cz_free(masks);
+        return -1;
+    }
+    cz_thread_plan p;
+    cz_cpu_plan_threads(masks, local, me, r->cfg.train.threads, &p);
+    cz_free(masks);
+    *threads = p.threads;
+    if (me == 0 && p.demand > p.cpus)
+        cz_warn(
+            "%d rank(s) on this node x %d thread(s) = %d threads, but they may run on %d CPU(s) "
+            "(affinity mask): threads wait for each other; set train.threads=0 or bind "
+            "fewer ranks (docs/performance.md, \"Threads per rank\")",
+            local, p.threads, p.demand, p.cpus);
+    if (r->comm.rank == 0 && r->cfg.train.threads <= 0)
+        cz_info("threads per rank: %d (%d allowed CPU(s) shared by %d rank(s) of this node)",
+                p.threads, cz_cpu_set_count(&mine), p.sharers);
     return 0;
 }
 

@@ -1,0 +1,288 @@
+/* sweep: scaling-study sweeps (cloze-sweep). A spec (libconfig, conf/sweeps/)
+ * names a base training configuration and axes over any configuration key
+ * (model.layers, model.hidden, optim.lr, ...), seeds, and a budget per point
+ * in steps, tokens or FLOPs; each point of the grid is one cloze-train run in
+ * its own directory. Results (one row per point) go to results.csv and
+ * results.jsonl; the report (Markdown table in the layout of BERT's Table 6,
+ * gnuplot figures, power-law and IsoFLOP fits) is made from results.csv only.
+ *
+ * The module sits above config and model: it builds each point's complete
+ * configuration with the config module's loader (base file + --set
+ * assignments), counts parameters and FLOPs with the model's own functions
+ * (cz_model_count_params, cz_model_forward_flops: the count MFU uses), and
+ * runs points as child processes (launch/cloze-mpirun locally,
+ * launch/cloze.sbatch inside a Slurm array task). docs/sweeps.md is the
+ * user's reference. */
+#ifndef CLOZE_SWEEP_H
+#define CLOZE_SWEEP_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "cloze/config.h"
+#include "cloze/core.h"
+
+#define CZ_SWEEP_MAX_AXES 8
+#define CZ_SWEEP_MAX_KEYS 4 /* keys set together by one axis (L/H/A triples) */
+#define CZ_SWEEP_MAX_VALUES 64
+#define CZ_SWEEP_MAX_SET 64
+#define CZ_SWEEP_MAX_TASKS 8
+#define CZ_SWEEP_MAX_GRID 8
+#define CZ_SWEEP_KEY 64
+#define CZ_SWEEP_TEXT 256
+
+typedef enum {
+    CZ_BUDGET_NONE = 0, /* train.steps of the configuration */
+    CZ_BUDGET_STEPS = 1,
+    CZ_BUDGET_TOKENS = 2, /* steps = tokens / (global_batch x seq) */
+    CZ_BUDGET_FLOPS = 3   /* steps = FLOPs / training FLOPs per step: compute-matched */
+} cz_budget_kind;
+
+/* One axis: a key and its values, or several keys set together (a tuple per
+ * value, e.g. BERT Table 6's L/H/A rows). Values are kept as --set text. */
+typedef struct cz_sweep_axis {
+    int n_keys;
+    char keys[CZ_SWEEP_MAX_KEYS][CZ_SWEEP_KEY];
+    int n_values;
+    char values[CZ_SWEEP_MAX_VALUES][CZ_SWEEP_MAX_KEYS][CZ_SWEEP_KEY];
+    int line; /* in the spec, for messages */
+} cz_sweep_axis;
+
+/* A fine-tuning task run on each point's final checkpoint by cloze-finetune. */
+typedef struct cz_sweep_grid_param {
+    char name[32];
+    int n;
+    char values[16][32];
+} cz_sweep_grid_param;
+
+typedef struct cz_sweep_finetune {
+    char task[CZ_SWEEP_KEY];
+    char data[CZ_PATH_MAX];
+    int restarts;
+    int n_grid;
+    cz_sweep_grid_param grid[CZ_SWEEP_MAX_GRID];
+} cz_sweep_finetune;
+
+typedef struct cz_sweep_point {
+    int index;
+    char name[160];
+    char dir[CZ_PATH_MAX]; /* absolute: SWEEP_DIR/points/NAME */
+    int n_assign;          /* the axis, seed and derived assignments, "key=value" */
+    char assign[CZ_SWEEP_MAX_AXES * CZ_SWEEP_MAX_KEYS + 8][CZ_SWEEP_TEXT];
+    double budget; /* nominal value of the point's budget (0: none) */
+    int invalid;   /* the configuration does not load: error says why */
+    char error[CZ_ERROR_MAX];
+    cz_config cfg; /* complete configuration of the run (when valid) */
+    /* costs, from the model's own formulas */
+    size_t params, params_nonemb;
+    double flops_per_token; /* training FLOPs (3 x forward) per token */
+    double flops_total, tokens;
+} cz_sweep_point;
+
+typedef struct cz_sweep {
+    char spec[CZ_PATH_MAX]; /* absolute path of the spec file */
+    char name[CZ_SWEEP_KEY];
+    char base[CZ_PATH_MAX]; /* base configuration, absolute */
+    char dir[CZ_PATH_MAX];  /* sweep directory, absolute */
+    int n_set, n_cli_set;   /* assignments for every point: the spec's, then the command line's */
+    char set[CZ_SWEEP_MAX_SET][CZ_SWEEP_TEXT];
+    int n_axes;
+    cz_sweep_axis *axes;
+    cz_budget_kind budget_kind;
+    int n_budgets;
+    double budgets[CZ_SWEEP_MAX_VALUES];
+    int n_seeds;
+    long long seeds[CZ_SWEEP_MAX_VALUES];
+    char eval_manifest[CZ_PATH_MAX]; /* "" = the configuration's data.heldout_manifest */
+    int eval_batches, eval_every;    /* -1 = the configuration's */
+    int ranks, threads;              /* threads 0 = cores / ranks */
+    int slurm_max_parallel;
+    int n_slurm_args;
+    char slurm_args[16][CZ_SWEEP_TEXT];
+    int n_finetune;
+    cz_sweep_finetune finetune[CZ_SWEEP_MAX_TASKS];
+    /* extra columns of results.csv: keys of the axes beyond the fixed ones */
+    int n_extra;
+    char extra[CZ_SWEEP_MAX_AXES * CZ_SWEEP_MAX_KEYS][CZ_SWEEP_KEY];
+    int n_points;
+    cz_sweep_point *points;
+} cz_sweep;
+
+/* What the command line adds to a spec. */
+typedef struct cz_sweep_cli {
+    const char *dir;        /* NULL: the spec's */
+    const char *const *set; /* --set assignments for every point */
+    int n_set;
+    int ranks, threads; /* 0: the spec's */
+} cz_sweep_cli;
+
+/* Reads the spec, reconciles the command line's --set with the ones the sweep
+ * directory recorded (DIR/overrides.txt: later commands without --set reuse
+ * them; different ones are refused), and expands and resolves every point.
+ * A point whose configuration does not load is kept with invalid = 1. */
+int cz_sweep_load(cz_sweep **out, const char *spec_path, const cz_sweep_cli *cli, cz_error *err);
+void cz_sweep_free(cz_sweep *s);
+
+/* Creates the sweep directory, records the --set assignments and writes
+ * each valid point's point.cfg; refuses a point whose directory holds a run
+ * of a different configuration (the spec changed under it). */
+int cz_sweep_materialize(cz_sweep *s, cz_error *err);
+/* The same for point i alone (an array task). */
+int cz_sweep_prepare_point(cz_sweep *s, int i, cz_error *err);
+
+/* Index of the point named or numbered `which`, or -1. */
+int cz_sweep_find_point(const cz_sweep *s, const char *which);
+
+/* ---- a point's state, from its directory ---- */
+typedef enum {
+    CZ_POINT_PENDING = 0,
+    CZ_POINT_RUNNING,     /* its lock is held (a run or an array task) */
+    CZ_POINT_INTERRUPTED, /* checkpoints but no result: resumed next time */
+    CZ_POINT_DONE,
+    CZ_POINT_FAILED,
+    CZ_POINT_INVALID /* its configuration does not load */
+} cz_point_state;
+
+const char *cz_point_state_name(cz_point_state st);
+
+/* What metrics.jsonl says of a run (the last record of each step counts:
+ * a resumed run repeats the steps after its checkpoint). */
+typedef struct cz_point_metrics {
+    long last_step; /* highest step recorded */
+    int complete;   /* final evaluation at train.steps, then the end-of-run record */
+    int have_eval;
+    double eval_loss; /* BERT: held-out MLM loss; GPT: LM loss */
+    double eval_mlm_acc, eval_nsp_acc;
+    double train_s; /* sum of step_seconds over steps 1..steps */
+    double mfu;     /* time-weighted over the steps */
+    double last_step_seconds;
+} cz_point_metrics;
+
+int cz_point_read_metrics(const cz_sweep_point *p, cz_point_metrics *m);
+cz_point_state cz_point_get_state(const cz_sweep_point *p, char *why, size_t len);
+/* Wall seconds of the invocations recorded in attempts.jsonl. */
+double cz_point_wall_seconds(const cz_sweep_point *p);
+
+/* ---- running ---- */
+
+/* Programs a sweep runs, found beside cloze-sweep (or from the environment:
+ * CLOZE_TRAIN, CLOZE_MPIRUN, CLOZE_SBATCH, CLOZE_FINETUNE). */
+typedef struct cz_sweep_tools {
+    char train[CZ_PATH_MAX];
+    char mpirun[CZ_PATH_MAX];   /* launch/cloze-mpirun */
+    char sbatch[CZ_PATH_MAX];   /* launch/cloze.sbatch */
+    char finetune[CZ_PATH_MAX]; /* "" when this build has no cloze-finetune */
+    char self[CZ_PATH_MAX];     /* cloze-sweep itself */
+} cz_sweep_tools;
+
+int cz_sweep_find_tools(cz_sweep_tools *t, cz_error *err);
+
+typedef enum { CZ_LAUNCH_MPIRUN = 0, CZ_LAUNCH_SBATCH = 1 } cz_launch;
+
+typedef struct cz_run_options {
+    cz_launch launch;
+    double progress_s; /* seconds between progress lines; 0 = none */
+    int quiet;
+} cz_run_options;
+
+/* Outcome of cz_sweep_run_point. */
+typedef enum {
+    CZ_RUN_DONE = 0,
+    CZ_RUN_FAILED = 1,
+    CZ_RUN_INTERRUPTED = 2, /* a signal stopped it: resumed next time */
+    CZ_RUN_BUSY = 3,        /* another process holds the point */
+    CZ_RUN_SKIPPED = 4      /* already done */
+} cz_run_outcome;
+
+/* Runs (or resumes) one point and records the result; then rewrites
+ * results.csv / results.jsonl. SIGINT, SIGTERM, SIGUSR1 and SIGHUP received
+ * meanwhile are forwarded (as SIGUSR1: checkpoint and stop) and reported as
+ * CZ_RUN_INTERRUPTED. */
+cz_run_outcome cz_sweep_run_point(cz_sweep *s, int i, const cz_sweep_tools *t,
+                                  const cz_run_options *o, cz_error *err);
+
+/* Installs the handlers cz_sweep_run_point relies on; returns the signal
+ * that asked the sweep to stop so far (0: none). */
+void cz_sweep_signals_install(void);
+int cz_sweep_stop_requested(void);
+
+/* Measured seconds per step of a point's shape (a short cloze-train probe,
+ * cached in DIR/probe.tsv), and the start-up seconds around the steps.
+ * Returns 0, or -1 (err) when the probe run fails. */
+int cz_sweep_probe(cz_sweep *s, int i, const cz_sweep_tools *t, int steps, double *step_s,
+                   double *startup_s, cz_error *err);
+/* Cached probe figures only (no run): 1 found, 0 not. */
+int cz_sweep_probe_cached(const cz_sweep *s, int i, double *step_s, double *startup_s);
+
+/* ---- results ---- */
+
+/* Rewrites DIR/results.csv and DIR/results.jsonl from the point directories
+ * (done and failed points, in spec order), atomically, under a lock. */
+int cz_sweep_write_results(const cz_sweep *s, cz_error *err);
+
+/* The timing columns, which differ between two runs of the same sweep. */
+extern const char *const cz_sweep_timing_columns[];
+
+/* ---- Slurm ---- */
+typedef struct cz_submit_options {
+    int max_parallel;         /* the %K of --array; 0: the spec's */
+    const char *const *extra; /* more sbatch arguments */
+    int n_extra;
+    const char *sbatch; /* the sbatch program; NULL: "sbatch" on PATH */
+    int dry_run;        /* write the scripts, print the commands */
+} cz_submit_options;
+
+int cz_sweep_submit(cz_sweep *s, const cz_sweep_tools *t, const cz_submit_options *o,
+                    cz_error *err);
+
+/* ---- fits (least squares) ---- */
+
+/* y = (x_c / x)^alpha, fitted as ln y = a + b ln x (b = -alpha). Standard
+ * errors from the regression's residual variance (n - 2 degrees of
+ * freedom); x_c's error as a factor: x_c is known to within x_c_factor^+-1. */
+typedef struct cz_power_fit {
+    int n;
+    double alpha, alpha_err;
+    double x_c, x_c_factor;
+    double rms; /* of the residuals of ln y */
+    double r2;
+} cz_power_fit;
+
+int cz_fit_power_law(const double *x, const double *y, int n, cz_power_fit *out);
+
+/* y = a (ln x)^2 + b ln x + c, least squares; the minimum is at
+ * x = exp(-b / 2a) (Hoffmann et al. 2022, "Chinchilla", approach 2). */
+typedef struct cz_parabola_fit {
+    int n;
+    double a, b, c;
+    double x_min, y_min; /* valid when a > 0 */
+    double rms;
+} cz_parabola_fit;
+
+int cz_fit_parabola_log(const double *x, const double *y, int n, cz_parabola_fit *out);
+
+/* y = k x^e (a power law with a positive exponent, e.g. N_opt = k C^e). */
+typedef struct cz_growth_fit {
+    int n;
+    double k, e, e_err;
+} cz_growth_fit;
+
+int cz_fit_growth(const double *x, const double *y, int n, cz_growth_fit *out);
+
+/* ---- report ---- */
+typedef struct cz_report_options {
+    const char *results; /* results.csv */
+    const char *out_dir; /* report.md, PNG, SVG, data and the gnuplot script */
+    const char *title;
+    const char *gnuplot; /* NULL: "gnuplot" on PATH */
+} cz_report_options;
+
+/* Writes the report from results.csv alone. Returns 0; -1 with err when
+ * results.csv cannot be read or a file cannot be written. Missing gnuplot is
+ * not an error: the report says the plots were skipped and why. */
+int cz_sweep_report(const cz_report_options *o, cz_error *err);
+
+/* 1530000 -> "1.53M", 2.4e13 -> "24T" (tables and listings). */
+const char *cz_sweep_format_count(double v, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,864 @@
+/* sweep: the spec file (libconfig), its expansion into points, and each
+ * point's complete configuration and costs. docs/sweeps.md describes the
+ * format; conf/sweeps/ has examples. */
+#include "sweep_internal.h"
+
+#include "cloze/model.h"
+
+#include <errno.h>
+#include <libconfig.h>
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ---- small helpers shared by the module ---- */
+
+void sw_join(char *buf, size_t len, const char *dir, const char *name) {
+    if (name[0] == '/' || !dir[0])
+        snprintf(buf, len, "%s", name);
+    else
+        snprintf(buf, len, "%s/%s", dir, name);
+}
+
+int sw_file_exists(const char *path) {
+    return access(path, F_OK) == 0;
+}
+
+/* The shortest "%.{p}g" text that reads back to v. */
+static void shortest_g(double v, char *buf, size_t len) {
+    char t[64];
+    buf[0] = 0;
+    for (int p = 1; p <= 17; p++) {
+        snprintf(t, sizeof t, "%.*g", p, v);
+        if (strtod(t, NULL) == v && (!buf[0] || strlen(t) < strlen(buf)))
+            snprintf(buf, len, "%s", t);
+    }
+    if (!buf[0]) snprintf(buf, len, "%.17g", v);
+}
+
+void sw_format_number(double v, char *buf, size_t len) {
+    /* whole numbers below a million as they are (1000 steps, not 1e3) */
+    if (v == floor(v) && fabs(v) < 1e6) {
+        snprintf(buf, len, "%.0f", v);
+        return;
+    }
+    /* else the shortest of the texts after 1e+13 -> 1e13, 1e-05 -> 1e-5 */
+    char best[64] = "";
+    for (int p = 1; p <= 17; p++) {
+        char t[64], out[64];
+        snprintf(t, sizeof t, "%.*g", p, v);
+        if (strtod(t, NULL) != v) continue;
+        size_t o = 0;
+        for (const char *c = t; *c && o + 1 < sizeof out; c++) {
+            out[o++] = *c;
+            if (*c == 'e') {
+                if (c[1] == '+') c++;
+                if (c[1] == '-') out[o++] = *++c;
+                while (c[1] == '0' && c[2]) c++;
+            }
+        }
+        out[o] = 0;
+        if (!best[0] || strlen(out) < strlen(best)) snprintf(best, sizeof best, "%s", out);
+    }
+    if (!best[0]) snprintf(best, sizeof best, "%.17g", v);
+    snprintf(buf, len, "%s", best);
+}
+
+/* An absolute path for `path`, relative to `dir` (or the working directory
+ * when dir is NULL); the file need not exist. */
+static void absolute(char *buf, size_t len, const char *dir, const char *path) {
+    char cwd[CZ_PATH_MAX];
+    if (path[0] == '/') {
+        snprintf(buf, len, "%s", path);
+        return;
+    }
+    if (!dir) {
+        if (!getcwd(cwd, sizeof cwd)) snprintf(cwd, sizeof cwd, ".");
+        dir = cwd;
+    }
+    /* "./x" -> "x" keeps the recorded paths tidy */
+    while (path[0] == '.' && path[1] == '/') path += 2;
+    sw_join(buf, len, dir, path);
+}
+
+/* ---- reading settings ---- */
+
+/* A scalar setting as --set text: 12, 1e-3, true, text. */
+static int scalar_text(config_setting_t *v, char *buf, size_t len) {
+    switch (config_setting_type(v)) {
+    case CONFIG_TYPE_INT:
+    case CONFIG_TYPE_INT64:
+        snprintf(buf, len, "%lld", config_setting_get_int64(v));
+        return 0;
+    case CONFIG_TYPE_FLOAT:
+        shortest_g(config_setting_get_float(v), buf, len);
+        return 0;
+    case CONFIG_TYPE_BOOL:
+        snprintf(buf, len, "%s", config_setting_get_bool(v) ? "true" : "false");
+        return 0;
+    case CONFIG_TYPE_STRING:
+        if (strlen(config_setting_get_string(v)) >= len) return -1;
+        snprintf(buf, len, "%s", config_setting_get_string(v));
+        return 0;
+    }
+    return -1;
+}
+
+static int is_list(config_setting_t *v) {
+    int t = config_setting_type(v);
+    return t == CONFIG_TYPE_ARRAY || t == CONFIG_TYPE_LIST;
+}
+
+static int line_of(config_setting_t *v) {
+    return (int)config_setting_source_line(v);
+}
+
+/* Number of elements of a scalar-or-list setting, with element i. */
+static int count_of(config_setting_t *v) {
+    return is_list(v) ? config_setting_length(v) : 1;
+}
+static config_setting_t *elem_of(config_setting_t *v, int i) {
+    return is_list(v) ? config_setting_get_elem(v, (unsigned)i) : v;
+}
+
+static int read_number(config_setting_t *v, double *out) {
+    int t = config_setting_type(v);
+    if (t == CONFIG_TYPE_INT || t == CONFIG_TYPE_INT64)
+        *out = (double)config_setting_get_int64(v);
+    else if (t == CONFIG_TYPE_FLOAT)
+        *out = config_setting_get_float(v);
+    else
+        return -1;
+    return 0;
+}
+
+/* "sweep.set" style lists of strings. */
+static int read_strings(const char *spec, config_setting_t *v, const char *what, int max,
+                        char (*dst)[CZ_SWEEP_TEXT], int *n, cz_error *err) {
+    if (!v) return 0;
+    for (int i = 0; i < count_of(v); i++) {
+        config_setting_t *e = elem_of(v, i);
+        if (config_setting_type(e) != CONFIG_TYPE_STRING)
+            return cz_fail(err, "%s:%d: sweep.%s: element %d is not a string", spec, line_of(e),
+                           what, i);
+        if (*n == max)
+            return cz_fail(err, "%s:%d: sweep.%s: more than %d entries", spec, line_of(e), what,
+                           max);
+        const char *str = config_setting_get_string(e);
+        if (strlen(str) >= CZ_SWEEP_TEXT)
+            return cz_fail(err, "%s:%d: sweep.%s: \"%.40s...\" is too long", spec, line_of(e), what,
+                           str);
+        snprintf(dst[(*n)++], CZ_SWEEP_TEXT, "%s", str);
+    }
+    return 0;
+}
+
+/* A key the sweep itself sets for every point: not for axes or --set. */
+static const char *reserved_key(const char *assignment_or_key) {
+    static const char *const keys[] = {"train.run_dir"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        size_t n = strlen(keys[i]);
+        if (!strncmp(assignment_or_key, keys[i], n) &&
+            (assignment_or_key[n] == 0 || assignment_or_key[n] == '=' ||
+             assignment_or_key[n] == ' '))
+            return keys[i];
+    }
+    return NULL;
+}
+
+static int parse_axis(cz_sweep *s, config_setting_t *a, int idx, cz_error *err) {
+    const char *spec = s->spec;
+    cz_sweep_axis *ax = &s->axes[s->n_axes];
+    memset(ax, 0, sizeof *ax);
+    ax->line = line_of(a);
+    if (!config_setting_is_group(a))
+        return cz_fail(err, "%s:%d: sweep.axes[%d]: expected { key = \"...\"; values = [...]; }",
+                       spec, ax->line, idx);
+    config_setting_t *key = config_setting_get_member(a, "key");
+    config_setting_t *keys = config_setting_get_member(a, "keys");
+    config_setting_t *values = config_setting_get_member(a, "values");
+    if (!!key == !!keys)
+        return cz_fail(err,
+                       "%s:%d: sweep.axes[%d]: give either key = \"section.key\" or keys = "
+                       "[\"...\", ...]",
+                       spec, ax->line, idx);
+    if (!values || !is_list(values) || config_setting_length(values) < 1)
+        return cz_fail(err, "%s:%d: sweep.axes[%d]: values must be a non-empty list", spec,
+                       ax->line, idx);
+    config_setting_t *kl = key ? key : keys;
+    ax->n_keys = count_of(kl);
+    if (ax->n_keys < 1 || ax->n_keys > CZ_SWEEP_MAX_KEYS)
+        return cz_fail(err, "%s:%d: sweep.axes[%d]: 1 to %d keys", spec, ax->line, idx,
+                       CZ_SWEEP_MAX_KEYS);
+    for (int k = 0; k < ax->n_keys; k++) {
+        config_setting_t *e = elem_of(kl, k);
+        if (config_setting_type(e) != CONFIG_TYPE_STRING ||
+            strlen(config_setting_get_string(e)) >= CZ_SWEEP_KEY)
+            return cz_fail(err, "%s:%d: sweep.axes[%d]: keys are strings like \"model.layers\"",
+                           spec, line_of(e), idx);
+        snprintf(ax->keys[k], CZ_SWEEP_KEY, "%s", config_setting_get_string(e));
+        if (reserved_key(ax->keys[k]))
+            return cz_fail(err, "%s:%d: sweep.axes[%d]: %s is set by the sweep for each point",
+                           spec, line_of(e), idx, ax->keys[k]);
+        for (int b = 0; b < s->n_axes; b++)
+            for (int bk = 0; bk < s->axes[b].n_keys; bk++)
+                if (!strcmp(s->axes[b].keys[bk], ax->keys[k]))
+                    return cz_fail(err, "%s:%d: sweep.axes[%d]: %s is already an axis", spec,
+                                   line_of(e), idx, ax->keys[k]);
+    }
+    ax->n_values = config_setting_length(values);
+    if (ax->n_values > CZ_SWEEP_MAX_VALUES)
+        return cz_fail(err, "%s:%d: sweep.axes[%d]: more than %d values", spec, line_of(values),
+                       idx, CZ_SWEEP_MAX_VALUES);
+    for (int v = 0; v < ax->n_values; v++) {
+        config_setting_t *e = config_setting_get_elem(values, (unsigned)v);
+        if (ax->n_keys > 1 && (!is_list(e) || config_setting_length(e) != ax->n_keys))
+            return cz_fail(err,
+                           "%s:%d: sweep.axes[%d]: value %d must be a list of %d values (one "
+                           "per key)",
+                           spec, line_of(e), idx, v, ax->n_keys);
+        for (int k = 0; k < ax->n_keys; k++) {
+            config_setting_t *x = ax->n_keys > 1 ? config_setting_get_elem(e, (unsigned)k) : e;
+            if (scalar_text(x, ax->values[v][k], CZ_SWEEP_KEY) != 0)
+                return cz_fail(err,
+                               "%s:%d: sweep.axes[%d]: value %d: expected a number, string "
+                               "or boolean",
+                               spec, line_of(x), idx, v);
+        }
+    }
+    s->n_axes++;
+    return 0;
+}
+
+static int parse_budget(cz_sweep *s, config_setting_t *b, cz_error *err) {
+    static const char *const names[] = {"", "steps", "tokens", "flops"};
+    if (!config_setting_is_group(b))
+        return cz_fail(err, "%s:%d: sweep.budget: expected { flops = [...]; } (or steps, tokens)",
+                       s->spec, line_of(b));
+    for (int k = 1; k <= 3; k++) {
+        config_setting_t *v = config_setting_get_member(b, names[k]);
+        if (!v) continue;
+        if (s->budget_kind)
+            return cz_fail(err, "%s:%d: sweep.budget: give one of steps, tokens, flops", s->spec,
+                           line_of(v));
+        s->budget_kind = (cz_budget_kind)k;
+        s->n_budgets = count_of(v);
+        if (s->n_budgets < 1 || s->n_budgets > CZ_SWEEP_MAX_VALUES)
+            return cz_fail(err, "%s:%d: sweep.budget.%s: 1 to %d values", s->spec, line_of(v),
+                           names[k], CZ_SWEEP_MAX_VALUES);
+        for (int i = 0; i < s->n_budgets; i++) {
+            config_setting_t *e = elem_of(v, i);
+            if (read_number(e, &s->budgets[i]) != 0 || !(s->budgets[i] >= 1) ||
+                !isfinite(s->budgets[i]))
+                return cz_fail(err, "%s:%d: sweep.budget.%s: value %d must be a number >= 1",
+                               s->spec, line_of(e), names[k], i);
+        }
+    }
+    for (int i = 0; i < config_setting_length(b); i++) {
+        const char *n = config_setting_name(config_setting_get_elem(b, (unsigned)i));
+        if (strcmp(n, "steps") && strcmp(n, "tokens") && strcmp(n, "flops"))
+            return cz_fail(err, "%s:%d: sweep.budget.%s: unknown (steps, tokens or flops)", s->spec,
+                           line_of(config_setting_get_elem(b, (unsigned)i)), n);
+    }
+    return 0;
+}
+
+static int parse_finetune(cz_sweep *s, config_setting_t *list, cz_error *err) {
+    if (!is_list(list))
+        return cz_fail(err, "%s:%d: sweep.finetune: expected ( { task = ...; }, ... )", s->spec,
+                       line_of(list));
+    for (int i = 0; i < config_setting_length(list); i++) {
+        config_setting_t *t = config_setting_get_elem(list, (unsigned)i);
+        if (s->n_finetune == CZ_SWEEP_MAX_TASKS)
+            return cz_fail(err, "%s:%d: sweep.finetune: more than %d tasks", s->spec, line_of(t),
+                           CZ_SWEEP_MAX_TASKS);
+        cz_sweep_finetune *ft = &s->finetune[s->n_finetune];
+        memset(ft, 0, sizeof *ft);
+        const char *task = NULL, *data = NULL;
+        if (!config_setting_is_group(t) || !config_setting_lookup_string(t, "task", &task) ||
+            !task[0] || strlen(task) >= sizeof ft->task)
+            return cz_fail(err, "%s:%d: sweep.finetune[%d]: needs task = \"name\" (e.g. \"sst2\")",
+                           s->spec, line_of(t), i);
+        snprintf(ft->task, sizeof ft->task, "%s", task);
+        for (const char *c = task; *c; c++)
+            if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+                  (*c >= '0' && *c <= '9') || *c == '-' || *c == '_'))
+                return cz_fail(err, "%s:%d: sweep.finetune[%d].task: letters, digits, - and _ only",
+                               s->spec, line_of(t), i);
+        if (config_setting_lookup_string(t, "data", &data))
+            absolute(ft->data, sizeof ft->data, NULL, data);
+        ft->restarts = 1;
+        config_setting_t *r = config_setting_get_member(t, "restarts");
+        if (r) {
+            double v;
+            if (read_number(r, &v) != 0 || v < 1 || v > 100 || v != floor(v))
+                return cz_fail(err, "%s:%d: sweep.finetune[%d].restarts: an integer in [1, 100]",
+                               s->spec, line_of(r), i);
+            ft->restarts = (int)v;
+        }
+        config_setting_t *g = config_setting_get_member(t, "grid");
+        if (g) {
+            if (!config_setting_is_group(g))
+                return cz_fail(err, "%s:%d: sweep.finetune[%d].grid: expected { lr = [...]; ... }",
+                               s->spec, line_of(g), i);
+            for (int j = 0; j < config_setting_length(g); j++) {
+                config_setting_t *p = config_setting_get_elem(g, (unsigned)j);
+                if (ft->n_grid == CZ_SWEEP_MAX_GRID || count_of(p) > 16 ||
+                    strlen(config_setting_name(p)) >= sizeof ft->grid[0].name)
+                    return cz_fail(err,
+                                   "%s:%d: sweep.finetune[%d].grid: at most %d parameters of "
+                                   "16 values",
+                                   s->spec, line_of(p), i, CZ_SWEEP_MAX_GRID);
+                cz_sweep_grid_param *gp = &ft->grid[ft->n_grid++];
+                snprintf(gp->name, sizeof gp->name, "%s", config_setting_name(p));
+                gp->n = count_of(p);
+                for (int k = 0; k < gp->n; k++)
+                    if (scalar_text(elem_of(p, k), gp->values[k], sizeof gp->values[k]) != 0)
+                        return cz_fail(err, "%s:%d: sweep.finetune[%d].grid.%s: numbers only",
+                                       s->spec, line_of(p), i, gp->name);
+            }
+        }
+        for (int j = 0; j < s->n_finetune; j++)
+            if (!strcmp(s->finetune[j].task, ft->task))
+                return cz_fail(err, "%s:%d: sweep.finetune[%d]: task %s is listed twice", s->spec,
+                               line_of(t), i, ft->task);
+        s->n_finetune++;
+    }
+    return 0;
+}
+
+static int read_int(const char *spec, config_setting_t *grp, const char *name, int lo, int hi,
+                    int *out, cz_error *err) {
+    config_setting_t *v = config_setting_get_member(grp, name);
+    if (!v) return 0;
+    double d;
+    if (read_number(v, &d) != 0 || d != floor(d) || d < lo || d > hi)
+        return cz_fail(err, "%s:%d: %s: an integer in [%d, %d]", spec, line_of(v), name, lo, hi);
+    *out = (int)d;
+    return 0;
+}
+
+static const char *const known_members[] = {"name",  "base",    "dir",   "set",
+                                            "axes",  "budget",  "seeds", "eval",
+                                            "ranks", "threads", "slurm", "finetune"};
+
+static int parse_spec(cz_sweep *s, config_t *cfg, cz_error *err) {
+    const char *spec = s->spec;
+    config_setting_t *sw = config_lookup(cfg, "sweep");
+    if (!sw || !config_setting_is_group(sw))
+        return cz_fail(err,
+                       "%s: no sweep: { ... } group (is this a training configuration? "
+                       "cloze-sweep takes a sweep spec, see conf/sweeps/)",
+                       spec);
+    for (int i = 0; i < config_setting_length(sw); i++) {
+        config_setting_t *m = config_setting_get_elem(sw, (unsigned)i);
+        int ok = 0;
+        for (size_t k = 0; k < sizeof known_members / sizeof known_members[0]; k++)
+            ok |= !strcmp(config_setting_name(m), known_members[k]);
+        if (!ok)
+            return cz_fail(err, "%s:%d: sweep.%s: unknown setting (docs/sweeps.md lists them)",
+                           spec, line_of(m), config_setting_name(m));
+    }
+    const char *str;
+    if (config_setting_lookup_string(sw, "name", &str))
+        snprintf(s->name, sizeof s->name, "%s", str);
+    if (!config_setting_lookup_string(sw, "base", &str))
+        return cz_fail(err,
+                       "%s: sweep.base: missing (the training configuration every point "
+                       "starts from, relative to the spec)",
+                       spec);
+    char spec_dir[CZ_PATH_MAX];
+    snprintf(spec_dir, sizeof spec_dir, "%s", spec);
+    char *slash = strrchr(spec_dir, '/');
+    if (slash) *slash = 0;
+    absolute(s->base, sizeof s->base, spec_dir, str);
+    char real[PATH_MAX];
+    if (!realpath(s->base, real))
+        return cz_fail(err, "%s: sweep.base: %s: %s", spec, s->base, strerror(errno));
+    snprintf(s->base, sizeof s->base, "%s", real);
+    if (config_setting_lookup_string(sw, "dir", &str)) absolute(s->dir, sizeof s->dir, NULL, str);
+
+    if (read_strings(spec, config_setting_get_member(sw, "set"), "set", CZ_SWEEP_MAX_SET, s->set,
+                     &s->n_set, err))
+        return -1;
+    config_setting_t *axes = config_setting_get_member(sw, "axes");
+    if (axes) {
+        if (!is_list(axes))
+            return cz_fail(err,
+                           "%s:%d: sweep.axes: expected ( { key = ...; values = [...]; }, "
+                           "... )",
+                           spec, line_of(axes));
+        if (config_setting_length(axes) > CZ_SWEEP_MAX_AXES)
+            return cz_fail(err, "%s:%d: sweep.axes: at most %d axes", spec, line_of(axes),
+                           CZ_SWEEP_MAX_AXES);
+        for (int i = 0; i < config_setting_length(axes); i++)
+            if (parse_axis(s, config_setting_get_elem(axes, (unsigned)i), i, err)) return -1;
+    }
+    config_setting_t *b = config_setting_get_member(sw, "budget");
+    if (b && parse_budget(s, b, err)) return -1;
+    config_setting_t *seeds = config_setting_get_member(sw, "seeds");
+    if (seeds) {
+        s->n_seeds = count_of(seeds);
+        if (s->n_seeds > CZ_SWEEP_MAX_VALUES)
+            return cz_fail(err, "%s:%d: sweep.seeds: at most %d", spec, line_of(seeds),
+                           CZ_SWEEP_MAX_VALUES);
+        for (int i = 0; i < s->n_seeds; i++) {
+            config_setting_t *e = elem_of(seeds, i);
+            int t = config_setting_type(e);
+            if ((t != CONFIG_TYPE_INT && t != CONFIG_TYPE_INT64) || config_setting_get_int64(e) < 0)
+                return cz_fail(err, "%s:%d: sweep.seeds: non-negative integers", spec, line_of(e));
+            s->seeds[i] = config_setting_get_int64(e);
+        }
+        for (int a = 0; a < s->n_axes; a++)
+            for (int k = 0; k < s->axes[a].n_keys; k++)
+                if (!strcmp(s->axes[a].keys[k], "train.seed"))
+                    return cz_fail(err, "%s:%d: sweep.seeds and an axis on train.seed: give one",
+                                   spec, line_of(seeds));
+    }
+    config_setting_t *ev = config_setting_get_member(sw, "eval");
+    if (ev) {
+        if (!config_setting_is_group(ev))
+            return cz_fail(err, "%s:%d: sweep.eval: expected { manifest = ...; batches = N; }",
+                           spec, line_of(ev));
+        if (config_setting_lookup_string(ev, "manifest", &str) && str[0])
+            absolute(s->eval_manifest, sizeof s->eval_manifest, NULL, str);
+        if (read_int(spec, ev, "batches", 1, 1 << 20, &s->eval_batches, err) ||
+            read_int(spec, ev, "every", 0, INT_MAX, &s->eval_every, err))
+            return -1;
+    }
+    if (read_int(spec, sw, "ranks", 1, 1 << 16, &s->ranks, err) ||
+        read_int(spec, sw, "threads", 0, 1024, &s->threads, err))
+        return -1;
+    config_setting_t *sl = config_setting_get_member(sw, "slurm");
+    if (sl) {
+        if (!config_setting_is_group(sl))
+            return cz_fail(err, "%s:%d: sweep.slurm: expected { max_parallel = K; args = [...]; }",
+                           spec, line_of(sl));
+        if (read_int(spec, sl, "max_parallel", 1, 1 << 20, &s->slurm_max_parallel, err) ||
+            read_strings(spec, config_setting_get_member(sl, "args"), "slurm.args", 16,
+                         s->slurm_args, &s->n_slurm_args, err))
+            return -1;
+    }
+    config_setting_t *ft = config_setting_get_member(sw, "finetune");
+    if (ft && parse_finetune(s, ft, err)) return -1;
+    return 0;
+}
+
+/* ---- the command line's --set, recorded in the sweep directory ---- */
+
+static int reconcile_overrides(cz_sweep *s, const cz_sweep_cli *cli, cz_error *err) {
+    char path[CZ_PATH_MAX + 32];
+    sw_join(path, sizeof path, s->dir, "overrides.txt");
+    char stored[CZ_SWEEP_MAX_SET][CZ_SWEEP_TEXT];
+    int n_stored = -1;
+    FILE *f = fopen(path, "r");
+    if (f) {
+        n_stored = 0;
+        char line[CZ_SWEEP_TEXT + 2];
+        while (fgets(line, sizeof line, f)) {
+            line[strcspn(line, "\n")] = 0;
+            if (!line[0]) continue;
+            if (n_stored == CZ_SWEEP_MAX_SET) break;
+            snprintf(stored[n_stored++], CZ_SWEEP_TEXT, "%s", line);
+        }
+        fclose(f);
+    }
+    int n = cli ? cli->n_set : 0;
+    if (n > 0 && n_stored >= 0) {
+        int same = n == n_stored;
+        for (int i = 0; same && i < n; i++) same = !strcmp(cli->set[i], stored[i]);
+        if (!same)
+            return cz_fail(err,
+                           "%s: this sweep was started with other --set assignments (%d recorded "
+                           "there); give the same ones, none (to reuse them), or another --dir",
+                           path, n_stored);
+    }
+    if (n == 0 && n_stored > 0) {
+        for (int i = 0; i < n_stored; i++) {
+            if (s->n_set == CZ_SWEEP_MAX_SET) return cz_fail(err, "%s: too many --set", path);
+            snprintf(s->set[s->n_set++], CZ_SWEEP_TEXT, "%s", stored[i]);
+        }
+        s->n_cli_set = n_stored;
+        return 0;
+    }
+    for (int i = 0; i < n; i++) {
+        if (s->n_set == CZ_SWEEP_MAX_SET)
+            return cz_fail(err, "more than %d --set assignments in all", CZ_SWEEP_MAX_SET);
+        if (strlen(cli->set[i]) >= CZ_SWEEP_TEXT)
+            return cz_fail(err, "--set %.40s...: too long", cli->set[i]);
+        snprintf(s->set[s->n_set++], CZ_SWEEP_TEXT, "%s", cli->set[i]);
+    }
+    s->n_cli_set = n;
+    return 0;
+}
+
+/* ---- points ---- */
+
+static int axis_has_key(const cz_sweep *s, const char *key) {
+    for (int a = 0; a < s->n_axes; a++)
+        for (int k = 0; k < s->axes[a].n_keys; k++)
+            if (!strcmp(s->axes[a].keys[k], key)) return 1;
+    return 0;
+}
+
+static int set_has_key(const cz_sweep *s, const char *key) {
+    size_t n = strlen(key);
+    for (int i = 0; i < s->n_set; i++) {
+        const char *a = s->set[i];
+        while (*a == ' ') a++;
+        if (!strncmp(a, key, n) && (a[n] == '=' || a[n] == ' ')) return 1;
+    }
+    return 0;
+}
+
+/* The short name of a key in point names: L, H, A, I, or the key's last part. */
+static const char *key_label(const char *key) {
+    static const char *const map[][2] = {{"model.layers", "L"},       {"model.hidden", "H"},
+                                         {"model.heads", "A"},        {"model.intermediate", "I"},
+                                         {"train.global_batch", "B"}, {"data.seq", "T"},
+                                         {"train.seed", "seed"}};
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+        if (!strcmp(map[i][0], key)) return map[i][1];
+    const char *dot = strrchr(key, '.');
+    return dot ? dot + 1 : key;
+}
+
+static void value_label(const char *text, char *buf, size_t len) {
+    char *end;
+    double v = strtod(text, &end);
+    if (end != text && !*end) {
+        sw_format_number(v, buf, len);
+        return;
+    }
+    /* a path: its file name without the extension */
+    const char *slash = strrchr(text, '/');
+    char base[CZ_SWEEP_KEY];
+    snprintf(base, sizeof base, "%s", slash && slash[1] ? slash + 1 : text);
+    char *dot = strrchr(base, '.');
+    if (slash && dot && dot != base) *dot = 0;
+    text = base;
+    size_t o = 0;
+    for (const char *c = text; *c && o + 1 < len; c++)
+        buf[o++] = ((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+                    (*c >= '0' && *c <= '9') || *c == '.' || *c == '-')
+                       ? *c
+                       : '-';
+    buf[o] = 0;
+}
+
+static void append_name(char *name, size_t len, const char *label, const char *value) {
+    size_t n = strlen(name);
+    snprintf(name + n, len - n, "%s%s%s", n ? "_" : "", label, value);
+}
+
+static const char *const fixed_keys[] = {"model.layers",       "model.hidden", "model.heads",
+                                         "model.intermediate", "data.seq",     "train.global_batch",
+                                         "optim.lr",           "train.seed"};
+
+static void collect_extra_columns(cz_sweep *s) {
+    for (int a = 0; a < s->n_axes; a++)
+        for (int k = 0; k < s->axes[a].n_keys; k++) {
+            int fixed = 0;
+            for (size_t f = 0; f < sizeof fixed_keys / sizeof fixed_keys[0]; f++)
+                fixed |= !strcmp(fixed_keys[f], s->axes[a].keys[k]);
+            if (!fixed) snprintf(s->extra[s->n_extra++], CZ_SWEEP_KEY, "%s", s->axes[a].keys[k]);
+        }
+}
+
+double sw_flops_per_step(const cz_config *c) {
+    int max_pred = c->model.arch == CZ_ARCH_GPT ? 0 : c->data.max_pred;
+    return 3.0 * cz_model_forward_flops(&c->model, c->data.seq, max_pred) *
+           (double)c->train.global_batch;
+}
+
+/* Steps, tokens and FLOPs of the whole run, phase 2 of the BERT length
+ * curriculum included (its steps as the train loop counts them). */
+static void run_costs(cz_sweep_point *p) {
+    const cz_config *c = &p->cfg;
+    long steps = c->train.steps;
+    long s2 = (long)llround(c->data.phase2_fraction * (double)steps);
+    double g1 = c->train.global_batch;
+    p->tokens = (double)(steps - s2) * g1 * c->data.seq;
+    p->flops_total = (double)(steps - s2) * sw_flops_per_step(c);
+    if (s2 > 0) {
+        double g2 = c->data.phase2_global_batch > 0 ? c->data.phase2_global_batch : g1;
+        int mp2 = c->model.arch == CZ_ARCH_GPT ? 0 : c->data.phase2_max_pred;
+        p->tokens += (double)s2 * g2 * c->data.phase2_seq;
+        p->flops_total +=
+            (double)s2 * 3.0 * cz_model_forward_flops(&c->model, c->data.phase2_seq, mp2) * g2;
+    }
+    p->flops_per_token = p->tokens > 0 ? p->flops_total / p->tokens : 0;
+}
+
+static int load_point_config(const cz_sweep *s, cz_sweep_point *p, const char *extra,
+                             cz_error *err) {
+    const char *ov[CZ_SWEEP_MAX_SET + CZ_SWEEP_MAX_AXES * CZ_SWEEP_MAX_KEYS + 16];
+    int n = 0;
+    char eval_m[CZ_PATH_MAX + 32], eval_b[64], eval_e[64], run_dir[CZ_PATH_MAX + 32];
+    for (int i = 0; i < s->n_set; i++) ov[n++] = s->set[i];
+    if (s->eval_manifest[0]) {
+        snprintf(eval_m, sizeof eval_m, "data.heldout_manifest=%s", s->eval_manifest);
+        ov[n++] = eval_m;
+    }
+    if (s->eval_batches > 0) {
+        snprintf(eval_b, sizeof eval_b, "train.eval_batches=%d", s->eval_batches);
+        ov[n++] = eval_b;
+    }
+    if (s->eval_every >= 0) {
+        snprintf(eval_e, sizeof eval_e, "train.eval_every=%d", s->eval_every);
+        ov[n++] = eval_e;
+    }
+    for (int i = 0; i < p->n_assign; i++) ov[n++] = p->assign[i];
+    snprintf(run_dir, sizeof run_dir, "train.run_dir=%s", p->dir);
+    ov[n++] = run_dir;
+    if (extra) ov[n++] = extra;
+    return cz_config_load(&p->cfg, s->base, ov, n, err);
+}
+
+static void make_absolute_field(char *field, size_t len) {
+    if (!field[0] || field[0] == '/') return;
+    char tmp[CZ_PATH_MAX];
+    absolute(tmp, sizeof tmp, NULL, field);
+    snprintf(field, len, "%s", tmp);
+}
+
+/* The point's configuration (base + assignments), its budget's steps and its
+ * costs; a point that cannot be configured is marked invalid with the reason. */
+static void resolve_point(const cz_sweep *s, cz_sweep_point *p) {
+    cz_error err = {{0}};
+    p->invalid = 1;
+    if (load_point_config(s, p, NULL, &err) != 0) {
+        snprintf(p->error, sizeof p->error, "%s", err.msg);
+        return;
+    }
+    cz_config *c = &p->cfg;
+    if (s->budget_kind != CZ_BUDGET_NONE) {
+        if (s->budget_kind != CZ_BUDGET_STEPS && c->data.phase2_fraction > 0) {
+            snprintf(p->error, sizeof p->error,
+                     "budgets in tokens or FLOPs need a single phase: set data.phase2_fraction=0 "
+                     "or give the budget in steps");
+            return;
+        }
+        double per_step = s->budget_kind == CZ_BUDGET_FLOPS
+                              ? sw_flops_per_step(c)
+                              : (double)c->train.global_batch * c->data.seq;
+        double steps = s->budget_kind == CZ_BUDGET_STEPS ? p->budget : round(p->budget / per_step);
+        if (steps < 1) {
+            char b[32], st[32];
+            sw_format_number(p->budget, b, sizeof b);
+            sw_format_number(per_step, st, sizeof st);
+            snprintf(p->error, sizeof p->error, "budget %s %s is less than one step (%s)", b,
+                     s->budget_kind == CZ_BUDGET_FLOPS ? "FLOPs" : "tokens", st);
+            return;
+        }
+        char steps_set[64];
+        snprintf(steps_set, sizeof steps_set, "train.steps=%.0f", steps);
+        if (load_point_config(s, p, steps_set, &err) != 0) {
+            snprintf(p->error, sizeof p->error, "%s", err.msg);
+            return;
+        }
+    }
+    long per_rank = (long)c->train.micro_batch * s->ranks;
+    if (c->train.global_batch % per_rank != 0) {
+        snprintf(p->error, sizeof p->error,
+                 "train.global_batch=%d is not a multiple of train.micro_batch x ranks = %d x %d",
+                 c->train.global_batch, c->train.micro_batch, s->ranks);
+        return;
+    }
+    make_absolute_field(c->data.train_manifest, sizeof c->data.train_manifest);
+    make_absolute_field(c->data.heldout_manifest, sizeof c->data.heldout_manifest);
+    if (!c->data.heldout_manifest[0]) {
+        snprintf(p->error, sizeof p->error,
+                 "no held-out data: a scaling study compares held-out loss; give sweep.eval."
+                 "manifest or --set data.heldout_manifest=...");
+        return;
+    }
+    cz_model_param_counts pc;
+    if (cz_model_count_params(&c->model, &pc, &err) != 0) {
+        snprintf(p->error, sizeof p->error, "%s", err.msg);
+        return;
+    }
+    p->params = pc.total;
+    p->params_nonemb = pc.non_embedding;
+    run_costs(p);
+    p->invalid = 0;
+    p->error[0] = 0;
+}
+
+/* Budget (outermost), seed, then the axes in spec order (first outermost). */
+static int expand(cz_sweep *s, cz_error *err) {
+    long total = s->n_budgets > 0 ? s->n_budgets : 1;
+    total *= s->n_seeds > 0 ? s->n_seeds : 1;
+    for (int a = 0; a < s->n_axes; a++) total *= s->axes[a].n_values;
+    if (total > 100000) return cz_fail(err, "%s: %ld points: too many", s->spec, total);
+    s->points = calloc((size_t)total, sizeof *s->points);
+    if (!s->points) return cz_fail(err, "out of memory for %ld points", total);
+    s->n_points = (int)total;
+    int hidden_swept = axis_has_key(s, "model.hidden");
+    int heads_given = axis_has_key(s, "model.heads") || set_has_key(s, "model.heads");
+    int inter_given = axis_has_key(s, "model.intermediate") || set_has_key(s, "model.intermediate");
+    for (long i = 0; i < total; i++) {
+        cz_sweep_point *p = &s->points[i];
+        p->index = (int)i;
+        long rest = i;
+        int idx[CZ_SWEEP_MAX_AXES];
+        for (int a = s->n_axes - 1; a >= 0; a--) {
+            idx[a] = (int)(rest % s->axes[a].n_values);
+            rest /= s->axes[a].n_values;
+        }
+        int seed_i = s->n_seeds > 0 ? (int)(rest % s->n_seeds) : -1;
+        if (s->n_seeds > 0) rest /= s->n_seeds;
+        int budget_i = s->n_budgets > 0 ? (int)rest : -1;
+        char label[64];
+        if (budget_i >= 0) {
+            static const char *const b[] = {"", "S", "D", "C"};
+            p->budget = s->budgets[budget_i];
+            sw_format_number(p->budget, label, sizeof label);
+            append_name(p->name, sizeof p->name, b[s->budget_kind], label);
+        }
+        if (seed_i >= 0) {
+            snprintf(p->assign[p->n_assign++], CZ_SWEEP_TEXT, "train.seed=%lld", s->seeds[seed_i]);
+            snprintf(label, sizeof label, "%lld", s->seeds[seed_i]);
+            append_name(p->name, sizeof p->name, "seed", label);
+        }
+        long hidden = 0;
+        for (int a = 0; a < s->n_axes; a++)
+            for (int k = 0; k < s->axes[a].n_keys; k++) {
+                const char *key = s->axes[a].keys[k], *val = s->axes[a].values[idx[a]][k];
+                snprintf(p->assign[p->n_assign++], CZ_SWEEP_TEXT, "%s=%s", key, val);
+                value_label(val, label, sizeof label);
+                append_name(p->name, sizeof p->name, key_label(key), label);
+                if (!strcmp(key, "model.hidden")) hidden = strtol(val, NULL, 10);
+            }
+        /* width sweeps: heads = hidden / 64 and FFN = 4 x hidden unless given */
+        if (hidden_swept && hidden > 0 && !heads_given)
+            snprintf(p->assign[p->n_assign++], CZ_SWEEP_TEXT, "model.heads=%ld",
+                     hidden >= 128 ? hidden / 64 : 1);
+        if (hidden_swept && hidden > 0 && !inter_given)
+            snprintf(p->assign[p->n_assign++], CZ_SWEEP_TEXT, "model.intermediate=%ld", 4 * hidden);
+        if (!p->name[0]) snprintf(p->name, sizeof p->name, "base");
+        char points_dir[CZ_PATH_MAX + 16];
+        sw_join(points_dir, sizeof points_dir, s->dir, "points");
+        sw_join(p->dir, sizeof p->dir, points_dir, p->name);
+        for (long j = 0; j < i; j++)
+            if (!strcmp(s->points[j].name, p->name))
+                return cz_fail(err,
+                               "%s: points %ld and %ld are both named %s (two axis values "
+                               "that print the same?)",
+                               s->spec, j, i, p->name);
+        resolve_point(s, p);
+    }
+    return 0;
+}
+
+/* Every key of the axes and of --set names a real configuration key:
+ * checked once here, so that a typo is one error, not one per point. */
+static int check_keys(const cz_sweep *s, cz_error *err) {
+    cz_config *tmp = malloc(sizeof *tmp);
+    if (!tmp) return cz_fail(err, "out of memory");
+    cz_config_defaults(tmp);
+    int rc = 0;
+    cz_error e = {{0}};
+    for (int i = 0; i < s->n_set && !rc; i++) {
+        if (reserved_key(s->set[i]))
+            rc = cz_fail(err, "%s: --set %s: the sweep sets train.run_dir for each point", s->spec,
+                         s->set[i]);
+        else if (cz_config_set(tmp, s->set[i], &e) != 0)
+            rc = cz_fail(err, "%s: %s", s->spec, e.msg);
+        for (int a = 0; a < s->n_axes && !rc; a++)
+            for (int k = 0; k < s->axes[a].n_keys && !rc; k++) {
+                size_t n = strlen(s->axes[a].keys[k]);
+                const char *x = s->set[i];
+                if (i >= s->n_set - s->n_cli_set && !strncmp(x, s->axes[a].keys[k], n) &&
+                    x[n] == '=')
+                    rc = cz_fail(err, "--set %s: %s is an axis of this sweep", x,
+                                 s->axes[a].keys[k]);
+            }
+    }
+    for (int a = 0; a < s->n_axes && !rc; a++)
+        for (int v = 0; v < s->axes[a].n_values && !rc; v++)
+            for (int k = 0; k < s->axes[a].n_keys && !rc; k++) {
+                char as[CZ_SWEEP_TEXT];
+                snprintf(as, sizeof as, "%s=%s", s->axes[a].keys[k], s->axes[a].values[v][k]);
+                if (cz_config_set(tmp, as, &e) != 0)
+                    rc = cz_fail(err, "%s:%d: axis %s: %s", s->spec, s->axes[a].line,
+                                 s->axes[a].keys[k], e.msg);
+            }
+    free(tmp);
+    return rc;
+}
+
+int cz_sweep_load(cz_sweep **out, const char *spec_path, const cz_sweep_cli *cli, cz_error *err) {
+    *out = NULL;
+    cz_sweep *s = calloc(1, sizeof *s);
+    if (!s) return cz_fail(err, "out of memory");
+    s->axes = calloc(CZ_SWEEP_MAX_AXES, sizeof *s->axes);
+    if (!s->axes) {
+        free(s);
+        return cz_fail(err, "out of memory");
+    }
+    s->ranks = 1;
+    s->eval_every = -1;
+    s->slurm_max_parallel = 0;
+    char real[PATH_MAX];
+    if (!realpath(spec_path, real)) {
+        cz_fail(err, "%s: cannot open: %s", spec_path, strerror(errno));
+        cz_sweep_free(s);
+        return -1;
+    }
+    snprintf(s->spec, sizeof s->spec, "%s", real);
+    config_t cfg;
+    config_init(&cfg);
+    int rc = 0;
+    if (config_read_file(&cfg, s->spec) != CONFIG_TRUE)
+        rc = cz_fail(err, "%s:%d: %s", spec_path, config_error_line(&cfg), config_error_text(&cfg));
+    else
+        rc = parse_spec(s, &cfg, err);
+    config_destroy(&cfg);
+    if (rc == 0) {
+        if (!s->name[0]) {
+            const char *b = strrchr(s->spec, '/');
+            snprintf(s->name, sizeof s->name, "%s", b ? b + 1 : s->spec);
+            char *dot = strrchr(s->name, '.');
+            if (dot && dot != s->name) *dot = 0;
+        }
+        if (cli && cli->dir) absolute(s->dir, sizeof s->dir, NULL, cli->dir);
+        if (!s->dir[0]) {
+            char d[CZ_PATH_MAX];
+            snprintf(d, sizeof d, "runs/sweeps/%s", s->name);
+            absolute(s->dir, sizeof s->dir, NULL, d);
+        }
+        if (cli && cli->ranks > 0) s->ranks = cli->ranks;
+        if (cli && cli->threads > 0) s->threads = cli->threads;
+        rc = reconcile_overrides(s, cli, err);
+    }
+    if (rc == 0) rc = check_keys(s, err);
+    if (rc == 0) {
+        collect_extra_columns(s);
+        rc = expand(s, err);
+    }
+    if (rc != 0) {
+        cz_sweep_free(s);
+        return -1;
+    }
+    *out = s;
+    return 0;
+}
+
+void cz_sweep_free(cz_sweep *s) {
+    if (!s) return;
+    free(s->points);
+    free(s->axes);
+    free(s);
+}
+
+int cz_sweep_find_point(const cz_sweep *s, const char *which) {
+    char *end;
+    long i = strtol(which, &end, 10);
+    if (end != which && !*end) return i >= 0 && i < s->n_points ? (int)i : -1;
+    for (int j = 0; j < s->n_points; j++)
+        if (!strcmp(s->points[j].name, which)) return j;
+    return -1;
+}

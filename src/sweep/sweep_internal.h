@@ -1,0 +1,34 @@
+/* sweep: helpers shared by the files of the module (not a public header). */
+#ifndef CLOZE_SWEEP_INTERNAL_H
+#define CLOZE_SWEEP_INTERNAL_H
+
+#include "cloze/sweep.h"
+
+#include <stddef.h>
+
+/* DIR/name into buf (truncation is an error the callers cannot meet: every
+ * buffer is CZ_PATH_MAX + a margin and paths are checked when read). */
+void sw_join(char *buf, size_t len, const char *dir, const char *name);
+int sw_file_exists(const char *path);
+
+/* "1e13", "0.0003", "128": the shortest %g text that reads back to v, with
+ * the exponent's '+' and leading zeros dropped (point names, tables). */
+void sw_format_number(double v, char *buf, size_t len);
+
+/* The number after "key": in a flat one-line JSON object; NaN for null;
+ * 0 and *found = 0 when the key is absent. */
+double sw_json_number(const char *line, const char *key, int *found);
+
+/* Takes an exclusive flock on path (created); returns the fd, or -1 when
+ * another process holds it (wait = 0) or on error. */
+int sw_lock(const char *path, int wait);
+void sw_unlock(int fd);
+
+/* Training FLOPs (3 x forward, cz_model_forward_flops) of one step of the
+ * configuration's first phase: what MFU counts. */
+double sw_flops_per_step(const cz_config *c);
+
+/* Appends a CSV field (quoted when it holds a comma, quote or newline). */
+void sw_csv_field(FILE *f, const char *text, int first);
+
+#endif

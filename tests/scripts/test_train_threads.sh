@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Threads per rank follow the CPUs the process may use (its affinity mask),
+# not the CPUs the machine has online: under `taskset -c 0` train.threads=0
+# picks 1 thread (the code before this test picked online CPUs / ranks = 2
+# on a 2-CPU machine and ran 10x slower); 2 ranks on one allowed CPU get a
+# warning that they oversubscribe it, as does train.threads=2 on one CPU;
+# launch/cloze-mpirun counts the allowed CPUs the same way.
+source "$(dirname "$0")/train_common.sh"
+online=$(getconf _NPROCESSORS_ONLN)
+[ "$online" -ge 2 ] || { echo "SKIP: needs 2 online CPUs to tell the mask from the machine (has $online)"; exit 77; }
+work=$(mktemp -d /tmp/cloze-threads-XXXXXX)
+trap 'rm -rf "$work"' EXIT
+data=$CLOZE_BUILD_DIR/test-data/tutorial
+prepare_corpus "$data"
+run() { # run NAME RANKS MPIRUN-PREFIX... -- ARGS...: log in NAME.log
+  local name=$1 n=$2; shift 2
+  local pre=()
+  while [ "$1" != -- ]; do pre+=("$1"); shift; done; shift
+  "${pre[@]}" mpirun --oversubscribe --bind-to none -np "$n" "$BIN/cloze-train" \
+    $(tiny_args "$data" "$work/$name") --set train.steps=3 --set train.global_batch=2 \
+    --set train.micro_batch=1 "$@" 2> "$work/$name.log" || { cat "$work/$name.log"; exit 1; }
+}
+expect() { # expect NAME REGEX WHAT
+  grep -Eq "$2" "$work/$1.log" || { echo "FAIL: $1: $3"; cat "$work/$1.log"; exit 1; }
+}
+run pinned 1 taskset -c 0 -- --set train.threads=0
+expect pinned '1 rank\(s\) x 1 thread\(s\)' "taskset -c 0 with train.threads=0 must run 1 thread"
+expect pinned 'threads per rank: 1 \(1 allowed CPU' "the start-up line must say why"
+run free 1 env -- --set train.threads=0
+expect free "1 rank\(s\) x $online thread\(s\)" "an unrestricted rank takes every online CPU"
+run shared 2 taskset -c 0 -- --set train.threads=0
+expect shared '2 rank\(s\) x 1 thread\(s\)' "2 ranks on 1 CPU: 1 thread each"
+expect shared 'warn] .*2 rank\(s\) on this node x 1 thread\(s\) = 2 threads, but they may run on 1 CPU' \
+  "2 ranks on 1 allowed CPU must warn"
+run forced 1 taskset -c 0 -- --set train.threads=2
+expect forced 'warn] .*1 rank\(s\) on this node x 2 thread\(s\) = 2 threads, but they may run on 1 CPU' \
+  "train.threads=2 on 1 allowed CPU must warn"
+# the launcher: threads from its own mask too (it passes train.threads on)
+args=$(tiny_args "$data" "$work/launch1"); args=${args/--set train.threads=1/}
+taskset -c 0 "$SRC/launch/cloze-mpirun" -n 1 "$BIN/cloze-train" $args --set train.steps=3 \
+  --set train.global_batch=1 --set train.micro_batch=1 2> "$work/launch1.log" ||
+  { cat "$work/launch1.log"; exit 1; }
+expect launch1 '1 rank\(s\) x 1 thread\(s\)' "cloze-mpirun under taskset -c 0 must pass 1 thread"
+args=$(tiny_args "$data" "$work/launch2"); args=${args/--set train.threads=1/}
+taskset -c 0 "$SRC/launch/cloze-mpirun" -n 2 "$BIN/cloze-train" $args --set train.steps=3 \
+  --set train.global_batch=2 --set train.micro_batch=1 2> "$work/launch2.log" ||
+  { cat "$work/launch2.log"; exit 1; }
+expect launch2 'cloze-mpirun: warning: 2 rank\(s\) x 1 thread\(s\) = 2 threads on 1 allowed CPU' \
+  "cloze-mpirun must warn when its ranks do not fit the allowed CPUs"
+if grep -q 'warn] .*may run on' "$work/free.log" "$work/pinned.log"; then
+  echo "FAIL: a warning where the threads fit"; cat "$work/free.log" "$work/pinned.log"; exit 1
+fi
+echo "test_train_threads: ok"

@@ -1,0 +1,12 @@
+# Scaling-study sweeps (cloze-sweep): real 2-rank cloze-train jobs of a tiny
+# 2 x 2 grid, interrupted and resumed; failures; the report's fits and images;
+# the same sweep as a Slurm job array.
+foreach(t sweep sweep_report)
+  cloze_add_script_test(test_${t} COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_${t}.sh
+                        LABELS "mpi;sweep" TIMEOUT 600)
+endforeach()
+# Its own one-node Slurm (start + stop measured at 0.5 s here, so not shared
+# with test_slurm's), one at a time with test_slurm's (RESOURCE_LOCK).
+cloze_add_script_test(test_sweep_slurm COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_sweep_slurm.sh
+                      LABELS "mpi;sweep;slurm" TIMEOUT 600)
+set_tests_properties(test_sweep_slurm PROPERTIES RESOURCE_LOCK slurm)
