@@ -41,7 +41,8 @@ done
 grep -Eq "^ *steps = 100000L?;" "$work/lock/config.cfg" || fail "the refused job rewrote config.cfg"
 kill -KILL $(pgrep -f "cloze-train.*$work/lock" | grep -v "^$holder$") 2>/dev/null || true
 wait $holder 2>/dev/null || true
-"$BIN/cloze-train" $(common "$work/lock") --set train.steps=2 --resume auto 2> "$work/after.log" ||
+"$BIN/cloze-train" $(common "$work/lock") --set train.steps=100000 --set train.stop_after_steps=1 \
+  --resume auto 2> "$work/after.log" ||
   { cat "$work/after.log"; fail "the lock of a killed job blocked the next one"; }
 echo "run directory lock: ok"
 
