@@ -63,7 +63,7 @@ fi
 grep -q "none of its 2 checkpoint(s) is readable (ckpt-00000004.lz4, ckpt-00000002.lz4" "$work/bad.log" &&
   grep -q -- "--start-fresh" "$work/bad.log" || { cat "$work/bad.log"; fail "message"; }
 for s in 2 4; do [ "$(stat -c %s "$(ck "$work/bad" $s)")" = 100 ] || fail "ckpt $s changed"; done
-mpi 2 "$BIN/cloze-train" $(common "$work/bad") --set train.steps=1 --start-fresh 2> "$work/fresh.log" ||
+mpi 2 "$BIN/cloze-train" $(common "$work/bad") --set train.steps=4 --start-fresh 2> "$work/fresh.log" ||
   { cat "$work/fresh.log"; fail "--start-fresh"; }
 echo "resume auto with no readable checkpoint: ok"
 
