@@ -9,6 +9,7 @@
 #include "sweep_internal.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* y = a + b x by ordinary least squares, with the parameters' variances
@@ -59,9 +60,11 @@ static int logs(const double *x, const double *y, int n, double *lx, double *ly)
 
 /* the line through (ln x, ln y) */
 static int fit_log_line(const double *x, const double *y, int n, line_fit *f) {
-    static _Thread_local double lx[FIT_MAX], ly[FIT_MAX];
-    if (n < 2 || n > FIT_MAX || logs(x, y, n, lx, ly) != 0) return -1;
-    return fit_line(lx, ly, n, f);
+    if (n < 2 || n > FIT_MAX) return -1;
+    double *lx = malloc(2 * (size_t)n * sizeof *lx), *ly = lx + n;
+    int rc = !lx || logs(x, y, n, lx, ly) != 0 ? -1 : fit_line(lx, ly, n, f);
+    free(lx);
+    return rc;
 }
 
 int cz_fit_power_law(const double *x, const double *y, int n, cz_power_fit *out) {
@@ -129,18 +132,16 @@ int cz_fit_parabola_log(const double *x, const double *y, int n, cz_parabola_fit
     out->n = n;
     out->x_min = out->y_min = NAN;
     if (n < 3 || n > FIT_MAX) return -1;
-    static _Thread_local double u[FIT_MAX];
     double mu = 0;
     for (int i = 0; i < n; i++) {
         if (!(x[i] > 0) || !isfinite(y[i])) return -1;
-        u[i] = log(x[i]);
-        mu += u[i];
+        mu += log(x[i]);
     }
     mu /= n;
     /* centred: y = A v^2 + B v + C with v = u - mean(u), for conditioning */
     double s[5] = {0}, r[3] = {0};
     for (int i = 0; i < n; i++) {
-        double v = u[i] - mu, p = 1;
+        double v = log(x[i]) - mu, p = 1;
         for (int k = 0; k < 5; k++, p *= v) s[k] += p;
         r[0] += y[i] * v * v;
         r[1] += y[i] * v;
@@ -155,7 +156,7 @@ int cz_fit_parabola_log(const double *x, const double *y, int n, cz_parabola_fit
     out->c = A * mu * mu - B * mu + C;
     double ssr = 0;
     for (int i = 0; i < n; i++) {
-        double v = u[i] - mu, e = y[i] - (A * v * v + B * v + C);
+        double v = log(x[i]) - mu, e = y[i] - (A * v * v + B * v + C);
         ssr += e * e;
     }
     out->rms = sqrt(ssr / n);
