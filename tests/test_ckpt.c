@@ -370,6 +370,46 @@ static void test_shuffle_compresses(void) {
     }
 }
 
+/* The background writer writes a snapshot: the caller's buffers change
+ * right after start and the file still holds what they held; writes come
+ * one at a time, and a failed one is reported by the next wait or start. */
+static void test_writer(void) {
+    cz_error err;
+    cz_ckpt_writer *w = cz_ckpt_writer_create(0, &err);
+    CHECK(w != NULL, "%s", err.msg);
+    if (!w) return;
+    char a[512], b[512], bad[600];
+    snprintf(a, sizeof a, "%s/async-a.lz4", dir);
+    snprintf(b, sizeof b, "%s/async-b.lz4", dir);
+    snprintf(bad, sizeof bad, "%s/missing/async.lz4", dir);
+    for (int i = 0; i < NP; i++) params[i] = (float)i;
+    float *owned = cz_alloc(sizeof params, &err);
+    memcpy(owned, params, sizeof params);
+    cz_blob bl[2] = {{"params", params, sizeof params}, {"moment", owned, sizeof params}};
+    int take[2] = {0, 1};
+    CHECK(cz_ckpt_writer_start(w, a, bl, 2, take, NULL, 1, &err) == 0, "start: %s", err.msg);
+    params[7] = -1.0f; /* after start: not in the file */
+    bl[1] = (cz_blob){"moment", params, sizeof params};
+    CHECK(cz_ckpt_writer_start(w, b, bl, 2, NULL, NULL, 1, &err) == 0, "second start: %s", err.msg);
+    CHECK(cz_ckpt_writer_wait(w, &err) == 0, "wait: %s", err.msg);
+    cz_ckpt *k = NULL;
+    CHECK(cz_ckpt_read(a, &k, &err) == 0, "read a: %s", err.msg);
+    const float *p = k ? cz_ckpt_get(k, "params", NULL) : NULL;
+    const float *q = k ? cz_ckpt_get(k, "moment", NULL) : NULL;
+    CHECK(p && q && p[7] == 7.0f && q[7] == 7.0f && p[NP - 1] == (float)(NP - 1),
+          "a holds the snapshot");
+    cz_ckpt_free(k);
+    CHECK(cz_ckpt_read(b, &k, &err) == 0, "read b: %s", err.msg);
+    p = k ? cz_ckpt_get(k, "params", NULL) : NULL;
+    CHECK(p && p[7] == -1.0f, "b holds the second snapshot");
+    cz_ckpt_free(k);
+    CHECK(cz_ckpt_writer_start(w, bad, bl, 1, NULL, NULL, 1, &err) == 0, "start: %s", err.msg);
+    CHECK(cz_ckpt_writer_start(w, b, bl, 1, NULL, NULL, 1, &err) != 0 && strstr(err.msg, bad),
+          "failed write not reported by the next start: %s", err.msg);
+    CHECK(cz_ckpt_writer_wait(w, &err) == 0, "reported twice: %s", err.msg);
+    cz_ckpt_writer_free(w);
+}
+
 static int count_tmp_files(void) {
     char cmd[600];
     snprintf(cmd, sizeof cmd, "ls '%s' | grep -c '\\.tmp\\.' > /dev/null", dir);
@@ -503,6 +543,7 @@ int main(void) {
     test_failed_write_keeps_old(path);
     test_run_dir();
     test_program(path);
+    test_writer();
     test_shuffle_compresses(); /* last: it rewrites params[] */
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);

@@ -67,6 +67,24 @@ int cz_ckpt_verify(const char *path, cz_error *err);
 typedef void (*cz_ckpt_blob_fn)(void *ctx, const char *name, size_t size, const void *data);
 int cz_ckpt_scan(const char *path, cz_ckpt_blob_fn fn, void *ctx, cz_error *err);
 
+/* ---- writing off the training critical path ----
+ * One background writer per run. cz_ckpt_writer_start first waits for the
+ * write before it (one write at a time, in order) and returns its result;
+ * then it snapshots the blobs — copies them, or takes blobs[i].data over
+ * when take[i] = 1 (a cz_alloc'ed buffer the writer frees) — and returns,
+ * while a thread runs cz_ckpt_write and, when prune_dir is given,
+ * cz_ckpt_prune(prune_dir, keep_last). The caller may change its buffers as
+ * soon as start returns. cz_ckpt_writer_wait waits for the running write
+ * and returns its result (0, or -1 with its one-line error). */
+typedef struct cz_ckpt_writer cz_ckpt_writer;
+/* verbose = 1: each finished write is logged ("... written in X s"). */
+cz_ckpt_writer *cz_ckpt_writer_create(int verbose, cz_error *err);
+int cz_ckpt_writer_start(cz_ckpt_writer *w, const char *path, const cz_blob *blobs, int n,
+                         const int *take, const char *prune_dir, int keep_last, cz_error *err);
+int cz_ckpt_writer_wait(cz_ckpt_writer *w, cz_error *err);
+/* Waits for a running write (its error is logged) and frees. */
+void cz_ckpt_writer_free(cz_ckpt_writer *w);
+
 /* ---- run directories ---- */
 void cz_ckpt_path(char *buf, size_t len, const char *run_dir, long step);
 /* Steps of the ckpt-*.lz4 files in run_dir, ascending (malloc'ed, free()). */

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <pthread.h>
 #include <lz4.h>
 #include <lz4frame.h>
 #include <signal.h>
@@ -210,6 +211,102 @@ int cz_ckpt_write(const char *path, const cz_blob *blobs, int n, cz_error *err) 
     free(w.planes);
     free(w.probe);
     return rc;
+}
+
+/* ---------------- the background writer ---------------- */
+
+#define WRITER_MAX_BLOBS 64
+
+struct cz_ckpt_writer {
+    pthread_t thread;
+    int running;  /* a thread to join */
+    int verbose;  /* log each finished write */
+    int rc;       /* result of the last write */
+    cz_error err; /* its error */
+    char path[4096], prune_dir[4096];
+    int keep_last, n;
+    cz_blob blobs[WRITER_MAX_BLOBS];
+    char names[WRITER_MAX_BLOBS][CZ_CKPT_NAME_MAX + 1];
+    void *data[WRITER_MAX_BLOBS]; /* the snapshot, owned until the write ends */
+};
+
+static void writer_release(cz_ckpt_writer *w) {
+    for (int i = 0; i < WRITER_MAX_BLOBS; i++) {
+        cz_free(w->data[i]);
+        w->data[i] = NULL;
+    }
+}
+
+/* The snapshot is freed as soon as it is on disk: between checkpoints the
+ * writer holds no memory. */
+static void *writer_main(void *arg) {
+    cz_ckpt_writer *w = arg;
+    double t0 = cz_now();
+    w->rc = cz_ckpt_write(w->path, w->blobs, w->n, &w->err);
+    writer_release(w);
+    if (w->rc == 0 && w->prune_dir[0]) w->rc = cz_ckpt_prune(w->prune_dir, w->keep_last, &w->err);
+    if (w->rc == 0 && w->verbose)
+        cz_info("checkpoint %s written in %.2fs (in the background)", w->path, cz_now() - t0);
+    return NULL;
+}
+
+cz_ckpt_writer *cz_ckpt_writer_create(int verbose, cz_error *err) {
+    cz_ckpt_writer *w = cz_alloc(sizeof(cz_ckpt_writer), err);
+    if (w) w->verbose = verbose;
+    return w;
+}
+
+int cz_ckpt_writer_wait(cz_ckpt_writer *w, cz_error *err) {
+    if (w->running) {
+        pthread_join(w->thread, NULL);
+        w->running = 0;
+    }
+    if (w->rc != 0) {
+        *err = w->err;
+        w->rc = 0; /* reported once */
+        return -1;
+    }
+    return 0;
+}
+
+int cz_ckpt_writer_start(cz_ckpt_writer *w, const char *path, const cz_blob *blobs, int n,
+                         const int *take, const char *prune_dir, int keep_last, cz_error *err) {
+    int rc = cz_ckpt_writer_wait(w, err);
+    if (rc == 0 && n > WRITER_MAX_BLOBS)
+        rc = cz_fail(err, "%s: %d blobs, the writer holds %d", path, n, WRITER_MAX_BLOBS);
+    for (int i = 0; i < n; i++) {
+        if (take && take[i]) { /* ours now, whatever happens */
+            w->data[i] = (void *)blobs[i].data;
+        } else if (rc == 0) {
+            if (!(w->data[i] = cz_alloc(blobs[i].size + 1, err)))
+                rc = cz_fail_prefix(err, "%s: snapshot of blob '%s'", path, blobs[i].name);
+            else
+                memcpy(w->data[i], blobs[i].data, blobs[i].size);
+        }
+        snprintf(w->names[i], sizeof w->names[i], "%s", blobs[i].name);
+        w->blobs[i] = (cz_blob){w->names[i], w->data[i], blobs[i].size};
+    }
+    if (rc == 0) {
+        w->n = n;
+        snprintf(w->path, sizeof w->path, "%s", path);
+        snprintf(w->prune_dir, sizeof w->prune_dir, "%s", prune_dir ? prune_dir : "");
+        w->keep_last = keep_last;
+        w->rc = 0;
+        if (pthread_create(&w->thread, NULL, writer_main, w) != 0)
+            rc = cz_fail(err, "%s: cannot start the checkpoint writer thread", path);
+        else
+            w->running = 1;
+    }
+    if (rc != 0) writer_release(w);
+    return rc;
+}
+
+void cz_ckpt_writer_free(cz_ckpt_writer *w) {
+    if (!w) return;
+    cz_error err;
+    if (cz_ckpt_writer_wait(w, &err) != 0) cz_warn("%s", err.msg);
+    writer_release(w);
+    cz_free(w);
 }
 
 /* ---------------- reading ---------------- */
@@ -439,8 +536,7 @@ static int parse(const char *path, cz_ckpt *keep, cz_ckpt_blob_fn fn, void *ctx,
         }
         char what[CZ_CKPT_NAME_MAX + 16];
         snprintf(what, sizeof what, "blob '%s'", name);
-        if (keep && filter == CZ_CKPT_SHUFFLE4) {
-            /* a chunk at a time through scratch, unshuffled into place */
+        if (keep) {
             unsigned char *dst = cz_alloc(size + 1, err);
             if (!dst) {
                 cz_fail_prefix(err, "%s: blob '%s' (%llu bytes)", path, name,
@@ -451,25 +547,16 @@ static int parse(const char *path, cz_ckpt *keep, cz_ckpt_blob_fn fn, void *ctx,
             keep->sizes[i] = size;
             keep->names[i] = strdup(name);
             keep->n = i + 1;
-            for (uint64_t off = 0; off < size; off += CZ_CKPT_SHUFFLE_CHUNK) {
-                size_t len = size - off < CZ_CKPT_SHUFFLE_CHUNK ? (size_t)(size - off)
-                                                                : CZ_CKPT_SHUFFLE_CHUNK;
-                if (rd(&r, scratch, len, what, err) != 0) goto out;
-                unshuffle4(dst + off, scratch, len);
+            if (filter != CZ_CKPT_SHUFFLE4) {
+                if (rd(&r, dst, size, what, err) != 0) goto out;
+            } else { /* a chunk at a time through scratch, unshuffled into place */
+                for (uint64_t off = 0; off < size; off += CZ_CKPT_SHUFFLE_CHUNK) {
+                    size_t len = size - off < CZ_CKPT_SHUFFLE_CHUNK ? (size_t)(size - off)
+                                                                    : CZ_CKPT_SHUFFLE_CHUNK;
+                    if (rd(&r, scratch, len, what, err) != 0) goto out;
+                    unshuffle4(dst + off, scratch, len);
+                }
             }
-            h = cz_fnv1a64(dst, size, h);
-        } else if (keep) {
-            void *dst = cz_alloc(size + 1, err);
-            if (!dst) {
-                cz_fail_prefix(err, "%s: blob '%s' (%llu bytes)", path, name,
-                               (unsigned long long)size);
-                goto out;
-            }
-            keep->data[i] = dst;
-            keep->sizes[i] = size;
-            keep->names[i] = strdup(name);
-            keep->n = i + 1;
-            if (rd(&r, dst, size, what, err) != 0) goto out;
             h = cz_fnv1a64(dst, size, h);
         } else {
             void *small = size <= CZ_CKPT_SMALL ? malloc(size + 1) : NULL;

@@ -78,11 +78,22 @@ int cz_run_save_checkpoint(cz_run *r, cz_error *err) {
             blobs[nb++] = r->task->blobs[i];
         char path[CZ_PATH_MAX + 32];
         cz_ckpt_path(path, sizeof path, r->cfg.train.run_dir, r->step);
+        /* written off the critical path: the writer snapshots the blobs
+         * (takes adam_m and adam_v over, copies the rest) and writes and
+         * prunes in its thread; this waits for the write before it first
+         * and returns its result (docs/checkpoints.md) */
         double t0 = cz_now();
-        rc = cz_ckpt_write(path, blobs, nb, err);
+        int take[6 + MAX_TASK_BLOBS] = {[4] = 1, [5] = 1};
+        if (!r->ckpt_writer && !(r->ckpt_writer = cz_ckpt_writer_create(!r->quiet, err))) rc = -1;
+        if (rc == 0) {
+            rc = cz_ckpt_writer_start(r->ckpt_writer, path, blobs, nb, take, r->cfg.train.run_dir,
+                                      r->cfg.train.keep_last, err);
+            m = v = NULL; /* the writer's now */
+        }
         free(config_text);
-        if (rc == 0) rc = cz_ckpt_prune(r->cfg.train.run_dir, r->cfg.train.keep_last, err);
-        if (rc == 0 && !r->quiet) cz_info("checkpoint %s written in %.2fs", path, cz_now() - t0);
+        if (rc == 0 && !r->quiet)
+            cz_info("checkpoint %s: training waited %.2fs (the previous write and the snapshot)",
+                    path, cz_now() - t0);
     }
     cz_free(m);
     cz_free(v);
@@ -175,6 +186,11 @@ static int none_readable(const char *dir, cz_error *err) {
                    "above): repair or move them away, or start a new run there on purpose with "
                    "--start-fresh",
                    dir, n, names);
+}
+
+int cz_run_checkpoint_wait(cz_run *r, cz_error *err) {
+    int rc = r->comm.rank == 0 && r->ckpt_writer ? cz_ckpt_writer_wait(r->ckpt_writer, err) : 0;
+    return cz_comm_share_verdict(&r->comm, 0, rc, err) < 0 ? -1 : 0;
 }
 
 /* Rank 0 decides which file to resume from: 1 = found, 0 = none, -1 = error. */

@@ -211,6 +211,7 @@ static int setup(cz_run *r, const cz_comm *world, const cz_config *cfg, const cz
 }
 
 static void teardown(cz_run *r) {
+    cz_ckpt_writer_free(r->ckpt_writer); /* a write still running ends first */
     cz_metrics_close(r);
     cz_run_release_dir(r);
     cz_optimizer_free(r->opt);
@@ -569,6 +570,7 @@ int cz_train_run_task(const cz_comm *world, const cz_config *cfg, const cz_train
             if (resumed) cz_metrics_resumed(r);
             if (!resumed && r->step == 0) rc = evaluate(r, err); /* the starting point */
             if (rc == 0) rc = run_loop(r, err);
+            if (rc == 0) rc = cz_run_checkpoint_wait(r, err); /* the last one is on disk */
         }
     }
     int shared = r->err_shared;

@@ -33,6 +33,7 @@ typedef struct cz_run {
     int n_ranges;
     cz_grad_sync *gs; /* owned here: begun, hooked and finished by train_step */
     cz_optimizer *opt;
+    cz_ckpt_writer *ckpt_writer; /* rank 0: checkpoints written in the background */
     cz_data *train_data, *eval_data;
     cz_batch_buf buf[2]; /* one per phase: a buffer's row stride is its seq */
     cz_phase phase[2];
@@ -81,6 +82,8 @@ void cz_metrics_eval(cz_run *r, long step, const cz_eval_stats *e);
 
 /* run_state.c: what a run's checkpoint holds and how a run resumes from one */
 int cz_run_save_checkpoint(cz_run *r, cz_error *err);
+/* Waits for the checkpoint being written; every rank learns its verdict. */
+int cz_run_checkpoint_wait(cz_run *r, cz_error *err);
 /* Returns 1 when resumed, 0 when there was nothing to resume from. */
 int cz_run_resume(cz_run *r, const char *resume, cz_error *err);
 /* Rank 0, at set-up: creates train.run_dir and takes its lock (a second job
