@@ -144,8 +144,12 @@ int cz_tokenizer_load_bpe(cz_tokenizer **out, const char *encoder_json, const ch
         goto fail;
     t->fingerprint = cz_fnv1a64(mer, mlen, cz_fnv1a64(enc, elen, CZ_FNV_SEED));
     if (cz_strtab_init(&t->vocab, 65536, err) || load_encoder(t, encoder_json, enc, elen, err) ||
-        load_merges(t, merges_path, mer, mlen, err) || cz_tokenizer_index_ids(t, err))
+        load_merges(t, merges_path, mer, mlen, err))
         goto fail;
+    if (cz_tokenizer_index_ids(t, err)) {
+        cz_fail_prefix(err, "%s", encoder_json);
+        goto fail;
+    }
     cz_gpt2_byte_map(t->byte_to_unicode);
     for (int b = 0; b < 256; b++) {
         char u[4];

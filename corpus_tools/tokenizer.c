@@ -133,10 +133,17 @@ int cz_tokenizer_index_ids(cz_tokenizer *t, cz_error *err) {
     t->vocab_size = n;
     t->id_to_token = calloc(n ? n : 1, sizeof *t->id_to_token);
     if (!t->id_to_token) return cz_fail(err, "tokenizer: out of memory for %u ids", n);
-    for (uint32_t s = 0; s <= t->vocab.mask; s++)
-        if (t->vocab.slot_val[s])
-            t->id_to_token[t->vocab.slot_id[s]] =
-                t->vocab.blob + t->vocab.off[t->vocab.slot_val[s] - 1];
+    for (uint32_t s = 0; s <= t->vocab.mask; s++) {
+        if (!t->vocab.slot_val[s]) continue;
+        char *tok = t->vocab.blob + t->vocab.off[t->vocab.slot_val[s] - 1];
+        char **slot = &t->id_to_token[t->vocab.slot_id[s]];
+        /* two tokens with one id could not both decode (an encoder.json
+         * with a repeated value; vocab.txt gives each line its own id) */
+        if (*slot)
+            return cz_fail(err, "id %u is given to two tokens, \"%.40s\" and \"%.40s\"",
+                           t->vocab.slot_id[s], *slot, tok);
+        *slot = tok;
+    }
     return 0;
 }
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it: set-up and Release build, every ctest
 # test, then the unit tests again under AddressSanitizer + UBSan, then the
-# aarch64 cross build and its unit tests under emulation.
+# aarch64 cross build and its unit tests under emulation, then the fuzzing
+# step.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
@@ -18,3 +19,11 @@ ctest --test-dir build-asan --output-on-failure -j"$jobs" -L unit -LE slow
 # cross tools or Debian's arm64 packages cannot be installed) ----
 echo "== aarch64: cross build, unit tests under qemu-aarch64 (tests/aarch64/run.sh) ==" >&2
 tests/aarch64/run.sh
+
+# ---- fuzzing (owner: hardening): every reader of outside input under
+# libFuzzer with ASan/UBSan/LSan, CLOZE_FUZZ_SECONDS each (default 20, two
+# at a time: about 2.5 minutes with the clang build); fails on any crash,
+# failed property, leak or sanitizer report (tests/fuzz/run.sh,
+# docs/reliability.md) ----
+echo "== fuzzing: each harness ${CLOZE_FUZZ_SECONDS:-20} s (tests/fuzz/run.sh) ==" >&2
+tests/fuzz/run.sh --time "${CLOZE_FUZZ_SECONDS:-20}" --jobs "$jobs"

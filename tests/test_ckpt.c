@@ -164,31 +164,108 @@ static void test_damage(const char *path) {
     CHECK(cz_ckpt_verify(bad, &err) != 0, "trailing bytes not detected");
 }
 
-/* A container whose blob checksum is wrong but whose LZ4 frame is valid:
- * only our per-blob checksum can catch it, and it names the blob. */
-static void test_blob_checksum(void) {
-    unsigned char c[16 + 4 + 1 + 16 + 3];
+/* DIR/NAME: a valid LZ4 frame (with or without its content size) around a
+ * container of one blob 'x' whose size and checksum fields are given, and
+ * n bytes of data. */
+static void one_blob_file(const char *name, uint64_t size, uint64_t sum, const void *data, size_t n,
+                          int content_size, char *path, size_t len) {
+    unsigned char c[16 + 4 + 1 + 16 + 64];
     memcpy(c, "CLZCKPT1", 8);
     uint32_t one = 1, zero = 0, nl = 1;
     memcpy(c + 8, &one, 4);
     memcpy(c + 12, &zero, 4);
     memcpy(c + 16, &nl, 4);
     c[20] = 'x';
-    uint64_t size = 3, h = cz_fnv1a64("abc", 3, CZ_FNV_SEED) ^ 1;
     memcpy(c + 21, &size, 8);
-    memcpy(c + 29, &h, 8);
-    memcpy(c + 37, "abc", 3);
-    char buf[1024], path[512];
-    size_t n = LZ4F_compressFrame(buf, sizeof buf, c, sizeof c, NULL);
-    CHECK(!LZ4F_isError(n), "compressFrame");
-    snprintf(path, sizeof path, "%s/sum.lz4", dir);
+    memcpy(c + 29, &sum, 8);
+    memcpy(c + 37, data, n);
+    LZ4F_preferences_t prefs;
+    memset(&prefs, 0, sizeof prefs);
+    prefs.frameInfo.contentSize = content_size ? 37 + n : 0;
+    char buf[1024];
+    size_t z = LZ4F_compressFrame(buf, sizeof buf, c, 37 + n, &prefs);
+    CHECK(!LZ4F_isError(z), "compressFrame");
+    snprintf(path, len, "%s/%s", dir, name);
     FILE *f = fopen(path, "wb");
-    fwrite(buf, 1, n, f);
+    fwrite(buf, 1, z, f);
     fclose(f);
+}
+
+/* A container whose blob checksum is wrong but whose LZ4 frame is valid:
+ * only our per-blob checksum can catch it, and it names the blob. */
+static void test_blob_checksum(void) {
+    char path[512];
+    one_blob_file("sum.lz4", 3, cz_fnv1a64("abc", 3, CZ_FNV_SEED) ^ 1, "abc", 3, 0, path,
+                  sizeof path);
     cz_error err;
     CHECK(cz_ckpt_verify(path, &err) != 0 && strstr(err.msg, "'x'") &&
               strstr(err.msg, "checksum") && strstr(err.msg, "offset 37"),
           "blob checksum: %s", err.msg);
+}
+
+/* A failed write says "(earlier file kept)" only when there was one: the
+ * tmp file's name taken by a directory makes cz_ckpt_write fail before
+ * writing, with and without a file already at the path. */
+static void test_failed_write_note(void) {
+    char path[512], tmp[600];
+    cz_blob b = {"x", "abc", 3};
+    cz_error err;
+    for (int earlier = 0; earlier < 2; earlier++) {
+        snprintf(path, sizeof path, "%s/note-%d.lz4", dir, earlier);
+        if (earlier) CHECK(cz_ckpt_write(path, &b, 1, &err) == 0, "write: %s", err.msg);
+        snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+        CHECK(mkdir(tmp, 0755) == 0, "mkdir %s", tmp);
+        CHECK(cz_ckpt_write(path, &b, 1, &err) != 0, "write over a directory succeeded");
+        CHECK(!strstr(err.msg, "earlier file kept") == !earlier, "earlier %d: %s", earlier, err.msg);
+        rmdir(tmp);
+    }
+}
+
+/* Two blobs of one name (found by tests/fuzz/fuzz_checkpoint: a flipped
+ * byte turned "adam_m" into a second "adam_v", the file loaded, and lookups
+ * by name saw only the first): read, verify and scan refuse it, naming the
+ * blob and both offsets. */
+static void test_duplicate_name(void) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/dup.lz4", dir);
+    cz_blob b[3] = {{"adam_v", "abc", 3}, {"step", "s", 1}, {"adam_v", "xyz", 3}};
+    cz_error err;
+    CHECK(cz_ckpt_write(path, b, 3, &err) == 0, "write: %s", err.msg);
+    cz_ckpt *ck = NULL;
+    CHECK(cz_ckpt_read(path, &ck, &err) != 0 && strstr(err.msg, "'adam_v' appears twice") &&
+              strstr(err.msg, "first at container offset 16") && !ck,
+          "read: %s", err.msg);
+    CHECK(cz_ckpt_verify(path, &err) != 0 && strstr(err.msg, "appears twice"), "verify: %s",
+          err.msg);
+    CHECK(cz_ckpt_scan(path, NULL, NULL, &err) != 0 && strstr(err.msg, "appears twice"), "scan: %s",
+          err.msg);
+}
+
+/* A blob size the file cannot hold (a corrupt size field in a valid LZ4
+ * frame) is an error naming the blob and the offset of its size field,
+ * found before anything is allocated: without the bound, 2^62 failed as
+ * "out of memory", a size near 20 GB was allocated and zeroed (found by
+ * tests/fuzz/fuzz_checkpoint), and 2^64 - 1 wrapped to a 64-byte buffer the
+ * blob then overflowed. With and without the frame's content size (then the
+ * bound is LZ4's 255:1 ratio over the file size). */
+static void test_blob_size(void) {
+    /* (no size a machine could allocate: a regression must fail fast) */
+    const uint64_t sizes[] = {1ULL << 62, 1ULL << 40, UINT64_MAX - 1, UINT64_MAX};
+    char z[40], path[512];
+    memset(z, 'z', sizeof z);
+    for (int with_size = 0; with_size < 2; with_size++) {
+        for (int k = 0; k < 4; k++) {
+            one_blob_file("size.lz4", sizes[k], 0, z, sizeof z, with_size, path, sizeof path);
+            cz_error err;
+            cz_ckpt *ck = NULL;
+            CHECK(cz_ckpt_read(path, &ck, &err) != 0 && strstr(err.msg, "'x'") &&
+                      strstr(err.msg, "runs past") && strstr(err.msg, "offset 21"),
+                  "read, blob size %llu: %s", (unsigned long long)sizes[k], err.msg);
+            cz_ckpt_free(ck);
+            CHECK(cz_ckpt_verify(path, &err) != 0 && strstr(err.msg, "runs past"),
+                  "verify, blob size %llu: %s", (unsigned long long)sizes[k], err.msg);
+        }
+    }
 }
 
 /* A version-1 container (no filter fields), as the code before the filter
@@ -405,8 +482,12 @@ static void test_run_dir(void) {
     long step = -1;
     CHECK(cz_ckpt_find_latest(run, found, sizeof found, &step, &err) == 1 && step == 30,
           "find latest: step %ld", step);
+    /* pruning counts the good ones only: 20 and 30 kept, and 40, corrupt,
+     * kept as newer than they are (counting it deleted 20, so that one bad
+     * file more left no good one) */
     CHECK(cz_ckpt_prune(run, 2, &err) == 0, "%s", err.msg);
-    CHECK(cz_ckpt_list(run, &list, &n, &err) == 0 && n == 2 && list[0] == 30 && list[1] == 40,
+    CHECK(cz_ckpt_list(run, &list, &n, &err) == 0 && n == 3 && list[0] == 20 && list[1] == 30 &&
+              list[2] == 40,
           "prune kept n=%d", n);
     free(list);
     char empty[400];
@@ -455,6 +536,9 @@ int main(void) {
     test_lz4_tool(path);
     test_damage(path);
     test_blob_checksum();
+    test_blob_size();
+    test_duplicate_name();
+    test_failed_write_note();
     test_version1();
     test_failed_write_keeps_old(path);
     test_run_dir();

@@ -169,6 +169,21 @@ static void test_features(void) {
               f.first_piece[0] == 1 && f.first_piece[2] == 4,
           "tags on first pieces");
     cz_ft_features_free(&f);
+    /* cut at max_seq 4 ([CLS] + 2 pieces + [SEP]): "won", then the first
+     * piece of "Denver" (its word scored there), and "." is cut although it
+     * would fit after "won" alone */
+    char *words2[3] = {"won", "Denver", "."};
+    int tags2[3] = {0, 1, 0};
+    cz_ft_example tx2 = {.n_words = 3, .words = words2, .tags = tags2};
+    td.ex = &tx2;
+    c.max_seq = 4;
+    CHECK(cz_ft_featurize(&f, &td, tok, &c, &err) == 0, "%s", err.msg);
+    int32_t cw[4] = {2, 13, 10, 3}, cl[4] = {-1, 0, 1, -1};
+    CHECK(!memcmp(f.tokens, cw, sizeof cw) && !memcmp(f.token_label, cl, sizeof cl) &&
+              f.first_piece[0] == 1 && f.first_piece[1] == 2 && f.first_piece[2] == -1 &&
+              f.truncated == 1,
+          "tagging cut at max_seq: a word's first pieces kept, no later word skipped in");
+    cz_ft_features_free(&f);
 
     /* SQuAD windows: a context of 12 pieces, windows of 4 every 2 */
     cz_ft_dataset sd = {.kind = CZ_FT_SPAN, .n = 1};

@@ -649,27 +649,37 @@ static void test_gpt2_documents(const cz_tokenizer *t) {
     free(want), free(g);
 }
 
-/* encoder.json escapes: every byte token spelled as \uXXXX, a key with a
- * surrogate pair and one with \" \\ \/; empty merges = bytes only. */
-static void test_json_escapes(const char *tmp) {
+/* TMP/NAME.json: the 256 byte tokens, every one spelled as \uXXXX (GPT-2's
+ * bytes_to_unicode written out here again), then `extra` (JSON members and
+ * the closing brace); TMP/NAME.bpe: merges with the header only. */
+static void write_byte_bpe(const char *tmp, const char *name, const char *extra, char *path,
+                           char *merges, size_t len) {
     uint32_t b2u[256], next = 256;
     for (uint32_t b = 0; b < 256; b++) {
         int printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
         b2u[b] = printable ? b : next++;
     }
-    char enc[8192], merges[4200], path[4200];
+    char enc[8192];
     size_t n = (size_t)snprintf(enc, sizeof enc, "{");
     for (int b = 0; b < 256; b++)
         n += (size_t)snprintf(enc + n, sizeof enc - n, "\"\\u%04X\": %d, ", b2u[b], b);
-    snprintf(enc + n, sizeof enc - n, "\"\\ud83d\\ude00\": 256, \"a\\\"b\\\\c\\/\": 257 }");
-    snprintf(path, sizeof path, "%s/esc.json", tmp);
-    snprintf(merges, sizeof merges, "%s/esc.bpe", tmp);
+    snprintf(enc + n, sizeof enc - n, "%s", extra);
+    snprintf(path, len, "%s/%s.json", tmp, name);
+    snprintf(merges, len, "%s/%s.bpe", tmp, name);
     FILE *f = fopen(path, "wb");
     fputs(enc, f);
     fclose(f);
     f = fopen(merges, "wb");
     fputs("#version: 0.2\n", f);
     fclose(f);
+}
+
+/* encoder.json escapes: every byte token spelled as \uXXXX, a key with a
+ * surrogate pair and one with \" \\ \/; empty merges = bytes only. */
+static void test_json_escapes(const char *tmp) {
+    char merges[4200], path[4200];
+    write_byte_bpe(tmp, "esc", "\"\\ud83d\\ude00\": 256, \"a\\\"b\\\\c\\/\": 257 }", path, merges,
+                   sizeof path);
     cz_tokenizer *t = NULL;
     cz_error err;
     if (cz_tokenizer_load_bpe(&t, path, merges, &err)) {
@@ -684,6 +694,20 @@ static void test_json_escapes(const char *tmp) {
     uint32_t want[] = {'h', 'i', ' ', 0xe2, 0x82, 0xac};
     CHECK(same_ids(&ids, want, 6), "no merges: one token per byte");
     cz_ids_free(&ids);
+    cz_tokenizer_free(t);
+}
+
+/* An encoder.json that gives one id to two tokens is refused, naming both
+ * (found by tests/fuzz/fuzz_vocab: such a vocabulary loaded, and one of
+ * the two tokens then decoded as the other). */
+static void test_duplicate_ids(const char *tmp) {
+    char path[4200], merges[4200];
+    write_byte_bpe(tmp, "dup", "\"xy\": 70}", path, merges, sizeof path);
+    cz_tokenizer *t = NULL;
+    cz_error err;
+    CHECK(cz_tokenizer_load_bpe(&t, path, merges, &err) != 0 && strstr(err.msg, path) &&
+              strstr(err.msg, "id 70 is given to two tokens") && strstr(err.msg, "\"xy\""),
+          "duplicate id: %s", t ? "loaded" : err.msg);
     cz_tokenizer_free(t);
 }
 
@@ -916,6 +940,13 @@ int main(int argc, char **argv) {
         }
         test_byte_round_trip(lb, "learned BPE");
         cz_tokenizer_free(lb);
+        char tmp[] = "/tmp/cloze_tok_dup_XXXXXX";
+        if (mkdtemp(tmp)) {
+            test_duplicate_ids(tmp);
+            char cmd[128];
+            snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
+            if (system(cmd) != 0) fprintf(stderr, "warning: could not remove %s\n", tmp);
+        }
     }
     if (!d || access(d, R_OK) != 0) {
         printf("skip: CLOZE_SHARED_DATA not set or not readable%s\n",

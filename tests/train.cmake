@@ -3,7 +3,7 @@
 # test_train_resume rewrites a checkpoint's run-state version with this
 add_executable(ckpt_set_version ${CLOZE_TEST_DIR}/ckpt_set_version.c)
 target_link_libraries(ckpt_set_version PRIVATE cloze)
-foreach(t train_layouts train_resume train_faults slurm)
+foreach(t train_layouts train_resume train_faults train_rundir slurm)
   cloze_add_script_test(test_${t} COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_${t}.sh
                         LABELS "mpi;train" TIMEOUT 900)
 endforeach()

@@ -55,6 +55,10 @@ void cz_free(void *p);
  * rename over path, fsync the directory. Earlier good data under `path` is
  * never destroyed by a failed write (disk full, crash). */
 int cz_write_file_atomic(const char *path, const void *data, size_t len, cz_error *err);
+/* After a failed write of path: appends " (earlier file kept)" to err when
+ * path exists (an atomic writer leaves it untouched), nothing when there was
+ * none to keep. Returns -1. */
+int cz_note_earlier_kept(cz_error *err, const char *path);
 /* write(2) until every byte is out (retries short writes and EINTR);
  * 0 or -1 with errno set. The streaming writers (checkpoints, shards) use it. */
 int cz_write_all(int fd, const void *data, size_t len);

@@ -222,10 +222,6 @@ typedef struct cz_ft_result {
  * runtime's), OUT/vocab/, and for SQuAD OUT/predictions.json. */
 int cz_ft_run(const cz_comm *world, const cz_ft_options *o, cz_ft_result *res, cz_error *err);
 
-/* s as a JSON string literal (quotes, backslashes and control bytes
- * escaped): the results files' writer, so a path or id never breaks a line. */
-void cz_ft_json_string(FILE *f, const char *s);
-
 /* Feature extraction (BERT Sec. 5.3, the feature-based approach): the
  * per-token states of the chosen layers (negative = from the top: -1 is the
  * last layer, 0 the embeddings), concatenated, for every sequence of

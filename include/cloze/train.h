@@ -25,7 +25,15 @@ typedef struct cz_train_options {
                            "auto": newest checkpoint that verifies, else fresh;
                            a path: that checkpoint */
     int quiet;          /* 1: no progress lines (tests) */
+    int start_fresh;    /* 1: step 0 even where train.run_dir holds checkpoints
+                           (cloze-train --start-fresh) */
 } cz_train_options;
+
+/* What cz_train_run returns for an error every rank has reached with the
+ * same message (rank 0's), before training started: a configuration check,
+ * the run directory's lock, the choice of checkpoint. The caller can end
+ * with MPI_Finalize and exit(1) instead of MPI_Abort. Other errors: -1. */
+#define CZ_TRAIN_ERR_ALL_RANKS (-2)
 
 /* Runs the whole training job on the ranks of `world` (cz_comm_init), on a
  * communicator of its own. Returns 0 on success (also when stopped by a

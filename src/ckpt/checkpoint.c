@@ -13,8 +13,10 @@
 #include <pthread.h>
 #include <lz4.h>
 #include <lz4frame.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define CKPT_IO (1u << 20)
@@ -61,7 +63,7 @@ static void unshuffle4(unsigned char *dst, const unsigned char *src, size_t n) {
 
 static int emit(writer *w, size_t n, cz_error *err) {
     if (cz_write_all(w->fd, w->out, n) != 0)
-        return cz_fail(err, "%s: write failed: %s (earlier file kept)", w->path, strerror(errno));
+        return cz_fail(err, "%s: write failed: %s", w->path, strerror(errno));
     return 0;
 }
 
@@ -188,19 +190,22 @@ int cz_ckpt_write(const char *path, const cz_blob *blobs, int n, cz_error *err) 
     if (w.fd < 0) {
         free(w.planes);
         free(w.probe);
-        return cz_fail(err, "%s: cannot create: %s (earlier file kept)", tmp, strerror(errno));
+        cz_fail(err, "%s: cannot create: %s", tmp, strerror(errno));
+        return cz_note_earlier_kept(err, path);
     }
     int rc = write_frame(&w, blobs, n, err);
     if (rc == 0 && fsync(w.fd) != 0)
-        rc = cz_fail(err, "%s: fsync failed: %s (earlier file kept)", path, strerror(errno));
+        rc = cz_fail(err, "%s: fsync failed: %s", path, strerror(errno));
     if (close(w.fd) != 0 && rc == 0)
-        rc = cz_fail(err, "%s: close failed: %s (earlier file kept)", path, strerror(errno));
+        rc = cz_fail(err, "%s: close failed: %s", path, strerror(errno));
     if (rc == 0 && rename(tmp, path) != 0)
         rc = cz_fail(err, "%s: cannot rename into place: %s", path, strerror(errno));
-    if (rc != 0)
+    if (rc != 0) {
         unlink(tmp);
-    else
+        cz_note_earlier_kept(err, path);
+    } else {
         cz_fsync_dir_of(path);
+    }
     LZ4F_freeCompressionContext(w.cctx);
     free(w.out);
     free(w.planes);
@@ -380,6 +385,28 @@ static int rd_finish(reader *r, cz_error *err) {
     return 0;
 }
 
+/* The most container bytes the file can hold, read before the first blob:
+ * the frame's content size (cz_ckpt_write records it), else what LZ4's
+ * compression ratio allows (at most 255:1, the format's longest match per
+ * byte). A corrupt blob size beyond it is refused before any allocation, so
+ * that a damaged file gets an error, not a 20 GB allocation. Consumes the
+ * frame header when it parses; otherwise leaves the bytes for rd to report. */
+static uint64_t content_limit(reader *r) {
+    struct stat st;
+    uint64_t file = fstat(fileno(r->f), &st) == 0 ? (uint64_t)st.st_size : 0;
+    uint64_t limit = file < (UINT64_MAX - 65536) / 256 ? 256 * file + 65536 : UINT64_MAX;
+    r->in_len = fread(r->in, 1, CKPT_READ, r->f);
+    r->in_pos = 0;
+    LZ4F_frameInfo_t fi;
+    size_t n = r->in_len;
+    if (n && !LZ4F_isError(LZ4F_getFrameInfo(r->dctx, &fi, r->in, &n))) {
+        r->in_pos = n;
+        r->in_off = n;
+        if (fi.contentSize) limit = fi.contentSize;
+    }
+    return limit;
+}
+
 struct cz_ckpt {
     int n;
     char **names;
@@ -387,11 +414,39 @@ struct cz_ckpt {
     size_t *sizes;
 };
 
+/* A blob's name and where its header starts, to find names given twice
+ * (found by tests/fuzz/fuzz_checkpoint: a file whose "adam_m" read as a
+ * second "adam_v" loaded, and lookups by name saw only the first). */
+typedef struct seen_blob {
+    char name[CZ_CKPT_NAME_MAX + 1];
+    uint64_t at;
+} seen_blob;
+
+static int by_name(const void *a, const void *b) {
+    const seen_blob *x = a, *y = b;
+    int c = strcmp(x->name, y->name);
+    return c ? c : (x->at > y->at) - (x->at < y->at);
+}
+
+/* Sorted by name, then offset: a repeated name is refused, naming both. */
+static int check_unique(const char *path, seen_blob *seen, int n, cz_error *err) {
+    qsort(seen, (size_t)n, sizeof *seen, by_name);
+    for (int i = 1; i < n; i++)
+        if (!strcmp(seen[i - 1].name, seen[i].name))
+            return cz_fail(err,
+                           "%s: container offset %llu: blob '%s' appears twice (first at "
+                           "container offset %llu)",
+                           path, (unsigned long long)seen[i].at, seen[i].name,
+                           (unsigned long long)seen[i - 1].at);
+    return 0;
+}
+
 /* Parses the whole file. keep != NULL: blobs are kept there; else each blob
  * is hashed in pieces and (if small) handed to fn. */
 static int parse(const char *path, cz_ckpt *keep, cz_ckpt_blob_fn fn, void *ctx, cz_error *err) {
     reader r = {path, NULL, NULL, NULL, 0, 0, 0, 0, 0};
     unsigned char *scratch = NULL, *plain = NULL;
+    seen_blob *seen = NULL;
     int rc = -1;
     r.f = fopen(path, "rb");
     if (!r.f) return cz_fail(err, "%s: cannot open: %s", path, strerror(errno));
@@ -407,6 +462,7 @@ static int parse(const char *path, cz_ckpt *keep, cz_ckpt_blob_fn fn, void *ctx,
         cz_fail(err, "%s: lz4: %s", path, LZ4F_getErrorName(e));
         goto out;
     }
+    uint64_t limit = content_limit(&r);
     unsigned char head[16];
     if (rd(&r, head, 16, "header", err) != 0) goto out;
     int v2 = memcmp(head, CZ_CKPT_MAGIC, 8) == 0;
@@ -428,9 +484,21 @@ static int parse(const char *path, cz_ckpt *keep, cz_ckpt_blob_fn fn, void *ctx,
             goto out;
         }
     }
+    /* (grown as blobs come: each takes bytes of the file, so a forged count
+     * costs no memory) */
+    int seen_cap = 0;
     for (int i = 0; i < n; i++) {
         unsigned char b[CZ_CKPT_NAME_MAX + 1 + 24];
         uint64_t at = r.out_off;
+        if (i == seen_cap) {
+            seen_cap = seen_cap ? 2 * seen_cap : 16;
+            seen_blob *grown = realloc(seen, (size_t)seen_cap * sizeof *seen);
+            if (!grown) {
+                cz_fail(err, "%s: out of memory", path);
+                goto out;
+            }
+            seen = grown;
+        }
         if (rd(&r, b, 4, "blob header", err) != 0) goto out;
         uint32_t nl = get_u32(b);
         if (nl == 0 || nl > CZ_CKPT_NAME_MAX) {
@@ -442,6 +510,8 @@ static int parse(const char *path, cz_ckpt *keep, cz_ckpt_blob_fn fn, void *ctx,
         if (rd(&r, name, nl, "blob name", err) != 0 || rd(&r, b, 16, "blob header", err) != 0)
             goto out;
         name[nl] = 0;
+        memcpy(seen[i].name, name, nl + 1);
+        seen[i].at = at;
         uint64_t size = get_u64(b), want = get_u64(b + 8), h = CZ_FNV_SEED;
         uint32_t filter = CZ_CKPT_PLAIN;
         if (v2) {
@@ -456,6 +526,14 @@ static int parse(const char *path, cz_ckpt *keep, cz_ckpt_blob_fn fn, void *ctx,
             }
         }
         uint64_t data_at = r.out_off;
+        if (size > limit || size > limit - data_at) {
+            cz_fail(err,
+                    "%s: container offset %llu: blob '%s': size %llu runs past the %llu-byte "
+                    "content",
+                    path, (unsigned long long)(data_at - 16), name, (unsigned long long)size,
+                    (unsigned long long)limit);
+            goto out;
+        }
         char what[CZ_CKPT_NAME_MAX + 16];
         snprintf(what, sizeof what, "blob '%s'", name);
         if (keep) {
@@ -506,8 +584,10 @@ static int parse(const char *path, cz_ckpt *keep, cz_ckpt_blob_fn fn, void *ctx,
             goto out;
         }
     }
+    if (check_unique(path, seen, n, err) != 0) goto out;
     rc = rd_finish(&r, err);
 out:
+    free(seen);
     if (r.dctx) LZ4F_freeDecompressionContext(r.dctx);
     fclose(r.f);
     free(r.in);
@@ -644,14 +724,57 @@ int cz_ckpt_find_latest(const char *run_dir, char *path, size_t len, long *step,
     return found;
 }
 
+/* "ckpt-<step>.lz4.tmp.<pid>" (what cz_ckpt_write writes before its
+ * rename) left by a writer that is not this process and is not alive: a
+ * job killed during a write, whose leftover would otherwise stay forever
+ * (a model's size each time). The caller holds the run directory's lock,
+ * so no other job writes there; a pid alive on this host is left alone all
+ * the same. */
+static void remove_dead_tmps(const char *run_dir) {
+    DIR *d = opendir(run_dir);
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        char *t = strstr(e->d_name, ".lz4.tmp.");
+        if (!t || strncmp(e->d_name, "ckpt-", 5) != 0) continue;
+        char *end;
+        long pid = strtol(t + 9, &end, 10);
+        if (*end || pid <= 0 || pid == (long)getpid()) continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+        char p[4096];
+        snprintf(p, sizeof p, "%s/%s", run_dir, e->d_name);
+        if (unlink(p) == 0)
+            cz_info("removed %s: a partial checkpoint that writer %ld left when it died", p, pid);
+    }
+    closedir(d);
+}
+
+/* Keeps the keep_last newest checkpoints that verify and removes those
+ * older than them. Unreadable ones do not count towards keep_last (after a
+ * resume past a corrupt newest file, counting it deleted the good file the
+ * run resumed from) and are not removed while newer than the oldest kept
+ * good one (they may be looked at); with no good checkpoint nothing goes.
+ * Costs a verify (a full read) of keep_last files and of any unreadable
+ * ones newer than they are. */
 int cz_ckpt_prune(const char *run_dir, int keep_last, cz_error *err) {
     if (keep_last < 1)
         return cz_fail(err, "checkpoint prune: keep_last = %d, need >= 1", keep_last);
+    remove_dead_tmps(run_dir);
     long *steps;
     int n;
     if (cz_ckpt_list(run_dir, &steps, &n, err) != 0) return -1;
-    int rc = 0;
-    for (int i = 0; i < n - keep_last; i++) {
+    int rc = 0, good = 0, first_old = n - 1;
+    for (; first_old >= 0 && good < keep_last; first_old--) {
+        char p[4096];
+        cz_ckpt_path(p, sizeof p, run_dir, steps[first_old]);
+        cz_error e;
+        if (cz_ckpt_verify(p, &e) == 0)
+            good++;
+        else
+            cz_warn("pruning: not counted towards train.keep_last, kept: %s", e.msg);
+    }
+    if (good < keep_last) first_old = -1;
+    for (int i = 0; i <= first_old; i++) {
         char p[4096];
         cz_ckpt_path(p, sizeof p, run_dir, steps[i]);
         if (unlink(p) != 0 && errno != ENOENT) {

@@ -723,8 +723,9 @@ int cz_config_load(cz_config *c, const char *path, const char *const *overrides,
     if (!path) return load_parsed(c, NULL, NULL, overrides, n_overrides, err);
     FILE *f = fopen(path, "r");
     if (!f) {
+        int e = errno; /* (cz_config_defaults may change errno) */
         cz_config_defaults(c);
-        return cz_fail(err, "%s: cannot open: %s", path, strerror(errno));
+        return cz_fail(err, "%s: cannot open: %s", path, strerror(e));
     }
     config_t cfg;
     config_init(&cfg);

@@ -58,6 +58,13 @@ int cz_write_all(int fd, const void *data, size_t len) {
     return 0;
 }
 
+int cz_note_earlier_kept(cz_error *err, const char *path) {
+    size_t n = err ? strlen(err->msg) : 0;
+    if (err && access(path, F_OK) == 0)
+        snprintf(err->msg + n, sizeof err->msg - n, " (earlier file kept)");
+    return -1;
+}
+
 int cz_write_file_atomic(const char *path, const void *data, size_t len, cz_error *err) {
     char tmp[4096];
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
@@ -67,7 +74,8 @@ int cz_write_file_atomic(const char *path, const void *data, size_t len, cz_erro
         int e = errno;
         close(fd);
         unlink(tmp);
-        return cz_fail(err, "%s: write failed: %s (earlier file kept)", path, strerror(e));
+        cz_fail(err, "%s: write failed: %s", path, strerror(e));
+        return cz_note_earlier_kept(err, path);
     }
     if (close(fd) != 0 || rename(tmp, path) != 0) {
         int e = errno;

@@ -192,14 +192,18 @@ static int featurize_tag(cz_ft_features *f, const cz_ft_dataset *d, const struct
                 break;
             }
             f->first_piece[base + w] = -1;
-            if (!p.n) continue;              /* nothing left after normalisation: predicted O */
-            if (len + (int)p.n > f->T - 1) { /* keep room for [SEP] */
-                cut = 1;
-                continue;
-            }
+            if (cut || !p.n) continue; /* cut off, or nothing left after normalisation: O */
+            /* The sequence is cut at max_seq pieces as a tokenizer's truncation
+             * cuts it (transformers' truncation=True): a word that does not fit
+             * keeps the pieces that do, and every later word is cut, never
+             * skipped over for a shorter one. Room is kept for [SEP]. */
+            int room = f->T - 1 - len;
+            if ((int)p.n > room) cut = 1;
+            if (room <= 0) continue;
             f->first_piece[base + w] = len;
             f->token_label[(size_t)row * f->T + (size_t)len] = x->tags[w];
-            for (size_t i = 0; i < p.n; i++) put(f, row, &len, (int32_t)p.ids[i], 0);
+            for (size_t i = 0; i < p.n && (int)i < room; i++)
+                put(f, row, &len, (int32_t)p.ids[i], 0);
         }
         put(f, row, &len, c->sep, 0);
         f->truncated += cut;

@@ -22,6 +22,7 @@
 #include "cloze/data.h"
 #include "cloze/finetune.h"
 #include "cloze/hf.h"
+#include "cloze/json.h"
 #include "cloze/safetensors.h"
 #include "cloze/train.h"
 #include "tokenizer.h"
@@ -246,73 +247,110 @@ static int argmax(const float *z, int n) {
     return k;
 }
 
-void cz_ft_json_string(FILE *f, const char *s) {
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            fprintf(f, "\\%c", c);
-        else if (c < 0x20)
-            fprintf(f, "\\u%04x", c);
-        else
-            fputc(c, f);
-    }
-    fputc('"', f);
+/* OUT/<name> for the final evaluation's predictions (NULL otherwise, or
+ * when it cannot be written: the scores matter more than this file). */
+static FILE *open_predictions(const ft_run *r, int final, const char *name) {
+    if (!final) return NULL;
+    char path[1200];
+    snprintf(path, sizeof path, "%s/%s", r->o->out_dir, name);
+    FILE *f = fopen(path, "w");
+    if (!f) cz_warn("%s: cannot write predictions: %s", path, strerror(errno));
+    return f;
 }
 
-/* The dev scores from the logits of every dev feature (rank 0). */
+/* One line of dev_predictions.jsonl: the predicted and gold label names
+ * and the logits they come from (format: docs/finetune.md). */
+static void put_prediction(FILE *pf, const cz_ft_task *t, int pred, int gold, const float *z) {
+    fputs("{\"pred\":", pf);
+    cz_json_write_string(pf, t->labels[pred]);
+    fputs(",\"gold\":", pf);
+    cz_json_write_string(pf, t->labels[gold]);
+    fputs(",\"logits\":[", pf);
+    for (int c = 0; c < t->n_labels; c++) fprintf(pf, "%s%.9g", c ? "," : "", (double)z[c]);
+    fputs("]}", pf);
+}
+
+static int score_classes(const ft_run *r, const float *logits, size_t w, FILE *pf, cz_ft_scores *s,
+                         cz_error *err) {
+    const cz_ft_features *f = &r->fdev;
+    int *gold = malloc((size_t)f->n * sizeof *gold), *pred = malloc((size_t)f->n * sizeof *pred);
+    if (!gold || !pred) return free(gold), free(pred), cz_fail(err, "out of memory");
+    for (int i = 0; i < f->n; i++) {
+        gold[i] = f->label[i];
+        pred[i] = argmax(logits + (size_t)i * w, r->task.n_labels);
+        if (pf) {
+            put_prediction(pf, &r->task, pred[i], gold[i], logits + (size_t)i * w);
+            fputc('\n', pf);
+        }
+    }
+    cz_ft_classify_scores(gold, pred, f->n, s);
+    free(gold);
+    free(pred);
+    return 0;
+}
+
+/* Tagging: each word is scored at its first piece; words cut at max_seq (or
+ * empty) are predicted O (class 0), with null logits in the predictions. */
+static int score_tags(ft_run *r, const float *logits, size_t w, FILE *pf, cz_ft_scores *s,
+                      cz_error *err) {
+    const cz_ft_features *f = &r->fdev;
+    const cz_ft_dataset *d = &r->dev;
+    long total = 0;
+    for (int e = 0; e < d->n; e++) total += d->ex[e].n_words;
+    int *gold = malloc((size_t)total * sizeof *gold), *pred = malloc((size_t)total * sizeof *pred);
+    int *len = malloc((size_t)d->n * sizeof *len);
+    if (!gold || !pred || !len)
+        return free(gold), free(pred), free(len), cz_fail(err, "out of memory");
+    long k = 0;
+    int C = r->task.n_labels;
+    for (int e = 0; e < d->n; e++) {
+        len[e] = d->ex[e].n_words;
+        if (pf) fputs("{\"words\":[", pf);
+        for (int wd = 0; wd < d->ex[e].n_words; wd++, k++) {
+            int t = f->first_piece[f->word_base[e] + wd];
+            const float *z = t < 0 ? NULL : logits + (size_t)e * w + (size_t)t * C;
+            gold[k] = d->ex[e].tags[wd];
+            pred[k] = z ? argmax(z, C) : 0;
+            if (!pf) continue;
+            if (wd) fputc(',', pf);
+            if (z) {
+                put_prediction(pf, &r->task, pred[k], gold[k], z);
+            } else {
+                fputs("{\"pred\":", pf);
+                cz_json_write_string(pf, r->task.labels[0]);
+                fputs(",\"gold\":", pf);
+                cz_json_write_string(pf, r->task.labels[gold[k]]);
+                fputs(",\"logits\":null}", pf);
+            }
+        }
+        if (pf) fputs("]}\n", pf);
+    }
+    cz_ft_entity_scores(gold, pred, len, d->n, r->task.labels, s);
+    free(gold);
+    free(pred);
+    free(len);
+    return 0;
+}
+
+/* The dev scores from the logits of every dev feature (rank 0); after the
+ * last step also the predictions: OUT/dev_predictions.jsonl (classification:
+ * a line per example; tagging: a line per sentence, one entry per word) or
+ * OUT/predictions.json (SQuAD, the official format). */
 static int score_dev(ft_run *r, const float *logits, int final, cz_ft_scores *s, cz_error *err) {
     const cz_ft_features *f = &r->fdev;
     const cz_ft_dataset *d = &r->dev;
     size_t w = logit_width(r);
     memset(s, 0, sizeof *s);
-    if (r->task.kind == CZ_FT_CLASSIFY) {
-        int *gold = malloc((size_t)f->n * sizeof *gold),
-            *pred = malloc((size_t)f->n * sizeof *pred);
-        if (!gold || !pred) return free(gold), free(pred), cz_fail(err, "out of memory");
-        for (int i = 0; i < f->n; i++) {
-            gold[i] = f->label[i];
-            pred[i] = argmax(logits + (size_t)i * w, r->task.n_labels);
-        }
-        cz_ft_classify_scores(gold, pred, f->n, s);
-        free(gold);
-        free(pred);
-        return 0;
-    }
-    if (r->task.kind == CZ_FT_TAG) {
-        long total = 0;
-        for (int e = 0; e < d->n; e++) total += d->ex[e].n_words;
-        int *gold = malloc((size_t)total * sizeof *gold),
-            *pred = malloc((size_t)total * sizeof *pred);
-        int *len = malloc((size_t)d->n * sizeof *len);
-        if (!gold || !pred || !len)
-            return free(gold), free(pred), free(len), cz_fail(err, "out of memory");
-        long k = 0;
-        int C = r->task.n_labels, T = f->T;
-        for (int e = 0; e < d->n; e++) {
-            len[e] = d->ex[e].n_words;
-            for (int wd = 0; wd < d->ex[e].n_words; wd++, k++) {
-                int t = f->first_piece[f->word_base[e] + wd];
-                gold[k] = d->ex[e].tags[wd];
-                /* words cut at max_seq (or empty) are predicted O (class 0) */
-                pred[k] = t < 0 ? 0 : argmax(logits + (size_t)e * w + (size_t)t * C, C);
-            }
-            (void)T;
-        }
-        cz_ft_entity_scores(gold, pred, len, d->n, r->task.labels, s);
-        free(gold);
-        free(pred);
-        free(len);
-        return 0;
+    if (r->task.kind != CZ_FT_SPAN) {
+        FILE *pf = open_predictions(r, final, "dev_predictions.jsonl");
+        int rc = r->task.kind == CZ_FT_CLASSIFY ? score_classes(r, logits, w, pf, s, err)
+                                                : score_tags(r, logits, w, pf, s, err);
+        if (pf && fclose(pf) != 0) cz_warn("dev_predictions.jsonl: %s", strerror(errno));
+        return rc;
     }
     /* span: the best answer of each question over its windows */
-    FILE *pf = NULL;
-    if (final) {
-        char path[1200];
-        snprintf(path, sizeof path, "%s/predictions.json", r->o->out_dir);
-        pf = fopen(path, "w");
-        if (pf) fputc('{', pf);
-    }
+    FILE *pf = open_predictions(r, final, "predictions.json");
+    if (pf) fputc('{', pf);
     double em_sum = 0, f1_sum = 0;
     int first = 0;
     for (int e = 0; e < d->n; e++) {
@@ -329,9 +367,9 @@ static int score_dev(ft_run *r, const float *logits, int final, cz_ft_scores *s,
         f1_sum += f1;
         if (pf) {
             if (e) fputc(',', pf);
-            cz_ft_json_string(pf, d->ex[e].id);
+            cz_json_write_string(pf, d->ex[e].id);
             fputc(':', pf);
-            cz_ft_json_string(pf, ans ? ans : "");
+            cz_json_write_string(pf, ans ? ans : "");
         }
         free(ans);
         first += count;
@@ -373,9 +411,9 @@ static void write_result(ft_run *r, long step, int final, const cz_ft_scores *s,
     FILE *f = r->results;
     const cz_ft_options *o = r->o;
     fprintf(f, "{\"kind\":\"eval\",\"final\":%s,\"task\":", final ? "true" : "false");
-    cz_ft_json_string(f, r->task.name);
+    cz_json_write_string(f, r->task.name);
     fprintf(f, ",\"label\":");
-    cz_ft_json_string(f, o->label[0] ? o->label : r->task.name);
+    cz_json_write_string(f, o->label[0] ? o->label : r->task.name);
     fprintf(f, ",\"metric\":\"%s\",\"score\":%.6f,\"step\":%ld,\"steps\":%ld,\"epoch\":%.4f,",
             metric_name(r->task.metric), score_of(r->task.metric, s), step, r->steps,
             r->steps_per_epoch ? (double)step / (double)r->steps_per_epoch : 0.0);
@@ -393,7 +431,7 @@ static void write_result(ft_run *r, long step, int final, const cz_ft_scores *s,
     fprintf(f, "\"max_seq\":%d,\"train_examples\":%d,\"train_features\":%d,\"ranks\":%d,",
             o->max_seq, r->train.n, r->ftrain.n, ranks);
     fprintf(f, "\"init\":");
-    cz_ft_json_string(f, o->random_init ? "random" : o->init);
+    cz_json_write_string(f, o->random_init ? "random" : o->init);
     fprintf(f, ",\"seconds\":%.1f}\n", cz_now() - r->t0);
     fflush(f);
 }
@@ -626,7 +664,7 @@ int cz_ft_run(const cz_comm *world, const cz_ft_options *o, cz_ft_result *res, c
     int nb = 2;
     if (r.base.has_vocab) nb += cz_hf_vocab_blobs(&r.base.vocab, meta, sizeof meta, all + 2);
     cz_train_task task = {&r, build_sample, init_model, evaluate, all, nb};
-    cz_train_options to = {o->resume, o->quiet};
+    cz_train_options to = {.resume = o->resume, .quiet = o->quiet};
     rc = cz_train_run_task(world, &cfg, &to, &task, err);
     if (res) {
         res->steps = r.steps;

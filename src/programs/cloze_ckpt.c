@@ -12,6 +12,7 @@
 #include "cloze/ckpt.h"
 #include "cloze/config.h"
 #include "cloze/hf.h"
+#include "cloze/json.h"
 #include "cloze/safetensors.h"
 #include "cloze/sha256.h"
 #include "cloze/shard.h"
@@ -25,16 +26,24 @@ static void usage(FILE *out) {
         "                                        (params: the flat fp32 parameter buffer)\n"
         "       cloze-ckpt export-hf CKPT DIR [--vocab FILE [--merges FILE]] [--cased|--uncased]\n"
         "                 write DIR/model.safetensors, config.json and the tokenizer files\n"
-        "                 (vocab.txt, or vocab.json + merges.txt, tokenizer_config.json) so\n"
-        "                 that transformers' AutoModel* and AutoTokenizer load DIR\n"
+        "                 (vocab.txt, or vocab.json + merges.txt; tokenizer_config.json,\n"
+        "                 special_tokens_map.json) so that transformers' AutoModelFor*\n"
+        "                 and AutoTokenizer load DIR: BertForPreTraining or\n"
+        "                 OpenAIGPTLMHeadModel, or for a cloze-finetune checkpoint\n"
+        "                 BertFor{SequenceClassification,QuestionAnswering,TokenClassification}\n"
+        "                 or OpenAIGPTForSequenceClassification\n"
         "       cloze-ckpt import-hf DIR OUT.lz4 [--seed N]\n"
         "                 read a BertForPreTraining, BertModel, OpenAIGPTLMHeadModel or\n"
         "                 OpenAIGPTModel directory (config.json + model.safetensors) into a\n"
-        "                 checkpoint for model.init_from; heads the files lack start fresh\n"
+        "                 checkpoint for model.init_from (cloze-train) or --init\n"
+        "                 (cloze-finetune); heads the files lack start fresh (seed N,\n"
+        "                 12345), listed in one line\n"
         "       cloze-ckpt --help\n"
-        "FILE is a ckpt-<step>.lz4 written by cloze-train (an LZ4 frame: `lz4 -d` opens it).\n"
-        "export-hf takes the vocabulary the checkpoint carries, else the one its training\n"
-        "manifest names (checked against the manifest's fingerprint), else --vocab.\n");
+        "FILE / CKPT: a ckpt-<step>.lz4 of cloze-train or cloze-finetune, or import-hf's\n"
+        "output (an LZ4 frame: `lz4 -d` opens it). export-hf takes the vocabulary the\n"
+        "checkpoint carries, else the files its training manifest records (checked by\n"
+        "SHA-256 and the shards' fingerprint), else --vocab. Casing: the checkpoint's,\n"
+        "else guessed from vocab.txt; --cased / --uncased force it.\n");
 }
 
 typedef struct info_ctx {
@@ -154,6 +163,57 @@ static int vocab_of_manifest(const cz_config *cfg, int lower, cz_hf_vocab *v, cz
     return 1;
 }
 
+/* A cloze-finetune checkpoint names its classes ("finetune.task": "task
+ * NAME\nlabels A B ..."): config.json gets them as id2label / label2id, so
+ * that transformers' pipelines and model.config.id2label say "positive"
+ * rather than LABEL_1. Nothing to do for other checkpoints. */
+static int add_label_names(const cz_ckpt *c, const char *dir, cz_error *err) {
+    size_t n = 0;
+    const char *blob = cz_ckpt_get(c, "finetune.task", &n);
+    if (!blob) return 0;
+    char text[4096];
+    snprintf(text, sizeof text, "%.*s", (int)(n < sizeof text ? n : sizeof text - 1), blob);
+    char *labels = strstr(text, "\nlabels");
+    if (!labels) return 0;
+    char *names[64];
+    int k = 0;
+    for (char *t = strtok(labels + 7, " \n"); t && k < 64; t = strtok(NULL, " \n"))
+        names[k++] = t;
+    if (k == 0) return 0;
+    char path[1200];
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    void *old;
+    size_t len;
+    if (cz_read_file(path, &old, &len, err)) return -1;
+    char *json = NULL;
+    size_t jl = 0;
+    FILE *f = open_memstream(&json, &jl);
+    if (!f || len < 2 || ((char *)old)[0] != '{') {
+        if (f) fclose(f);
+        free(json);
+        cz_free(old);
+        return cz_fail(err, "%s: not the JSON object export-hf wrote", path);
+    }
+    fputs("{\n  \"id2label\": {", f);
+    for (int i = 0; i < k; i++) {
+        fprintf(f, "%s\"%d\": ", i ? ", " : "", i);
+        cz_json_write_string(f, names[i]);
+    }
+    fputs("},\n  \"label2id\": {", f);
+    for (int i = 0; i < k; i++) {
+        if (i) fputs(", ", f);
+        cz_json_write_string(f, names[i]);
+        fprintf(f, ": %d", i);
+    }
+    fputs("},", f);
+    fwrite((char *)old + 1, 1, len - 1, f);
+    fclose(f);
+    cz_free(old);
+    int rc = cz_write_file_atomic(path, json, jl, err);
+    free(json);
+    return rc;
+}
+
 static int export_hf(int argc, char **argv) {
     const char *ckpt = argv[2], *dir = argv[3], *vocab = NULL, *merges = NULL;
     int lower = -1;
@@ -193,7 +253,7 @@ static int export_hf(int argc, char **argv) {
                 ckpt);
         goto done;
     }
-    if (cz_hf_export(m, &v, dir, &err)) goto done;
+    if (cz_hf_export(m, &v, dir, &err) || add_label_names(c, dir, &err)) goto done;
     int bert = cfg.model.arch == CZ_ARCH_BERT;
     printf("%s -> %s: model.safetensors (%d tensors, %.1f MB), config.json (%s), %s, "
            "tokenizer_config.json (%s%s) from %s\n",

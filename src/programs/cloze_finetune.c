@@ -60,7 +60,10 @@ static const char HELP[] =
     "features: --layers LIST (-1,-2,-3,-4: the last four, Sec. 5.3's best), --input a\n"
     "      text file (one sequence per line) or a TSV/CoNLL file with --task.\n"
     "Results: DIR/results.jsonl, one JSON object per evaluation (format in\n"
-    "docs/finetune.md); training curves in DIR/metrics.jsonl.\n";
+    "docs/finetune.md); the last evaluation's predictions in DIR/dev_predictions.jsonl\n"
+    "(classification, tagging) or DIR/predictions.json (SQuAD, the official format);\n"
+    "training curves in DIR/metrics.jsonl; checkpoints DIR/ckpt-*.lz4 (`cloze-ckpt\n"
+    "export-hf` turns one into the Hugging Face task model).\n";
 
 static int parse_list(const char *s, double *v, int cap) {
     int n = 0;
@@ -318,7 +321,7 @@ static int run_grid(const cz_comm *world, args *a, cz_error *err) {
                             "{\"kind\":\"point\",\"lr\":%.9g,\"batch\":%d,\"epochs\":%d,"
                             "\"seed\":%llu,\"score\":%.6f,\"dir\":",
                             p->lr, p->batch, p->epochs, p->seed, p->score);
-                    cz_ft_json_string(f, p->dir);
+                    cz_json_write_string(f, p->dir);
                     fputs("}\n", f);
                 }
             }
@@ -352,13 +355,13 @@ static int run_grid(const cz_comm *world, args *a, cz_error *err) {
                pts[best_run].score, pts[best_run].dir);
         if (f) {
             fputs("{\"kind\":\"selected\",\"task\":", f);
-            cz_ft_json_string(f, base.task.name);
+            cz_json_write_string(f, base.task.name);
             fprintf(f,
                     ",\"metric_mean\":%.6f,\"lr\":%.9g,\"batch\":%d,\"epochs\":%d,"
                     "\"best_seed\":%llu,\"best_score\":%.6f,\"best_dir\":",
                     best, pts[best_c].lr, pts[best_c].batch, pts[best_c].epochs, pts[best_run].seed,
                     pts[best_run].score);
-            cz_ft_json_string(f, pts[best_run].dir);
+            cz_json_write_string(f, pts[best_run].dir);
             fputs("}\n", f);
             fclose(f);
         }

@@ -11,26 +11,31 @@
 #define MAX_OVERRIDES 256
 
 static void usage(FILE *out) {
-    fprintf(
-        out,
-        "usage: cloze-train CONFIG [--set section.key=value]... [--resume auto|PATH] [--quiet]\n"
-        "       mpirun -np N cloze-train CONFIG ...      (one rank per process)\n"
-        "\n"
-        "Pre-trains the model described by CONFIG (a libconfig file, see conf/ and\n"
-        "docs/config.md) on the shards named by data.train_manifest.\n"
-        "\n"
-        "  --set KEY=VALUE   override any configuration key, e.g. --set model.layers=6\n"
-        "                    (repeatable; applied after the file, then validated)\n"
-        "  --resume auto     continue from the newest checkpoint in train.run_dir that\n"
-        "                    verifies (skipping corrupt ones); start fresh if none\n"
-        "  --resume PATH     continue from that checkpoint file\n"
-        "  --quiet           no progress lines (metrics.jsonl is still written)\n"
-        "  --help-config     list every configuration key with its default and meaning\n"
-        "  --help            this text\n"
-        "\n"
-        "The run directory (train.run_dir) receives config.cfg (the effective\n"
-        "configuration), metrics.jsonl, train.log lines on stderr, and checkpoints\n"
-        "ckpt-<step>.lz4. SIGUSR1 or SIGTERM: write a checkpoint and exit 0.\n");
+    fprintf(out, "usage: cloze-train CONFIG [--set section.key=value]... [--resume auto|PATH | "
+                 "--start-fresh]\n"
+                 "                   [--quiet]\n"
+                 "       mpirun -np N cloze-train CONFIG ...      (one rank per process)\n"
+                 "\n"
+                 "Pre-trains the model described by CONFIG (a libconfig file, see conf/ and\n"
+                 "docs/config.md) on the shards named by data.train_manifest.\n"
+                 "\n"
+                 "  --set KEY=VALUE   override any configuration key, e.g. --set model.layers=6\n"
+                 "                    (repeatable; applied after the file, then validated)\n"
+                 "  --resume auto     continue from the newest checkpoint in train.run_dir that\n"
+                 "                    verifies (skipping corrupt ones); start fresh if there is\n"
+                 "                    none; an error if there are checkpoints but none verifies\n"
+                 "  --resume PATH     continue from that checkpoint file\n"
+                 "  --start-fresh     start at step 0 even though train.run_dir holds checkpoints\n"
+                 "                    (unreadable ones are kept; the same steps are replaced)\n"
+                 "  --quiet           no progress lines (metrics.jsonl is still written)\n"
+                 "  --help-config     list every configuration key with its default and meaning\n"
+                 "  --help            this text\n"
+                 "\n"
+                 "The run directory (train.run_dir) receives config.cfg (the effective\n"
+                 "configuration), metrics.jsonl, train.log lines on stderr, and checkpoints\n"
+                 "ckpt-<step>.lz4, and run.lock: one job at a time uses a run directory (a\n"
+                 "second is refused, naming the holder's host and pid). SIGUSR1 or SIGTERM: write\n"
+                 "a checkpoint and exit 0.\n");
 }
 
 int main(int argc, char **argv) {
@@ -56,6 +61,8 @@ int main(int argc, char **argv) {
             if (n_overrides < MAX_OVERRIDES) overrides[n_overrides++] = a + 6;
         } else if (!strcmp(a, "--resume") && i + 1 < argc) {
             opt.resume = argv[++i];
+        } else if (!strcmp(a, "--start-fresh")) {
+            opt.start_fresh = 1;
         } else if (!strcmp(a, "--quiet")) {
             opt.quiet = 1;
         } else if (a[0] == '-') {
@@ -72,6 +79,10 @@ int main(int argc, char **argv) {
         usage(stderr);
         return 2;
     }
+    if (opt.start_fresh && opt.resume) {
+        fprintf(stderr, "cloze-train: --start-fresh and --resume exclude each other\n");
+        return 2;
+    }
 
     cz_comm world;
     cz_error err = {{0}};
@@ -83,7 +94,30 @@ int main(int argc, char **argv) {
 
     cz_config cfg;
     int rc = cz_config_load(&cfg, config_path, overrides, n_overrides, &err);
-    if (rc == 0) rc = cz_train_run(&world, &cfg, &opt, &err);
+    /* every rank loaded the configuration: the first that failed says why,
+     * then all end alike, without MPI_Abort's banner */
+    double failed = rc != 0 ? world.size - world.rank : 0;
+    if (cz_comm_allreduce_doubles(&world, &failed, 1, CZ_OP_MAX, &err) != 0) {
+        fprintf(stderr, "cloze-train: error (rank %d): %s\n", world.rank, err.msg);
+        cz_comm_abort(&world, 1);
+        return 1;
+    }
+    if (failed > 0) {
+        if (world.size - (int)failed == world.rank) {
+            if (world.rank == 0)
+                fprintf(stderr, "cloze-train: error: %s\n", err.msg);
+            else
+                fprintf(stderr, "cloze-train: error (rank %d): %s\n", world.rank, err.msg);
+        }
+        cz_comm_finalize(&world);
+        return 1;
+    }
+    rc = cz_train_run(&world, &cfg, &opt, &err);
+    if (rc == CZ_TRAIN_ERR_ALL_RANKS) {
+        if (world.rank == 0) fprintf(stderr, "cloze-train: error: %s\n", err.msg);
+        cz_comm_finalize(&world);
+        return 1;
+    }
     if (rc != 0) {
         /* every rank reaches the same verdict for config errors; a data or
          * I/O error on one rank must end the whole job, not hang the others */

@@ -15,6 +15,17 @@ void cz_metrics_open(cz_run *r) {
     if (!r->metrics) cz_warn("%s: cannot open for appending; metrics go to the log only", path);
 }
 
+/* A resumed run appends to metrics.jsonl from its checkpoint's step: this
+ * record marks where, so that the steps after it that repeat those of the
+ * interrupted run (written after its last checkpoint) read as a new
+ * attempt, not duplicates. */
+void cz_metrics_resumed(cz_run *r) {
+    if (r->comm.rank != 0 || !r->metrics) return;
+    fprintf(r->metrics, "{\"resumed\":true,\"step\":%ld,\"samples_done\":%llu,\"ranks\":%d}\n",
+            r->step, (unsigned long long)r->samples_done, r->comm.size);
+    fflush(r->metrics);
+}
+
 void cz_metrics_close(cz_run *r) {
     if (r->metrics) fclose(r->metrics);
     r->metrics = NULL;

@@ -12,12 +12,13 @@
  * + seed restore it exactly. */
 #include "train_internal.h"
 
-
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cloze/hf.h"
 
@@ -100,6 +101,93 @@ int cz_run_save_checkpoint(cz_run *r, cz_error *err) {
     return cz_comm_share_verdict(&r->comm, 0, rc, err) < 0 ? -1 : 0;
 }
 
+/* ---- the run directory: one job at a time ---- */
+
+/* An fcntl lock on RUN_DIR/run.lock, held until the process ends: the
+ * kernel (or NFS's lock manager) drops it when the holder dies, however it
+ * dies, so a stale file never blocks. The file says who holds it, for the
+ * refusal message. (fcntl, not flock: flock is local to a host on some
+ * network filesystems.) */
+int cz_run_claim_dir(cz_run *r, const char *resume, cz_error *err) {
+    const char *dir = r->cfg.train.run_dir;
+    if (cz_make_dirs(dir, err) != 0) return -1;
+    char path[CZ_PATH_MAX + 32];
+    snprintf(path, sizeof path, "%s/run.lock", dir);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return cz_fail(err, "%s: cannot open the run directory's lock: %s", path, strerror(errno));
+    struct flock fl;
+    memset(&fl, 0, sizeof fl);
+    fl.l_type = F_WRLCK;
+    fl.l_whence = SEEK_SET;
+    if (fcntl(fd, F_SETLK, &fl) != 0) {
+        int e = errno;
+        char holder[256];
+        ssize_t n = pread(fd, holder, sizeof holder - 1, 0);
+        holder[n > 0 ? n : 0] = 0;
+        holder[strcspn(holder, "\n")] = 0;
+        close(fd);
+        if (e == EACCES || e == EAGAIN)
+            return cz_fail(err,
+                           "%s: another cloze-train job (%s) is using this run directory: wait for "
+                           "it to end, or choose another train.run_dir",
+                           dir, holder[0] ? holder : "holder not yet recorded");
+        return cz_fail(err, "%s: cannot lock: %s", path, strerror(e));
+    }
+    char host[256] = "?", line[512];
+    gethostname(host, sizeof host - 1);
+    host[sizeof host - 1] = 0;
+    int n = snprintf(line, sizeof line, "host %s, pid %ld\n", host, (long)getpid());
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, line, (size_t)n, 0) != n)
+        cz_warn("%s: cannot record the holder: %s", path, strerror(errno));
+    r->lock_fd = fd;
+    if (resume || r->start_fresh) return 0;
+    /* a fresh run must not mix its files with an earlier run's */
+    long *steps = NULL;
+    int count = 0;
+    if (cz_ckpt_list(dir, &steps, &count, err) != 0) return -1;
+    free(steps);
+    if (count > 0)
+        return cz_fail(err,
+                       "%s already holds %d checkpoint(s): continue it with --resume auto, start "
+                       "a new run there on purpose with --start-fresh, or choose another "
+                       "train.run_dir",
+                       dir, count);
+    return 0;
+}
+
+void cz_run_release_dir(cz_run *r) {
+    if (r->lock_fd >= 0) close(r->lock_fd); /* (closing drops the lock) */
+    r->lock_fd = -1;
+}
+
+/* --resume auto found checkpoints but none that verifies: an error that
+ * lists them (each one's reason was warned above), never a silent restart
+ * (launch/cloze.sbatch always resumes with auto). */
+static int none_readable(const char *dir, cz_error *err) {
+    long *steps = NULL;
+    int n = 0;
+    cz_error e;
+    if (cz_ckpt_list(dir, &steps, &n, &e) != 0 || n == 0) {
+        free(steps);
+        return 0;
+    }
+    char names[512] = "";
+    size_t at = 0;
+    for (int i = n - 1; i >= 0 && at < sizeof names; i--) {
+        char p[CZ_PATH_MAX + 32];
+        cz_ckpt_path(p, sizeof p, dir, steps[i]);
+        const char *base = strrchr(p, '/') ? strrchr(p, '/') + 1 : p;
+        at += (size_t)snprintf(names + at, sizeof names - at, "%s%s", i == n - 1 ? "" : ", ", base);
+    }
+    free(steps);
+    return cz_fail(err,
+                   "%s: --resume auto: none of its %d checkpoint(s) is readable (%s; reasons "
+                   "above): repair or move them away, or start a new run there on purpose with "
+                   "--start-fresh",
+                   dir, n, names);
+}
+
 int cz_run_checkpoint_wait(cz_run *r, cz_error *err) {
     int rc = r->comm.rank == 0 && r->ckpt_writer ? cz_ckpt_writer_wait(r->ckpt_writer, err) : 0;
     return cz_comm_share_verdict(&r->comm, 0, rc, err) < 0 ? -1 : 0;
@@ -108,25 +196,15 @@ int cz_run_checkpoint_wait(cz_run *r, cz_error *err) {
 /* Rank 0 decides which file to resume from: 1 = found, 0 = none, -1 = error. */
 static int choose_checkpoint(cz_run *r, const char *resume, char *path, size_t len, cz_error *err) {
     const char *dir = r->cfg.train.run_dir;
-    if (!resume) {
-        long *steps = NULL;
-        int n = 0;
-        if (cz_ckpt_list(dir, &steps, &n, err) != 0) {
-            return 0; /* no run directory yet */
-        }
-        free(steps);
-        if (n > 0)
-            return cz_fail(err,
-                           "%s already holds %d checkpoint(s): continue it with --resume auto, "
-                           "or choose another train.run_dir",
-                           dir, n);
-        return 0;
-    }
+    if (!resume || r->start_fresh) return 0; /* (cz_run_claim_dir checked the directory) */
     if (!strcmp(resume, "auto")) {
         long step;
         int found = cz_ckpt_find_latest(dir, path, len, &step, err);
         if (found < 0) return -1;
-        if (!found) cz_info("--resume auto: no usable checkpoint in %s, starting fresh", dir);
+        if (!found) {
+            if (none_readable(dir, err) != 0) return -1;
+            cz_info("--resume auto: no checkpoint in %s, starting fresh", dir);
+        }
         return found;
     }
     snprintf(path, len, "%s", resume);
@@ -193,6 +271,7 @@ int cz_run_resume(cz_run *r, const char *resume, cz_error *err) {
         if (found == 1 && load_on_coordinator(r, path, &st, &m, &v, err) != 0) found = -1;
     }
     found = cz_comm_share_verdict(&r->comm, 0, found, err);
+    if (found < 0) r->err_shared = 1;
     if (found <= 0) {
         cz_free(m);
         cz_free(v);
@@ -252,12 +331,14 @@ int cz_run_init_from(cz_run *r, cz_error *err) {
         if (!t || cz_config_from_string(&old, t, from, err) != 0)
             rc = -1;
         else if (!same_model(&old.model, &r->cfg.model))
-            rc = cz_fail(err, "model.init_from = %s: its model section differs from the configured one",
+            rc = cz_fail(err,
+                         "model.init_from = %s: its model section differs from the configured one",
                          from);
         free(t);
     }
     if (rc == 0)
-        rc = cz_ckpt_get_exact(c, "params", cz_model_params(r->model), sizeof(float) * cz_model_num_params(r->model), err);
+        rc = cz_ckpt_get_exact(c, "params", cz_model_params(r->model),
+                               sizeof(float) * cz_model_num_params(r->model), err);
     cz_ckpt_free(c);
     if (rc == 0 && r->comm.rank == 0) cz_info("model.init_from %s: parameters loaded", from);
     return rc;

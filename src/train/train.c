@@ -118,6 +118,8 @@ static int setup(cz_run *r, const cz_comm *world, const cz_config *cfg, const cz
     r->cfg = *cfg;
     r->task = task;
     r->quiet = opt->quiet;
+    r->lock_fd = -1;
+    r->start_fresh = opt->start_fresh;
     r->inject_nan_steps = getenv("CLOZE_INJECT_NAN_STEPS");
     if (cz_comm_dup(world, &r->comm, err) != 0) return -1;
     r->comm_ok = 1;
@@ -127,9 +129,12 @@ static int setup(cz_run *r, const cz_comm *world, const cz_config *cfg, const cz
     const cz_train_config *t = &r->cfg.train;
     long phase2_steps = (long)llround(r->cfg.data.phase2_fraction * (double)t->steps);
     r->phase2_start = t->steps - phase2_steps;
+    /* (the same verdict on every rank, from the configuration alone) */
+    r->err_shared = 1;
     if (make_phase(r, 0, &r->phase[0], err) != 0) return -1;
     r->phase[1] = r->phase[0];
     if (phase2_steps > 0 && make_phase(r, 1, &r->phase[1], err) != 0) return -1;
+    r->err_shared = 0;
 
     r->gemm = cz_gemm_setup(t->gemm, r->threads, err);
     if (!r->gemm) return -1;
@@ -178,11 +183,14 @@ static int setup(cz_run *r, const cz_comm *world, const cz_config *cfg, const cz
 
     if (cz_gemm_peak(r->gemm, t->peak_gflops, &r->peak, err) != 0) return -1;
 
+    /* the run directory is this job's from here on (config.cfg is written
+     * once the checkpoint to resume from is chosen) */
+    int rc = r->comm.rank == 0 ? cz_run_claim_dir(r, opt->resume, err) : 0;
+    if (cz_comm_share_verdict(&r->comm, 0, rc, err) != 0) {
+        r->err_shared = 1;
+        return -1;
+    }
     if (r->comm.rank == 0) {
-        if (cz_make_dirs(t->run_dir, err) != 0) return -1;
-        char path[CZ_PATH_MAX + 32];
-        snprintf(path, sizeof path, "%s/config.cfg", t->run_dir);
-        if (cz_config_write(&r->cfg, path, err) != 0) return -1;
         cz_info("%s: %s L=%d H=%d A=%d, %.2fM parameters; %d rank(s) x %d thread(s); gemm: %s; "
                 "other kernels: %s",
                 r->cfg.source, r->cfg.model.arch == CZ_ARCH_BERT ? "BERT" : "GPT",
@@ -205,6 +213,7 @@ static int setup(cz_run *r, const cz_comm *world, const cz_config *cfg, const cz
 static void teardown(cz_run *r) {
     cz_ckpt_writer_free(r->ckpt_writer); /* a write still running ends first */
     cz_metrics_close(r);
+    cz_run_release_dir(r);
     cz_optimizer_free(r->opt);
     cz_grad_sync_free(r->gs);
     cz_free(r->ranges);
@@ -439,6 +448,28 @@ static void report_peak_memory(cz_run *r, const char *key, const char *what) {
     }
 }
 
+/* A finite loss far above its running minimum is a run blowing up (optim.lr
+ * 10 took BERT-tiny from 10 to 200,000) that the non-finite check would
+ * only catch much later, if ever. Cross-entropy does not quadruple in a
+ * healthy run; the warning repeats only after the loss came back below
+ * twice the minimum. */
+static void watch_loss(cz_run *r, const cz_step_stats *s) {
+    if (!isfinite(s->loss) || s->skipped) return;
+    if (r->loss_min_step == 0 || s->loss < r->loss_min) {
+        r->loss_min = s->loss;
+        r->loss_min_step = s->step + 1;
+    }
+    if (r->loss_alarm && s->loss < 2 * r->loss_min) r->loss_alarm = 0;
+    if (!r->loss_alarm && r->loss_min > 0 && s->loss > 4 * r->loss_min) {
+        r->loss_alarm = 1;
+        if (r->comm.rank == 0)
+            cz_warn("step %ld: loss %.4g is %.0fx its running minimum %.4g (step %ld): the run "
+                    "is diverging; lower optim.lr or raise optim.warmup_steps, and resume from "
+                    "a checkpoint before the rise",
+                    s->step + 1, s->loss, s->loss / r->loss_min, r->loss_min, r->loss_min_step);
+    }
+}
+
 static int run_loop(cz_run *r, cz_error *err) {
     const cz_train_config *t = &r->cfg.train;
     r->first_step = r->step;
@@ -452,6 +483,7 @@ static int run_loop(cz_run *r, cz_error *err) {
         r->step++;
         r->elapsed = cz_now() - loop_start;
         cz_metrics_step(r, &s);
+        watch_loss(r, &s);
         /* a non-finite loss counts towards divergence even when the
          * gradients stayed finite and the update was applied */
         if (s.skipped || !isfinite(s.loss)) {
@@ -505,6 +537,19 @@ static int run_loop(cz_run *r, cz_error *err) {
     return 0;
 }
 
+/* RUN_DIR/config.cfg: the effective configuration of the job now using the
+ * directory (after the lock and the choice of checkpoint: a refused job
+ * leaves the holder's file alone). */
+static int write_run_config(cz_run *r, cz_error *err) {
+    int rc = 0;
+    if (r->comm.rank == 0) {
+        char path[CZ_PATH_MAX + 32];
+        snprintf(path, sizeof path, "%s/config.cfg", r->cfg.train.run_dir);
+        rc = cz_config_write(&r->cfg, path, err);
+    }
+    return cz_comm_share_verdict(&r->comm, 0, rc, err) != 0 ? -1 : 0;
+}
+
 int cz_train_run(const cz_comm *world, const cz_config *cfg, const cz_train_options *opt,
                  cz_error *err) {
     return cz_train_run_task(world, cfg, opt, NULL, err);
@@ -519,14 +564,17 @@ int cz_train_run_task(const cz_comm *world, const cz_config *cfg, const cz_train
     if (rc == 0) {
         int resumed = cz_run_resume(r, opt->resume, err);
         rc = resumed < 0 ? -1 : 0;
+        if (rc == 0) rc = write_run_config(r, err);
         if (rc == 0) {
             cz_metrics_open(r);
+            if (resumed) cz_metrics_resumed(r);
             if (!resumed && r->step == 0) rc = evaluate(r, err); /* the starting point */
             if (rc == 0) rc = run_loop(r, err);
             if (rc == 0) rc = cz_run_checkpoint_wait(r, err); /* the last one is on disk */
         }
     }
+    int shared = r->err_shared;
     teardown(r);
     free(r);
-    return rc;
+    return rc == 0 ? 0 : shared ? CZ_TRAIN_ERR_ALL_RANKS : -1;
 }

@@ -39,6 +39,13 @@ typedef struct cz_run {
     cz_phase phase[2];
     long phase2_start; /* first step of phase 2 (== steps when there is none) */
     FILE *metrics;
+    int lock_fd;    /* rank 0: the run directory's lock, held while the run lives */
+    int err_shared; /* the error being returned is every rank's (CZ_TRAIN_ERR_ALL_RANKS) */
+    int start_fresh;
+    /* the loss's running minimum, to warn when it explodes (run_loop) */
+    double loss_min;
+    long loss_min_step;
+    int loss_alarm;
     cz_peak peak; /* the MFU denominator per rank (kernels.h) */
     /* position: everything a resume needs besides weights and moments */
     long step;             /* next step to run */
@@ -69,6 +76,7 @@ typedef struct cz_eval_stats {
 
 void cz_metrics_open(cz_run *r);
 void cz_metrics_close(cz_run *r);
+void cz_metrics_resumed(cz_run *r);
 void cz_metrics_step(cz_run *r, const cz_step_stats *s);
 void cz_metrics_eval(cz_run *r, long step, const cz_eval_stats *e);
 
@@ -78,6 +86,11 @@ int cz_run_save_checkpoint(cz_run *r, cz_error *err);
 int cz_run_checkpoint_wait(cz_run *r, cz_error *err);
 /* Returns 1 when resumed, 0 when there was nothing to resume from. */
 int cz_run_resume(cz_run *r, const char *resume, cz_error *err);
+/* Rank 0, at set-up: creates train.run_dir and takes its lock (a second job
+ * is refused, naming the holder's host and pid); a fresh run (no --resume,
+ * no --start-fresh) is refused where checkpoints exist. */
+int cz_run_claim_dir(cz_run *r, const char *resume, cz_error *err);
+void cz_run_release_dir(cz_run *r);
 /* model.init_from: the weights of a cloze checkpoint or a Hugging Face
  * directory into the freshly initialised model (every rank reads them). */
 int cz_run_init_from(cz_run *r, cz_error *err);

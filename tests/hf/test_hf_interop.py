@@ -34,6 +34,7 @@ import torch
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 from transformers import (AutoModelForCausalLM, AutoModelForPreTraining,  # noqa: E402
+                          AutoModelForSequenceClassification, AutoModelForTokenClassification,
                           AutoTokenizer, BertModel)
 from transformers.utils import logging as hf_logging  # noqa: E402
 
@@ -177,9 +178,9 @@ def layer_norm(x, g, b, eps):
     return (x - mu) / np.sqrt(var + eps) * g + b
 
 
-def check_export(case, dump, prep, work):
-    label, arch, export_dir = case["label"], case["arch"], case["export"]
-    cls = AutoModelForPreTraining if arch == "bert" else AutoModelForCausalLM
+def load_export(cls, export_dir, label):
+    """cls.from_pretrained(export_dir) in eval mode, checked to load every
+    tensor: no missing, unexpected or mismatched keys."""
     model, info = cls.from_pretrained(export_dir, output_loading_info=True)
     model.eval()
     keys_ok = not info["missing_keys"] and not info["unexpected_keys"] and not info["mismatched_keys"]
@@ -187,6 +188,13 @@ def check_export(case, dump, prep, work):
           f"unexpected or mismatched keys")
     if not keys_ok:
         print("     ", info)
+    return model
+
+
+def check_export(case, dump, prep, work):
+    label, arch, export_dir = case["label"], case["arch"], case["export"]
+    model = load_export(AutoModelForPreTraining if arch == "bert" else AutoModelForCausalLM,
+                        export_dir, label)
     lines = [l.rstrip("\n") for l in open(case["text"], encoding="utf-8") if l.strip()][:case["lines"]]
     ids = check_tokenizer(label, prep, export_dir, case["vocab"], case.get("merges"), lines)
 
@@ -265,6 +273,58 @@ def check_import(case, dump, prep, work):
           f"{label}: re-exported, BertForPreTraining loads it with no missing or unexpected keys")
 
 
+def check_finetuned(case):
+    """A cloze-finetune checkpoint exported as the task model: transformers'
+    logits on the dev set (its own tokenizer from the export) against those
+    cloze wrote to dev_predictions.jsonl at the end of the run."""
+    label, kind, export_dir, T = case["label"], case["kind"], case["export"], case["max_seq"]
+    model = load_export(AutoModelForSequenceClassification if kind == "classify"
+                        else AutoModelForTokenClassification, export_dir, label)
+    tok = AutoTokenizer.from_pretrained(export_dir)
+    preds = [json.loads(l) for l in open(case["predictions"])]
+    if kind == "classify":
+        rows = [l.rstrip("\n").split("\t") for l in open(case["dev"], encoding="utf-8")][1:]
+        enc = tok([r[0] for r in rows], truncation=True, max_length=T, padding="max_length",
+                  return_tensors="pt")
+        with torch.no_grad():
+            got = model(**enc).logits.numpy()
+        want = np.array([p["logits"] for p in preds])
+        check(got.shape == want.shape, f"{label}: {len(preds)} dev predictions for {len(rows)} rows")
+        r = rel(got, want) if got.shape == want.shape else 1.0
+        argmax_ok = [model.config.id2label[int(i)] for i in got.argmax(-1)] == [p["pred"] for p in preds] \
+            if got.shape == want.shape else False
+        check(r < TOL, f"{label}: dev logits within {r:.2e} relative of cloze's ({len(rows)} sentences)")
+        check(argmax_ok, f"{label}: transformers' predicted labels (config.json id2label) = cloze's")
+        return
+    sents, words = [], []
+    for line in open(case["dev"], encoding="utf-8"):
+        if line.strip():
+            words.append(line.split("\t")[0])
+        elif words:
+            sents.append(words)
+            words = []
+    if words:
+        sents.append(words)
+    check(len(sents) == len(preds), f"{label}: {len(preds)} dev predictions for {len(sents)} sentences")
+    got, want = [], []
+    enc = tok(sents, is_split_into_words=True, truncation=True, max_length=T, padding="max_length",
+              return_tensors="pt")
+    with torch.no_grad():
+        logits = model(**enc).logits.numpy()
+    for i, p in enumerate(preds[:len(sents)]):
+        first = {}
+        for t, w in enumerate(enc.word_ids(i)):
+            if w is not None and w not in first:
+                first[w] = t
+        for w, entry in enumerate(p["words"]):
+            if entry["logits"] is not None and w in first:
+                got.append(logits[i, first[w]])
+                want.append(entry["logits"])
+    r = rel(got, want) if got else 1.0
+    check(len(got) > 100 and r < TOL, f"{label}: first-piece logits of {len(got)} dev words within "
+          f"{r:.2e} relative of cloze's")
+
+
 def main():
     work = sys.argv[1]
     cases = json.load(open(os.path.join(work, "cases.json")))
@@ -272,6 +332,8 @@ def main():
         check_export(case, cases["dump"], cases["prep"], work)
     for case in cases["imports"]:
         check_import(case, cases["dump"], cases["prep"], work)
+    for case in cases.get("finetuned", []):
+        check_finetuned(case)
     print(f"{len(failures)} failed" if failures else "all checks passed")
     sys.exit(1 if failures else 0)
 

@@ -13,7 +13,8 @@
 #   * GPT: the last-token classifier with the auxiliary LM loss (lm_loss > 0
 #     in metrics.jsonl) trains and scores;
 #   * features: the file's layout (sequences x tokens x layers x H);
-#   * bad input: a label the task does not know is one line naming file:line.
+#   * bad input: a label the task does not know is one line naming file:line;
+#   * docs/finetune.md's --help blocks are the binaries' --help.
 source "$(dirname "$0")/train_common.sh"
 work=$(mktemp -d /tmp/cloze-ft-XXXXXX)
 trap "${CLOZE_KEEP_WORK:+:} rm -rf \"$work\"" EXIT
@@ -56,6 +57,14 @@ assert s[1]["ranks"] == 2 and s[0]["steps"] == 6 * 25 and s[0]["dev"]["examples"
 # it learns: 64 % of the dev sentences have "the", a constant guess scores 64
 assert s[0]["score"] >= 85, f"dev accuracy {s[0]['score']} after 6 epochs"
 print(f"rank layouts: dev accuracy {s[0]['score']:.2f} on 1 and 2 ranks")
+# dev_predictions.jsonl: a line per dev example whose labels give the reported accuracy
+p = [json.loads(l) for l in open(f"{sys.argv[1]}/np1/dev_predictions.jsonl")]
+assert len(p) == 100 and all(len(x["logits"]) == 2 for x in p), len(p)
+acc = 100 * sum(x["pred"] == x["gold"] for x in p) / len(p)
+assert abs(acc - s[0]["score"]) < 1e-4, (acc, s[0]["score"])
+assert all(x["pred"] == ("0", "1")[x["logits"][1] > x["logits"][0]] for x in p)
+q = [json.loads(l) for l in open(f"{sys.argv[1]}/np2/dev_predictions.jsonl")]
+assert [x["pred"] for x in p] == [x["pred"] for x in q], "predictions differ between rank layouts"
 PY
 
 # ---- stop after 3 steps, resume
@@ -156,4 +165,12 @@ msg=$("$FT" run --init "$bert" --out "$work/bad" --task sst2 --train "$work/bad.
   --dev "$work/bad.tsv" --threads 1 --quiet 2>&1) && fail "an unknown label was accepted"
 echo "expected: $msg"
 echo "$msg" | grep -q 'bad.tsv:3: label "7"' || fail "the bad label's line is not named"
+# ---- docs/finetune.md quotes both commands' --help word for word
+for cmd in cloze-finetune cloze-ckpt; do
+  awk -v m="<!-- $cmd --help -->" '$0 == m { on = 1; next } on && /^```/ { if (n++) exit; next } on' \
+    "$SRC/docs/finetune.md" >"$work/$cmd.help.doc"
+  [ -s "$work/$cmd.help.doc" ] || fail "docs/finetune.md has no $cmd --help block"
+  "$BIN/$cmd" --help >"$work/$cmd.help" || fail "$cmd --help exits non-zero"
+  diff -u "$work/$cmd.help.doc" "$work/$cmd.help" || fail "docs/finetune.md's $cmd --help is not the binary's"
+done
 echo "test_finetune: ok"

@@ -13,6 +13,11 @@
 #     hidden states within 1e-5 of BertModel's;
 #   * continued pre-training from the import (model.init_from, checkpoint or
 #     directory): the same first step from both, not a fresh model's;
+#   * a BERT-tiny fine-tuned by cloze-finetune (sentence classification,
+#     tagging) and exported loads as BertForSequenceClassification /
+#     BertForTokenClassification with no missing keys; transformers' dev
+#     logits (its own tokenizer on the dev file) = cloze's
+#     dev_predictions.jsonl to 1e-5 relative, the same predicted labels;
 #   * bad directories fail with one line naming the tensor or field.
 # Comparisons: tests/hf/test_hf_interop.py.
 source "$(dirname "$0")/train_common.sh"
@@ -119,6 +124,23 @@ echo "expected: $msg"
 echo "$msg" | grep -q 'config.json: model_type "roberta"' || fail "the model_type is not named"
 [ ! -e "$work/bad.lz4" ] || fail "a failed import left an output file"
 
+# ---- fine-tuned BERT-tiny exported as the task model (BertForSequenceClassification,
+# BertForTokenClassification): transformers' dev logits = cloze's dev_predictions.jsonl
+$PYV "$SRC/tests/finetune/make_tasks.py" "$data/corpus.txt" "$work/tasks"
+ftx() { # name export-dir args...
+  local name=$1
+  shift
+  mpi 1 "$BIN/cloze-finetune" run --init "$(last_ckpt "$work/bert")" --out "$work/$name" \
+    --threads 1 --quiet --max-seq 32 --batch 8 --epochs 1 --lr 1e-3 "$@" 2>"$work/$name.log" ||
+    { cat "$work/$name.log"; fail "cloze-finetune $name"; }
+  "$BIN/cloze-ckpt" export-hf "$(last_ckpt "$work/$name")" "$work/$name-hf" >/dev/null ||
+    fail "export-hf $name"
+  [ -s "$work/$name/dev_predictions.jsonl" ] || fail "$name: no dev_predictions.jsonl"
+}
+ftx ft-cls --task tsv --text-a sentence --label label --train "$work/tasks/cls_train.tsv" \
+  --dev "$work/tasks/cls_dev.tsv"
+ftx ft-tag --task conll --train "$work/tasks/tag_train.conll" --dev "$work/tasks/tag_dev.conll"
+
 cat >"$work/cases.json" <<EOF
 {"dump": "$BIN/tests/hf_dump", "prep": "$BIN/cloze-prep",
  "exports": [
@@ -129,7 +151,12 @@ cat >"$work/cases.json" <<EOF
    "vocab": "$gpt_vocab", "merges": "$gpt_merges", "text": "$text", "lines": 600}],
  "imports": [
   {"label": "all-MiniLM-L6-v2", "hf_dir": "$mini", "ckpt": "$work/minilm.lz4",
-   "export": "$work/minilm-hf", "vocab": "$mini/vocab.txt", "text": "$text", "lines": 600}]}
+   "export": "$work/minilm-hf", "vocab": "$mini/vocab.txt", "text": "$text", "lines": 600}],
+ "finetuned": [
+  {"label": "bert-tiny sentence classifier", "kind": "classify", "export": "$work/ft-cls-hf",
+   "dev": "$work/tasks/cls_dev.tsv", "predictions": "$work/ft-cls/dev_predictions.jsonl", "max_seq": 32},
+  {"label": "bert-tiny tagger", "kind": "tag", "export": "$work/ft-tag-hf",
+   "dev": "$work/tasks/tag_dev.conll", "predictions": "$work/ft-tag/dev_predictions.jsonl", "max_seq": 32}]}
 EOF
 "$PYV" "$SRC/tests/hf/test_hf_interop.py" "$work" || fail "comparisons with transformers"
 echo "test_hf_interop: ok"

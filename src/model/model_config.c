@@ -1,0 +1,87 @@
+/* The model configuration's rules (what cz_model_create refuses, and what
+ * the run configuration's validation reports with the key to blame), apart
+ * from the model itself: they need no kernels, so the config parser's fuzz
+ * harness (tests/fuzz) checks them as the programs do. */
+#include "cloze/model.h"
+
+/* Blames `name` (a key of the model section) for what err says. */
+static int blame(const char **key, const char *name) {
+    *key = name;
+    return -1;
+}
+
+int cz_model_config_check(const cz_model_config *c, const char **key, cz_error *err) {
+    const char *unused;
+    if (!key) key = &unused;
+    int bert = c->arch == CZ_ARCH_BERT;
+    if (!bert && c->arch != CZ_ARCH_GPT)
+        return cz_fail(err, "model.arch = %d is neither BERT nor GPT", (int)c->arch),
+               blame(key, "arch");
+    if (c->vocab_size < 2)
+        return cz_fail(err, "model.vocab_size = %d: a vocabulary needs 2 tokens or more",
+                       c->vocab_size),
+               blame(key, "vocab_size");
+    const struct {
+        const char *name;
+        int v;
+    } sizes[] = {{"hidden", c->hidden},
+                 {"layers", c->layers},
+                 {"heads", c->heads},
+                 {"max_positions", c->max_positions}};
+    for (int i = 0; i < 4; i++)
+        if (sizes[i].v < 1)
+            return cz_fail(err, "model.%s = %d must be >= 1", sizes[i].name, sizes[i].v),
+                   blame(key, sizes[i].name);
+    if (c->intermediate < 1)
+        return cz_fail(err,
+                       "model.intermediate = %d must be >= 1 (a configuration file may say 0: "
+                       "4 x hidden)",
+                       c->intermediate),
+               blame(key, "intermediate");
+    if (c->hidden % c->heads)
+        return cz_fail(err, "model.hidden = %d is not a multiple of model.heads = %d", c->hidden,
+                       c->heads),
+               blame(key, "heads");
+    if (bert && c->type_vocab_size < 2)
+        return cz_fail(err, "BERT needs 2 segment types (sentence A and B), got %d",
+                       c->type_vocab_size),
+               blame(key, "type_vocab_size");
+    if (!bert && c->type_vocab_size != 0)
+        return cz_fail(err, "GPT has no segment embeddings: must be 0, got %d", c->type_vocab_size),
+               blame(key, "type_vocab_size");
+    if (!(c->hidden_dropout >= 0 && c->hidden_dropout < 1))
+        return cz_fail(err, "model.hidden_dropout = %g must be in [0, 1)",
+                       (double)c->hidden_dropout),
+               blame(key, "hidden_dropout");
+    if (!(c->attn_dropout >= 0 && c->attn_dropout < 1))
+        return cz_fail(err, "model.attn_dropout = %g must be in [0, 1)", (double)c->attn_dropout),
+               blame(key, "attn_dropout");
+    if (c->recompute != CZ_RECOMPUTE_NONE && c->recompute != CZ_RECOMPUTE_LAYERS)
+        return cz_fail(err, "model.recompute = %d is neither none (0) nor layers (1)",
+                       c->recompute),
+               blame(key, "recompute");
+    if (c->head < CZ_HEAD_PRETRAIN || c->head > CZ_HEAD_TAG)
+        return cz_fail(err, "model.head = %d is not one of pretrain, none, classify, span, tag",
+                       c->head),
+               blame(key, "head");
+    if ((c->head == CZ_HEAD_CLASSIFY || c->head == CZ_HEAD_TAG) &&
+        (c->num_labels < 2 || c->num_labels > 1 << 16))
+        return cz_fail(err, "model.num_labels = %d must be in [2, 65536] for this head",
+                       c->num_labels),
+               blame(key, "num_labels");
+    if ((c->head == CZ_HEAD_SPAN || c->head == CZ_HEAD_TAG) && !bert)
+        return cz_fail(err, "span and tag heads are BERT's (GPT classifies)"), blame(key, "head");
+    if (!(c->lm_weight >= 0.0f) || (c->lm_weight > 0 && bert))
+        return cz_fail(err, "model.lm_weight = %g: the auxiliary LM loss is GPT's, >= 0",
+                       (double)c->lm_weight),
+               blame(key, "lm_weight");
+    return 0;
+}
+
+int cz_model_shape_rule(const cz_model_config *c, int seq, int max_pred) {
+    if (seq < 1 || seq > c->max_positions) return CZ_SHAPE_SEQ;
+    /* the MLM head gathers max_pred positions of each sequence */
+    if (c->arch == CZ_ARCH_BERT && c->head == CZ_HEAD_PRETRAIN && (max_pred < 1 || max_pred > seq))
+        return CZ_SHAPE_PRED;
+    return CZ_SHAPE_OK;
+}
