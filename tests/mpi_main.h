@@ -28,6 +28,17 @@ static inline int mpi_test_same_on_all_ranks(const cz_comm *c, const void *data,
     return lo == hi;
 }
 
+/* Which of p chunks (cz_comm_chunk's split of a bucket of n floats) holds
+   element i: the rank that owns it in a reduce-scatter. */
+static inline int mpi_test_chunk_owner(size_t n, int p, size_t i) {
+    for (int c = 0; c < p; c++) {
+        size_t off, cnt;
+        cz_comm_chunk(n, p, c, &off, &cnt);
+        if (i >= off && i < off + cnt) return c;
+    }
+    return -1;
+}
+
 /* main's exit status: 0 when no rank failed a CHECK. */
 static inline int mpi_test_end(cz_comm *c) {
     double total = failures;

@@ -38,16 +38,6 @@ static int same_on_all_ranks(const cz_comm *d, const float *buf, size_t n) {
     return mpi_test_same_on_all_ranks(d, buf, n * sizeof(float));
 }
 
-/* Element i's chunk within a single bucket of length n. */
-static int chunk_of(size_t n, int p, size_t i) {
-    for (int c = 0; c < p; c++) {
-        size_t off, cnt;
-        cz_comm_chunk(n, p, c, &off, &cnt);
-        if (i >= off && i < off + cnt) return c;
-    }
-    return -1;
-}
-
 static void test_allreduce(const cz_comm *d, size_t n, int t) {
     int p = d->size;
     float *buf = malloc((n + 1) * sizeof(float));
@@ -63,7 +53,7 @@ static void test_allreduce(const cz_comm *d, size_t n, int t) {
                 mag += fabs(input(integer, r, i, t));
             }
             if (integer ? buf[i] != (float)ref : fabs(buf[i] - ref) > 1e-6 * p * mag + 1e-30) bad++;
-            if (buf[i] != ring_order_sum(integer, p, chunk_of(n, p, i), i, t)) bad_order++;
+            if (buf[i] != ring_order_sum(integer, p, mpi_test_chunk_owner(n, p, i), i, t)) bad_order++;
         }
         CHECK(bad == 0, "allreduce n=%zu integer=%d: %zu elements off the reference", n, integer,
               bad);
@@ -95,7 +85,7 @@ static void test_allreduce(const cz_comm *d, size_t n, int t) {
     for (size_t i = off; i < off + cnt; i++) buf[i] = input(0, d->rank, i, t);
     CHECK(cz_ring_allgather(d, buf, n, &err) == 0, "%s", err.msg);
     bad = 0;
-    for (size_t i = 0; i < n; i++) bad += buf[i] != input(0, chunk_of(n, p, i), i, t);
+    for (size_t i = 0; i < n; i++) bad += buf[i] != input(0, mpi_test_chunk_owner(n, p, i), i, t);
     CHECK(bad == 0, "all-gather n=%zu: %zu wrong", n, bad);
     /* the same by algorithm: "mpi" must leave the same chunks where "ring"
      * does (copies are exact; sums within rounding) */
@@ -111,14 +101,14 @@ static void test_allreduce(const cz_comm *d, size_t n, int t) {
         for (size_t i = off; i < off + cnt; i++) buf[i] = input(0, d->rank, i, t);
         CHECK(cz_allgather(d, (cz_allreduce_algo)algo, buf, n, &err) == 0, "%s", err.msg);
         bad = 0;
-        for (size_t i = 0; i < n; i++) bad += buf[i] != input(0, chunk_of(n, p, i), i, t);
+        for (size_t i = 0; i < n; i++) bad += buf[i] != input(0, mpi_test_chunk_owner(n, p, i), i, t);
         CHECK(bad == 0, "all-gather algo %d n=%zu: %zu wrong", algo, n, bad);
         fill(buf, n, 1, d->rank, t);
         CHECK(cz_reduce(d, (cz_allreduce_algo)algo, buf, n, NULL, &err) == 0, "%s", err.msg);
         bad = 0;
         if (d->rank == 0)
             for (size_t i = 0; i < n; i++)
-                bad += buf[i] != ring_order_sum(1, p, chunk_of(n, p, i), i, t);
+                bad += buf[i] != ring_order_sum(1, p, mpi_test_chunk_owner(n, p, i), i, t);
         CHECK(bad == 0, "reduce algo %d n=%zu: %zu wrong on rank 0", algo, n, bad);
     }
     free(buf);
