@@ -53,7 +53,8 @@ static void test_allreduce(const cz_comm *d, size_t n, int t) {
                 mag += fabs(input(integer, r, i, t));
             }
             if (integer ? buf[i] != (float)ref : fabs(buf[i] - ref) > 1e-6 * p * mag + 1e-30) bad++;
-            if (buf[i] != ring_order_sum(integer, p, mpi_test_chunk_owner(n, p, i), i, t)) bad_order++;
+            if (buf[i] != ring_order_sum(integer, p, mpi_test_chunk_owner(n, p, i), i, t))
+                bad_order++;
         }
         CHECK(bad == 0, "allreduce n=%zu integer=%d: %zu elements off the reference", n, integer,
               bad);
@@ -101,7 +102,8 @@ static void test_allreduce(const cz_comm *d, size_t n, int t) {
         for (size_t i = off; i < off + cnt; i++) buf[i] = input(0, d->rank, i, t);
         CHECK(cz_allgather(d, (cz_allreduce_algo)algo, buf, n, &err) == 0, "%s", err.msg);
         bad = 0;
-        for (size_t i = 0; i < n; i++) bad += buf[i] != input(0, mpi_test_chunk_owner(n, p, i), i, t);
+        for (size_t i = 0; i < n; i++)
+            bad += buf[i] != input(0, mpi_test_chunk_owner(n, p, i), i, t);
         CHECK(bad == 0, "all-gather algo %d n=%zu: %zu wrong", algo, n, bad);
         fill(buf, n, 1, d->rank, t);
         CHECK(cz_reduce(d, (cz_allreduce_algo)algo, buf, n, NULL, &err) == 0, "%s", err.msg);

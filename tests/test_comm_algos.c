@@ -135,7 +135,8 @@ static void run_case(const cz_comm *world, cz_allreduce_algo algo, int grid_x,
                     mag += fabs(X(integer, r, i, k));
                 }
                 if (integer ? buf[i] != (float)ref : fabs(buf[i] - ref) > 1e-6 * mag) bad_ref++;
-                if (buf[i] != order_sum(&s, integer, mpi_test_chunk_owner(n, p, i), i, k)) bad_order++;
+                if (buf[i] != order_sum(&s, integer, mpi_test_chunk_owner(n, p, i), i, k))
+                    bad_order++;
             }
             CHECK(bad_ref == 0, "%s n=%zu integer=%d: %zu elements off the float64 sum", label, n,
                   integer, bad_ref);
@@ -161,7 +162,8 @@ static void run_case(const cz_comm *world, cz_allreduce_algo algo, int grid_x,
         for (size_t i = off; i < off + cnt; i++) buf[i] = input(0, rank, i, k);
         CHECK(cz_coll_allgather(c, buf, n, &err) == 0, "%s: %s", label, err.msg);
         bad = 0;
-        for (size_t i = 0; i < n; i++) bad += buf[i] != input(0, mpi_test_chunk_owner(n, p, i), i, k);
+        for (size_t i = 0; i < n; i++)
+            bad += buf[i] != input(0, mpi_test_chunk_owner(n, p, i), i, k);
         CHECK(bad == 0, "%s all-gather n=%zu: %zu wrong", label, n, bad);
     }
     free(buf);
@@ -196,7 +198,8 @@ static void run_mpi(const cz_comm *world, const size_t *sizes, int n_sizes) {
         for (size_t i = 0; i < n; i++)
             buf[i] = i >= off && i < off + cnt ? input(1, rank, i, k) : NAN;
         CHECK(cz_allgather(world, CZ_ALLREDUCE_MPI, buf, n, &err) == 0, "mpi: %s", err.msg);
-        for (size_t i = 0; i < n; i++) bad += buf[i] != input(1, mpi_test_chunk_owner(n, p, i), i, k);
+        for (size_t i = 0; i < n; i++)
+            bad += buf[i] != input(1, mpi_test_chunk_owner(n, p, i), i, k);
         CHECK(bad == 0, "mpi n=%zu: %zu wrong", n, bad);
         free(buf);
     }
