@@ -216,7 +216,8 @@ static void test_failed_write_note(void) {
         snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
         CHECK(mkdir(tmp, 0755) == 0, "mkdir %s", tmp);
         CHECK(cz_ckpt_write(path, &b, 1, &err) != 0, "write over a directory succeeded");
-        CHECK(!strstr(err.msg, "earlier file kept") == !earlier, "earlier %d: %s", earlier, err.msg);
+        CHECK(!strstr(err.msg, "earlier file kept") == !earlier, "earlier %d: %s", earlier,
+              err.msg);
         rmdir(tmp);
     }
 }

@@ -39,8 +39,8 @@ typedef struct cz_train_config {
                               invocation; 0 = run to train.steps (time-sliced jobs) */
     char run_dir[CZ_PATH_MAX];
     char init_from[CZ_PATH_MAX]; /* model.init_from: weights to start from ("" = initialise) */
-    cz_gemm_choice gemm; /* train.gemm: auto | blis | reference (CZ_GEMM_AUTO ..) */
-    double peak_gflops;  /* per rank, for MFU; 0 = measure at start-up */
+    cz_gemm_choice gemm;         /* train.gemm: auto | blis | reference (CZ_GEMM_AUTO ..) */
+    double peak_gflops;          /* per rank, for MFU; 0 = measure at start-up */
 } cz_train_config;
 
 typedef struct cz_config {

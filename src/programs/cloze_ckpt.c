@@ -177,8 +177,7 @@ static int add_label_names(const cz_ckpt *c, const char *dir, cz_error *err) {
     if (!labels) return 0;
     char *names[64];
     int k = 0;
-    for (char *t = strtok(labels + 7, " \n"); t && k < 64; t = strtok(NULL, " \n"))
-        names[k++] = t;
+    for (char *t = strtok(labels + 7, " \n"); t && k < 64; t = strtok(NULL, " \n")) names[k++] = t;
     if (k == 0) return 0;
     char path[1200];
     snprintf(path, sizeof path, "%s/config.json", dir);
