@@ -150,7 +150,11 @@ static void check_peak(const cz_gemm_ctx *g) {
     printf("peak: %.1f GFLOP/s per rank, %s\n", p.gflops, p.source);
     /* a probed peak is the best of CZ_PEAK_PROBES products: it can only be
      * at least a single 1024^3 product's rate, measured again here */
-    if (p.measured) {
+    if (p.measured && getenv("CLOZE_TEST_EMULATED")) {
+        /* under user emulation (tests/aarch64/run.sh) translation and the
+         * host's load dominate wall time: two rates of one product differed 2x */
+        printf("probe vs one product: not compared under emulation\n");
+    } else if (p.measured) {
         const int n = 1024;
         float *a = cz_alloc(sizeof(float) * 3 * n * n, &err);
         double t0 = cz_now();
