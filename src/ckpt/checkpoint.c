@@ -430,6 +430,7 @@ static int by_name(const void *a, const void *b) {
 
 /* Sorted by name, then offset: a repeated name is refused, naming both. */
 static int check_unique(const char *path, seen_blob *seen, int n, cz_error *err) {
+    if (n < 2) return 0; /* also: qsort must not be handed a NULL table */
     qsort(seen, (size_t)n, sizeof *seen, by_name);
     for (int i = 1; i < n; i++)
         if (!strcmp(seen[i - 1].name, seen[i].name))

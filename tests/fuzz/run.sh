@@ -81,7 +81,7 @@ fail=0
 printf '%-18s %8s %12s %10s %8s  %s\n' harness seconds executions exec/s corpus result
 for h in "${HARNESSES[@]}"; do
     read -r rc secs <"$W/$h.rc"
-    execs=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$W/$h.log" | awk '{print $2}')
+    execs=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$W/$h.log" | awk '{print $2}' | tail -n1)
     corpus=$(ls "$W/$h.corpus" | wc -l)
     artifacts=$(ls "$W/$h.artifacts" 2>/dev/null)
     result=ok
