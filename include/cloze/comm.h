@@ -203,6 +203,11 @@ void cz_grad_sync_free(cz_grad_sync *gs);
 const cz_bucket_layout *cz_grad_sync_layout(const cz_grad_sync *gs);
 cz_sync_mode cz_grad_sync_mode(const cz_grad_sync *gs);
 cz_allreduce_algo cz_grad_sync_algo(const cz_grad_sync *gs);
+/* The gradient thread's communicator, with its algorithm's context (the
+ * two-level rings, waits bounded by dist.timeout_s). It is idle between
+ * cz_grad_sync_finish and the next begin: the optimizer's weight
+ * all-gather runs on it there, so that it is two-level and bounded too. */
+const cz_comm *cz_grad_sync_comm(const cz_grad_sync *gs);
 /* Starts one step over `grads` (length n; must stay valid until finish). */
 void cz_grad_sync_begin(cz_grad_sync *gs, float *grads);
 /* Backward hook (a cz_grad_ready_fn: pass gs as ctx): the range is final on
