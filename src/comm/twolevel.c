@@ -169,8 +169,9 @@ static void answer_pings(cz_coll *c) {
     }
 }
 
-static int stalled(cz_coll *c, int level, const char *what, int step, int peer, double waited,
-                   cz_error *err) {
+/* The probe after a wait of `waited` s in `where` (peer: the rank waited
+ * for, or -1 for a collective of everyone): the one-line verdict. */
+static int stalled(cz_coll *c, const char *where, int peer, double waited, cz_error *err) {
     int p = c->p, me = c->rank, x = me, missing = 0;
     int *ok = calloc((size_t)p, sizeof(int));
     MPI_Request *rq = calloc((size_t)p, sizeof *rq);
@@ -203,41 +204,62 @@ static int stalled(cz_coll *c, int level, const char *what, int step, int peer, 
     }
     free(ok);
     free(rq); /* requests to ranks that never answered are left to MPI_Abort */
-    int pr = member_rank(c, level, peer);
+    char whom[128] = "";
+    if (peer >= 0) snprintf(whom, sizeof whom, " for rank %d (host %s)", peer, c->host[peer]);
     if (missing)
         return cz_fail(err,
-                       "comm: rank %d (host %s) waited %.0f s for rank %d (host %s) in %s %s %s "
-                       "step %d (dist.timeout_s); no answer from rank(s) %s: host, link or "
-                       "process down",
-                       me, c->host[me], waited, pr, c->host[pr], cz_allreduce_algo_name(c->algo),
-                       level_name(level), what, step, who);
+                       "comm: rank %d (host %s) waited %.0f s%s in %s (dist.timeout_s); no answer "
+                       "from rank(s) %s: host, link or process down",
+                       me, c->host[me], waited, whom, where, who);
     return cz_fail(err,
-                   "comm: rank %d (host %s) waited %.0f s for rank %d (host %s) in %s %s %s step "
-                   "%d (dist.timeout_s); every rank answers: a rank is stuck elsewhere or far "
-                   "slower",
-                   me, c->host[me], waited, pr, c->host[pr], cz_allreduce_algo_name(c->algo),
-                   level_name(level), what, step);
+                   "comm: rank %d (host %s) waited %.0f s%s in %s (dist.timeout_s); every rank "
+                   "answers: a rank is stuck elsewhere or far slower",
+                   me, c->host[me], waited, whom, where);
+}
+
+/* MPI_Testall until the requests are done (0), an MPI error (-1) or the
+ * deadline (1, *waited set), answering pings meanwhile. */
+static int poll_deadline(cz_coll *c, int n, MPI_Request *req, double *waited) {
+    double t0 = cz_now(), polled = t0;
+    for (unsigned it = 1;; it++) {
+        int done = 0;
+        if (MPI_Testall(n, req, &done, MPI_STATUSES_IGNORE) != MPI_SUCCESS) return -1;
+        if (done) return 0;
+        if (it % 64 == 0) {
+            double now = cz_now();
+            if (now - polled > 1e-3) answer_pings(c), polled = now;
+            if (now - t0 > c->timeout) {
+                *waited = now - t0;
+                return 1;
+            }
+        }
+    }
 }
 
 /* MPI_Waitall with the deadline; peer: the ring member these requests talk to. */
 static int wait_bounded(cz_coll *c, int n, MPI_Request *req, int level, const char *what, int step,
                         int peer, cz_error *err) {
-    if (c->timeout <= 0)
-        return MPI_Waitall(n, req, MPI_STATUSES_IGNORE) == MPI_SUCCESS
-                   ? 0
-                   : fail_step(c, level, what, step, peer, err);
-    double t0 = cz_now(), polled = t0;
-    for (unsigned it = 1;; it++) {
-        int done = 0;
-        if (MPI_Testall(n, req, &done, MPI_STATUSES_IGNORE) != MPI_SUCCESS)
-            return fail_step(c, level, what, step, peer, err);
-        if (done) return 0;
-        if (it % 64 == 0) {
-            double now = cz_now();
-            if (now - polled > 1e-3) answer_pings(c), polled = now;
-            if (now - t0 > c->timeout) return stalled(c, level, what, step, peer, now - t0, err);
-        }
-    }
+    double waited = 0;
+    int rc = c->timeout > 0 ? poll_deadline(c, n, req, &waited)
+             : MPI_Waitall(n, req, MPI_STATUSES_IGNORE) == MPI_SUCCESS ? 0
+                                                                       : -1;
+    if (rc == 0) return 0;
+    if (rc < 0) return fail_step(c, level, what, step, peer, err);
+    char where[128];
+    snprintf(where, sizeof where, "%s %s %s step %d", cz_allreduce_algo_name(c->algo),
+             level_name(level), what, step);
+    return stalled(c, where, member_rank(c, level, peer), waited, err);
+}
+
+int cz_coll_wait(cz_coll *c, MPI_Request *req, const char *what, cz_error *err) {
+    double waited = 0;
+    int rc = c->timeout > 0                                    ? poll_deadline(c, 1, req, &waited)
+             : MPI_Wait(req, MPI_STATUS_IGNORE) == MPI_SUCCESS ? 0
+                                                               : -1;
+    if (rc == 0) return 0;
+    if (rc < 0)
+        return cz_fail(err, "comm: rank %d (host %s): %s failed", c->rank, c->host[c->rank], what);
+    return stalled(c, what, -1, waited, err);
 }
 
 /* Reduce-scatter, streamed: a piece of step s is forwarded (as step s+1)
