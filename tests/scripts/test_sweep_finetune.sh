@@ -13,9 +13,7 @@
 #  - a rerun does not run the finished fine-tuning again (its grid is not
 #    touched), retries the failed one; a task whose result and one grid run
 #    are removed is resumed: only that run is redone, the same columns;
-#  - plan and status count and show the fine-tuning runs;
-#  - on the real one-node Slurm (if installed): `submit` fine-tunes each point
-#    inside its array task, with the same results as the local sweep.
+#  - plan and status count and show the fine-tuning runs.
 source "$(dirname "$0")/sweep_common.sh"
 work=$(mktemp -d /tmp/cloze-sweep-ft-XXXXXX)
 ok=0
@@ -148,26 +146,9 @@ rm -r "$S/points/$p1/finetune/tsv/lr0.003-b8-e2-s2"
 grep -q "fine-tuning tsv: resuming" "$work/run3.log" || { cat "$work/run3.log"; fail "the task was not resumed"; }
 [ "$(grep -c "done before" "$S/points/$p1/finetune/tsv/finetune.log")" = 3 ] ||
   fail "the resumed grid did not keep its 3 finished runs"
-$PY "$SRC/tests/scripts/compare_results.py" "$work/results1.csv" "$R" --ignore "$TIMING" --rows 2 ||
+# (error: which rank's line of the failed task comes last varies)
+$PY "$SRC/tests/scripts/compare_results.py" "$work/results1.csv" "$R" --ignore "$TIMING,error" --rows 2 ||
   fail "the resumed fine-tuning gives other results"
 
-# ---- on Slurm: each array task fine-tunes its point after pre-training
-if command -v slurmctld >/dev/null && command -v slurmd >/dev/null && command -v munged >/dev/null; then
-  source "$(dirname "$0")/slurm_lib.sh"
-  chmod 755 "$work"   # munged needs every directory above its socket searchable
-  trap 'slurm_stop; [ $ok = 1 ] && rm -rf "$work" || echo "kept $work"' EXIT
-  slurm_start "$work/slurm" || exit 1
-  "$SWEEP" submit "$SPEC" --dir "$work/sw" "${SWEEP_ARGS[@]}" >"$work/submit.txt" || { cat "$work/submit.txt"; fail "submit"; }
-  report=$(sed -n 's/.* report job \([0-9]*\) .*/\1/p' "$work/submit.txt")
-  state=$(slurm_wait "$report")
-  [ "$state" = COMPLETED ] || { cat "$work"/sw/slurm/*.out; fail "report job $report ended $state"; }
-  # the error column names each sweep's own log paths
-  $PY "$SRC/tests/scripts/compare_results.py" "$R" "$work/sw/results.csv" --ignore "$TIMING,error" --rows 2 ||
-    { cat "$work"/sw/slurm/*.out; fail "the Slurm array's fine-tuning differs from the local sweep's"; }
-  grep -q "fine-tuning tsv: dev accuracy" "$work"/sw/slurm/task-*_0.out || fail "task 0 did not fine-tune"
-  slurm_stop
-else
-  echo "Slurm part skipped: slurmctld, slurmd or munged not installed"
-fi
 ok=1
 echo "test_sweep_finetune: ok"
