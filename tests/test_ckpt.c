@@ -376,7 +376,7 @@ static void test_shuffle_compresses(void) {
  * one at a time, and a failed one is reported by the next wait or start. */
 static void test_writer(void) {
     cz_error err;
-    cz_ckpt_writer *w = cz_ckpt_writer_create(0, &err);
+    cz_ckpt_writer *w = cz_ckpt_writer_create(0, 1, &err);
     CHECK(w != NULL, "%s", err.msg);
     if (!w) return;
     char a[512], b[512], bad[600];

@@ -21,3 +21,6 @@ cloze_add_script_test(test_train_shard_verify COMMAND bash ${CLOZE_TEST_DIR}/scr
 # launch/cloze-mpirun: SIGTERM / Ctrl-C -> checkpoint, exit 0, exact resume (seconds)
 cloze_add_script_test(test_launch_signals COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_launch_signals.sh
                       LABELS "mpi;train" TIMEOUT 300)
+# train.ckpt_writer=auto follows the free CPUs; inline and background files byte-identical (seconds)
+cloze_add_script_test(test_train_ckpt_writer COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_train_ckpt_writer.sh
+                      LABELS "mpi;train" TIMEOUT 300)
