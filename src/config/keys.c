@@ -119,7 +119,7 @@ const cz_key cz_config_keys[] = {
      .meaning = "seed of every random choice (init, data, masking, dropout); < 2^63"},
     {KEY("train", "threads", CZ_KEY_INT, train.threads), .def = "0", .min = 0, .max = 4096,
      .meaning = "threads per rank (BLIS and kernels); 0 = the CPUs this rank may use (affinity "
-                "mask) / the node's ranks sharing them"},
+                "mask, and a cgroup v2 cpu.max quota) / the node's ranks sharing them"},
     {KEY("train", "log_every", CZ_KEY_INT, train.log_every), .def = "100", .min = 1, .max = NOMAX,
      .meaning = "steps between log lines and metrics.jsonl records"},
     {KEY("train", "eval_every", CZ_KEY_INT, train.eval_every), .def = "0", .min = 0, .max = NOMAX,

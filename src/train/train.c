@@ -35,16 +35,22 @@ static int threads_per_rank(const cz_run *r, int *threads, int *ckpt_background,
         return -1;
     }
     cz_thread_plan p;
-    cz_cpu_plan_threads(masks, local, me, r->cfg.train.threads, &p);
+    double quota = cz_cpu_quota(); /* a cgroup's cpu.max, shared by the node's ranks */
+    cz_cpu_plan_threads(masks, local, me, r->cfg.train.threads, quota, &p);
     cz_free(masks);
     *threads = p.threads;
     if (me == 0 && p.demand > p.cpus)
         cz_warn(
             "%d rank(s) on this node x %d thread(s) = %d threads, but they may run on %d CPU(s) "
-            "(affinity mask): threads wait for each other; set train.threads=0 or bind "
+            "(%s): threads wait for each other; set train.threads=0 or bind "
             "fewer ranks (docs/performance.md, \"Threads per rank\")",
-            local, p.threads, p.demand, p.cpus);
-    if (r->comm.rank == 0 && r->cfg.train.threads <= 0)
+            local, p.threads, p.demand, p.cpus,
+            quota > 0 ? "affinity mask and cgroup cpu.max quota" : "affinity mask");
+    if (r->comm.rank == 0 && r->cfg.train.threads <= 0 && quota > 0)
+        cz_info("threads per rank: %d (%d allowed CPU(s) shared by %d rank(s) of this node; "
+                "cgroup cpu.max quota %.2f CPU(s) for the node's %d rank(s))",
+                p.threads, cz_cpu_set_count(&mine), p.sharers, quota, local);
+    else if (r->comm.rank == 0 && r->cfg.train.threads <= 0)
         cz_info("threads per rank: %d (%d allowed CPU(s) shared by %d rank(s) of this node)",
                 p.threads, cz_cpu_set_count(&mine), p.sharers);
     /* free: the node's ranks leave a CPU over, and one of them is rank 0's */
