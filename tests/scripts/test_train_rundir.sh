@@ -29,8 +29,10 @@ ck() { printf '%s/ckpt-%08d.lz4' "$1" "$2"; }
 # fresh second job is refused for the lock, not for the holder's checkpoints
 # (the code before the lock refused only those, and ran both jobs to the end)
 # (10^8 steps: the tiny model runs thousands of steps a second, and the
-# holder must outlive the second jobs)
-mpirun --oversubscribe -np 2 "$BIN/cloze-train" $(common "$work/lock") --set train.steps=100000000 \
+# holder must outlive the second jobs; one rank, so that a core is left for
+# them to start on: with two ranks busy on both cores of the 2-vCPU guest a
+# second job took minutes to get through MPI_Init)
+mpirun --oversubscribe -np 1 "$BIN/cloze-train" $(common "$work/lock") --set train.steps=100000000 \
   --set train.ckpt_every=0 2> "$work/holder.log" &
 holder=$!
 for _ in $(seq 300); do [ -s "$work/lock/metrics.jsonl" ] && break; sleep 0.1; done
