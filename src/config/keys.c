@@ -130,11 +130,11 @@ const cz_key cz_config_keys[] = {
      .max = NOMAX, .meaning = "steps between checkpoints; 0 = only at the end"},
     {KEY("train", "keep_last", CZ_KEY_INT, train.keep_last), .def = "3", .min = 1, .max = NOMAX,
      .meaning = "checkpoints kept in the run directory"},
-    {KEY("train", "ckpt_writer", CZ_KEY_WORD_INDEX, train.ckpt_writer), .def = "auto",
+    {KEY("train", "ckpt_writer", CZ_KEY_WORD_INDEX, train.ckpt_writer), .def = "thread",
      .choices = CZ_CKPT_WRITER_WORDS,
      .meaning = "who writes a checkpoint: thread = a background thread on a snapshot, inline = "
                 "the training thread (it waits), auto = the thread only when the node's ranks' "
-                "threads leave one of rank 0's allowed CPUs free"},
+                "threads leave one of rank 0's allowed CPUs free (docs/checkpoints.md)"},
     {KEY("train", "max_bad_steps", CZ_KEY_INT, train.max_bad_steps), .def = "5", .min = 1,
      .max = NOMAX, .meaning = "non-finite steps in a row (skipped) before the run stops"},
     {KEY("train", "stop_after_steps", CZ_KEY_LONG, train.stop_after_steps), .def = "0", .min = 0,
@@ -196,7 +196,8 @@ const cz_key cz_config_keys[] = {
     {KEY("dist", "link_latency_us", CZ_KEY_DOUBLE, dist.link_latency_us), .def = "30", .min = 0,
      .max = 1e6, .meaning = "auto's cost model: latency of one message between hosts, us"},
     {KEY("dist", "timeout_s", CZ_KEY_DOUBLE, dist.timeout_s), .def = "300", .min = 0, .max = 1e7,
-     .meaning = "a gradient exchange that waits this long for a rank stops the job, naming the "
+     .meaning = "a collective of the run (gradient exchange, statistics, checkpoint gather, "
+                "weight all-gather) that waits this long for a rank stops the job, naming the "
                 "ranks and hosts that no longer answer; 0 = wait forever"},
     {KEY("dist", "bucket_mb", CZ_KEY_DOUBLE, dist.bucket_mb), .def = "25", .min = 0, .max = 1e6,
      .flags = CZ_MIN_EXCL, .meaning = "gradient bucket size in MiB (overlap with backward)"},

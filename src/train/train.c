@@ -18,11 +18,10 @@
  * (cz_cpu_allowed) shared among the node's ranks whose sets overlap it, so
  * that BLIS and our kernels never start more threads than they may run.
  * And whether rank 0's checkpoints get a writer thread (train.ckpt_writer):
- * with auto, only when the threads of the node's ranks leave one of rank
- * 0's allowed CPUs free. The thread's LZ4 and checksums run on those CPUs too: on
- * the 2-vCPU guest with both cores training, a BERT-base run with a
- * checkpoint every 2 steps took longer with the thread than with the
- * blocking write it hid (docs/checkpoints.md). */
+ * thread by default; with auto, only when the threads of the node's ranks
+ * leave one of rank 0's allowed CPUs free, for nodes where the thread's LZ4
+ * and checksums must not take a training thread's CPU. Quiet runs with no
+ * CPU free did not show the thread slowing a run (docs/checkpoints.md). */
 static int threads_per_rank(const cz_run *r, int *threads, int *ckpt_background, cz_error *err) {
     int local = 1;
     if (cz_comm_node_ranks(&r->comm, &local, err) != 0) return -1;

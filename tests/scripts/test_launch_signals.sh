@@ -59,6 +59,9 @@ def drain(t):
             if select.select([fd], [], [], 0.05)[0]:
                 out += os.read(fd, 65536)
         except OSError:
+            # EIO once the terminal's other side has closed: keep the
+            # caller's wait, else its 60 s loop would end at once
+            time.sleep(max(0.0, end - time.time()))
             return
 deadline = time.time() + 30
 while time.time() < deadline:

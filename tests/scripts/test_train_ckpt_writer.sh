@@ -16,7 +16,7 @@ run() { # run NAME CPUS RANKS RUN_DIR ARGS...: log in NAME.log
   local name=$1 cpus=$2 n=$3 dir=$4; shift 4
   taskset -c "$cpus" mpirun --oversubscribe --bind-to none -np "$n" "$BIN/cloze-train" \
     $(tiny_args "$data" "$dir") --set train.steps=4 --set train.ckpt_every=2 --set train.keep_last=3 \
-    --set train.global_batch=2 --set train.micro_batch=1 "$@" 2> "$work/$name.log" ||
+    --set train.global_batch=2 --set train.micro_batch=1 --set train.ckpt_writer=auto "$@" 2> "$work/$name.log" ||
     { cat "$work/$name.log"; echo "FAIL: $name exited non-zero"; exit 1; }
 }
 expect() { # expect NAME REGEX WHAT
