@@ -143,15 +143,21 @@ static int put_pair(cz_ft_features *f, int *cap, int e, const cz_ft_feature_conf
 
 /* The pieces of a and b that fit beside the special tokens: the longer
  * text loses its last piece until the pair fits (_truncate_seq_pair).
- * Returns 1 when something was cut. */
-static int pair_room(const cz_ft_features *f, int pair, size_t *na, size_t *nb) {
+ * sym: on a tie both lose one, so that the pieces kept do not depend on
+ * which text comes first (similarity: no inherent order). Returns 1 when
+ * something was cut. */
+static int pair_room(const cz_ft_features *f, int pair, int sym, size_t *na, size_t *nb) {
     int room = f->T - (pair ? 3 : 2);
     if (*na + *nb <= (size_t)room) return 0;
     while (*na + *nb > (size_t)room) {
-        if (*na > *nb)
+        if (*na > *nb) {
             (*na)--;
-        else
+        } else if (*nb > *na || !sym) {
             (*nb)--;
+        } else {
+            (*na)--;
+            (*nb)--;
+        }
     }
     return 1;
 }
@@ -185,7 +191,7 @@ static int featurize_classify(cz_ft_features *f, const cz_ft_dataset *d,
                     break;
                 }
                 size_t na = a.n, nb = b.n;
-                cut |= pair_room(f, 1, &na, &nb);
+                cut |= pair_room(f, 1, 0, &na, &nb);
                 rc = put_pair(f, &cap, e, c, &a, na, &b, nb, 1, x->label, err);
             }
             f->truncated += cut;
@@ -201,7 +207,7 @@ static int featurize_classify(cz_ft_features *f, const cz_ft_dataset *d,
             break;
         }
         size_t na = a.n, nb = b.n;
-        f->truncated += pair_room(f, x->b != NULL, &na, &nb);
+        f->truncated += pair_room(f, x->b != NULL, c->similarity, &na, &nb);
         rc = put_pair(f, &cap, e, c, &a, na, &b, nb, x->b != NULL, x->label, err);
         /* GPT-1 Sec. 3.3: no inherent order, so the other ordering too */
         if (rc == 0 && c->similarity)
