@@ -376,7 +376,7 @@ static void test_shuffle_compresses(void) {
  * one at a time, and a failed one is reported by the next wait or start. */
 static void test_writer(void) {
     cz_error err;
-    cz_ckpt_writer *w = cz_ckpt_writer_create(0, &err);
+    cz_ckpt_writer *w = cz_ckpt_writer_create(0, 1, &err);
     CHECK(w != NULL, "%s", err.msg);
     if (!w) return;
     char a[512], b[512], bad[600];
@@ -409,6 +409,30 @@ static void test_writer(void) {
           "failed write not reported by the next start: %s", err.msg);
     CHECK(cz_ckpt_writer_wait(w, &err) == 0, "reported twice: %s", err.msg);
     cz_ckpt_writer_free(w);
+
+    /* inline (background = 0): on disk when start returns, from the
+     * caller's buffers, the same bytes; a failure is start's own result */
+    cz_ckpt_writer *in = cz_ckpt_writer_create(0, 0, &err);
+    CHECK(in != NULL, "%s", err.msg);
+    if (!in) return;
+    char c[512];
+    snprintf(c, sizeof c, "%s/inline-b.lz4", dir);
+    owned = cz_alloc(sizeof params, &err);
+    memcpy(owned, params, sizeof params);
+    cz_blob bi[2] = {{"params", params, sizeof params}, {"moment", owned, sizeof params}};
+    CHECK(cz_ckpt_writer_start(in, c, bi, 2, take, NULL, 1, &err) == 0, "inline: %s", err.msg);
+    CHECK(access(c, F_OK) == 0, "inline: not written when start returned");
+    void *x = NULL, *y = NULL;
+    size_t nx = 0, ny = 0;
+    CHECK(cz_read_file(b, &x, &nx, &err) == 0 && cz_read_file(c, &y, &ny, &err) == 0 && nx == ny &&
+              memcmp(x, y, nx) == 0,
+          "inline and background writes of the same blobs differ");
+    cz_free(x);
+    cz_free(y);
+    CHECK(cz_ckpt_writer_start(in, bad, bi, 1, NULL, NULL, 1, &err) != 0 && strstr(err.msg, bad),
+          "inline: a failed write must fail start: %s", err.msg);
+    CHECK(cz_ckpt_writer_wait(in, &err) == 0, "inline: reported twice: %s", err.msg);
+    cz_ckpt_writer_free(in);
 }
 
 static int count_tmp_files(void) {

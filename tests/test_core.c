@@ -6,10 +6,12 @@
 #include "cloze/rng.h"
 #include "cloze/sha256.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -158,30 +160,105 @@ static cz_cpu_set cpus(int first, int n) {
 static void test_thread_plan(void) {
     cz_thread_plan p;
     cz_cpu_set one[1] = {cpus(0, 1)};
-    cz_cpu_plan_threads(one, 1, 0, 0, &p);
+    cz_cpu_plan_threads(one, 1, 0, 0, 0, &p);
     CHECK(p.threads == 1 && p.cpus == 1 && p.demand == 1, "taskset -c 0: %d threads", p.threads);
     cz_cpu_set shared[2] = {cpus(0, 8), cpus(0, 8)};
-    cz_cpu_plan_threads(shared, 2, 1, 0, &p);
+    cz_cpu_plan_threads(shared, 2, 1, 0, 0, &p);
     CHECK(p.threads == 4 && p.sharers == 2 && p.demand == 8 && p.cpus == 8,
           "2 ranks on 8 shared CPUs: %d threads, %d sharers, demand %d", p.threads, p.sharers,
           p.demand);
     cz_cpu_set bound[2] = {cpus(0, 4), cpus(64, 4)}; /* --bind-to: disjoint, across words */
-    cz_cpu_plan_threads(bound, 2, 0, 0, &p);
+    cz_cpu_plan_threads(bound, 2, 0, 0, 0, &p);
     CHECK(p.threads == 4 && p.sharers == 1 && p.demand == 8 && p.cpus == 8,
           "2 ranks bound to 4 CPUs each: %d threads", p.threads);
     cz_cpu_set crowded[3] = {cpus(0, 1), cpus(0, 1), cpus(0, 1)};
-    cz_cpu_plan_threads(crowded, 3, 2, 0, &p);
+    cz_cpu_plan_threads(crowded, 3, 2, 0, 0, &p);
     CHECK(p.threads == 1 && p.demand == 3 && p.cpus == 1, "3 ranks on 1 CPU: demand %d", p.demand);
-    cz_cpu_plan_threads(one, 1, 0, 2, &p);
+    cz_cpu_plan_threads(one, 1, 0, 2, 0, &p);
     CHECK(p.threads == 2 && p.demand == 2 && p.cpus == 1, "fixed 2 threads on 1 CPU");
+    /* a cgroup quota (cpu.max) caps the node's ranks together */
+    cz_cpu_set wide[1] = {cpus(0, 16)};
+    cz_cpu_plan_threads(wide, 1, 0, 0, 4.0, &p);
+    CHECK(p.threads == 4 && p.cpus == 4 && p.demand == 4, "16 CPUs, quota 4: %d threads, cpus %d",
+          p.threads, p.cpus);
+    cz_cpu_plan_threads(wide, 1, 0, 0, 2.5, &p);
+    CHECK(p.threads == 2 && p.cpus == 2, "quota 2.5: %d threads (floor)", p.threads);
+    cz_cpu_plan_threads(shared, 2, 0, 0, 2.5, &p);
+    CHECK(p.threads == 1 && p.cpus == 2 && p.demand == 2, "2 ranks, quota 2.5: %d threads, cpus %d",
+          p.threads, p.cpus);
+    cz_cpu_plan_threads(shared, 2, 0, 0, 0.5, &p);
+    CHECK(p.threads == 1 && p.cpus == 1 && p.demand == 2,
+          "2 ranks, quota 0.5: at least 1 thread, "
+          "cpus %d, demand %d (the caller warns)",
+          p.cpus, p.demand);
+    cz_cpu_plan_threads(wide, 1, 0, 0, 64.0, &p);
+    CHECK(p.threads == 16 && p.cpus == 16, "a quota above the mask: %d threads", p.threads);
     cz_cpu_set mine;
     int n = cz_cpu_allowed(&mine);
     CHECK(n >= 1 && n == cz_cpu_set_count(&mine) && n <= sysconf(_SC_NPROCESSORS_ONLN),
           "allowed CPUs %d", n);
 }
 
+/* cgroup v2 cpu.max: the text, and the tightest quota from the process's
+ * cgroup up to the root, in a tree of sample files */
+static void put(const char *dir, const char *name, const char *text) {
+    char p[700];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    FILE *f = fopen(p, "w");
+    if (f) {
+        fputs(text, f);
+        fclose(f);
+    }
+}
+
+static void test_cpu_quota(void) {
+    CHECK(cz_cpu_parse_cpu_max("max 100000\n") == 0, "max: no limit");
+    CHECK(cz_cpu_parse_cpu_max("150000 100000\n") == 1.5, "1.5 CPUs");
+    CHECK(cz_cpu_parse_cpu_max("50000 100000") == 0.5, "0.5 CPUs");
+    CHECK(cz_cpu_parse_cpu_max("") == 0 && cz_cpu_parse_cpu_max("150000") == 0 &&
+              cz_cpu_parse_cpu_max("x 100000") == 0 && cz_cpu_parse_cpu_max("100 0") == 0 &&
+              cz_cpu_parse_cpu_max("-5 100000") == 0,
+          "malformed cpu.max texts are no quota");
+    char root[] = "/tmp/cloze-test-cgroup-XXXXXX", job[600], step[700], proc[600];
+    if (!mkdtemp(root)) {
+        CHECK(0, "mkdtemp: %s", strerror(errno));
+        return;
+    }
+    snprintf(job, sizeof job, "%s/job", root);
+    snprintf(step, sizeof step, "%s/step", job);
+    mkdir(job, 0755);
+    mkdir(step, 0755);
+    snprintf(proc, sizeof proc, "%s/proc-cgroup", root);
+    put(root, "cpu.max", "max 100000\n");
+    put(job, "cpu.max", "250000 100000\n");
+    put(step, "cpu.max", "max 100000\n");
+    /* each step rewrites one file, then reads the quota */
+    struct {
+        const char *dir, *name, *text;
+        double want;
+        const char *what;
+    } steps[] = {
+        {root, "proc-cgroup", "4:memory:/elsewhere\n0::/job/step\n", 2.5,
+         "the parent's quota binds its children"},
+        {step, "cpu.max", "120000 100000\n", 1.2, "the tightest of the chain"},
+        {root, "proc-cgroup", "0::/\n", 0, "a root of 'max'"},
+        {root, "cpu.max", "50000 100000\n", 0.5, "a container's own root (cgroup namespace)"},
+        {root, "proc-cgroup", "4:cpu,cpuacct:/job\n", 0, "cgroup v1 only: no quota read"},
+    };
+    for (size_t k = 0; k < sizeof steps / sizeof steps[0]; k++) {
+        put(steps[k].dir, steps[k].name, steps[k].text);
+        double q = cz_cpu_quota_at(root, proc);
+        CHECK(q == steps[k].want, "%s: %g, want %g", steps[k].what, q, steps[k].want);
+    }
+    CHECK(cz_cpu_quota_at(root, "/nonexistent/cgroup") == 0, "no /proc/self/cgroup: no quota");
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
+    CHECK(system(cmd) == 0, "cleanup");
+}
+
 int main(void) {
     test_thread_plan();
+    test_cpu_quota();
     test_philox_kat();
     test_sha256();
     test_distributions();

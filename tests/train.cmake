@@ -18,3 +18,9 @@ cloze_add_script_test(test_train_threads COMMAND bash ${CLOZE_TEST_DIR}/scripts/
 # shard payloads verified when training opens them, cached beside the manifest (seconds)
 cloze_add_script_test(test_train_shard_verify COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_train_shard_verify.sh
                       LABELS "mpi;train;data" TIMEOUT 300)
+# launch/cloze-mpirun: SIGTERM / Ctrl-C -> checkpoint, exit 0, exact resume (seconds)
+cloze_add_script_test(test_launch_signals COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_launch_signals.sh
+                      LABELS "mpi;train" TIMEOUT 300)
+# train.ckpt_writer=auto follows the free CPUs; inline and background files byte-identical (seconds)
+cloze_add_script_test(test_train_ckpt_writer COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_train_ckpt_writer.sh
+                      LABELS "mpi;train" TIMEOUT 300)

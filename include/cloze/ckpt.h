@@ -77,8 +77,12 @@ int cz_ckpt_scan(const char *path, cz_ckpt_blob_fn fn, void *ctx, cz_error *err)
  * soon as start returns. cz_ckpt_writer_wait waits for the running write
  * and returns its result (0, or -1 with its one-line error). */
 typedef struct cz_ckpt_writer cz_ckpt_writer;
-/* verbose = 1: each finished write is logged ("... written in X s"). */
-cz_ckpt_writer *cz_ckpt_writer_create(int verbose, cz_error *err);
+/* verbose = 1: each finished write is logged ("... written in X s").
+ * background = 0: no thread and no snapshot: start writes (and prunes)
+ * before it returns, from the caller's buffers, and returns that write's
+ * result; the same files and messages otherwise. For a rank that has no
+ * free core for the thread (train.ckpt_writer, docs/checkpoints.md). */
+cz_ckpt_writer *cz_ckpt_writer_create(int verbose, int background, cz_error *err);
 int cz_ckpt_writer_start(cz_ckpt_writer *w, const char *path, const cz_blob *blobs, int n,
                          const int *take, const char *prune_dir, int keep_last, cz_error *err);
 int cz_ckpt_writer_wait(cz_ckpt_writer *w, cz_error *err);

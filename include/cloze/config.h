@@ -23,6 +23,19 @@
 #include "cloze/model.h"
 #include "cloze/optim.h"
 
+/* train.ckpt_writer: who writes rank 0's checkpoints. THREAD: a background
+ * thread on a snapshot, training goes on; INLINE: the training thread,
+ * which waits for the write; AUTO: the thread only when the threads of the
+ * node's ranks leave one of rank 0's allowed CPUs free (with none free, the
+ * thread's compression slows the steps more than the write it hides;
+ * docs/checkpoints.md). */
+typedef enum {
+    CZ_CKPT_WRITER_AUTO = 0,
+    CZ_CKPT_WRITER_THREAD,
+    CZ_CKPT_WRITER_INLINE
+} cz_ckpt_writer_choice;
+#define CZ_CKPT_WRITER_WORDS "auto|thread|inline"
+
 typedef struct cz_train_config {
     long steps;       /* total optimizer steps */
     int global_batch; /* sequences per optimizer step, over all ranks */
@@ -41,6 +54,8 @@ typedef struct cz_train_config {
     char init_from[CZ_PATH_MAX]; /* model.init_from: weights to start from ("" = initialise) */
     cz_gemm_choice gemm;         /* train.gemm: auto | blis | reference (CZ_GEMM_AUTO ..) */
     double peak_gflops;          /* per rank, for MFU; 0 = measure at start-up */
+
+    cz_ckpt_writer_choice ckpt_writer; /* train.ckpt_writer */
 } cz_train_config;
 
 typedef struct cz_config {

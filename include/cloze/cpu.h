@@ -84,16 +84,40 @@ int cz_cpu_set_count(const cz_cpu_set *set);
  * (masks[0..n), this rank's at index me). A rank shares its CPUs with every
  * rank whose set overlaps its own (itself included): it gets
  * max(1, |own set| / sharers) threads, or `fixed` when fixed > 0 (the
- * configured train.threads). `demand` is the sum of every rank's threads,
- * `cpus` the size of the union of the sets: demand > cpus means the node is
- * oversubscribed (the caller warns). */
+ * configured train.threads). `quota` > 0 (cz_cpu_quota, in CPUs) caps
+ * the node's ranks, taken to share one cgroup as the ranks of one job do,
+ * at max(1, floor(quota)) CPUs together: a rank then gets at most that / n
+ * threads. `demand` is the sum of every rank's threads, `cpus` the size of
+ * the union of the sets (capped by the quota): demand > cpus means the node
+ * is oversubscribed (the caller warns). */
+/* ---- a CPU-time quota (cgroup v2 cpu.max) ----
+ * A cgroup v2 `cpu.max` of "QUOTA PERIOD" (docker --cpus, systemd
+ * CPUQuota=, a Kubernetes CPU limit, Slurm's cgroup plugin) lets the
+ * cgroup's processes run QUOTA / PERIOD CPUs' worth of time per period
+ * however many CPUs their affinity masks hold: threads beyond it are
+ * throttled for the rest of each period, and the others wait for them in
+ * BLIS's and OpenMP's spinning barriers, as with too few CPUs. */
+/* QUOTA / PERIOD of a cpu.max text; 0 for "max PERIOD" (no limit) or text
+ * that is not a quota. */
+double cz_cpu_parse_cpu_max(const char *text);
+/* The tightest quota of this process's cgroup and its ancestors, in CPUs
+ * (0 = none, or no cgroup v2): the "0::PATH" line of proc_cgroup (normally
+ * /proc/self/cgroup) names the cgroup below root (the cgroup2 mount,
+ * normally /sys/fs/cgroup); each directory from it up to root may hold a
+ * cpu.max. */
+double cz_cpu_quota_at(const char *root, const char *proc_cgroup);
+/* cz_cpu_quota_at of /sys/fs/cgroup and /proc/self/cgroup, or of
+ * $CLOZE_CGROUP_ROOT and $CLOZE_PROC_CGROUP where set (tests). */
+double cz_cpu_quota(void);
+
 typedef struct cz_thread_plan {
     int threads; /* this rank's */
     int sharers; /* ranks whose sets overlap this rank's, itself included */
     int demand;  /* threads of all the node's ranks together */
     int cpus;    /* CPUs the node's ranks may use together */
 } cz_thread_plan;
-void cz_cpu_plan_threads(const cz_cpu_set *masks, int n, int me, int fixed, cz_thread_plan *plan);
+void cz_cpu_plan_threads(const cz_cpu_set *masks, int n, int me, int fixed, double quota,
+                         cz_thread_plan *plan);
 
 /* ---- peak arithmetic rate, the MFU denominator ----
  * fp32 peak of one core = FMA lanes x 2 flops x FMA pipes x clock. The

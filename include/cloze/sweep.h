@@ -30,6 +30,8 @@
 #define CZ_SWEEP_MAX_GRID 8
 #define CZ_SWEEP_KEY 64
 #define CZ_SWEEP_TEXT 256
+/* an axis value (a path, say): key=value must fit CZ_SWEEP_TEXT */
+#define CZ_SWEEP_VALUE (CZ_SWEEP_TEXT - CZ_SWEEP_KEY - 1)
 
 typedef enum {
     CZ_BUDGET_NONE = 0, /* train.steps of the configuration */
@@ -44,7 +46,7 @@ typedef struct cz_sweep_axis {
     int n_keys;
     char keys[CZ_SWEEP_MAX_KEYS][CZ_SWEEP_KEY];
     int n_values;
-    char values[CZ_SWEEP_MAX_VALUES][CZ_SWEEP_MAX_KEYS][CZ_SWEEP_KEY];
+    char values[CZ_SWEEP_MAX_VALUES][CZ_SWEEP_MAX_KEYS][CZ_SWEEP_VALUE];
     int line; /* in the spec, for messages */
 } cz_sweep_axis;
 
@@ -56,11 +58,16 @@ typedef struct cz_sweep_grid_param {
 } cz_sweep_grid_param;
 
 typedef struct cz_sweep_finetune {
-    char task[CZ_SWEEP_KEY];
-    char data[CZ_PATH_MAX];
+    char name[CZ_SWEEP_KEY]; /* columns ft_NAME..., directory finetune/NAME; default: task */
+    char task[CZ_SWEEP_KEY]; /* cloze-finetune --task */
+    char data[CZ_PATH_MAX];  /* a directory holding train.tsv and dev.tsv */
+    char train[CZ_PATH_MAX]; /* the files; "" = data/train.tsv, data/dev.tsv */
+    char dev[CZ_PATH_MAX];
     int restarts;
-    int n_grid;
+    int n_grid; /* lr, batch, epochs: cloze-finetune grid's lists */
     cz_sweep_grid_param grid[CZ_SWEEP_MAX_GRID];
+    int n_args; /* more cloze-finetune options, verbatim */
+    char args[16][CZ_SWEEP_TEXT];
 } cz_sweep_finetune;
 
 typedef struct cz_sweep_point {
@@ -213,6 +220,46 @@ int cz_sweep_probe(cz_sweep *s, int i, const cz_sweep_tools *t, int steps, doubl
                    double *startup_s, cz_error *err);
 /* Cached probe figures only (no run): 1 found, 0 not. */
 int cz_sweep_probe_cached(const cz_sweep *s, int i, double *step_s, double *startup_s);
+
+/* ---- fine-tuning per point ----
+ * After a point's pre-training, each task of the spec runs as one
+ * `cloze-finetune grid` (BERT's protocol: the grid, `restarts` seeds per
+ * configuration, selection on the dev mean) on the point's final checkpoint,
+ * through launch/cloze-mpirun with the point's ranks and threads, in
+ *   DIR/points/POINT/finetune/NAME/  (--out: grid.jsonl, one run per point)
+ *   .../NAME/args.txt                 the cloze-finetune arguments it ran with
+ *   .../NAME/finetune.log             its output
+ *   .../NAME/state.json               {"status":"done"} or failed with the error */
+typedef enum {
+    CZ_FT_PENDING = 0,
+    CZ_FT_INTERRUPTED, /* started (a run directory exists), no result yet */
+    CZ_FT_DONE,
+    CZ_FT_FAILED
+} cz_ft_state;
+
+typedef struct cz_ft_summary {
+    cz_ft_state state;
+    double mean, std; /* the selected configuration's dev score over restarts (percent) */
+    int n;            /* restarts behind mean and std */
+    char metric[32];  /* accuracy, f1, mcc, ... */
+    char error[CZ_ERROR_MAX];
+} cz_ft_summary;
+
+/* cloze-finetune runs one task costs per point: grid size x restarts. */
+int cz_sweep_ft_runs(const cz_sweep_finetune *ft);
+/* What point p's directory says of task k. */
+cz_ft_state cz_sweep_ft_read(const cz_sweep *s, const cz_sweep_point *p, int k, cz_ft_summary *out);
+/* Tasks of point p done or failed (k counts both; *done the done ones). */
+int cz_sweep_ft_finished(const cz_sweep *s, const cz_sweep_point *p, int *done);
+
+/* Runs (or resumes) the fine-tuning tasks of point i that have no result:
+ * CZ_RUN_DONE when every task is done or failed (a failure is recorded in
+ * the task's state.json and the next run retries it), CZ_RUN_INTERRUPTED when
+ * a signal stopped one (the next run resumes it), CZ_RUN_BUSY when another
+ * process holds the point, CZ_RUN_FAILED when the point has no final
+ * checkpoint. *ran: tasks started. Then rewrites results.csv / .jsonl. */
+cz_run_outcome cz_sweep_finetune_point(cz_sweep *s, int i, const cz_sweep_tools *t,
+                                       const cz_run_options *o, int *ran, cz_error *err);
 
 /* ---- results ---- */
 

@@ -219,10 +219,11 @@ int cz_ckpt_write(const char *path, const cz_blob *blobs, int n, cz_error *err) 
 
 struct cz_ckpt_writer {
     pthread_t thread;
-    int running;  /* a thread to join */
-    int verbose;  /* log each finished write */
-    int rc;       /* result of the last write */
-    cz_error err; /* its error */
+    int background; /* 1: a thread writes a snapshot; 0: start writes the caller's buffers */
+    int running;    /* a thread to join */
+    int verbose;    /* log each finished write */
+    int rc;         /* result of the last write */
+    cz_error err;   /* its error */
     char path[4096], prune_dir[4096];
     int keep_last, n;
     cz_blob blobs[WRITER_MAX_BLOBS];
@@ -246,13 +247,17 @@ static void *writer_main(void *arg) {
     writer_release(w);
     if (w->rc == 0 && w->prune_dir[0]) w->rc = cz_ckpt_prune(w->prune_dir, w->keep_last, &w->err);
     if (w->rc == 0 && w->verbose)
-        cz_info("checkpoint %s written in %.2fs (in the background)", w->path, cz_now() - t0);
+        cz_info("checkpoint %s written in %.2fs (%s)", w->path, cz_now() - t0,
+                w->background ? "in the background" : "inline: training waited");
     return NULL;
 }
 
-cz_ckpt_writer *cz_ckpt_writer_create(int verbose, cz_error *err) {
+cz_ckpt_writer *cz_ckpt_writer_create(int verbose, int background, cz_error *err) {
     cz_ckpt_writer *w = cz_alloc(sizeof(cz_ckpt_writer), err);
-    if (w) w->verbose = verbose;
+    if (w) {
+        w->verbose = verbose;
+        w->background = background;
+    }
     return w;
 }
 
@@ -275,16 +280,20 @@ int cz_ckpt_writer_start(cz_ckpt_writer *w, const char *path, const cz_blob *blo
     if (rc == 0 && n > WRITER_MAX_BLOBS)
         rc = cz_fail(err, "%s: %d blobs, the writer holds %d", path, n, WRITER_MAX_BLOBS);
     for (int i = 0; i < n; i++) {
+        const void *data = NULL;
         if (take && take[i]) { /* ours now, whatever happens */
-            w->data[i] = (void *)blobs[i].data;
+            data = w->data[i] = (void *)blobs[i].data;
+        } else if (!w->background) { /* written before start returns: no copy */
+            data = blobs[i].data;
         } else if (rc == 0) {
             if (!(w->data[i] = cz_alloc(blobs[i].size + 1, err)))
                 rc = cz_fail_prefix(err, "%s: snapshot of blob '%s'", path, blobs[i].name);
             else
                 memcpy(w->data[i], blobs[i].data, blobs[i].size);
+            data = w->data[i];
         }
         snprintf(w->names[i], sizeof w->names[i], "%s", blobs[i].name);
-        w->blobs[i] = (cz_blob){w->names[i], w->data[i], blobs[i].size};
+        w->blobs[i] = (cz_blob){w->names[i], data, blobs[i].size};
     }
     if (rc == 0) {
         w->n = n;
@@ -292,6 +301,10 @@ int cz_ckpt_writer_start(cz_ckpt_writer *w, const char *path, const cz_blob *blo
         snprintf(w->prune_dir, sizeof w->prune_dir, "%s", prune_dir ? prune_dir : "");
         w->keep_last = keep_last;
         w->rc = 0;
+        if (!w->background) {
+            writer_main(w); /* frees what it took over */
+            return cz_ckpt_writer_wait(w, err);
+        }
         if (pthread_create(&w->thread, NULL, writer_main, w) != 0)
             rc = cz_fail(err, "%s: cannot start the checkpoint writer thread", path);
         else

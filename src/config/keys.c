@@ -20,6 +20,8 @@
 _Static_assert(sizeof(cz_arch) == sizeof(int), "cz_arch must be int-sized");
 _Static_assert(sizeof(cz_recompute) == sizeof(int), "cz_recompute must be int-sized");
 _Static_assert(sizeof(cz_gemm_choice) == sizeof(int), "cz_gemm_choice must be int-sized");
+_Static_assert(sizeof(cz_ckpt_writer_choice) == sizeof(int),
+               "cz_ckpt_writer_choice must be int-sized");
 _Static_assert(sizeof(cz_optim_kind) == sizeof(int), "cz_optim_kind must be int-sized");
 _Static_assert(sizeof(cz_schedule) == sizeof(int), "cz_schedule must be int-sized");
 _Static_assert(sizeof(cz_placement) == sizeof(int), "cz_placement must be int-sized");
@@ -117,7 +119,7 @@ const cz_key cz_config_keys[] = {
      .meaning = "seed of every random choice (init, data, masking, dropout); < 2^63"},
     {KEY("train", "threads", CZ_KEY_INT, train.threads), .def = "0", .min = 0, .max = 4096,
      .meaning = "threads per rank (BLIS and kernels); 0 = the CPUs this rank may use (affinity "
-                "mask) / the node's ranks sharing them"},
+                "mask, and a cgroup v2 cpu.max quota) / the node's ranks sharing them"},
     {KEY("train", "log_every", CZ_KEY_INT, train.log_every), .def = "100", .min = 1, .max = NOMAX,
      .meaning = "steps between log lines and metrics.jsonl records"},
     {KEY("train", "eval_every", CZ_KEY_INT, train.eval_every), .def = "0", .min = 0, .max = NOMAX,
@@ -128,6 +130,11 @@ const cz_key cz_config_keys[] = {
      .max = NOMAX, .meaning = "steps between checkpoints; 0 = only at the end"},
     {KEY("train", "keep_last", CZ_KEY_INT, train.keep_last), .def = "3", .min = 1, .max = NOMAX,
      .meaning = "checkpoints kept in the run directory"},
+    {KEY("train", "ckpt_writer", CZ_KEY_WORD_INDEX, train.ckpt_writer), .def = "auto",
+     .choices = CZ_CKPT_WRITER_WORDS,
+     .meaning = "who writes a checkpoint: thread = a background thread on a snapshot, inline = "
+                "the training thread (it waits), auto = the thread only when the node's ranks' "
+                "threads leave one of rank 0's allowed CPUs free"},
     {KEY("train", "max_bad_steps", CZ_KEY_INT, train.max_bad_steps), .def = "5", .min = 1,
      .max = NOMAX, .meaning = "non-finite steps in a row (skipped) before the run stops"},
     {KEY("train", "stop_after_steps", CZ_KEY_LONG, train.stop_after_steps), .def = "0", .min = 0,

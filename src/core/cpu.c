@@ -193,26 +193,78 @@ static int sets_overlap(const cz_cpu_set *a, const cz_cpu_set *b) {
     return 0;
 }
 
-static int threads_of(const cz_cpu_set *masks, int n, int r, int fixed, int *sharers) {
+/* cap: CPUs the quota leaves the node's n ranks together (0 = no quota) */
+static int threads_of(const cz_cpu_set *masks, int n, int r, int fixed, int cap, int *sharers) {
     int k = 0;
     for (int j = 0; j < n; j++) k += sets_overlap(&masks[r], &masks[j]);
     if (k < 1) k = 1; /* an empty set overlaps nothing, not even itself */
     if (sharers) *sharers = k;
     if (fixed > 0) return fixed;
     int t = cz_cpu_set_count(&masks[r]) / k;
+    if (cap > 0 && t > cap / n) t = cap / n;
     return t < 1 ? 1 : t;
 }
 
-void cz_cpu_plan_threads(const cz_cpu_set *masks, int n, int me, int fixed, cz_thread_plan *plan) {
+void cz_cpu_plan_threads(const cz_cpu_set *masks, int n, int me, int fixed, double quota,
+                         cz_thread_plan *plan) {
+    /* floor, not round: a thread past the quota is throttled each period */
+    int cap = quota > 0 ? (quota < 1 ? 1 : quota > 1 << 20 ? 1 << 20 : (int)quota) : 0;
     cz_cpu_set all;
     memset(&all, 0, sizeof all);
     plan->demand = 0;
     for (int r = 0; r < n; r++) {
-        plan->demand += threads_of(masks, n, r, fixed, NULL);
+        plan->demand += threads_of(masks, n, r, fixed, cap, NULL);
         for (int w = 0; w < CZ_CPU_SET_WORDS; w++) all.bits[w] |= masks[r].bits[w];
     }
-    plan->threads = threads_of(masks, n, me, fixed, &plan->sharers);
+    plan->threads = threads_of(masks, n, me, fixed, cap, &plan->sharers);
     plan->cpus = cz_cpu_set_count(&all);
+    if (cap > 0 && plan->cpus > cap) plan->cpus = cap;
+}
+
+double cz_cpu_parse_cpu_max(const char *text) {
+    char q[32];
+    double period;
+    if (sscanf(text, "%31s %lf", q, &period) != 2 || !(period > 0)) return 0;
+    char *end;
+    double quota = strtod(q, &end); /* "max": end == q */
+    return end != q && *end == 0 && quota > 0 ? quota / period : 0;
+}
+
+double cz_cpu_quota_at(const char *root, const char *proc_cgroup) {
+    FILE *f = fopen(proc_cgroup, "r");
+    if (!f) return 0;
+    char line[4096], dir[8192] = "";
+    int v2 = 0;
+    while (!v2 && fgets(line, sizeof line, f)) {
+        if (strncmp(line, "0::", 3) != 0) continue;
+        line[strcspn(line, "\n")] = 0;
+        v2 = snprintf(dir, sizeof dir, "%s%s", root, line + 3) < (int)sizeof dir;
+    }
+    fclose(f);
+    if (!v2) return 0;
+    size_t root_len = strlen(root);
+    double best = 0;
+    for (;;) { /* this cgroup, then each ancestor up to the root */
+        size_t len = strlen(dir);
+        while (len > root_len && dir[len - 1] == '/') dir[--len] = 0;
+        char path[8300], text[128];
+        snprintf(path, sizeof path, "%s/cpu.max", dir);
+        FILE *m = fopen(path, "r");
+        if (m) {
+            double q = fgets(text, sizeof text, m) ? cz_cpu_parse_cpu_max(text) : 0;
+            fclose(m);
+            if (q > 0 && (best == 0 || q < best)) best = q;
+        }
+        char *slash = strrchr(dir, '/');
+        if (len <= root_len || !slash || (size_t)(slash - dir) < root_len) break;
+        *slash = 0;
+    }
+    return best;
+}
+
+double cz_cpu_quota(void) {
+    const char *root = getenv("CLOZE_CGROUP_ROOT"), *proc = getenv("CLOZE_PROC_CGROUP");
+    return cz_cpu_quota_at(root ? root : "/sys/fs/cgroup", proc ? proc : "/proc/self/cgroup");
 }
 
 /* ---- peak rate ---- */

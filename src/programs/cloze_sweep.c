@@ -23,9 +23,11 @@ static void usage(FILE *out) {
             "commands:\n"
             "  plan SPEC      the points with parameters, FLOPs, tokens and an estimated time\n"
             "                 (from a short probe run of each model shape)\n"
-            "  run SPEC       run the points one after another through launch/cloze-mpirun;\n"
-            "                 finished points are skipped, interrupted ones resumed exactly,\n"
-            "                 failed ones recorded (and retried by the next run)\n"
+            "  run SPEC       run the points one after another through launch/cloze-mpirun,\n"
+            "                 then the spec's fine-tuning tasks (cloze-finetune grid) on each\n"
+            "                 point's final checkpoint; finished points and fine-tunings are\n"
+            "                 skipped, interrupted ones resumed exactly, failed ones recorded\n"
+            "                 (and retried by the next run)\n"
             "  submit SPEC    a Slurm job array, one task per unfinished point (sbatch\n"
             "                 --array=LIST%%K, --resume auto, requeue on preemption), and a\n"
             "                 report job after it (--dependency=afterany)\n"
@@ -34,7 +36,8 @@ static void usage(FILE *out) {
             "                 layout of BERT's Table 6, fitted laws), PNG and SVG figures\n"
             "  report --results FILE.csv --out DIR   the report of any results.csv\n"
             "  task SPEC --index I   inside a Slurm array task: run point I through\n"
-            "                 launch/cloze.sbatch (what submit's array script calls)\n"
+            "                 launch/cloze.sbatch, then its fine-tuning (what submit's array\n"
+            "                 script calls)\n"
             "\n"
             "options:\n"
             "  --dir DIR          sweep directory (default: the spec's sweep.dir, else\n"
@@ -180,18 +183,22 @@ static void print_header(const cz_sweep *s, const char *what) {
     if (invalid) printf("  %d point(s) invalid: listed with the reason\n", invalid);
 }
 
+/* The fine-tuning tasks and their cost: cloze-finetune runs per point. */
 static void print_finetune_note(const cz_sweep *s, const cz_sweep_tools *t) {
     if (s->n_finetune == 0) return;
-    printf("  fine-tuning: %d task(s) in the spec (", s->n_finetune);
-    for (int k = 0; k < s->n_finetune; k++)
-        printf("%s%s x %d restart(s)", k ? ", " : "", s->finetune[k].task, s->finetune[k].restarts);
+    int per_point = 0, valid = 0;
+    for (int i = 0; i < s->n_points; i++) valid += !s->points[i].invalid;
+    printf("  fine-tuning per point (cloze-finetune grid on the final checkpoint): ");
+    for (int k = 0; k < s->n_finetune; k++) {
+        int n = cz_sweep_ft_runs(&s->finetune[k]);
+        per_point += n;
+        printf("%s%s %d configuration(s) x %d restart(s)", k ? ", " : "", s->finetune[k].name,
+               n / s->finetune[k].restarts, s->finetune[k].restarts);
+    }
+    printf("; %d run(s) per point, %d in all\n", per_point, per_point * valid);
     if (!t->finetune[0])
-        printf(") NOT AVAILABLE in this build: no cloze-finetune beside cloze-sweep; the points "
-               "pre-train, their ft_* columns stay empty\n");
-    else
-        printf(") NOT RUN: %s exists, but this cloze-sweep does not drive cloze-finetune yet; "
-               "the ft_* columns stay empty\n",
-               t->finetune);
+        printf("  WARNING: no cloze-finetune beside cloze-sweep (or CLOZE_FINETUNE): the "
+               "fine-tuning tasks will fail\n");
 }
 
 static const char *budget_text(const cz_sweep *s, const cz_sweep_point *p, char *buf, size_t len) {
@@ -287,6 +294,38 @@ static int selected(const cz_sweep *s, const args *a, int i, int *bad) {
     return 0;
 }
 
+/* Fine-tunes point i after its pre-training; prints what became of it. */
+static cz_run_outcome run_finetune(cz_sweep *s, int i, const cz_sweep_tools *t,
+                                   const cz_run_options *o) {
+    cz_error err = {{0}};
+    int ran = 0;
+    cz_run_outcome out = cz_sweep_finetune_point(s, i, t, o, &ran, &err);
+    if (out == CZ_RUN_FAILED) {
+        printf("  fine-tuning FAILED: %s\n", err.msg);
+    } else if (out == CZ_RUN_BUSY) {
+        printf("  running in another process (its lock is held): fine-tuning skipped\n");
+    } else if (out == CZ_RUN_DONE) {
+        int done, finished = cz_sweep_ft_finished(s, &s->points[i], &done);
+        if (done < finished) {
+            printf("  %d of %d fine-tuning task(s) FAILED (results.csv's error column says why; "
+                   "a rerun retries them)\n",
+                   finished - done, s->n_finetune);
+            out = CZ_RUN_FAILED;
+        }
+    } else if (out == CZ_RUN_INTERRUPTED) {
+        printf("  interrupted while fine-tuning: checkpointed; rerun the same command to "
+               "resume\n");
+    }
+    fflush(stdout);
+    return out;
+}
+
+static void tally(cz_run_outcome out, int *done, int *failed, int *busy) {
+    if (out == CZ_RUN_DONE || out == CZ_RUN_SKIPPED) (*done)++;
+    if (out == CZ_RUN_FAILED) (*failed)++;
+    if (out == CZ_RUN_BUSY) (*busy)++;
+}
+
 static int cmd_run(cz_sweep *s, const cz_sweep_tools *t, const args *a) {
     cz_error err = {{0}};
     int bad = -1;
@@ -315,8 +354,16 @@ static int cmd_run(cz_sweep *s, const cz_sweep_tools *t, const args *a) {
         char why[CZ_ERROR_MAX];
         cz_point_state st = cz_point_get_state(p, why, sizeof why);
         if (st == CZ_POINT_DONE) {
-            done++;
-            if (!a->quiet) printf("[%d/%d] %s: done already, skipped\n", k, todo, p->name);
+            int ft_done, ft_finished = cz_sweep_ft_finished(s, p, &ft_done);
+            if (ft_finished == s->n_finetune && ft_done == s->n_finetune) {
+                done++;
+                if (!a->quiet) printf("[%d/%d] %s: done already, skipped\n", k, todo, p->name);
+                continue;
+            }
+            printf("[%d/%d] %s: pre-trained already; fine-tuning %d of %d task(s) left\n", k, todo,
+                   p->name, s->n_finetune - ft_done, s->n_finetune);
+            fflush(stdout);
+            tally(run_finetune(s, i, t, &o), &done, &failed, &busy);
             continue;
         }
         if (st == CZ_POINT_INVALID) {
@@ -337,8 +384,11 @@ static int cmd_run(cz_sweep *s, const cz_sweep_tools *t, const args *a) {
         cz_run_outcome out = cz_sweep_run_point(s, i, t, &o, &err);
         switch (out) {
         case CZ_RUN_DONE:
-            done++;
             print_point_result(p, cz_now() - t0);
+            if (s->n_finetune)
+                tally(run_finetune(s, i, t, &o), &done, &failed, &busy);
+            else
+                done++;
             break;
         case CZ_RUN_SKIPPED:
             done++;
@@ -375,7 +425,7 @@ static int cmd_status(cz_sweep *s, const cz_sweep_tools *t, const args *a) {
     (void)a;
     print_header(s, "");
     print_finetune_note(s, t);
-    int count[CZ_POINT_INVALID + 1] = {0};
+    int count[CZ_POINT_INVALID + 1] = {0}, ft_count[CZ_FT_FAILED + 1] = {0};
     /* the measured rate of finished points prices the others */
     double done_flops = 0, done_s = 0;
     cz_point_state *st = calloc((size_t)s->n_points, sizeof *st);
@@ -427,12 +477,25 @@ static int cmd_status(cz_sweep *s, const cz_sweep_tools *t, const args *a) {
         printf(" %3d  %-28s %-11s %15s %9s %8s  %s", i, p->name, cz_point_state_name(st[i]), steps,
                loss, ppl, tm);
         if (why[i][0]) printf("  %s", why[i]);
+        for (int k = 0; k < s->n_finetune && !p->invalid; k++) {
+            cz_ft_summary f;
+            static const char *const names[] = {"pending", "interrupted", "done", "failed"};
+            cz_ft_state fs = st[i] == CZ_POINT_DONE ? cz_sweep_ft_read(s, p, k, &f) : CZ_FT_PENDING;
+            ft_count[fs]++;
+            printf("%s%s %s", k ? "; " : "  fine-tuning: ", s->finetune[k].name, names[fs]);
+            if (fs == CZ_FT_DONE) printf(" %.2f ± %.2f (n=%d)", f.mean, f.std, f.n);
+            if (fs == CZ_FT_FAILED) printf(" (%s)", f.error);
+        }
         printf("\n");
     }
     char d[32];
     printf("\n%d done, %d running, %d interrupted, %d failed, %d invalid, %d pending",
            count[CZ_POINT_DONE], count[CZ_POINT_RUNNING], count[CZ_POINT_INTERRUPTED],
            count[CZ_POINT_FAILED], count[CZ_POINT_INVALID], count[CZ_POINT_PENDING]);
+    if (s->n_finetune)
+        printf("; fine-tuning tasks: %d done, %d interrupted, %d failed, %d pending",
+               ft_count[CZ_FT_DONE], ft_count[CZ_FT_INTERRUPTED], ft_count[CZ_FT_FAILED],
+               ft_count[CZ_FT_PENDING]);
     int left = count[CZ_POINT_RUNNING] + count[CZ_POINT_INTERRUPTED] + count[CZ_POINT_PENDING];
     if (left)
         printf("; ETA %s%s for the rest, one after another%s\n", eta_known ? "" : "at least ",
@@ -512,11 +575,27 @@ static int cmd_task(cz_sweep *s, const cz_sweep_tools *t, const args *a) {
     cz_run_outcome out = cz_sweep_run_point(s, i, t, &o, &err);
     switch (out) {
     case CZ_RUN_DONE:
-        print_point_result(p, cz_now() - t0);
-        return 0;
     case CZ_RUN_SKIPPED:
-        printf("  done already\n");
-        return 0;
+        if (out == CZ_RUN_DONE)
+            print_point_result(p, cz_now() - t0);
+        else
+            printf("  pre-trained already\n");
+        if (!s->n_finetune) return 0;
+        {
+            /* fine-tuning inside the same allocation: mpirun over its tasks */
+            cz_run_options fo = {CZ_LAUNCH_MPIRUN, a->progress, a->quiet};
+            out = run_finetune(s, i, t, &fo);
+            const char *job = getenv("SLURM_JOB_ID");
+            if (out == CZ_RUN_INTERRUPTED && job && atol(job) > 0) {
+                /* as cloze.sbatch does once the ranks have checkpointed */
+                char cmd[64];
+                snprintf(cmd, sizeof cmd, "scontrol requeue %ld", atol(job));
+                printf("  requeueing job %ld to resume the fine-tuning\n", atol(job));
+                fflush(stdout);
+                if (system(cmd) != 0) printf("  %s failed: rerun the task by hand\n", cmd);
+            }
+        }
+        return out == CZ_RUN_FAILED ? 1 : 0;
     case CZ_RUN_INTERRUPTED:
         printf("  interrupted: checkpointed; the requeued task resumes it\n");
         return 0;

@@ -19,7 +19,7 @@
 
 /* ---- tools ---- */
 
-static int executable(const char *path) {
+int sw_executable(const char *path) {
     return path[0] && access(path, X_OK) == 0;
 }
 
@@ -34,7 +34,7 @@ static void find_tool(char *out, const char *env, const char *bindir, const char
     for (; *names; names++) {
         char path[CZ_PATH_MAX];
         sw_join(path, sizeof path, bindir, *names);
-        if (executable(path)) {
+        if (sw_executable(path)) {
             char real[PATH_MAX];
             snprintf(out, CZ_PATH_MAX, "%s", realpath(path, real) ? real : path);
             return;
@@ -90,8 +90,8 @@ int cz_sweep_stop_requested(void) {
 /* Starts argv with stdout and stderr appended to log, in its own process
  * group (so that a terminal's Ctrl-C reaches only the sweep, which then asks
  * the run to checkpoint), and asked to stop (SIGTERM) if the sweep dies. */
-static pid_t spawn(char *const argv[], const char *log, const char *env_name, const char *env_value,
-                   cz_error *err) {
+pid_t sw_spawn(char *const argv[], const char *log, const char *env_name, const char *env_value,
+               cz_error *err) {
     pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0) {
@@ -130,7 +130,7 @@ static void sleep_s(double s) {
 /* The last line of the log that reports an error: cloze-train's "program:
  * error (rank r): ..." first (mpirun's help text after it mentions "error"
  * too), else any line with "error", else the last non-empty line. */
-static void last_error_line(const char *log, char *buf, size_t len) {
+void sw_last_error_line(const char *log, char *buf, size_t len) {
     buf[0] = 0;
     FILE *f = fopen(log, "r");
     if (!f) return;
@@ -151,7 +151,7 @@ static void last_error_line(const char *log, char *buf, size_t len) {
     snprintf(buf, len, "%s", cloze_line[0] ? cloze_line : err_line[0] ? err_line : last);
 }
 
-static void json_escape(const char *s, char *buf, size_t len) {
+void sw_json_escape(const char *s, char *buf, size_t len) {
     size_t o = 0;
     for (; *s && o + 7 < len; s++) {
         unsigned char c = (unsigned char)*s;
@@ -167,7 +167,7 @@ static void json_escape(const char *s, char *buf, size_t len) {
     buf[o] = 0;
 }
 
-static int append_line(const char *path, const char *line) {
+int sw_append_line(const char *path, const char *line) {
     FILE *f = fopen(path, "a");
     if (!f) return -1;
     fprintf(f, "%s\n", line);
@@ -188,8 +188,8 @@ static void print_progress(const cz_sweep_point *p, double elapsed) {
 
 /* Waits for the child, forwarding the sweep's stop requests: the first as
  * SIGUSR1 (checkpoint and exit), a third as SIGKILL to its process group. */
-static int wait_child(pid_t pid, const cz_sweep_point *p, const cz_run_options *o, double t0,
-                      int *forwarded) {
+int sw_wait_child(pid_t pid, const cz_sweep_point *p, const cz_run_options *o, double t0,
+                  int *forwarded) {
     int status = 0, sent = 0;
     double next_progress = t0 + (o->progress_s > 0 ? o->progress_s : 1e300);
     for (;;) {
@@ -230,18 +230,24 @@ typedef struct launch_argv {
     char *argv[16];
 } launch_argv;
 
+int sw_launcher_argv(char **argv, char *ranks, char *threads, const cz_sweep *s,
+                     const cz_sweep_tools *t) {
+    int n = 0;
+    snprintf(ranks, 16, "%d", s->ranks);
+    snprintf(threads, 16, "%d", s->threads);
+    argv[n++] = (char *)t->mpirun;
+    argv[n++] = "-n";
+    argv[n++] = ranks;
+    if (s->threads > 0) {
+        argv[n++] = "-t";
+        argv[n++] = threads;
+    }
+    return n;
+}
+
 static void mpirun_argv(launch_argv *a, const cz_sweep *s, const cz_sweep_tools *t, char *cfg,
                         const char *option) {
-    int n = 0;
-    snprintf(a->ranks, sizeof a->ranks, "%d", s->ranks);
-    snprintf(a->threads, sizeof a->threads, "%d", s->threads);
-    a->argv[n++] = (char *)t->mpirun;
-    a->argv[n++] = "-n";
-    a->argv[n++] = a->ranks;
-    if (s->threads > 0) {
-        a->argv[n++] = "-t";
-        a->argv[n++] = a->threads;
-    }
+    int n = sw_launcher_argv(a->argv, a->ranks, a->threads, s, t);
     a->argv[n++] = (char *)t->train;
     a->argv[n++] = cfg;
     a->argv[n++] = (char *)option;
@@ -260,12 +266,12 @@ cz_run_outcome cz_sweep_run_point(cz_sweep *s, int i, const cz_sweep_tools *t,
         return CZ_RUN_FAILED;
     }
     if (st == CZ_POINT_RUNNING) return CZ_RUN_BUSY;
-    if (o->launch == CZ_LAUNCH_MPIRUN && (!executable(t->mpirun) || !executable(t->train))) {
+    if (o->launch == CZ_LAUNCH_MPIRUN && (!sw_executable(t->mpirun) || !sw_executable(t->train))) {
         cz_fail(err, "cannot find %s (set CLOZE_MPIRUN / CLOZE_TRAIN)",
-                executable(t->mpirun) ? "cloze-train" : "launch/cloze-mpirun");
+                sw_executable(t->mpirun) ? "cloze-train" : "launch/cloze-mpirun");
         return CZ_RUN_FAILED;
     }
-    if (o->launch == CZ_LAUNCH_SBATCH && !executable(t->sbatch)) {
+    if (o->launch == CZ_LAUNCH_SBATCH && !sw_executable(t->sbatch)) {
         cz_fail(err, "cannot find launch/cloze.sbatch (set CLOZE_SBATCH)");
         return CZ_RUN_FAILED;
     }
@@ -300,13 +306,13 @@ cz_run_outcome cz_sweep_run_point(cz_sweep *s, int i, const cz_sweep_tools *t,
     double t0 = cz_now();
     time_t started = time(NULL);
     pid_t pid =
-        spawn(argv, log, o->launch == CZ_LAUNCH_SBATCH ? "CLOZE_TRAIN" : NULL, t->train, err);
+        sw_spawn(argv, log, o->launch == CZ_LAUNCH_SBATCH ? "CLOZE_TRAIN" : NULL, t->train, err);
     if (pid < 0) {
         sw_unlock(lock_fd);
         return CZ_RUN_FAILED;
     }
     int forwarded = 0;
-    int status = wait_child(pid, p, o, t0, &forwarded);
+    int status = sw_wait_child(pid, p, o, t0, &forwarded);
     double wall = cz_now() - t0;
     cz_point_metrics m;
     int have = cz_point_read_metrics(p, &m) == 0;
@@ -321,7 +327,7 @@ cz_run_outcome cz_sweep_run_point(cz_sweep *s, int i, const cz_sweep_tools *t,
         out = CZ_RUN_FAILED;
     if (out == CZ_RUN_FAILED) {
         char last[1024];
-        last_error_line(log, last, sizeof last);
+        sw_last_error_line(log, last, sizeof last);
         if (WIFSIGNALED(status))
             snprintf(reason, sizeof reason, "killed by signal %d; %s", WTERMSIG(status), last);
         else
@@ -329,13 +335,13 @@ cz_run_outcome cz_sweep_run_point(cz_sweep *s, int i, const cz_sweep_tools *t,
     }
     static const char *const names[] = {"done", "failed", "interrupted"};
     char line[2 * CZ_ERROR_MAX + 256], esc[2 * CZ_ERROR_MAX];
-    json_escape(reason, esc, sizeof esc);
+    sw_json_escape(reason, esc, sizeof esc);
     snprintf(
         line, sizeof line,
         "{\"started\":%lld,\"wall_s\":%.3f,\"exit\":%d,\"outcome\":\"%s\",\"last_step\":%ld%s%s%s}",
         (long long)started, wall, exit_code, names[out], have ? m.last_step : 0L,
         reason[0] ? ",\"error\":\"" : "", esc, reason[0] ? "\"" : "");
-    append_line(attempts, line);
+    sw_append_line(attempts, line);
     if (out == CZ_RUN_DONE || out == CZ_RUN_FAILED) {
         char text[2 * CZ_ERROR_MAX + 64];
         if (out == CZ_RUN_DONE)
@@ -412,7 +418,7 @@ int cz_sweep_probe(cz_sweep *s, int i, const cz_sweep_tools *t, int steps, doubl
                    double *startup_s, cz_error *err) {
     if (cz_sweep_probe_cached(s, i, step_s, startup_s)) return 0;
     cz_sweep_point *p = &s->points[i];
-    if (!executable(t->mpirun) || !executable(t->train))
+    if (!sw_executable(t->mpirun) || !sw_executable(t->train))
         return cz_fail(err, "probe: cannot find cloze-train or launch/cloze-mpirun");
     char dir[CZ_PATH_MAX + 64], cfg_path[CZ_PATH_MAX + 96], log[CZ_PATH_MAX + 96];
     sw_join(dir, sizeof dir, s->dir, "probe");
@@ -441,15 +447,15 @@ int cz_sweep_probe(cz_sweep *s, int i, const cz_sweep_tools *t, int steps, doubl
     launch_argv a;
     mpirun_argv(&a, s, t, cfg_path, "--quiet");
     double t0 = cz_now();
-    pid_t pid = spawn(a.argv, log, NULL, NULL, err);
+    pid_t pid = sw_spawn(a.argv, log, NULL, NULL, err);
     if (pid < 0) return -1;
     cz_run_options o = {CZ_LAUNCH_MPIRUN, 0, 1};
     int forwarded = 0;
-    int status = wait_child(pid, &probe, &o, t0, &forwarded);
+    int status = sw_wait_child(pid, &probe, &o, t0, &forwarded);
     double wall = cz_now() - t0;
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
         char last[1024];
-        last_error_line(log, last, sizeof last);
+        sw_last_error_line(log, last, sizeof last);
         return cz_fail(err, "probe of %s failed: %s (log: %s)", p->name, last, log);
     }
     /* median seconds of steps 2.. (the first pays for warm-up) */
@@ -479,7 +485,7 @@ int cz_sweep_probe(cz_sweep *s, int i, const cz_sweep_tools *t, int steps, doubl
     sw_join(tsv, sizeof tsv, s->dir, "probe.tsv");
     shape_key(s, p, key, sizeof key);
     snprintf(line, sizeof line, "%s\t%.6f\t%.3f\t%s", key, *step_s, *startup_s, p->name);
-    append_line(tsv, line);
+    sw_append_line(tsv, line);
     remove_dir_files(sub);
     rmdir(dir);
     return 0;

@@ -137,7 +137,7 @@ typedef struct rrow {
     int csv_row;
     int layers, hidden, heads;
     double n, params, flops, tokens, steps, loss, ppl, mlm, nsp, budget;
-    double ft[MAX_FT];
+    double ft[MAX_FT], ft_std[MAX_FT]; /* mean and std over fine-tuning restarts */
     int bert;
     char key[512];  /* the configuration keys but the seed: rows that average together */
     char model[64]; /* L/H/A: the model, whatever the budget */
@@ -149,7 +149,7 @@ typedef struct report {
     rrow *r;
     int n_ft;
     char ft[MAX_FT][CZ_SWEEP_KEY];
-    int ft_col[MAX_FT];
+    int ft_col[MAX_FT], ft_std_col[MAX_FT]; /* -1: no _std column */
     int n_failed;
     int n_vary;
     int vary_col[16]; /* key columns (other than L, H, A, seed) whose values vary */
@@ -185,6 +185,9 @@ static int load_report(report *R, const char *path, cz_error *err) {
             (n > 2 && !strcmp(h + n - 2, "_n")))
             continue;
         snprintf(R->ft[R->n_ft], CZ_SWEEP_KEY, "%s", h + 3);
+        char std_name[CZ_SWEEP_KEY + 8];
+        snprintf(std_name, sizeof std_name, "%s_std", h);
+        R->ft_std_col[R->n_ft] = col(c, std_name);
         R->ft_col[R->n_ft++] = k;
     }
     /* key columns that vary, besides L, H, A and the seed */
@@ -220,7 +223,10 @@ static int load_report(report *R, const char *path, cz_error *err) {
         x->nsp = num(c, r, k_nsp);
         x->budget = num(c, r, k_b);
         x->bert = strcmp(text(c, r, k_arch), "gpt") != 0;
-        for (int f = 0; f < R->n_ft; f++) x->ft[f] = num(c, r, R->ft_col[f]);
+        for (int f = 0; f < R->n_ft; f++) {
+            x->ft[f] = num(c, r, R->ft_col[f]);
+            x->ft_std[f] = R->ft_std_col[f] >= 0 ? num(c, r, R->ft_std_col[f]) : NAN;
+        }
         if (!isfinite(x->loss) || !(x->n > 0)) {
             R->n_failed++;
             continue;
@@ -355,7 +361,12 @@ static void write_tables(FILE *md, const report *R) {
                 CELLS(mlm, "%.4f");
                 CELLS(nsp, "%.4f");
             }
-            for (int f = 0; f < R->n_ft; f++) CELLS(ft[f], "%.2f");
+            /* one seed: the std over fine-tuning restarts; several: over seeds */
+            for (int f = 0; f < R->n_ft; f++)
+                if (m == 1 && isfinite(x->ft[f]) && isfinite(x->ft_std[f]))
+                    fprintf(md, " %.2f ± %.2f |", x->ft[f], x->ft_std[f]);
+                else
+                    CELLS(ft[f], "%.2f");
 #undef CELLS
             fprintf(md, "\n");
         }

@@ -122,18 +122,26 @@ static void build_row(const cz_sweep *s, const cz_sweep_point *p, cz_point_state
     put_num(r, "eval_ppl", isfinite(m.eval_loss) ? exp(m.eval_loss) : NAN);
     put_num(r, "eval_mlm_acc", m.eval_mlm_acc);
     put_num(r, "eval_nsp_acc", m.eval_nsp_acc);
-    /* fine-tuning dev scores: the columns exist whenever the spec asks for
-     * tasks; they stay empty until cloze-finetune (issue 12) writes scores */
+    /* fine-tuning dev scores (percent): the selected configuration's mean
+     * and sample std over its restarts, and the restarts (finetune.c) */
+    char ft_errors[CZ_ERROR_MAX] = "";
     for (int k = 0; k < s->n_finetune; k++) {
+        cz_ft_summary f = {.state = CZ_FT_PENDING};
+        int ok = valid && st == CZ_POINT_DONE && cz_sweep_ft_read(s, p, k, &f) == CZ_FT_DONE;
+        if (valid && st == CZ_POINT_DONE && !ok && f.state == CZ_FT_FAILED) {
+            size_t o = strlen(ft_errors);
+            snprintf(ft_errors + o, sizeof ft_errors - o, "%sfine-tuning %s: %s", o ? "; " : "",
+                     s->finetune[k].name, f.error);
+        }
         char col[CZ_SWEEP_KEY + 16];
-        snprintf(col, sizeof col, "ft_%s", s->finetune[k].task);
-        put(r, col, 0, "%s", "");
-        snprintf(col, sizeof col, "ft_%s_std", s->finetune[k].task);
-        put(r, col, 0, "%s", "");
-        snprintf(col, sizeof col, "ft_%s_n", s->finetune[k].task);
-        put(r, col, 0, "%s", "");
+        snprintf(col, sizeof col, "ft_%s", s->finetune[k].name);
+        put_num(r, col, ok ? f.mean : NAN);
+        snprintf(col, sizeof col, "ft_%s_std", s->finetune[k].name);
+        put_num(r, col, ok ? f.std : NAN);
+        snprintf(col, sizeof col, "ft_%s_n", s->finetune[k].name);
+        put_num(r, col, ok ? f.n : NAN);
     }
-    put(r, "error", 1, "%s", st == CZ_POINT_DONE ? "" : why);
+    put(r, "error", 1, "%s", st == CZ_POINT_DONE ? ft_errors : why);
 }
 
 void sw_csv_field(FILE *f, const char *text, int first) {

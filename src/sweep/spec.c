@@ -221,11 +221,11 @@ static int parse_axis(cz_sweep *s, config_setting_t *a, int idx, cz_error *err) 
                            spec, line_of(e), idx, v, ax->n_keys);
         for (int k = 0; k < ax->n_keys; k++) {
             config_setting_t *x = ax->n_keys > 1 ? config_setting_get_elem(e, (unsigned)k) : e;
-            if (scalar_text(x, ax->values[v][k], CZ_SWEEP_KEY) != 0)
+            if (scalar_text(x, ax->values[v][k], CZ_SWEEP_VALUE) != 0)
                 return cz_fail(err,
                                "%s:%d: sweep.axes[%d]: value %d: expected a number, string "
-                               "or boolean",
-                               spec, line_of(x), idx, v);
+                               "or boolean (of fewer than %d characters)",
+                               spec, line_of(x), idx, v, CZ_SWEEP_VALUE);
         }
     }
     s->n_axes++;
@@ -265,6 +265,17 @@ static int parse_budget(cz_sweep *s, config_setting_t *b, cz_error *err) {
     return 0;
 }
 
+/* The first member of group grp whose name is not one of names[0..n). */
+static config_setting_t *unknown_member(config_setting_t *grp, const char *const *names, size_t n) {
+    for (int i = 0; i < config_setting_length(grp); i++) {
+        config_setting_t *m = config_setting_get_elem(grp, (unsigned)i);
+        int ok = 0;
+        for (size_t k = 0; k < n; k++) ok |= !strcmp(config_setting_name(m), names[k]);
+        if (!ok) return m;
+    }
+    return NULL;
+}
+
 static int parse_finetune(cz_sweep *s, config_setting_t *list, cz_error *err) {
     if (!is_list(list))
         return cz_fail(err, "%s:%d: sweep.finetune: expected ( { task = ...; }, ... )", s->spec,
@@ -282,13 +293,67 @@ static int parse_finetune(cz_sweep *s, config_setting_t *list, cz_error *err) {
             return cz_fail(err, "%s:%d: sweep.finetune[%d]: needs task = \"name\" (e.g. \"sst2\")",
                            s->spec, line_of(t), i);
         snprintf(ft->task, sizeof ft->task, "%s", task);
-        for (const char *c = task; *c; c++)
+        const char *name = task;
+        if (config_setting_lookup_string(t, "name", &name) &&
+            (!name[0] || strlen(name) >= sizeof ft->name))
+            return cz_fail(err, "%s:%d: sweep.finetune[%d].name: 1 to %d characters", s->spec,
+                           line_of(t), i, (int)sizeof ft->name - 1);
+        snprintf(ft->name, sizeof ft->name, "%s", name);
+        for (const char *c = name; *c; c++)
             if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
                   (*c >= '0' && *c <= '9') || *c == '-' || *c == '_'))
-                return cz_fail(err, "%s:%d: sweep.finetune[%d].task: letters, digits, - and _ only",
-                               s->spec, line_of(t), i);
+                return cz_fail(err,
+                               "%s:%d: sweep.finetune[%d].%s: letters, digits, - and _ only (it "
+                               "names columns and a directory)",
+                               s->spec, line_of(t), i, name == task ? "task" : "name");
+        static const char *const members[] = {"name", "task",     "data", "train",
+                                              "dev",  "restarts", "grid", "args"};
+        config_setting_t *m = unknown_member(t, members, sizeof members / sizeof members[0]);
+        if (m)
+            return cz_fail(err,
+                           "%s:%d: sweep.finetune[%d].%s: unknown (name, task, data, train, "
+                           "dev, restarts, grid, args)",
+                           s->spec, line_of(m), i, config_setting_name(m));
         if (config_setting_lookup_string(t, "data", &data))
             absolute(ft->data, sizeof ft->data, NULL, data);
+        const char *train = NULL, *dev = NULL;
+        if (config_setting_lookup_string(t, "train", &train))
+            absolute(ft->train, sizeof ft->train, NULL, train);
+        else if (data)
+            absolute(ft->train, sizeof ft->train, ft->data, "train.tsv");
+        if (config_setting_lookup_string(t, "dev", &dev))
+            absolute(ft->dev, sizeof ft->dev, NULL, dev);
+        else if (data)
+            absolute(ft->dev, sizeof ft->dev, ft->data, "dev.tsv");
+        if (!ft->train[0] || !ft->dev[0])
+            return cz_fail(err,
+                           "%s:%d: sweep.finetune[%d]: needs data = \"DIR\" (DIR/train.tsv, "
+                           "DIR/dev.tsv) or train = \"FILE\"; dev = \"FILE\"",
+                           s->spec, line_of(t), i);
+        config_setting_t *xa = config_setting_get_member(t, "args");
+        if (xa) {
+            if (!is_list(xa) || config_setting_length(xa) > 16)
+                return cz_fail(err,
+                               "%s:%d: sweep.finetune[%d].args: a list of at most 16 strings "
+                               "(cloze-finetune options)",
+                               s->spec, line_of(xa), i);
+            for (int j = 0; j < config_setting_length(xa); j++) {
+                config_setting_t *e = config_setting_get_elem(xa, (unsigned)j);
+                if (scalar_text(e, ft->args[j], sizeof ft->args[j]) != 0)
+                    return cz_fail(err, "%s:%d: sweep.finetune[%d].args: strings or numbers",
+                                   s->spec, line_of(e), i);
+                static const char *const owned[] = {"--init",   "--task",     "--train", "--dev",
+                                                    "--out",    "--restarts", "--lr",    "--batch",
+                                                    "--epochs", "--resume"};
+                for (size_t k = 0; k < sizeof owned / sizeof owned[0]; k++)
+                    if (!strcmp(ft->args[j], owned[k]))
+                        return cz_fail(err,
+                                       "%s:%d: sweep.finetune[%d].args: %s is the sweep's "
+                                       "(task, data, grid, restarts)",
+                                       s->spec, line_of(e), i, owned[k]);
+            }
+            ft->n_args = config_setting_length(xa);
+        }
         ft->restarts = 1;
         config_setting_t *r = config_setting_get_member(t, "restarts");
         if (r) {
@@ -311,8 +376,14 @@ static int parse_finetune(cz_sweep *s, config_setting_t *list, cz_error *err) {
                                    "%s:%d: sweep.finetune[%d].grid: at most %d parameters of "
                                    "16 values",
                                    s->spec, line_of(p), i, CZ_SWEEP_MAX_GRID);
+                const char *gn = config_setting_name(p);
+                if (strcmp(gn, "lr") && strcmp(gn, "batch") && strcmp(gn, "epochs"))
+                    return cz_fail(err,
+                                   "%s:%d: sweep.finetune[%d].grid.%s: unknown (lr, batch, "
+                                   "epochs: cloze-finetune grid's lists)",
+                                   s->spec, line_of(p), i, gn);
                 cz_sweep_grid_param *gp = &ft->grid[ft->n_grid++];
-                snprintf(gp->name, sizeof gp->name, "%s", config_setting_name(p));
+                snprintf(gp->name, sizeof gp->name, "%s", gn);
                 gp->n = count_of(p);
                 for (int k = 0; k < gp->n; k++)
                     if (scalar_text(elem_of(p, k), gp->values[k], sizeof gp->values[k]) != 0)
@@ -321,9 +392,11 @@ static int parse_finetune(cz_sweep *s, config_setting_t *list, cz_error *err) {
             }
         }
         for (int j = 0; j < s->n_finetune; j++)
-            if (!strcmp(s->finetune[j].task, ft->task))
-                return cz_fail(err, "%s:%d: sweep.finetune[%d]: task %s is listed twice", s->spec,
-                               line_of(t), i, ft->task);
+            if (!strcmp(s->finetune[j].name, ft->name))
+                return cz_fail(err,
+                               "%s:%d: sweep.finetune[%d]: %s is listed twice (give the runs of "
+                               "one task different names)",
+                               s->spec, line_of(t), i, ft->name);
         s->n_finetune++;
     }
     return 0;
@@ -352,15 +425,11 @@ static int parse_spec(cz_sweep *s, config_t *cfg, cz_error *err) {
                        "%s: no sweep: { ... } group (is this a training configuration? "
                        "cloze-sweep takes a sweep spec, see conf/sweeps/)",
                        spec);
-    for (int i = 0; i < config_setting_length(sw); i++) {
-        config_setting_t *m = config_setting_get_elem(sw, (unsigned)i);
-        int ok = 0;
-        for (size_t k = 0; k < sizeof known_members / sizeof known_members[0]; k++)
-            ok |= !strcmp(config_setting_name(m), known_members[k]);
-        if (!ok)
-            return cz_fail(err, "%s:%d: sweep.%s: unknown setting (docs/sweeps.md lists them)",
-                           spec, line_of(m), config_setting_name(m));
-    }
+    config_setting_t *m =
+        unknown_member(sw, known_members, sizeof known_members / sizeof known_members[0]);
+    if (m)
+        return cz_fail(err, "%s:%d: sweep.%s: unknown setting (docs/sweeps.md lists them)", spec,
+                       line_of(m), config_setting_name(m));
     const char *str;
     if (config_setting_lookup_string(sw, "name", &str))
         snprintf(s->name, sizeof s->name, "%s", str);

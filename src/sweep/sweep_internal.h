@@ -5,6 +5,7 @@
 #include "cloze/sweep.h"
 
 #include <stddef.h>
+#include <sys/types.h>
 
 /* DIR/name into buf (truncation is an error the callers cannot meet: every
  * buffer is CZ_PATH_MAX + a margin and paths are checked when read). */
@@ -30,5 +31,25 @@ double sw_flops_per_step(const cz_config *c);
 
 /* Appends a CSV field (quoted when it holds a comma, quote or newline). */
 void sw_csv_field(FILE *f, const char *text, int first);
+
+/* ---- child processes (exec.c) ---- */
+int sw_executable(const char *path);
+/* Starts argv with stdout and stderr appended to log, in its own process
+ * group, env_name=env_value set when env_name is not NULL. */
+pid_t sw_spawn(char *const argv[], const char *log, const char *env_name, const char *env_value,
+               cz_error *err);
+/* Waits for the child, forwarding the sweep's stop requests (the first as
+ * SIGUSR1: checkpoint and exit; a third as SIGKILL); *forwarded = 1 once one
+ * was. Progress lines of point p every o->progress_s seconds. */
+int sw_wait_child(pid_t pid, const cz_sweep_point *p, const cz_run_options *o, double t0,
+                  int *forwarded);
+/* launch/cloze-mpirun -n RANKS [-t THREADS] into argv (ranks and threads:
+ * 16-byte buffers that argv points into); returns the count. */
+int sw_launcher_argv(char **argv, char *ranks, char *threads, const cz_sweep *s,
+                     const cz_sweep_tools *t);
+/* The line of log that best says why a run failed. */
+void sw_last_error_line(const char *log, char *buf, size_t len);
+void sw_json_escape(const char *s, char *buf, size_t len);
+int sw_append_line(const char *path, const char *line);
 
 #endif

@@ -78,13 +78,17 @@ int cz_run_save_checkpoint(cz_run *r, cz_error *err) {
             blobs[nb++] = r->task->blobs[i];
         char path[CZ_PATH_MAX + 32];
         cz_ckpt_path(path, sizeof path, r->cfg.train.run_dir, r->step);
-        /* written off the critical path: the writer snapshots the blobs
-         * (takes adam_m and adam_v over, copies the rest) and writes and
-         * prunes in its thread; this waits for the write before it first
-         * and returns its result (docs/checkpoints.md) */
+        /* written off the critical path where a core is free for it
+         * (r->ckpt_background): the writer snapshots the blobs (takes
+         * adam_m and adam_v over, copies the rest) and writes and prunes in
+         * its thread; this waits for the write before it first and returns
+         * its result. Otherwise the writer writes before it returns
+         * (docs/checkpoints.md). */
         double t0 = cz_now();
         int take[6 + MAX_TASK_BLOBS] = {[4] = 1, [5] = 1};
-        if (!r->ckpt_writer && !(r->ckpt_writer = cz_ckpt_writer_create(!r->quiet, err))) rc = -1;
+        if (!r->ckpt_writer &&
+            !(r->ckpt_writer = cz_ckpt_writer_create(!r->quiet, r->ckpt_background, err)))
+            rc = -1;
         if (rc == 0) {
             rc = cz_ckpt_writer_start(r->ckpt_writer, path, blobs, nb, take, r->cfg.train.run_dir,
                                       r->cfg.train.keep_last, err);
@@ -92,8 +96,8 @@ int cz_run_save_checkpoint(cz_run *r, cz_error *err) {
         }
         free(config_text);
         if (rc == 0 && !r->quiet)
-            cz_info("checkpoint %s: training waited %.2fs (the previous write and the snapshot)",
-                    path, cz_now() - t0);
+            cz_info("checkpoint %s: training waited %.2fs (%s)", path, cz_now() - t0,
+                    r->ckpt_background ? "the previous write and the snapshot" : "the write");
     }
     cz_free(m);
     cz_free(v);

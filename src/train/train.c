@@ -16,8 +16,14 @@
 
 /* Threads per rank: the configured number, or this rank's allowed CPUs
  * (cz_cpu_allowed) shared among the node's ranks whose sets overlap it, so
- * that BLIS and our kernels never start more threads than they may run. */
-static int threads_per_rank(const cz_run *r, int *threads, cz_error *err) {
+ * that BLIS and our kernels never start more threads than they may run.
+ * And whether rank 0's checkpoints get a writer thread (train.ckpt_writer):
+ * with auto, only when the threads of the node's ranks leave one of rank
+ * 0's allowed CPUs free. The thread's LZ4 and checksums run on those CPUs too: on
+ * the 2-vCPU guest with both cores training, a BERT-base run with a
+ * checkpoint every 2 steps took longer with the thread than with the
+ * blocking write it hid (docs/checkpoints.md). */
+static int threads_per_rank(const cz_run *r, int *threads, int *ckpt_background, cz_error *err) {
     int local = 1;
     if (cz_comm_node_ranks(&r->comm, &local, err) != 0) return -1;
     cz_cpu_set mine, *masks = cz_alloc(sizeof *masks * (size_t)local, err);
@@ -29,18 +35,37 @@ static int threads_per_rank(const cz_run *r, int *threads, cz_error *err) {
         return -1;
     }
     cz_thread_plan p;
-    cz_cpu_plan_threads(masks, local, me, r->cfg.train.threads, &p);
+    double quota = cz_cpu_quota(); /* a cgroup's cpu.max, shared by the node's ranks */
+    cz_cpu_plan_threads(masks, local, me, r->cfg.train.threads, quota, &p);
     cz_free(masks);
     *threads = p.threads;
     if (me == 0 && p.demand > p.cpus)
         cz_warn(
             "%d rank(s) on this node x %d thread(s) = %d threads, but they may run on %d CPU(s) "
-            "(affinity mask): threads wait for each other; set train.threads=0 or bind "
+            "(%s): threads wait for each other; set train.threads=0 or bind "
             "fewer ranks (docs/performance.md, \"Threads per rank\")",
-            local, p.threads, p.demand, p.cpus);
-    if (r->comm.rank == 0 && r->cfg.train.threads <= 0)
+            local, p.threads, p.demand, p.cpus,
+            quota > 0 ? "affinity mask and cgroup cpu.max quota" : "affinity mask");
+    if (r->comm.rank == 0 && r->cfg.train.threads <= 0 && quota > 0)
+        cz_info("threads per rank: %d (%d allowed CPU(s) shared by %d rank(s) of this node; "
+                "cgroup cpu.max quota %.2f CPU(s) for the node's %d rank(s))",
+                p.threads, cz_cpu_set_count(&mine), p.sharers, quota, local);
+    else if (r->comm.rank == 0 && r->cfg.train.threads <= 0)
         cz_info("threads per rank: %d (%d allowed CPU(s) shared by %d rank(s) of this node)",
                 p.threads, cz_cpu_set_count(&mine), p.sharers);
+    /* free: the node's ranks leave a CPU over, and one of them is rank 0's */
+    int own = cz_cpu_set_count(&mine);
+    int free_cpu = p.cpus > p.demand && own > p.sharers * p.threads;
+    cz_ckpt_writer_choice w = r->cfg.train.ckpt_writer;
+    *ckpt_background = w == CZ_CKPT_WRITER_THREAD || (w == CZ_CKPT_WRITER_AUTO && free_cpu);
+    const char *how = *ckpt_background ? "by a background thread" : "inline, training waits";
+    if (r->comm.rank == 0 && w != CZ_CKPT_WRITER_AUTO)
+        cz_info("checkpoints written %s (train.ckpt_writer=%s)", how,
+                w == CZ_CKPT_WRITER_THREAD ? "thread" : "inline");
+    else if (r->comm.rank == 0)
+        cz_info("checkpoints written %s (train.ckpt_writer=auto: %d rank(s) x %d thread(s) on %d "
+                "allowed CPU(s) of this node: %s)",
+                how, local, p.threads, p.cpus, free_cpu ? "one is free" : "none is free");
     return 0;
 }
 
@@ -123,7 +148,7 @@ static int setup(cz_run *r, const cz_comm *world, const cz_config *cfg, const cz
     r->inject_nan_steps = getenv("CLOZE_INJECT_NAN_STEPS");
     if (cz_comm_dup(world, &r->comm, err) != 0) return -1;
     r->comm_ok = 1;
-    if (threads_per_rank(r, &r->threads, err) != 0) return -1;
+    if (threads_per_rank(r, &r->threads, &r->ckpt_background, err) != 0) return -1;
     omp_set_num_threads(r->threads);
 
     const cz_train_config *t = &r->cfg.train;

@@ -33,7 +33,8 @@ typedef struct cz_run {
     int n_ranges;
     cz_grad_sync *gs; /* owned here: begun, hooked and finished by train_step */
     cz_optimizer *opt;
-    cz_ckpt_writer *ckpt_writer; /* rank 0: checkpoints written in the background */
+    cz_ckpt_writer *ckpt_writer; /* rank 0: writes the checkpoints */
+    int ckpt_background;         /* ... in a thread of its own (train.ckpt_writer) */
     cz_data *train_data, *eval_data;
     cz_batch_buf buf[2]; /* one per phase: a buffer's row stride is its seq */
     cz_phase phase[2];

@@ -24,9 +24,16 @@ fail() {
 ck() { printf '%s/ckpt-%08d.lz4' "$1" "$2"; }
 
 # 1. a second job on a run directory in use is refused, fresh or resuming;
-# the holder's config.cfg is untouched; a killed holder's lock does not block
-mpirun --oversubscribe -np 2 "$BIN/cloze-train" $(common "$work/lock") --set train.steps=100000 \
-  2> "$work/holder.log" &
+# the holder's config.cfg is untouched; a killed holder's lock does not block.
+# The holder writes no checkpoint (ckpt_every = 0: only at its end), so a
+# fresh second job is refused for the lock, not for the holder's checkpoints
+# (the code before the lock refused only those, and ran both jobs to the end)
+# (10^8 steps: the tiny model runs thousands of steps a second, and the
+# holder must outlive the second jobs; one rank, so that a core is left for
+# them to start on: with two ranks busy on both cores of the 2-vCPU guest a
+# second job took minutes to get through MPI_Init)
+mpirun --oversubscribe -np 1 "$BIN/cloze-train" $(common "$work/lock") --set train.steps=100000000 \
+  --set train.ckpt_every=0 2> "$work/holder.log" &
 holder=$!
 for _ in $(seq 300); do [ -s "$work/lock/metrics.jsonl" ] && break; sleep 0.1; done
 [ -s "$work/lock/metrics.jsonl" ] || { cat "$work/holder.log"; fail "the holder did not start"; }
@@ -38,7 +45,8 @@ for how in fresh auto; do
   grep -Eq "another cloze-train job \(host $(hostname), pid [0-9]+\) is using this run directory" \
     "$work/second.log" || { cat "$work/second.log"; fail "no holder in the refusal ($how)"; }
 done
-grep -Eq "^ *steps = 100000L?;" "$work/lock/config.cfg" || fail "the refused job rewrote config.cfg"
+kill -0 $holder 2>/dev/null || fail "the holder ended before the second jobs were tried: nothing was shown"
+grep -Eq "^ *steps = 100000000L?;" "$work/lock/config.cfg" || fail "the refused job rewrote config.cfg"
 kill -KILL $(pgrep -f "cloze-train.*$work/lock" | grep -v "^$holder$") 2>/dev/null || true
 wait $holder 2>/dev/null || true
 "$BIN/cloze-train" $(common "$work/lock") --set train.steps=100000 --set train.stop_after_steps=1 \
@@ -89,7 +97,7 @@ grep -q "resumed from $(ck "$work/prune" 4)" "$work/prune.log" || { cat "$work/p
 [ ! -e "$(ck "$work/prune" 7).tmp.$dead" ] || fail "a dead writer's partial file was left"
 [ -e "$(ck "$work/prune" 8).tmp.$$" ] || fail "a live pid's partial file was removed"
 # 6: the resumed run is marked in metrics.jsonl, before its first step
-$PY - "$work/prune/metrics.jsonl" <<'PY'
+$PY - "$work/prune/metrics.jsonl" <<'PY' || fail "no resumed record before the resumed run's first step"
 import json, sys
 recs = [json.loads(l) for l in open(sys.argv[1])]
 at = [i for i, r in enumerate(recs) if r.get("resumed")]

@@ -4,7 +4,8 @@
 # picks 1 thread (the code before this test picked online CPUs / ranks = 2
 # on a 2-CPU machine and ran 10x slower); 2 ranks on one allowed CPU get a
 # warning that they oversubscribe it, as does train.threads=2 on one CPU;
-# launch/cloze-mpirun counts the allowed CPUs the same way.
+# launch/cloze-mpirun counts the allowed CPUs the same way; a cgroup v2
+# cpu.max quota (sample files) caps both like a mask.
 source "$(dirname "$0")/train_common.sh"
 online=$(getconf _NPROCESSORS_ONLN)
 [ "$online" -ge 2 ] || { echo "SKIP: needs 2 online CPUs to tell the mask from the machine (has $online)"; exit 77; }
@@ -47,6 +48,22 @@ taskset -c 0 "$SRC/launch/cloze-mpirun" -n 2 "$BIN/cloze-train" $args --set trai
   { cat "$work/launch2.log"; exit 1; }
 expect launch2 'cloze-mpirun: warning: 2 rank\(s\) x 1 thread\(s\) = 2 threads on 1 allowed CPU' \
   "cloze-mpirun must warn when its ranks do not fit the allowed CPUs"
+# a cgroup v2 CPU quota (cpu.max) caps the threads like a mask does: sample
+# files stand in for /sys/fs/cgroup (this job's cgroup allows 1 CPU's worth
+# of time, its parent none) for cloze-train and for the launcher
+mkdir -p "$work/cg/job"
+echo "max 100000" > "$work/cg/cpu.max"
+echo "100000 100000" > "$work/cg/job/cpu.max"
+printf '0::/job\n' > "$work/cg.proc"
+cg=(env CLOZE_CGROUP_ROOT="$work/cg" CLOZE_PROC_CGROUP="$work/cg.proc")
+run quota 1 "${cg[@]}" -- --set train.threads=0
+expect quota '1 rank\(s\) x 1 thread\(s\)' "a 1-CPU cpu.max quota on $online CPUs must run 1 thread"
+expect quota 'cgroup cpu.max quota 1.00 CPU\(s\)' "the start-up line must name the quota"
+args=$(tiny_args "$data" "$work/launchq"); args=${args/--set train.threads=1/}
+"${cg[@]}" "$SRC/launch/cloze-mpirun" -n 1 "$BIN/cloze-train" $args --set train.steps=3 \
+  --set train.global_batch=1 --set train.micro_batch=1 2> "$work/launchq.log" ||
+  { cat "$work/launchq.log"; exit 1; }
+expect launchq '1 rank\(s\) x 1 thread\(s\)' "cloze-mpirun under a 1-CPU quota must pass 1 thread"
 if grep -q 'warn] .*may run on' "$work/free.log" "$work/pinned.log"; then
   echo "FAIL: a warning where the threads fit"; cat "$work/free.log" "$work/pinned.log"; exit 1
 fi
