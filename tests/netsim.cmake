@@ -3,3 +3,7 @@
 # on 4 hosts x 2 ranks against 1 rank.
 cloze_add_script_test(test_netsim COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_netsim.sh
                       LABELS "mpi;netsim" TIMEOUT 600)
+# Faults across simulated hosts: a host's link cut and a rank killed end the
+# job in bounded time naming the rank and host; --resume auto continues exactly.
+cloze_add_script_test(test_netsim_faults COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_netsim_faults.sh
+                      LABELS "mpi;netsim" TIMEOUT 300)

@@ -28,10 +28,13 @@
 typedef struct cz_comm {
     MPI_Comm mpi; /* our own duplicate: our messages never meet the caller's */
     int rank, size;
-    int thread_level;     /* MPI_THREAD_* actually provided */
-    int owns_mpi;         /* 1: cz_comm_init called MPI_Init_thread, finalize ends MPI */
-    struct cz_coll *coll; /* the all-reduce bound to mpi (cz_comm_attach_coll), or NULL;
-                             freed by cz_comm_finalize; copies of the struct share it */
+    int thread_level;      /* MPI_THREAD_* actually provided */
+    int owns_mpi;          /* 1: cz_comm_init called MPI_Init_thread, finalize ends MPI */
+    struct cz_coll *coll;  /* the all-reduce bound to mpi (cz_comm_attach_coll), or NULL;
+                              freed by cz_comm_finalize; copies of the struct share it */
+    struct cz_coll *watch; /* borrowed (cz_comm_watch), or NULL: the context whose deadline
+                              (dist.timeout_s) and liveness probe bound the waits of the
+                              small collectives and the layout gather/scatter below */
 } cz_comm;
 
 /* MPI_Init_thread asking for MPI_THREAD_MULTIPLE (the gradient thread needs
@@ -203,6 +206,17 @@ void cz_grad_sync_free(cz_grad_sync *gs);
 const cz_bucket_layout *cz_grad_sync_layout(const cz_grad_sync *gs);
 cz_sync_mode cz_grad_sync_mode(const cz_grad_sync *gs);
 cz_allreduce_algo cz_grad_sync_algo(const cz_grad_sync *gs);
+/* The gradient thread's communicator, with its algorithm's context (the
+ * two-level rings, waits bounded by dist.timeout_s). It is idle between
+ * cz_grad_sync_finish and the next begin: the optimizer's weight
+ * all-gather runs on it there, so that it is two-level and bounded too. */
+const cz_comm *cz_grad_sync_comm(const cz_grad_sync *gs);
+/* From now on the small collectives of c (statistics, verdicts, broadcasts,
+ * the layout gather/scatter of checkpoints) wait at most dist.timeout_s,
+ * probed through gs's context, so that a host lost while the ranks are
+ * there ends the job with the same one-line verdict as in the gradient
+ * sync. gs must outlive those calls (cz_comm_watch(c, NULL) ends it). */
+void cz_comm_watch(cz_comm *c, const cz_grad_sync *gs);
 /* Starts one step over `grads` (length n; must stay valid until finish). */
 void cz_grad_sync_begin(cz_grad_sync *gs, float *grads);
 /* Backward hook (a cz_grad_ready_fn: pass gs as ctx): the range is final on
@@ -326,6 +340,9 @@ int cz_coll_allreduce(cz_coll *c, float *buf, size_t n, cz_error *err);
 int cz_coll_reduce_scatter(cz_coll *c, float *buf, size_t n, cz_error *err);
 /* each rank provides its chunk; afterwards all of buf */
 int cz_coll_allgather(cz_coll *c, float *buf, size_t n, cz_error *err);
+/* Waits for one request at most the context's deadline (dist.timeout_s);
+ * past it, the liveness probe's verdict, `what` naming the wait. */
+int cz_coll_wait(cz_coll *c, MPI_Request *req, const char *what, cz_error *err);
 /* The ring on comm as a context made for one call (ring.c's entry points). */
 int cz_coll_ring_once(MPI_Comm comm, int what, float *buf, size_t n, cz_error *err);
 enum { CZ_COLL_REDUCE_SCATTER = 1, CZ_COLL_ALLGATHER = 2, CZ_COLL_ALLREDUCE = 3 };

@@ -2,7 +2,7 @@
  * sync and the optimizer call only these entry points; an algorithm added
  * to cz_allreduce_algo gets a case in each (include/cloze/comm.h states
  * what each must leave where). */
-#include "cloze/comm.h"
+#include "comm_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -43,10 +43,12 @@ static int gather_chunks(const cz_comm *c, float *buf, size_t n, cz_error *err) 
     int *displs, *counts = chunk_tables(c, n, &displs);
     if (!counts) return cz_fail(err, "comm: out of memory");
     void *send = c->rank == 0 ? MPI_IN_PLACE : (void *)(buf + displs[c->rank]);
-    int rc = MPI_Gatherv(send, counts[c->rank], MPI_FLOAT, buf, counts, displs, MPI_FLOAT, 0,
-                         c->mpi) == MPI_SUCCESS
-                 ? 0
-                 : mpi_failed(c, "gather of the reduced chunks to rank 0", err);
+    const char *what = "gather of the reduced chunks to rank 0";
+    MPI_Request req;
+    int rc = MPI_Igatherv(send, counts[c->rank], MPI_FLOAT, buf, counts, displs, MPI_FLOAT, 0,
+                          c->mpi, &req) == MPI_SUCCESS
+                 ? comm_wait(c, &req, what, err)
+                 : mpi_failed(c, what, err);
     free(counts);
     return rc;
 }

@@ -20,4 +20,8 @@ int comm_shape_make(comm_shape *s, const cz_host_layout *l, cz_allreduce_algo al
                     cz_error *err);
 void comm_shape_free(comm_shape *s);
 
+/* A started collective of c (MPI_I...) to its end: bounded by c->watch when
+ * set (cz_coll_wait), else MPI_Wait; `what` names it in the error. */
+int comm_wait(const cz_comm *c, MPI_Request *req, const char *what, cz_error *err);
+
 #endif

@@ -172,6 +172,14 @@ cz_allreduce_algo cz_grad_sync_algo(const cz_grad_sync *gs) {
     return gs->algo;
 }
 
+const cz_comm *cz_grad_sync_comm(const cz_grad_sync *gs) {
+    return &gs->comm;
+}
+
+void cz_comm_watch(cz_comm *c, const cz_grad_sync *gs) {
+    c->watch = gs ? gs->comm.coll : NULL;
+}
+
 void cz_grad_sync_begin(cz_grad_sync *gs, float *grads) {
     pthread_mutex_lock(&gs->mu);
     gs->grads = grads;

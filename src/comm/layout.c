@@ -1,7 +1,7 @@
 /* comm: the bucket/chunk layout shared by every bucketed collective and
  * every optimizer placement, and the collectives over a whole layout
  * (include/cloze/comm.h). */
-#include "cloze/comm.h"
+#include "comm_internal.h"
 
 #include <stdlib.h>
 
@@ -73,13 +73,18 @@ static int move_owned(const cz_comm *c, const cz_bucket_layout *l, float *owned,
         cz_comm_chunk_table(bcount, p, counts, displs);
         float *root = c->rank == 0 ? full + boff : NULL;
         float *mine = owned + packed;
-        int r = gather ? MPI_Gatherv(mine, counts[c->rank], MPI_FLOAT, root, counts, displs,
-                                     MPI_FLOAT, 0, c->mpi)
-                       : MPI_Scatterv(root, counts, displs, MPI_FLOAT, mine, counts[c->rank],
-                                      MPI_FLOAT, 0, c->mpi);
+        MPI_Request req;
+        int r = gather ? MPI_Igatherv(mine, counts[c->rank], MPI_FLOAT, root, counts, displs,
+                                      MPI_FLOAT, 0, c->mpi, &req)
+                       : MPI_Iscatterv(root, counts, displs, MPI_FLOAT, mine, counts[c->rank],
+                                       MPI_FLOAT, 0, c->mpi, &req);
+        char what[64];
+        snprintf(what, sizeof what,
+                 gather ? "gather of bucket %d to rank 0" : "scatter of bucket %d from rank 0", k);
         if (r != MPI_SUCCESS)
-            rc = cz_fail(err, "comm: rank %d: %s of bucket %d failed", c->rank,
-                         gather ? "gather" : "scatter", k);
+            rc = cz_fail(err, "comm: rank %d: %s failed", c->rank, what);
+        else
+            rc = comm_wait(c, &req, what, err);
         packed += (size_t)counts[c->rank];
     }
     free(counts);

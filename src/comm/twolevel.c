@@ -129,6 +129,26 @@ static int fail_step(cz_coll *c, int level, const char *what, int s, int peer, c
                    c->host ? c->host[r] : "?");
 }
 
+/* Step 0 of a ring sends a block this member already holds: its pieces go
+ * out through a window of RING_WINDOW messages, one more as each piece of
+ * step 0 arrives, the rest when step 0 is over. Posted all at once, the
+ * pieces would share the link and all arrive at the end of the step (a
+ * TCP peer interleaves its messages), so nothing could be forwarded before;
+ * in the window they arrive in order and step 1 starts behind the first.
+ * No deadlock: a member waiting for piece j of its predecessor has itself
+ * sent at least RING_WINDOW + (pieces it received) of its own. */
+enum { RING_WINDOW = 16 };
+
+static int send_window(cz_coll *c, int level, const ring *r, const float *buf, const piece *pc,
+                       int k, int *sent, int upto, MPI_Request *sreq, long *ns, const char *what,
+                       cz_error *err) {
+    for (; *sent < k && *sent < upto; (*sent)++)
+        if (MPI_Isend(buf + pc[*sent].off, pc[*sent].len, MPI_FLOAT, r->next, 0, r->comm,
+                      &sreq[(*ns)++]) != MPI_SUCCESS)
+            return fail_step(c, level, what, 0, r->next, err);
+    return 0;
+}
+
 /* ---- bounded waits: a peer that sends nothing for dist.timeout_s ----
  * A host whose link is down sends nothing and TCP reports nothing for many
  * minutes, so every wait here has a deadline. When it passes, this rank
@@ -149,8 +169,9 @@ static void answer_pings(cz_coll *c) {
     }
 }
 
-static int stalled(cz_coll *c, int level, const char *what, int step, int peer, double waited,
-                   cz_error *err) {
+/* The probe after a wait of `waited` s in `where` (peer: the rank waited
+ * for, or -1 for a collective of everyone): the one-line verdict. */
+static int stalled(cz_coll *c, const char *where, int peer, double waited, cz_error *err) {
     int p = c->p, me = c->rank, x = me, missing = 0;
     int *ok = calloc((size_t)p, sizeof(int));
     MPI_Request *rq = calloc((size_t)p, sizeof *rq);
@@ -183,41 +204,62 @@ static int stalled(cz_coll *c, int level, const char *what, int step, int peer, 
     }
     free(ok);
     free(rq); /* requests to ranks that never answered are left to MPI_Abort */
-    int pr = member_rank(c, level, peer);
+    char whom[128] = "";
+    if (peer >= 0) snprintf(whom, sizeof whom, " for rank %d (host %s)", peer, c->host[peer]);
     if (missing)
         return cz_fail(err,
-                       "comm: rank %d (host %s) waited %.0f s for rank %d (host %s) in %s %s %s "
-                       "step %d (dist.timeout_s); no answer from rank(s) %s: host, link or "
-                       "process down",
-                       me, c->host[me], waited, pr, c->host[pr], cz_allreduce_algo_name(c->algo),
-                       level_name(level), what, step, who);
+                       "comm: rank %d (host %s) waited %.0f s%s in %s (dist.timeout_s); no answer "
+                       "from rank(s) %s: host, link or process down",
+                       me, c->host[me], waited, whom, where, who);
     return cz_fail(err,
-                   "comm: rank %d (host %s) waited %.0f s for rank %d (host %s) in %s %s %s step "
-                   "%d (dist.timeout_s); every rank answers: a rank is stuck elsewhere or far "
-                   "slower",
-                   me, c->host[me], waited, pr, c->host[pr], cz_allreduce_algo_name(c->algo),
-                   level_name(level), what, step);
+                   "comm: rank %d (host %s) waited %.0f s%s in %s (dist.timeout_s); every rank "
+                   "answers: a rank is stuck elsewhere or far slower",
+                   me, c->host[me], waited, whom, where);
+}
+
+/* MPI_Testall until the requests are done (0), an MPI error (-1) or the
+ * deadline (1, *waited set), answering pings meanwhile. */
+static int poll_deadline(cz_coll *c, int n, MPI_Request *req, double *waited) {
+    double t0 = cz_now(), polled = t0;
+    for (unsigned it = 1;; it++) {
+        int done = 0;
+        if (MPI_Testall(n, req, &done, MPI_STATUSES_IGNORE) != MPI_SUCCESS) return -1;
+        if (done) return 0;
+        if (it % 64 == 0) {
+            double now = cz_now();
+            if (now - polled > 1e-3) answer_pings(c), polled = now;
+            if (now - t0 > c->timeout) {
+                *waited = now - t0;
+                return 1;
+            }
+        }
+    }
 }
 
 /* MPI_Waitall with the deadline; peer: the ring member these requests talk to. */
 static int wait_bounded(cz_coll *c, int n, MPI_Request *req, int level, const char *what, int step,
                         int peer, cz_error *err) {
-    if (c->timeout <= 0)
-        return MPI_Waitall(n, req, MPI_STATUSES_IGNORE) == MPI_SUCCESS
-                   ? 0
-                   : fail_step(c, level, what, step, peer, err);
-    double t0 = cz_now(), polled = t0;
-    for (unsigned it = 1;; it++) {
-        int done = 0;
-        if (MPI_Testall(n, req, &done, MPI_STATUSES_IGNORE) != MPI_SUCCESS)
-            return fail_step(c, level, what, step, peer, err);
-        if (done) return 0;
-        if (it % 64 == 0) {
-            double now = cz_now();
-            if (now - polled > 1e-3) answer_pings(c), polled = now;
-            if (now - t0 > c->timeout) return stalled(c, level, what, step, peer, now - t0, err);
-        }
-    }
+    double waited = 0;
+    int rc = c->timeout > 0 ? poll_deadline(c, n, req, &waited)
+             : MPI_Waitall(n, req, MPI_STATUSES_IGNORE) == MPI_SUCCESS ? 0
+                                                                       : -1;
+    if (rc == 0) return 0;
+    if (rc < 0) return fail_step(c, level, what, step, peer, err);
+    char where[128];
+    snprintf(where, sizeof where, "%s %s %s step %d", cz_allreduce_algo_name(c->algo),
+             level_name(level), what, step);
+    return stalled(c, where, member_rank(c, level, peer), waited, err);
+}
+
+int cz_coll_wait(cz_coll *c, MPI_Request *req, const char *what, cz_error *err) {
+    double waited = 0;
+    int rc = c->timeout > 0                                    ? poll_deadline(c, 1, req, &waited)
+             : MPI_Wait(req, MPI_STATUS_IGNORE) == MPI_SUCCESS ? 0
+                                                               : -1;
+    if (rc == 0) return 0;
+    if (rc < 0)
+        return cz_fail(err, "comm: rank %d (host %s): %s failed", c->rank, c->host[c->rank], what);
+    return stalled(c, what, -1, waited, err);
 }
 
 /* Reduce-scatter, streamed: a piece of step s is forwarded (as step s+1)
@@ -242,12 +284,11 @@ static int ring_reduce_scatter(cz_coll *c, int level, float *buf, size_t n, cz_e
                           &rreq[(size_t)(s % 2) * per + j]) != MPI_SUCCESS)
                 return fail_step(c, level, "reduce-scatter", s, r.prev, err);
     }
-    /* step 0 sends this member's own values of block m-1 */
-    int k0 = block_pieces(c, level, ((m - 1) % q + q) % q, n, ps);
-    for (int j = 0; j < k0; j++)
-        if (MPI_Isend(buf + ps[j].off, ps[j].len, MPI_FLOAT, r.next, 0, r.comm, &sreq[ns++]) !=
-            MPI_SUCCESS)
-            return fail_step(c, level, "reduce-scatter", 0, r.next, err);
+    /* step 0 sends this member's own values of block m-1, in a window */
+    int k0 = block_pieces(c, level, ((m - 1) % q + q) % q, n, ps), sent0 = 0;
+    const char *rs = "reduce-scatter";
+    if (send_window(c, level, &r, buf, ps, k0, &sent0, RING_WINDOW, sreq, &ns, rs, err) != 0)
+        return -1;
     for (int s = 0; s < steps; s++) {
         int rb = ((m - 2 - s) % q + 2 * q) % q, k = block_pieces(c, level, rb, n, pr);
         float *t = c->tmp + (size_t)(s % 2) * half;
@@ -262,7 +303,12 @@ static int ring_reduce_scatter(cz_coll *c, int level, float *buf, size_t n, cz_e
             if (s + 1 < steps && MPI_Isend(acc, pr[j].len, MPI_FLOAT, r.next, s + 1, r.comm,
                                            &sreq[ns++]) != MPI_SUCCESS)
                 return fail_step(c, level, "reduce-scatter", s + 1, r.next, err);
+            if (s == 0 && send_window(c, level, &r, buf, ps, k0, &sent0, RING_WINDOW + j + 1, sreq,
+                                      &ns, rs, err) != 0)
+                return -1;
         }
+        if (s == 0 && send_window(c, level, &r, buf, ps, k0, &sent0, k0, sreq, &ns, rs, err) != 0)
+            return -1;
         if (s + 2 < steps) {
             int rb2 = ((m - 4 - s) % q + 4 * q) % q, k2 = block_pieces(c, level, rb2, n, pr);
             for (int j = 0; j < k2; j++)
@@ -284,7 +330,7 @@ static int ring_allgather(cz_coll *c, int level, float *buf, size_t n, cz_error 
     if (ensure_space(c, r.q, n, err) != 0) return -1;
     int q = r.q, m = r.m, steps = q - 1;
     size_t per = c->pieces_len / 2;
-    piece *pc = c->pieces;
+    piece *pc = c->pieces, *ps = c->pieces + per;
     MPI_Request *rreq = c->req, *sreq = c->req + (size_t)steps * per;
     long ns = 0;
     for (int s = 0; s < steps; s++) {
@@ -294,11 +340,11 @@ static int ring_allgather(cz_coll *c, int level, float *buf, size_t n, cz_error 
                           &rreq[(size_t)s * per + j]) != MPI_SUCCESS)
                 return fail_step(c, level, "all-gather", s, r.prev, err);
     }
-    int k0 = block_pieces(c, level, m, n, pc);
-    for (int j = 0; j < k0; j++)
-        if (MPI_Isend(buf + pc[j].off, pc[j].len, MPI_FLOAT, r.next, 0, r.comm, &sreq[ns++]) !=
-            MPI_SUCCESS)
-            return fail_step(c, level, "all-gather", 0, r.next, err);
+    /* step 0 sends this member's own block, in a window */
+    int k0 = block_pieces(c, level, m, n, ps), sent0 = 0;
+    const char *ag = "all-gather";
+    if (send_window(c, level, &r, buf, ps, k0, &sent0, RING_WINDOW, sreq, &ns, ag, err) != 0)
+        return -1;
     for (int s = 0; s < steps; s++) {
         int k = block_pieces(c, level, ((m - s - 1) % q + q) % q, n, pc);
         for (int j = 0; j < k; j++) {
@@ -308,7 +354,12 @@ static int ring_allgather(cz_coll *c, int level, float *buf, size_t n, cz_error 
             if (s + 1 < steps && MPI_Isend(buf + pc[j].off, pc[j].len, MPI_FLOAT, r.next, s + 1,
                                            r.comm, &sreq[ns++]) != MPI_SUCCESS)
                 return fail_step(c, level, "all-gather", s + 1, r.next, err);
+            if (s == 0 && send_window(c, level, &r, buf, ps, k0, &sent0, RING_WINDOW + j + 1, sreq,
+                                      &ns, ag, err) != 0)
+                return -1;
         }
+        if (s == 0 && send_window(c, level, &r, buf, ps, k0, &sent0, k0, sreq, &ns, ag, err) != 0)
+            return -1;
     }
     if (wait_bounded(c, (int)ns, sreq, level, "all-gather", steps - 1, r.next, err) != 0) return -1;
     return 0;

@@ -1,6 +1,6 @@
 /* comm: the MPI world, the small collectives of the control path, and the
  * chunk arithmetic shared by every collective (see include/cloze/comm.h). */
-#include "cloze/comm.h"
+#include "comm_internal.h"
 
 #include <string.h>
 
@@ -77,39 +77,68 @@ int cz_comm_node_allgather(const cz_comm *c, const void *mine, size_t bytes, voi
     return 0;
 }
 
-/* ---- small collectives ---- */
+/* ---- small collectives ----
+ * Started non-blocking and finished by comm_wait, so that with a watch
+ * (cz_comm_watch) no wait outlasts dist.timeout_s. */
 
-int cz_comm_barrier(const cz_comm *c, cz_error *err) {
-    if (MPI_Barrier(c->mpi) != MPI_SUCCESS)
-        return cz_fail(err, "comm: rank %d: barrier failed", c->rank);
+int comm_wait(const cz_comm *c, MPI_Request *req, const char *what, cz_error *err) {
+    if (c->watch) return cz_coll_wait(c->watch, req, what, err);
+    if (MPI_Wait(req, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+        return cz_fail(err, "comm: rank %d: %s failed", c->rank, what);
     return 0;
 }
 
+static int started(const cz_comm *c, int rc, MPI_Request *req, const char *what, cz_error *err) {
+    if (rc != MPI_SUCCESS) return cz_fail(err, "comm: rank %d: %s failed", c->rank, what);
+    return comm_wait(c, req, what, err);
+}
+
+int cz_comm_barrier(const cz_comm *c, cz_error *err) {
+    MPI_Request r;
+    return started(c, MPI_Ibarrier(c->mpi, &r), &r, "barrier", err);
+}
+
 int cz_comm_allreduce_doubles(const cz_comm *c, double *v, int n, cz_reduce_op op, cz_error *err) {
-    if (MPI_Allreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE, op == CZ_OP_MAX ? MPI_MAX : MPI_SUM,
-                      c->mpi) != MPI_SUCCESS)
-        return cz_fail(err, "comm: rank %d: all-reduce of %d numbers failed", c->rank, n);
-    return 0;
+    MPI_Request r;
+    char what[64];
+    snprintf(what, sizeof what, "all-reduce of %d numbers", n);
+    return started(c,
+                   MPI_Iallreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE,
+                                  op == CZ_OP_MAX ? MPI_MAX : MPI_SUM, c->mpi, &r),
+                   &r, what, err);
+}
+
+static int bcast_bytes(const cz_comm *c, void *buf, int len, int root, const char *what,
+                       cz_error *err) {
+    MPI_Request r;
+    return started(c, MPI_Ibcast(buf, len, MPI_BYTE, root, c->mpi, &r), &r, what, err);
 }
 
 int cz_comm_bcast(const cz_comm *c, void *buf, size_t bytes, int root, cz_error *err) {
     for (size_t off = 0; off < bytes; off += CZ_COMM_PIECE) {
         size_t len = bytes - off < CZ_COMM_PIECE ? bytes - off : CZ_COMM_PIECE;
-        if (MPI_Bcast((char *)buf + off, (int)len, MPI_BYTE, root, c->mpi) != MPI_SUCCESS)
-            return cz_fail(err, "comm: rank %d: broadcast from rank %d failed at byte %zu", c->rank,
-                           root, off);
+        char what[96];
+        snprintf(what, sizeof what, "broadcast from rank %d at byte %zu", root, off);
+        if (bcast_bytes(c, (char *)buf + off, (int)len, root, what, err) != 0) return -1;
     }
     return 0;
 }
 
 int cz_comm_share_verdict(const cz_comm *c, int root, int rc, cz_error *err) {
-    char msg[CZ_ERROR_MAX] = {0};
+    char msg[CZ_ERROR_MAX] = {0}, what[64];
     if (c->rank == root && rc < 0 && err) snprintf(msg, sizeof msg, "%s", err->msg);
-    if (MPI_Bcast(&rc, 1, MPI_INT, root, c->mpi) != MPI_SUCCESS)
-        return cz_fail(err, "comm: rank %d: broadcast of rank %d's verdict failed", c->rank, root);
+    snprintf(what, sizeof what, "broadcast of rank %d's verdict", root);
+    cz_error e;
+    if (bcast_bytes(c, &rc, (int)sizeof rc, root, what, &e) != 0) {
+        if (err) *err = e;
+        return -1;
+    }
     if (rc >= 0) return rc;
-    if (MPI_Bcast(msg, sizeof msg, MPI_CHAR, root, c->mpi) != MPI_SUCCESS)
-        return cz_fail(err, "comm: rank %d: broadcast of rank %d's error failed", c->rank, root);
+    snprintf(what, sizeof what, "broadcast of rank %d's error", root);
+    if (bcast_bytes(c, msg, (int)sizeof msg, root, what, &e) != 0) {
+        if (err) *err = e;
+        return -1;
+    }
     cz_fail(err, "%s", msg);
     return rc;
 }

@@ -40,6 +40,7 @@ typedef struct block {
 
 struct cz_optimizer {
     cz_comm comm;
+    cz_comm sync_comm; /* the grad sync's (cz_grad_sync_comm): the weight all-gather's */
     cz_optim_config cfg;
     cz_optim_kind kind;
     cz_placement place;
@@ -161,6 +162,7 @@ int cz_optimizer_create(cz_optimizer **out, const cz_comm *c, const cz_optim_con
     cz_optimizer *o = calloc(1, sizeof *o);
     if (!o) return cz_fail(err, "optim: out of memory");
     o->comm = *c;
+    o->sync_comm = *cz_grad_sync_comm(gs);
     o->cfg = *ocfg;
     o->layout = *cz_grad_sync_layout(gs);
     o->n = o->layout.n;
@@ -334,7 +336,7 @@ static int distribute_params(cz_optimizer *o, float *params, cz_error *err) {
     if (o->comm.size == 1 || o->place == CZ_PLACE_REPLICATED) return 0;
     int rc = o->place == CZ_PLACE_COORDINATOR
                  ? cz_comm_bcast(&o->comm, params, o->n * sizeof(float), 0, err)
-                 : cz_layout_allgather(&o->comm, o->algo, &o->layout, params, err);
+                 : cz_layout_allgather(&o->sync_comm, o->algo, &o->layout, params, err);
     return rc == 0 ? 0 : cz_fail_prefix(err, "optim: weights to every rank");
 }
 

@@ -201,9 +201,12 @@ static int setup(cz_run *r, const cz_comm *world, const cz_config *cfg, const cz
      * finishes the gradients */
     if (cz_grad_sync_create(&r->gs, &r->comm, &r->cfg.dist, r->n_params,
                             cz_placement_sync_mode(r->cfg.optim.placement),
-                            cz_model_grad_order(r->model), err) != 0 ||
-        cz_optimizer_create(&r->opt, &r->comm, &r->cfg.optim, r->gs, r->ranges, r->n_ranges, err) !=
-            0)
+                            cz_model_grad_order(r->model), err) != 0)
+        return -1;
+    /* the run's other collectives wait no longer than the sync's (dist.timeout_s) */
+    cz_comm_watch(&r->comm, r->gs);
+    if (cz_optimizer_create(&r->opt, &r->comm, &r->cfg.optim, r->gs, r->ranges, r->n_ranges, err) !=
+        0)
         return -1;
 
     if (cz_gemm_peak(r->gemm, t->peak_gflops, &r->peak, err) != 0) return -1;
@@ -240,6 +243,7 @@ static void teardown(cz_run *r) {
     cz_metrics_close(r);
     cz_run_release_dir(r);
     cz_optimizer_free(r->opt);
+    cz_comm_watch(&r->comm, NULL);
     cz_grad_sync_free(r->gs);
     cz_free(r->ranges);
     cz_batch_buf_free(&r->buf[0]);

@@ -10,16 +10,7 @@
 #     torus2d 2x4 and auto equal 1 rank with 8 accumulated micro-batches
 #     within 1e-5 relative (loss, MLM, NSP, gradient norm).
 # Skips (77) where namespaces cannot be made (not root, no veth or tbf).
-source "$(dirname "$0")/train_common.sh"
-NETSIM=$SRC/launch/cloze-netsim
-if ! why=$("$NETSIM" check); then echo "SKIP: cannot build a simulated cluster here: $why"; exit 77; fi
-work=$(mktemp -d /tmp/cloze-netsim-test-XXXXXX)
-name="czt$$"
-name=${name:0:8}
-cleanup() { "$NETSIM" --name "$name" down >/dev/null 2>&1 || true; rm -rf "$work"; }
-trap cleanup EXIT
-data=$CLOZE_BUILD_DIR/test-data/tutorial
-prepare_corpus "$data"
+NAME_PREFIX=czt source "$(dirname "$0")/netsim_common.sh"
 # 10 Gbit/s links: the property tested is correctness across hosts; the
 # cluster removes itself after 10 minutes whatever happens to this script
 "$NETSIM" up --hosts 4 --ranks-per-host 2 --rate 10gbit --name "$name" --ttl 600 >/dev/null
