@@ -1,10 +1,13 @@
-/* head_dump <bert|gpt> <dir>: the C side of the PyTorch reference for the
- * classification heads (tests/reference/head_reference.py). A small model
- * with the CLASSIFY head (BERT: pooler + classifier over 3 classes; GPT: the
- * extract token's state into score, plus 0.5 x the LM loss), dropout off;
- * writes config.json, weights.safetensors, batch.txt (tokens, attn_mask,
- * segments, labels, cls_index, targets), grads.safetensors (d loss /
- * d params) and result.txt ("loss/task/lm <value>"). */
+/* head_dump <bert|gpt|gpt-similar|gpt-choice|bert-choice> <dir>: the C side
+ * of the PyTorch reference for the classification heads
+ * (tests/reference/head_reference.py). A small model with the CLASSIFY head
+ * (BERT: pooler + classifier over 3 classes; GPT: the extract token's state
+ * into score, plus 0.5 x the LM loss), SIMILAR (GPT: 3 pairs of orderings,
+ * states added, 2 classes) or CHOICE (3 candidates per example, 2
+ * examples), dropout off; writes config.json, weights.safetensors,
+ * batch.txt (tokens, attn_mask, segments, labels, cls_index, targets),
+ * grads.safetensors (d loss / d params) and result.txt ("loss/task/lm/group
+ * <value>"). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,18 +21,23 @@ static void die(const char *what, const cz_error *err) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 3 || (strcmp(argv[1], "bert") && strcmp(argv[1], "gpt"))) {
-        fprintf(stderr, "usage: head_dump <bert|gpt> <dir>\n");
+    const char *modes[] = {"bert", "gpt", "gpt-similar", "gpt-choice", "bert-choice"};
+    int mode = -1;
+    for (int i = 0; argc == 3 && i < 5; i++)
+        if (!strcmp(argv[1], modes[i])) mode = i;
+    if (mode < 0) {
+        fprintf(stderr, "usage: head_dump <bert|gpt|gpt-similar|gpt-choice|bert-choice> <dir>\n");
         return 2;
     }
-    int bert = !strcmp(argv[1], "bert");
+    int bert = mode == 0 || mode == 4;
     const char *dir = argv[2];
-    const int B = 4, T = 24;
+    const int B = mode >= 2 ? 6 : 4, T = 24;
     cz_model_config c = bert ? tiny_config(CZ_ARCH_BERT, 3000, 64, 2, 4, 64)
                              : tiny_config(CZ_ARCH_GPT, 2000, 64, 2, 4, 64);
-    c.head = CZ_HEAD_CLASSIFY;
-    c.num_labels = bert ? 3 : 2;
+    c.head = mode == 2 ? CZ_HEAD_SIMILAR : mode >= 3 ? CZ_HEAD_CHOICE : CZ_HEAD_CLASSIFY;
+    c.num_labels = mode >= 3 ? 3 : bert ? 3 : 2;
     c.lm_weight = bert ? 0.0f : 0.5f;
+    int group = mode == 2 ? 2 : mode >= 3 ? 3 : 1; /* sequences per example */
     cz_error err;
     cz_gemm_ctx *gemm = cz_gemm_setup(CZ_GEMM_AUTO, 1, &err);
     if (!gemm) die("gemm", &err);
@@ -41,7 +49,8 @@ int main(int argc, char **argv) {
     make_batch(&tb, &c, B, T, 0, 5, NULL, 31);
     int32_t labels[8], cls[8];
     for (int s = 0; s < B; s++) {
-        labels[s] = (s * 2 + 1) % c.num_labels;
+        /* an example's label sits on each of its sequences */
+        labels[s] = ((s / group) * 2 + 1) % c.num_labels;
         cls[s] = (s % 2) ? T - 5 - 1 : T - 1; /* the last real token (odd rows are padded) */
     }
     cz_batch *b = &tb.b;
@@ -86,7 +95,8 @@ int main(int argc, char **argv) {
     snprintf(path, sizeof path, "%s/result.txt", dir);
     f = fopen(path, "w");
     if (!f) return 1;
-    fprintf(f, "loss %.10g\ntask %.10g\nlm %.10g\n", l.loss, l.task_loss, l.lm_loss);
+    fprintf(f, "loss %.10g\ntask %.10g\nlm %.10g\ngroup %d\n", l.loss, l.task_loss, l.lm_loss,
+            group);
     fclose(f);
     cz_model_free(m);
     cz_gemm_free(gemm);

@@ -179,7 +179,60 @@ static void run_case(const head_case *hc) {
     cz_model_free(m);
 }
 
+/* SIMILAR (GPT-1's two orderings, states added) and CHOICE (K candidates,
+ * softmax over their scores): B = 4 sequences of 2 examples. Finite
+ * differences with dropout off and on (the head's dropout acts on the
+ * pair's summed row, keyed by its first sequence); the loss recomputed
+ * from the exposed [examples, C] logits; an odd batch refused. */
+static void run_group_case(const char *label, cz_arch arch, int head, int C, float lm) {
+    const int B = 4, T = 8, pad = 2, group = head == CZ_HEAD_SIMILAR ? 2 : C;
+    cz_model_config c = tiny_config(arch, 40, 16, 2, 2, 16);
+    c.head = head;
+    c.num_labels = C;
+    c.lm_weight = lm;
+    cz_model *m;
+    cz_error err;
+    CHECK(cz_model_create(&m, &c, B, T, 0, NULL, &err) == 0);
+    cz_model_init_weights(m, 4);
+    perturb_no_decay(m, 4, 0, 0.2f);
+    static test_batch tb;
+    uint64_t ids[4] = {4, 5, 6, 7};
+    make_batch(&tb, &c, B, T, 0, pad, ids, 13);
+    int32_t labels[4], cls[4];
+    for (int s = 0; s < B; s++) {
+        labels[s] = (s / group + 1) % C; /* each sequence carries its example's label */
+        cls[s] = (ids[s] % 2) ? T - pad - 1 : T - 1;
+    }
+    cz_batch *b = &tb.b;
+    b->max_pred = 0;
+    b->mlm_positions = b->mlm_labels = b->nsp_labels = NULL;
+    b->mlm_weights = NULL;
+    if (lm == 0) b->targets = NULL;
+    b->labels = labels;
+    if (arch == CZ_ARCH_GPT) b->cls_index = cls;
+    gradcheck(m, b, label);
+    b->train = 1;
+    gradcheck(m, b, "  with dropout");
+    b->train = 0;
+    cz_losses l;
+    CHECK(cz_model_forward(m, b, &l, &err) == 0);
+    const float *z = cz_model_head_logits(m);
+    double want = 0;
+    for (int e = 0; e < B / group; e++) want -= log_softmax_at(z + e * C, C, 1, labels[e * group]);
+    want /= B / group;
+    CHECK(fabs(l.task_loss - want) < 1e-5 * want && l.task_count == B / group);
+    CHECK(fabs(l.loss - (l.task_loss + lm * l.lm_loss)) < 1e-9);
+    cz_batch odd = *b;
+    odd.batch = 3;
+    CHECK(cz_model_forward(m, &odd, &l, &err) == -1 && strstr(err.msg, "whole examples"));
+    printf("%s: logits [%d, %d] reproduce the loss; %s\n", label, B / group, C, err.msg);
+    cz_model_free(m);
+}
+
 int main(void) {
+    run_group_case("GPT similarity + 0.5 LM", CZ_ARCH_GPT, CZ_HEAD_SIMILAR, 3, 0.5f);
+    run_group_case("GPT multiple choice + 0.5 LM", CZ_ARCH_GPT, CZ_HEAD_CHOICE, 2, 0.5f);
+    run_group_case("BERT multiple choice", CZ_ARCH_BERT, CZ_HEAD_CHOICE, 2, 0.0f);
     const head_case cases[] = {
         {"BERT classify", CZ_ARCH_BERT, CZ_HEAD_CLASSIFY, 3, 0.0f},
         {"BERT span", CZ_ARCH_BERT, CZ_HEAD_SPAN, 0, 0.0f},
@@ -216,6 +269,10 @@ int main(void) {
     CHECK(cz_model_create(&m, &c, 1, 8, 0, NULL, &err) == 0);
     CHECK(cz_model_find_tensor(m, "score.weight") && !cz_model_find_tensor(m, "score.bias"));
     cz_model_free(m);
+    c = tiny_config(CZ_ARCH_BERT, 40, 16, 1, 2, 16);
+    c.head = CZ_HEAD_SIMILAR;
+    c.num_labels = 2;
+    CHECK(cz_model_create(&m, &c, 2, 8, 0, NULL, &err) == -1 && strstr(err.msg, "GPT-1"));
     printf("ok\n");
     return 0;
 }

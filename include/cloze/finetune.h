@@ -6,7 +6,8 @@
  *
  * This header has four parts, bottom up:
  *   tasks     readers of the task files (GLUE-style TSV with named columns,
- *             SQuAD v1.1 JSON, CoNLL BIO columns) into examples;
+ *             SQuAD v1.1 JSON, CoNLL BIO columns, multiple-choice JSON
+ *             lines) into examples;
  *   features  examples -> fixed-length model inputs (WordPiece / BPE ids,
  *             segments, labels; SQuAD windows with a document stride);
  *   metrics   accuracy, F1, Matthews correlation, SQuAD EM/F1 with the
@@ -28,7 +29,7 @@ struct cz_tokenizer;
 
 /* ---- tasks ---- */
 
-typedef enum { CZ_FT_CLASSIFY = 0, CZ_FT_SPAN = 1, CZ_FT_TAG = 2 } cz_ft_kind;
+typedef enum { CZ_FT_CLASSIFY = 0, CZ_FT_SPAN = 1, CZ_FT_TAG = 2, CZ_FT_CHOICE = 3 } cz_ft_kind;
 
 /* The dev-set figure a task is selected by (BERT App. A.3; GLUE's choice
  * per task: accuracy, F1 for MRPC, Matthews correlation for CoLA). */
@@ -56,6 +57,10 @@ typedef struct cz_ft_task {
      * (sorted; CoNLL: "O" first) */
     int n_labels;
     char labels[CZ_FT_MAX_LABELS][32];
+    /* GPT-1 Sec. 3.3 "Textual similarity": a pair has no inherent order, so
+     * both orderings are run and their extract states added (pair
+     * classification only; GPT models) */
+    int similarity;
 } cz_ft_task;
 
 /* Fills t for a known task name; -1 with a message listing the names. */
@@ -68,7 +73,9 @@ typedef struct cz_ft_answer {
 } cz_ft_answer;
 
 /* An example, as read. Classification: a (b), label. Tagging: words with
- * their tags. Span: id, question, context, answers. */
+ * their tags. Span: id, question, context, answers. Choice: a the context
+ * (and question), words the n_words candidate endings, label the right
+ * one's index. */
 typedef struct cz_ft_example {
     char *a, *b;
     int label;
@@ -90,7 +97,10 @@ typedef struct cz_ft_dataset {
 
 /* Reads a task file. Labels not in t->labels are an error naming the file
  * and line, except when t->n_labels == 0 and collect == 1: then the set of
- * labels seen is stored in t (a training file). */
+ * labels seen is stored in t (a training file). Choice files (JSON lines,
+ * docs/finetune.md): every example has the same number K of endings, which
+ * becomes t->n_labels (labels "0".."K-1"); a file with another K is an
+ * error. */
 int cz_ft_read(cz_ft_dataset *d, cz_ft_task *t, const char *path, int collect, cz_error *err);
 void cz_ft_dataset_free(cz_ft_dataset *d);
 /* Keeps the first n examples (a stated subset of a training file). */
@@ -106,11 +116,16 @@ typedef struct cz_ft_feature_config {
     int32_t cls, sep, pad;         /* BERT special ids */
     int32_t start, delim, extract; /* GPT: the three added tokens (vocab_size + 0, 1, 2) */
     int lower_case;                /* for the SQuAD answer projection */
+    int similarity;                /* GPT pairs: both orderings (cz_ft_task.similarity) */
 } cz_ft_feature_config;
 
 /* Model inputs of a dataset: n sequences of T tokens, row-major. */
 typedef struct cz_ft_features {
     int n, T;
+    /* sequences per example: 1; 2 for similarity (a $ b, then b $ a); K for
+     * choice (one per ending). Example e owns rows group*e .. group*e+group-1,
+     * each carrying its label. */
+    int group;
     int32_t *tokens, *segments;
     uint8_t *mask;
     int32_t *label;       /* [n] CLASSIFY */
@@ -133,7 +148,9 @@ typedef struct cz_ft_features {
 
 /* Tokenizes every example. Classification: [CLS] a [SEP] b [SEP] with
  * segments 0/1, the longer text truncated first (BERT's
- * _truncate_seq_pair); GPT: <start> a <delim> b <extract>. Span: one
+ * _truncate_seq_pair); GPT: <start> a <delim> b <extract>, with
+ * similarity also <start> b <delim> a <extract>. Choice: one such pair
+ * sequence per ending (context, ending). Span: one
  * feature per window of the context (stride doc_stride), [CLS] question
  * [SEP] window [SEP]. Tag: [CLS] pieces [SEP], the tag on each word's first
  * piece. */

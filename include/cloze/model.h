@@ -33,13 +33,30 @@
  *             the mean of the start and end cross-entropies over positions.
  *   TAG       BERT (Sec. 4.3, BertForTokenClassification): dropout,
  *             "classifier" [C, H] per token; mean cross-entropy over the
- *             tokens whose label is >= 0 (the first WordPiece of a word). */
+ *             tokens whose label is >= 0 (the first WordPiece of a word).
+ *   SIMILAR   GPT (GPT-1 Sec. 3.3, "Textual similarity"): an example is two
+ *             consecutive sequences (text1 $ text2 and text2 $ text1); their
+ *             extract-token states are added element-wise, then dropout and
+ *             "score" [C, H] as CLASSIFY, plus lm_weight x the LM loss over
+ *             both sequences. The batch holds B = 2 x examples sequences;
+ *             labels[2e] is example e's label.
+ *   CHOICE    multiple choice, num_labels = K candidates per example, K
+ *             consecutive sequences each. GPT (GPT-1 Sec. 3.3, "Question
+ *             Answering and Commonsense Reasoning"): each candidate's
+ *             extract-token state, dropout, "score" [1, H] (no bias) gives
+ *             one score; softmax over the K scores, cross-entropy, plus
+ *             lm_weight x the LM loss. BERT (Sec. 4.4, SWAG;
+ *             BertForMultipleChoice): the pooled [CLS] of each candidate,
+ *             dropout, "classifier" [1, H] + bias. labels[K e] is example
+ *             e's answer in [0, K). */
 typedef enum {
     CZ_HEAD_PRETRAIN = 0,
     CZ_HEAD_NONE = 1,
     CZ_HEAD_CLASSIFY = 2,
     CZ_HEAD_SPAN = 3,
-    CZ_HEAD_TAG = 4
+    CZ_HEAD_TAG = 4,
+    CZ_HEAD_SIMILAR = 5,
+    CZ_HEAD_CHOICE = 6
 } cz_head;
 
 typedef struct cz_model_config {
@@ -68,8 +85,9 @@ typedef struct cz_model_config {
     int matmul_bf16; /* model.matmul_precision: 0 fp32, 1 bf16 inputs (cz_gemm_set_bf16) */
     /* fine-tuning (cz_head above); all zero = pre-training */
     int head;        /* cz_head */
-    int num_labels;  /* C for CLASSIFY and TAG */
-    float lm_weight; /* GPT CLASSIFY: lambda of the auxiliary LM loss (GPT-1: 0.5); 0 = none */
+    int num_labels;  /* C for CLASSIFY, SIMILAR and TAG; K candidates for CHOICE */
+    float lm_weight; /* GPT CLASSIFY, SIMILAR, CHOICE: lambda of the auxiliary LM loss (GPT-1: 0.5);
+                        0 = none */
 } cz_model_config;
 
 typedef enum { CZ_RECOMPUTE_NONE = 0, CZ_RECOMPUTE_LAYERS = 1 } cz_recompute;
@@ -163,6 +181,8 @@ void cz_model_zero_grads(cz_model *m);
 
 /* After a forward pass: the head's raw logits (before softmax), row-major:
  *   CLASSIFY [B, C]; SPAN [B*T, 2] (start, end of each token); TAG [B*T, C];
+ *   SIMILAR [B/2, C] (one row per pair of sequences); CHOICE [B/K, K] (row
+ *   e: the scores of example e's K candidates);
  * NULL for PRETRAIN and NONE. Valid until the next forward. */
 const float *cz_model_head_logits(const cz_model *m);
 /* After a forward pass: hidden states [B*T, H] of layer l in [0, L]; 0 is

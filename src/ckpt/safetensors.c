@@ -437,12 +437,20 @@ static const char *short_float(char *buf, size_t cap, float v) {
 
 /* The Hugging Face class whose state_dict names match the model's tensors. */
 const char *cz_hf_architecture(const cz_model_config *c) {
-    static const char *bert[] = {"BertForPreTraining", "BertModel", "BertForSequenceClassification",
-                                 "BertForQuestionAnswering", "BertForTokenClassification"};
-    static const char *gpt[] = {"OpenAIGPTLMHeadModel", "OpenAIGPTModel",
-                                "OpenAIGPTForSequenceClassification", "OpenAIGPTModel",
-                                "OpenAIGPTModel"};
-    int h = c->head >= CZ_HEAD_PRETRAIN && c->head <= CZ_HEAD_TAG ? c->head : 0;
+    /* SIMILAR has no Hugging Face class (BERT has no such head; a fine-tuned
+     * GPT is not exported, hf.c) */
+    static const char *bert[] = {"BertForPreTraining",
+                                 "BertModel",
+                                 "BertForSequenceClassification",
+                                 "BertForQuestionAnswering",
+                                 "BertForTokenClassification",
+                                 "BertModel",
+                                 "BertForMultipleChoice"};
+    static const char *gpt[] = {
+        "OpenAIGPTLMHeadModel", "OpenAIGPTModel", "OpenAIGPTForSequenceClassification",
+        "OpenAIGPTModel",       "OpenAIGPTModel", "OpenAIGPTModel",
+        "OpenAIGPTModel"};
+    int h = c->head >= CZ_HEAD_PRETRAIN && c->head <= CZ_HEAD_CHOICE ? c->head : 0;
     return c->arch == CZ_ARCH_BERT ? bert[h] : gpt[h];
 }
 

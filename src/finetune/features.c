@@ -8,7 +8,10 @@
  * end of the longer text until it fits (run_classifier's
  * _truncate_seq_pair). GPT (GPT-1 Sec. 3.3, Fig. 1): <s> A $ B <e> with
  * three added tokens, the classifier reading the state at <e>, and the
- * auxiliary LM loss on next tokens.
+ * auxiliary LM loss on next tokens; for similarity tasks also <s> B $ A
+ * <e> (Sec. 3.3: "no inherent ordering"), the two rows of an example next
+ * to each other. Multiple choice (GPT-1 Sec. 3.3; BERT Sec. 4.4): one such
+ * pair row per ending, (context, ending k), K rows per example.
  * Span (Sec. 4.2; run_squad.py): the question cut to max_query pieces;
  * windows of the context's pieces, each at most max_seq - |q| - 3 long,
  * starting doc_stride pieces apart; [CLS] q [SEP] window [SEP]; the answer
@@ -111,7 +114,53 @@ static void put(cz_ft_features *f, int row, int *len, int32_t id, int seg) {
     (*len)++;
 }
 
-/* ---- classification ---- */
+/* ---- classification, similarity, multiple choice ---- */
+
+/* One row of the pair layout: BERT [CLS] a [SEP] (b [SEP]), segments 0 / 1;
+ * GPT <s> a ($ b) <e> with the extract position and the next-token targets
+ * of the auxiliary LM loss. na, nb: the pieces kept (pair_room). */
+static int put_pair(cz_ft_features *f, int *cap, int e, const cz_ft_feature_config *c,
+                    const cz_ids *a, size_t na, const cz_ids *b, size_t nb, int pair, int label,
+                    cz_error *err) {
+    int row = new_row(f, cap, e, c, err);
+    if (row < 0) return -1;
+    int len = 0;
+    put(f, row, &len, c->gpt ? c->start : c->cls, 0);
+    for (size_t i = 0; i < na; i++) put(f, row, &len, (int32_t)a->ids[i], 0);
+    if (pair) {
+        put(f, row, &len, c->gpt ? c->delim : c->sep, 0);
+        for (size_t i = 0; i < nb; i++) put(f, row, &len, (int32_t)b->ids[i], c->gpt ? 0 : 1);
+    }
+    put(f, row, &len, c->gpt ? c->extract : c->sep, pair && !c->gpt ? 1 : 0);
+    f->label[row] = label;
+    if (c->gpt) {
+        f->cls_index[row] = len - 1;
+        size_t o = (size_t)row * f->T;
+        for (int t = 0; t + 1 < len; t++) f->targets[o + t] = f->tokens[o + t + 1];
+    }
+    return 0;
+}
+
+/* The pieces of a and b that fit beside the special tokens: the longer
+ * text loses its last piece until the pair fits (_truncate_seq_pair).
+ * sym: on a tie both lose one, so that the pieces kept do not depend on
+ * which text comes first (similarity: no inherent order). Returns 1 when
+ * something was cut. */
+static int pair_room(const cz_ft_features *f, int pair, int sym, size_t *na, size_t *nb) {
+    int room = f->T - (pair ? 3 : 2);
+    if (*na + *nb <= (size_t)room) return 0;
+    while (*na + *nb > (size_t)room) {
+        if (*na > *nb) {
+            (*na)--;
+        } else if (*nb > *na || !sym) {
+            (*nb)--;
+        } else {
+            (*na)--;
+            (*nb)--;
+        }
+    }
+    return 1;
+}
 
 static int featurize_classify(cz_ft_features *f, const cz_ft_dataset *d,
                               const struct cz_tokenizer *tok, const cz_ft_feature_config *c,
@@ -119,43 +168,50 @@ static int featurize_classify(cz_ft_features *f, const cz_ft_dataset *d,
     int cap = 0;
     cz_buf norm = {0};
     cz_ids a = {0}, b = {0};
-    int rc = 0;
+    int rc = 0, choice = d->kind == CZ_FT_CHOICE;
+    f->group = choice ? (d->n ? d->ex[0].n_words : 1) : c->similarity ? 2 : 1;
     for (int e = 0; e < d->n && rc == 0; e++) {
         const cz_ft_example *x = &d->ex[e];
-        a.n = b.n = 0;
-        if (encode(tok, x->a, &norm, &a, err) || (x->b && encode(tok, x->b, &norm, &b, err))) {
+        a.n = 0;
+        if (encode(tok, x->a, &norm, &a, err)) {
             rc = cz_fail_prefix(err, "%s: example %d", d->path, e + 1);
             break;
         }
-        /* BERT: [CLS] a [SEP] (b [SEP]); GPT: <s> a ($ b) <e> */
-        int room = f->T - (x->b ? 3 : 2);
-        size_t na = a.n, nb = b.n;
-        if (na + nb > (size_t)room) f->truncated++;
-        while (na + nb > (size_t)room) {
-            if (na > nb)
-                na--;
-            else
-                nb--;
+        if (choice) { /* one sequence per ending: (context, ending k) */
+            if (x->n_words != f->group) {
+                rc = cz_fail(err, "%s: example %d has %d endings, not %d", d->path, e + 1,
+                             x->n_words, f->group);
+                break;
+            }
+            int cut = 0;
+            for (int k = 0; k < x->n_words && rc == 0; k++) {
+                b.n = 0;
+                if (encode(tok, x->words[k], &norm, &b, err)) {
+                    rc = cz_fail_prefix(err, "%s: example %d, ending %d", d->path, e + 1, k + 1);
+                    break;
+                }
+                size_t na = a.n, nb = b.n;
+                cut |= pair_room(f, 1, 0, &na, &nb);
+                rc = put_pair(f, &cap, e, c, &a, na, &b, nb, 1, x->label, err);
+            }
+            f->truncated += cut;
+            continue;
         }
-        int row = new_row(f, &cap, e, c, err);
-        if (row < 0) {
-            rc = -1;
+        b.n = 0;
+        if (x->b && encode(tok, x->b, &norm, &b, err)) {
+            rc = cz_fail_prefix(err, "%s: example %d", d->path, e + 1);
             break;
         }
-        int len = 0;
-        put(f, row, &len, c->gpt ? c->start : c->cls, 0);
-        for (size_t i = 0; i < na; i++) put(f, row, &len, (int32_t)a.ids[i], 0);
-        if (x->b) {
-            put(f, row, &len, c->gpt ? c->delim : c->sep, 0);
-            for (size_t i = 0; i < nb; i++) put(f, row, &len, (int32_t)b.ids[i], c->gpt ? 0 : 1);
+        if (c->similarity && !x->b) {
+            rc = cz_fail(err, "%s: example %d: similarity needs text pairs", d->path, e + 1);
+            break;
         }
-        put(f, row, &len, c->gpt ? c->extract : c->sep, x->b && !c->gpt ? 1 : 0);
-        f->label[row] = x->label;
-        if (c->gpt) {
-            f->cls_index[row] = len - 1;
-            size_t o = (size_t)row * f->T;
-            for (int t = 0; t + 1 < len; t++) f->targets[o + t] = f->tokens[o + t + 1];
-        }
+        size_t na = a.n, nb = b.n;
+        f->truncated += pair_room(f, x->b != NULL, c->similarity, &na, &nb);
+        rc = put_pair(f, &cap, e, c, &a, na, &b, nb, x->b != NULL, x->label, err);
+        /* GPT-1 Sec. 3.3: no inherent order, so the other ordering too */
+        if (rc == 0 && c->similarity)
+            rc = put_pair(f, &cap, e, c, &b, nb, &a, na, 1, x->label, err);
     }
     cz_buf_free(&norm);
     cz_ids_free(&a);
@@ -382,12 +438,17 @@ int cz_ft_featurize(cz_ft_features *f, const cz_ft_dataset *d, const struct cz_t
     memset(f, 0, sizeof *f);
     f->T = c->max_seq;
     if (c->max_seq < 4) return cz_fail(err, "max_seq %d: too short", c->max_seq);
-    if (c->gpt && d->kind != CZ_FT_CLASSIFY)
+    f->group = 1;
+    if (c->gpt && d->kind != CZ_FT_CLASSIFY && d->kind != CZ_FT_CHOICE)
         return cz_fail(err, "GPT fine-tuning classifies (GPT-1 Sec. 3.3); span and tag tasks "
                             "need a BERT model");
-    int rc = d->kind == CZ_FT_CLASSIFY ? featurize_classify(f, d, tok, c, err)
-             : d->kind == CZ_FT_TAG    ? featurize_tag(f, d, tok, c, err)
-                                       : featurize_span(f, d, tok, c, err);
+    if (c->similarity && (!c->gpt || d->kind != CZ_FT_CLASSIFY))
+        return cz_fail(err, "similarity (both orderings, GPT-1 Sec. 3.3) is for GPT models on "
+                            "pair classification");
+    int rc = d->kind == CZ_FT_CLASSIFY || d->kind == CZ_FT_CHOICE
+                 ? featurize_classify(f, d, tok, c, err)
+             : d->kind == CZ_FT_TAG ? featurize_tag(f, d, tok, c, err)
+                                    : featurize_span(f, d, tok, c, err);
     if (rc) cz_ft_features_free(f);
     return rc;
 }

@@ -6,10 +6,14 @@
  * a fine-tuning run gives the same numbers on any rank layout and resumes
  * like a pre-training run.
  *
- * Samples: global sample g of the run is training feature
- * cz_data_permute(seed, g / n, n, g % n): each epoch a fresh order keyed by
- * the seed (BERT App. A.3's restarts differ in the data order and the head's
- * initialisation, both from the seed). */
+ * Samples: the runtime's samples are sequences; an example is `group`
+ * consecutive ones (similarity: its two orderings; multiple choice: its K
+ * candidates), so a step of --batch examples is group x batch sequences and
+ * a micro-batch always holds whole examples. Global sequence g belongs to
+ * example x = g / group, which is training example
+ * cz_data_permute(seed, x / n, n, x % n) of the n: each epoch a fresh order
+ * keyed by the seed (BERT App. A.3's restarts differ in the data order and
+ * the head's initialisation, both from the seed). */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -182,7 +186,8 @@ typedef struct ft_run {
     cz_ft_dataset train, dev;
     cz_ft_features ftrain, fdev;
     cz_model_config mc;
-    int micro;        /* sequences per forward */
+    int micro;        /* sequences per forward: whole examples of `group` sequences */
+    int group;        /* sequences per example (cz_ft_features.group) */
     cz_batch_buf buf; /* evaluation batches */
     int buf_ok;
     long steps, steps_per_epoch;
@@ -209,10 +214,10 @@ static void copy_feature(const cz_ft_features *f, int i, cz_batch_buf *buf, int 
 
 static int build_sample(void *ctx, cz_batch_buf *buf, int slot, uint64_t g, cz_error *err) {
     ft_run *r = ctx;
-    uint64_t n = (uint64_t)r->ftrain.n;
-    uint64_t i = cz_data_permute(r->o->seed, g / n, n, g % n);
+    uint64_t G = (uint64_t)r->group, n = (uint64_t)r->ftrain.n / G, x = g / G;
+    uint64_t i = cz_data_permute(r->o->seed, x / n, n, x % n);
     (void)err;
-    copy_feature(&r->ftrain, (int)i, buf, slot, g);
+    copy_feature(&r->ftrain, (int)(i * G + g % G), buf, slot, g);
     return 0;
 }
 
@@ -235,7 +240,8 @@ static int init_model(void *ctx, cz_model *m, cz_error *err) {
 
 /* Per-row width of the head's logits. */
 static size_t logit_width(const ft_run *r) {
-    if (r->task.kind == CZ_FT_CLASSIFY) return (size_t)r->task.n_labels;
+    if (r->task.kind == CZ_FT_CLASSIFY || r->task.kind == CZ_FT_CHOICE)
+        return (size_t)r->task.n_labels; /* one row per example */
     if (r->task.kind == CZ_FT_SPAN) return (size_t)r->fdev.T * 2;
     return (size_t)r->fdev.T * (size_t)r->task.n_labels;
 }
@@ -273,17 +279,18 @@ static void put_prediction(FILE *pf, const cz_ft_task *t, int pred, int gold, co
 static int score_classes(const ft_run *r, const float *logits, size_t w, FILE *pf, cz_ft_scores *s,
                          cz_error *err) {
     const cz_ft_features *f = &r->fdev;
-    int *gold = malloc((size_t)f->n * sizeof *gold), *pred = malloc((size_t)f->n * sizeof *pred);
+    int n = f->n / f->group; /* examples: one row of logits each */
+    int *gold = malloc((size_t)n * sizeof *gold), *pred = malloc((size_t)n * sizeof *pred);
     if (!gold || !pred) return free(gold), free(pred), cz_fail(err, "out of memory");
-    for (int i = 0; i < f->n; i++) {
-        gold[i] = f->label[i];
+    for (int i = 0; i < n; i++) {
+        gold[i] = f->label[(size_t)i * f->group];
         pred[i] = argmax(logits + (size_t)i * w, r->task.n_labels);
         if (pf) {
             put_prediction(pf, &r->task, pred[i], gold[i], logits + (size_t)i * w);
             fputc('\n', pf);
         }
     }
-    cz_ft_classify_scores(gold, pred, f->n, s);
+    cz_ft_classify_scores(gold, pred, n, s);
     free(gold);
     free(pred);
     return 0;
@@ -343,8 +350,8 @@ static int score_dev(ft_run *r, const float *logits, int final, cz_ft_scores *s,
     memset(s, 0, sizeof *s);
     if (r->task.kind != CZ_FT_SPAN) {
         FILE *pf = open_predictions(r, final, "dev_predictions.jsonl");
-        int rc = r->task.kind == CZ_FT_CLASSIFY ? score_classes(r, logits, w, pf, s, err)
-                                                : score_tags(r, logits, w, pf, s, err);
+        int rc = r->task.kind == CZ_FT_TAG ? score_tags(r, logits, w, pf, s, err)
+                                           : score_classes(r, logits, w, pf, s, err);
         if (pf && fclose(pf) != 0) cz_warn("dev_predictions.jsonl: %s", strerror(errno));
         return rc;
     }
@@ -418,7 +425,7 @@ static void write_result(ft_run *r, long step, int final, const cz_ft_scores *s,
             metric_name(r->task.metric), score_of(r->task.metric, s), step, r->steps,
             r->steps_per_epoch ? (double)step / (double)r->steps_per_epoch : 0.0);
     fprintf(f, "\"dev\":{");
-    if (r->task.kind == CZ_FT_CLASSIFY)
+    if (r->task.kind == CZ_FT_CLASSIFY || r->task.kind == CZ_FT_CHOICE)
         fprintf(f, "\"accuracy\":%.6f,\"f1\":%.6f,\"mcc\":%.6f", 100 * s->accuracy, 100 * s->f1,
                 100 * s->mcc);
     else if (r->task.kind == CZ_FT_SPAN)
@@ -452,7 +459,10 @@ static int evaluate(void *ctx, cz_model *m, const cz_comm *comm, long step, int 
     if (step == 0 && !final) return 0; /* nothing learnt yet */
     const cz_ft_features *f = &r->fdev;
     size_t w = logit_width(r);
-    float *logits = calloc((size_t)f->n * w + 1, sizeof *logits);
+    /* rows of logits: one per example for classification, similarity and
+     * choice (micro is whole examples of G sequences), one per feature else */
+    int G = r->task.kind == CZ_FT_TAG || r->task.kind == CZ_FT_SPAN ? 1 : f->group;
+    float *logits = calloc((size_t)(f->n / G) * w + 1, sizeof *logits);
     if (!logits) return cz_fail(err, "out of memory for %d dev logits", f->n);
     int batches = (f->n + r->micro - 1) / r->micro, rc = 0;
     for (int k = comm->rank; k < batches && rc == 0; k += comm->size) {
@@ -465,14 +475,15 @@ static int evaluate(void *ctx, cz_model *m, const cz_comm *comm, long step, int 
             rc = -1;
             break;
         }
-        memcpy(logits + (size_t)first * w, cz_model_head_logits(m), (size_t)n * w * sizeof(float));
+        memcpy(logits + (size_t)(first / G) * w, cz_model_head_logits(m),
+               (size_t)(n / G) * w * sizeof(float));
     }
     if (any_failed(comm, rc, "dev evaluation", err)) {
         free(logits);
         return -1;
     }
     /* every row was filled by exactly one rank, zeros elsewhere: the sum is exact */
-    if (cz_reduce(comm, CZ_ALLREDUCE_RING, logits, (size_t)f->n * w, NULL, err)) {
+    if (cz_reduce(comm, CZ_ALLREDUCE_RING, logits, (size_t)(f->n / G) * w, NULL, err)) {
         free(logits);
         return -1;
     }
@@ -513,7 +524,7 @@ static int make_config(ft_run *r, int ranks, cz_config *cfg, cz_error *err) {
     snprintf(ov[n++], sizeof ov[0], "data.seq=%d", o->max_seq);
     snprintf(ov[n++], sizeof ov[0], "data.max_pred=%d", gpt ? 0 : 1);
     snprintf(ov[n++], sizeof ov[0], "train.steps=%ld", r->steps);
-    snprintf(ov[n++], sizeof ov[0], "train.global_batch=%d", o->batch);
+    snprintf(ov[n++], sizeof ov[0], "train.global_batch=%d", o->batch * r->group);
     snprintf(ov[n++], sizeof ov[0], "train.micro_batch=%d", r->micro);
     snprintf(ov[n++], sizeof ov[0], "train.seed=%llu", o->seed);
     snprintf(ov[n++], sizeof ov[0], "train.threads=%d", o->threads);
@@ -583,9 +594,11 @@ static int prepare_data(ft_run *r, cz_error *err) {
         if (fc.cls < 0 || fc.sep < 0 || fc.pad < 0)
             return cz_fail(err, "the vocabulary lacks [CLS], [SEP] or [PAD]");
     }
+    fc.similarity = r->task.similarity;
     if (cz_ft_featurize(&r->ftrain, &r->train, r->tok, &fc, err) ||
         cz_ft_featurize(&r->fdev, &r->dev, r->tok, &fc, err))
         return -1;
+    r->group = r->ftrain.group;
     return 0;
 }
 
@@ -611,9 +624,11 @@ int cz_ft_run(const cz_comm *world, const cz_ft_options *o, cz_ft_result *res, c
         goto done;
     /* the fine-tuning model: the base architecture with the task's head */
     r.mc = r.base.mc;
-    r.mc.head = r.task.kind == CZ_FT_CLASSIFY ? CZ_HEAD_CLASSIFY
-                : r.task.kind == CZ_FT_SPAN   ? CZ_HEAD_SPAN
-                                              : CZ_HEAD_TAG;
+    r.mc.head = r.task.kind == CZ_FT_CHOICE ? CZ_HEAD_CHOICE
+                : r.task.kind == CZ_FT_SPAN ? CZ_HEAD_SPAN
+                : r.task.kind == CZ_FT_TAG  ? CZ_HEAD_TAG
+                : r.task.similarity         ? CZ_HEAD_SIMILAR
+                                            : CZ_HEAD_CLASSIFY;
     r.mc.lm_weight = 0;
     r.mc.recompute = 0;
     if (o->dropout >= 0) {
@@ -635,8 +650,10 @@ int cz_ft_run(const cz_comm *world, const cz_ft_options *o, cz_ft_result *res, c
                 r.mc.max_positions);
         goto done;
     }
-    r.steps_per_epoch = (r.ftrain.n + o->batch - 1) / o->batch;
-    r.steps = (long)ceil((double)o->epochs * r.ftrain.n / o->batch);
+    r.micro *= r.group; /* whole examples */
+    int n_ex = r.ftrain.n / r.group;
+    r.steps_per_epoch = (n_ex + o->batch - 1) / o->batch;
+    r.steps = (long)ceil((double)o->epochs * n_ex / o->batch);
     cz_config cfg;
     if (make_config(&r, ranks, &cfg, err)) goto done;
     if (cz_batch_buf_alloc(&r.buf, r.micro, o->max_seq, 1, err)) goto done;

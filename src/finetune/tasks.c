@@ -8,7 +8,11 @@
  *          whitespace as BERT's run_squad does;
  *   CoNLL  one "token<TAB>tag" (or space-separated, tag last) per line,
  *          sentences separated by whitespace-only lines, -DOCSTART- lines
- *          skipped. */
+ *          skipped;
+ *   choice JSON lines, one multiple-choice example per line:
+ *          {"context": "...", "question": "..." (optional), "endings":
+ *          ["...", ...], "label": k}: GPT-1 Sec. 3.3's [z; q; $; a_k] (RACE,
+ *          Story Cloze), BERT Sec. 4.4's SWAG; blank lines skipped. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -65,10 +69,14 @@ int cz_ft_task_preset(cz_ft_task *t, const char *name, cz_error *err) {
         t->kind = CZ_FT_TAG;
         t->metric = CZ_FT_ENTITY_F1;
         t->header = 0;
+    } else if (!strcmp(name, "choice")) {
+        t->kind = CZ_FT_CHOICE;
+        t->header = 0;
     } else {
         return cz_fail(err,
                        "task \"%s\": one of sst2, mrpc, rte, cola, tsv (any TSV with named "
-                       "columns), squad, conll (wnut17), lines (features)",
+                       "columns), squad, conll (wnut17), choice (multiple-choice JSON lines), "
+                       "lines (features)",
                        name);
     }
     return 0;
@@ -152,6 +160,14 @@ static void example_free(cz_ft_example *x) {
     free(x->word_end);
 }
 
+/* The line at *p, cut at its '\n' (in place); *p moves past it. */
+static char *next_line(char **p) {
+    char *line = *p, *nl = strchr(line, '\n');
+    *p = nl ? nl + 1 : line + strlen(line);
+    if (nl) *nl = 0;
+    return line;
+}
+
 /* ---- TSV ---- */
 
 #define MAX_FIELDS 64
@@ -191,10 +207,7 @@ static int read_tsv(cz_ft_dataset *d, cz_ft_task *t, char *text, int collect, cz
         p += 3; /* UTF-8 BOM */
     int have_cols = 0;
     while (*p) {
-        char *line = p;
-        char *nl = strchr(p, '\n');
-        p = nl ? nl + 1 : p + strlen(p);
-        if (nl) *nl = 0;
+        char *line = next_line(&p);
         lineno++;
         size_t len = strlen(line);
         if (len && line[len - 1] == '\r') line[--len] = 0;
@@ -264,10 +277,7 @@ static int read_conll(cz_ft_dataset *d, cz_ft_task *t, char *text, int collect, 
     char *p = text;
     int rc = 0;
     while (*p && rc == 0) {
-        char *line = p;
-        char *nl = strchr(p, '\n');
-        p = nl ? nl + 1 : p + strlen(p);
-        if (nl) *nl = 0;
+        char *line = next_line(&p);
         lineno++;
         if (is_blank(line)) {
             rc = flush_sentence(d, &cap, &w, err);
@@ -440,6 +450,83 @@ static int read_squad(cz_ft_dataset *d, char *text, size_t len, cz_error *err) {
     return rc;
 }
 
+/* ---- multiple choice ---- */
+
+static char *join_text(const char *a, const char *b) {
+    size_t la = strlen(a), lb = b ? strlen(b) : 0;
+    char *s = malloc(la + lb + 2);
+    if (!s) return NULL;
+    memcpy(s, a, la);
+    if (b && lb) {
+        s[la] = ' ';
+        memcpy(s + la + 1, b, lb + 1);
+    } else {
+        s[la] = 0;
+    }
+    return s;
+}
+
+/* One example per line. K, the number of endings, is the first line's
+ * (or t->n_labels when already set, as for a dev file after its training
+ * file); every line must have K. */
+static int read_choice(cz_ft_dataset *d, cz_ft_task *t, char *text, cz_error *err) {
+    int cap = 0, lineno = 0, rc = 0;
+    int K = t->n_labels;
+    char *p = text;
+    while (*p && rc == 0) {
+        char *line = next_line(&p);
+        lineno++;
+        if (is_blank(line)) continue;
+        cz_json *v = NULL;
+        if (cz_json_parse(line, strlen(line), &v, err)) {
+            rc = cz_fail_prefix(err, "%s:%d", d->path, lineno);
+            break;
+        }
+        const char *ctx = cz_json_get_string(v, "context"), *q = cz_json_get_string(v, "question");
+        const cz_json *ends = cz_json_get(v, "endings"), *lab = cz_json_get(v, "label");
+        int k = ends && ends->type == CZ_JSON_ARRAY ? ends->count : 0;
+        if (!ctx || !ends || ends->type != CZ_JSON_ARRAY) {
+            rc = cz_fail(err,
+                         "%s:%d: expected {\"context\": string, \"endings\": [strings], "
+                         "\"label\": index}",
+                         d->path, lineno);
+        } else if (k < 2 || k > CZ_FT_MAX_LABELS || (K && k != K)) {
+            rc = K ? cz_fail(err, "%s:%d: %d endings, the task's examples have %d", d->path, lineno,
+                             k, K)
+                   : cz_fail(err, "%s:%d: %d endings: need 2 to %d", d->path, lineno, k,
+                             CZ_FT_MAX_LABELS);
+        } else if (!lab || lab->type != CZ_JSON_NUMBER || lab->number != (int)lab->number ||
+                   lab->number < 0 || lab->number >= k) {
+            rc = cz_fail(err, "%s:%d: \"label\" must be an ending's index in [0, %d)", d->path,
+                         lineno, k);
+        }
+        cz_ft_example *x = rc ? NULL : push_example(d, &cap, err);
+        if (!rc && !x) rc = -1;
+        if (x) {
+            K = k;
+            x->label = (int)lab->number;
+            x->a = join_text(ctx, q);
+            x->words = calloc((size_t)k, sizeof *x->words);
+            if (x->words) x->n_words = k;
+            int i = 0;
+            for (const cz_json *e = ends->child; e && x->words && rc == 0; e = e->next, i++) {
+                if (e->type != CZ_JSON_STRING)
+                    rc = cz_fail(err, "%s:%d: ending %d is not a string", d->path, lineno, i + 1);
+                else if (!(x->words[i] = strdup(e->string)))
+                    rc = cz_fail(err, "%s: out of memory", d->path);
+            }
+            if (rc == 0 && (!x->a || !x->words)) rc = cz_fail(err, "%s: out of memory", d->path);
+        }
+        cz_json_free(v);
+    }
+    if (rc == 0 && !d->n) rc = cz_fail(err, "%s: no examples", d->path);
+    if (rc == 0 && !t->n_labels) { /* the classes are the endings' positions */
+        t->n_labels = K;
+        for (int i = 0; i < K; i++) snprintf(t->labels[i], sizeof t->labels[i], "%d", i);
+    }
+    return rc;
+}
+
 int cz_ft_read(cz_ft_dataset *d, cz_ft_task *t, const char *path, int collect, cz_error *err) {
     memset(d, 0, sizeof *d);
     d->kind = t->kind;
@@ -450,11 +537,13 @@ int cz_ft_read(cz_ft_dataset *d, cz_ft_task *t, const char *path, int collect, c
     if (memchr(text, 0, len))
         return cz_free(text), cz_fail(err, "%s: contains a NUL byte: not a text file", path);
     int was_empty = t->n_labels == 0;
-    int rc = t->kind == CZ_FT_SPAN  ? read_squad(d, text, len, err)
-             : t->kind == CZ_FT_TAG ? read_conll(d, t, text, collect && was_empty, err)
-                                    : read_tsv(d, t, text, collect && was_empty, err);
+    int rc = t->kind == CZ_FT_SPAN     ? read_squad(d, text, len, err)
+             : t->kind == CZ_FT_TAG    ? read_conll(d, t, text, collect && was_empty, err)
+             : t->kind == CZ_FT_CHOICE ? read_choice(d, t, text, err)
+                                       : read_tsv(d, t, text, collect && was_empty, err);
     cz_free(text);
-    if (rc == 0 && t->kind != CZ_FT_SPAN && collect && was_empty) sort_labels(t, d);
+    if (rc == 0 && t->kind != CZ_FT_SPAN && t->kind != CZ_FT_CHOICE && collect && was_empty)
+        sort_labels(t, d);
     if (rc == 0 && t->kind != CZ_FT_SPAN && (t->label[0] || t->kind == CZ_FT_TAG) &&
         t->n_labels < 2)
         rc = cz_fail(err, "%s: %d label(s): classification needs at least 2", path, t->n_labels);

@@ -384,7 +384,7 @@ int cz_model_create(cz_model **out, const cz_model_config *cfg, int max_batch, i
     TAKE(m->dprobs, (size_t)B * A * T * T);
     TAKE(m->tmp_h, N * H);
     /* LM rows: BERT's MLM slots, GPT's tokens (also for the auxiliary LM loss) */
-    int lm = cfg->head == CZ_HEAD_PRETRAIN || (cfg->head == CZ_HEAD_CLASSIFY && cfg->lm_weight > 0);
+    int lm = cfg->head == CZ_HEAD_PRETRAIN || cfg->lm_weight > 0; /* lm_weight: GPT's task heads */
     size_t rows = !lm ? 0 : bert ? BP : N;
     TAKE(m->logits, rows * V);
     TAKE(m->row_loss, rows);
@@ -608,16 +608,21 @@ static cz_rng_stream dropout_stream(const cz_batch *b, int seq, int layer_idx, i
  * within the sequence's block of `per` values: the mask of a sequence does
  * not depend on which other sequences share its batch. Backward applies the
  * same call to the gradient. */
-static void dropout_blocks(const cz_batch *b, float p, int layer_idx, int site, float *y,
-                           const float *x, size_t per) {
+static void dropout_groups(const cz_batch *b, float p, int layer_idx, int site, float *y,
+                           const float *x, size_t per, int n, int every) {
     if (!b->train || p <= 0.0f) {
-        if (y != x) memcpy(y, x, (size_t)b->batch * per * sizeof *y);
+        if (y != x) memcpy(y, x, (size_t)n * per * sizeof *y);
         return;
     }
-    for (int s = 0; s < b->batch; s++) {
-        cz_rng_stream st = dropout_stream(b, s, layer_idx, site);
+    for (int s = 0; s < n; s++) {
+        cz_rng_stream st = dropout_stream(b, s * every, layer_idx, site);
         cz_dropout(y + s * per, x + s * per, per, p, &st, 0);
     }
+}
+
+static void dropout_blocks(const cz_batch *b, float p, int layer_idx, int site, float *y,
+                           const float *x, size_t per) {
+    dropout_groups(b, p, layer_idx, site, y, x, per, b->batch, 1);
 }
 
 /* [B*T, cols]: each sequence's [T, cols] block is one stream */
@@ -1077,6 +1082,13 @@ double cz_model_forward_flops(const cz_model_config *c, int seq, int max_pred) {
         heads = (c->arch == CZ_ARCH_BERT ? 2.0 * H * H : 0.0) + 2.0 * H * C +
                 (c->lm_weight > 0 ? 2.0 * T * H * V : 0.0);
         break;
+    case CZ_HEAD_SIMILAR: /* per sequence: half a pair's classifier */
+        heads = H * C + (c->lm_weight > 0 ? 2.0 * T * H * V : 0.0);
+        break;
+    case CZ_HEAD_CHOICE: /* per sequence (one candidate): one score */
+        heads = (c->arch == CZ_ARCH_BERT ? 2.0 * H * H : 0.0) + 2.0 * H +
+                (c->lm_weight > 0 ? 2.0 * T * H * V : 0.0);
+        break;
     case CZ_HEAD_SPAN:
         heads = 4.0 * T * H;
         break;
@@ -1096,7 +1108,11 @@ double cz_model_forward_flops(const cz_model_config *c, int seq, int max_pred) {
  *   TAG       B*T rows of C (tokens with label -1 count nothing);
  *   SPAN      2B rows of T: row s holds sequence s's start logits over its
  *             positions, row B + s its end logits (de-interleaved from the
- *             [B*T, 2] qa_outputs map); loss = (CE_start + CE_end) / 2.
+ *             [B*T, 2] qa_outputs map); loss = (CE_start + CE_end) / 2;
+ *   SIMILAR   B/2 rows of C (one per pair of sequences, states added);
+ *   CHOICE    B/K rows of K: the linear map gives B scores, one per
+ *             sequence, and the K consecutive scores of an example are
+ *             its row.
  * Dropout on the head's input (rate hidden_dropout, as Hugging Face's task
  * models and GPT-1 Sec. 4.1 "dropout to the classifier") draws from stream
  * (seed, step, sample, L << 8 | SITE_HEAD). */
@@ -1119,26 +1135,52 @@ static void build_task_head(cz_model *m) {
     case CZ_HEAD_TAG:
         m->task = add_lin(m, "classifier", h, C, 0);
         break;
+    case CZ_HEAD_SIMILAR: /* GPT only (model_config.c) */
+        m->task = (lin){add_tensor(m, "score.weight", C, h, KIND_WEIGHT), NO_BIAS, h, C, 0};
+        break;
+    case CZ_HEAD_CHOICE: /* one score per candidate */
+        if (c->arch == CZ_ARCH_BERT) {
+            m->pooler = add_lin(m, "bert.pooler.dense", h, h, 0);
+            m->task = add_lin(m, "classifier", h, 1, 0);
+        } else {
+            m->task = (lin){add_tensor(m, "score.weight", 1, h, KIND_WEIGHT), NO_BIAS, h, 1, 0};
+        }
+        break;
     default:
         break; /* NONE: no parameters */
     }
 }
 
+/* Sequences per example: SIMILAR's two orderings, CHOICE's K candidates. */
+static int head_group(const cz_model_config *c) {
+    return c->head == CZ_HEAD_SIMILAR ? 2 : c->head == CZ_HEAD_CHOICE ? c->num_labels : 1;
+}
+
 static int check_task_batch(const cz_model *m, const cz_batch *b, cz_error *err) {
     const cz_model_config *c = &m->cfg;
     int B = b->batch, T = b->seq, C = c->num_labels;
-    if (c->head == CZ_HEAD_CLASSIFY) {
+    if (c->head == CZ_HEAD_CLASSIFY || c->head == CZ_HEAD_SIMILAR || c->head == CZ_HEAD_CHOICE) {
+        int group = head_group(c);
         if (c->arch == CZ_ARCH_GPT && !b->cls_index)
             return cz_fail(err, "model: GPT classification batch lacks cls_index");
         if (c->lm_weight > 0 && !b->targets)
             return cz_fail(err, "model: lm_weight > 0 needs the batch's LM targets");
+        if (B % group)
+            return cz_fail(err, "model: a batch of %d sequences is not whole examples of %d", B,
+                           group);
         for (int s = 0; s < B; s++) {
             if (b->cls_index && (b->cls_index[s] < 0 || b->cls_index[s] >= T))
                 return cz_fail(err, "model: cls_index %d of sequence %d outside [0,%d)",
                                b->cls_index[s], s, T);
-            if (b->labels && (b->labels[s] < 0 || b->labels[s] >= C))
+            if (b->labels && s % group == 0 && (b->labels[s] < 0 || b->labels[s] >= C))
                 return cz_fail(err, "model: label %d of sequence %d outside [0,%d)", b->labels[s],
                                s, C);
+            /* an example's sequences are consecutive and carry its label */
+            if (b->labels && s % group && b->labels[s] != b->labels[s - s % group])
+                return cz_fail(err,
+                               "model: sequence %d has label %d, its example's first sequence %d "
+                               "has %d (an example is %d consecutive sequences)",
+                               s, b->labels[s], s - s % group, b->labels[s - s % group], group);
         }
     } else if (c->head == CZ_HEAD_SPAN && b->start_positions) {
         if (!b->end_positions) return cz_fail(err, "model: span batch lacks end_positions");
@@ -1156,9 +1198,12 @@ static int check_task_batch(const cz_model *m, const cz_batch *b, cz_error *err)
     return 0;
 }
 
-/* The head's input: BERT CLASSIFY pooled [CLS] (into m->pooled), GPT
- * CLASSIFY the extract token's state (into m->cls), TAG the last layer;
- * then dropout into head_drop. Returns the rows of head input. */
+/* The head's input: BERT CLASSIFY / CHOICE pooled [CLS] (into m->pooled),
+ * GPT CLASSIFY / CHOICE the extract token's state (into m->cls), SIMILAR
+ * the sum of a pair's two extract states (GPT-1 Sec. 3.3, in place into
+ * the first B/2 rows of m->cls), TAG the last layer; then dropout into
+ * head_drop, one stream per row keyed by the row's first sequence. Returns
+ * the rows of head input. */
 static int task_head_input(cz_model *m, const cz_batch *b) {
     const cz_model_config *c = &m->cfg;
     int H = c->hidden, T = b->seq, B = b->batch, L = c->layers;
@@ -1172,13 +1217,22 @@ static int task_head_input(cz_model *m, const cz_batch *b) {
         memcpy(m->cls + (size_t)s * H, xf + ((size_t)s * T + t) * H, H * sizeof(float));
     }
     const float *in = m->cls;
+    int rows = B;
     if (c->arch == CZ_ARCH_BERT) {
         lin_forward(m, &m->pooler, m->cls, H, B, m->pooled, H);
         for (size_t i = 0; i < (size_t)B * H; i++) m->pooled[i] = tanhf(m->pooled[i]);
         in = m->pooled;
     }
-    PHASE(elementwise, dropout_blocks(b, c->hidden_dropout, L, SITE_HEAD, m->head_drop, in, H));
-    return B;
+    if (c->head == CZ_HEAD_SIMILAR) { /* row e reads rows 2e, 2e + 1 >= e: in place is safe */
+        rows = B / 2;
+        for (int e = 0; e < rows; e++)
+            for (int j = 0; j < H; j++)
+                m->cls[(size_t)e * H + j] =
+                    m->cls[(size_t)2 * e * H + j] + m->cls[(size_t)(2 * e + 1) * H + j];
+    }
+    PHASE(elementwise,
+          dropout_groups(b, c->hidden_dropout, L, SITE_HEAD, m->head_drop, in, H, rows, B / rows));
+    return rows;
 }
 
 static void task_head_forward(cz_model *m, const cz_batch *b, cz_losses *out) {
@@ -1186,7 +1240,7 @@ static void task_head_forward(cz_model *m, const cz_batch *b, cz_losses *out) {
     int H = c->hidden, T = b->seq, B = b->batch, C = c->num_labels;
     const int32_t *labels = NULL;
     if (c->head == CZ_HEAD_NONE) return;
-    if (c->head == CZ_HEAD_CLASSIFY && c->lm_weight > 0) gpt_head_forward(m, b, out);
+    if (c->lm_weight > 0) gpt_head_forward(m, b, out); /* GPT's auxiliary LM loss */
     if (c->head == CZ_HEAD_SPAN) {
         lin_forward(m, &m->task, m->x[c->layers], H, B * T, m->head_logits, 2);
         m->head_rows = 2 * B;
@@ -1203,12 +1257,17 @@ static void task_head_forward(cz_model *m, const cz_batch *b, cz_losses *out) {
             }
         labels = b->start_positions ? m->head_label : NULL;
     } else {
-        int rows = task_head_input(m, b);
-        lin_forward(m, &m->task, m->head_drop, H, rows, m->head_logits, C);
-        m->head_rows = rows;
+        int rows = task_head_input(m, b), group = head_group(c);
+        int choice = c->head == CZ_HEAD_CHOICE; /* one score per sequence, K to a row */
+        lin_forward(m, &m->task, m->head_drop, H, rows, m->head_logits, choice ? 1 : C);
+        m->head_rows = choice ? B / C : rows;
         m->head_width = C;
-        memcpy(m->head_probs, m->head_logits, (size_t)rows * C * sizeof(float));
+        memcpy(m->head_probs, m->head_logits, (size_t)m->head_rows * C * sizeof(float));
         labels = c->head == CZ_HEAD_TAG ? b->token_labels : b->labels;
+        if (labels && group > 1) { /* example e's label sits at its first sequence */
+            for (int e = 0; e < B / group; e++) m->head_label[e] = labels[(size_t)e * group];
+            labels = m->head_label;
+        }
     }
     int rows = m->head_rows, width = m->head_width;
     if (!labels) { /* forward only: logits for predictions */
@@ -1251,7 +1310,7 @@ static void task_head_backward(cz_model *m, const cz_batch *b, float grad_scale)
     int H = c->hidden, T = b->seq, B = b->batch, C = c->num_labels, L = c->layers;
     int n = B * T, rows = m->head_rows;
     const float *xf = m->x[L];
-    if (c->head == CZ_HEAD_CLASSIFY && c->lm_weight > 0)
+    if (c->lm_weight > 0 && c->head != CZ_HEAD_NONE)
         gpt_head_backward(m, b, grad_scale * c->lm_weight); /* sets dy */
     else
         memset(m->dy, 0, (size_t)n * H * sizeof(float));
@@ -1267,22 +1326,27 @@ static void task_head_backward(cz_model *m, const cz_batch *b, float grad_scale)
         lin_backward(m, &m->task, m->head_dlogits, 2, xf, H, n, m->dy, H, 0.0f);
         return;
     }
-    lin_backward(m, &m->task, m->head_probs, C, m->head_drop, H, rows, m->dhead, H, 0.0f);
+    /* CHOICE: the [B/K, K] gradient is that of B scores of width 1 */
+    int choice = c->head == CZ_HEAD_CHOICE, in_rows = choice ? B : rows;
+    lin_backward(m, &m->task, m->head_probs, choice ? 1 : C, m->head_drop, H, in_rows, m->dhead, H,
+                 0.0f);
     if (c->head == CZ_HEAD_TAG) {
         PHASE(elementwise, dropout_rows(b, c->hidden_dropout, L, SITE_HEAD, m->dy, m->dhead, H));
         return;
     }
-    PHASE(elementwise, dropout_blocks(b, c->hidden_dropout, L, SITE_HEAD, m->dcls, m->dhead, H));
+    PHASE(elementwise, dropout_groups(b, c->hidden_dropout, L, SITE_HEAD, m->dcls, m->dhead, H,
+                                      in_rows, B / in_rows));
     if (c->arch == CZ_ARCH_BERT) {
         for (size_t i = 0; i < (size_t)B * H; i++) /* tanh' = 1 - tanh^2 */
             m->dcls[i] *= 1.0f - m->pooled[i] * m->pooled[i];
         lin_backward(m, &m->pooler, m->dcls, H, m->cls, H, B, m->dhead, H, 0.0f);
         memcpy(m->dcls, m->dhead, (size_t)B * H * sizeof(float));
     }
+    int per = B / in_rows; /* SIMILAR: both orderings get their pair's gradient */
     for (int s = 0; s < B; s++) {
         int t = c->arch == CZ_ARCH_GPT ? b->cls_index[s] : 0;
         float *d = m->dy + ((size_t)s * T + t) * H;
-        for (int j = 0; j < H; j++) d[j] += m->dcls[(size_t)s * H + j];
+        for (int j = 0; j < H; j++) d[j] += m->dcls[(size_t)(s / per) * H + j];
     }
 }
 

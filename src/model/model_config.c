@@ -60,17 +60,24 @@ int cz_model_config_check(const cz_model_config *c, const char **key, cz_error *
         return cz_fail(err, "model.recompute = %d is neither none (0) nor layers (1)",
                        c->recompute),
                blame(key, "recompute");
-    if (c->head < CZ_HEAD_PRETRAIN || c->head > CZ_HEAD_TAG)
-        return cz_fail(err, "model.head = %d is not one of pretrain, none, classify, span, tag",
+    if (c->head < CZ_HEAD_PRETRAIN || c->head > CZ_HEAD_CHOICE)
+        return cz_fail(err,
+                       "model.head = %d is not one of pretrain, none, classify, span, tag, "
+                       "similar, choice",
                        c->head),
                blame(key, "head");
-    if ((c->head == CZ_HEAD_CLASSIFY || c->head == CZ_HEAD_TAG) &&
+    if ((c->head == CZ_HEAD_CLASSIFY || c->head == CZ_HEAD_TAG || c->head == CZ_HEAD_SIMILAR ||
+         c->head == CZ_HEAD_CHOICE) &&
         (c->num_labels < 2 || c->num_labels > 1 << 16))
         return cz_fail(err, "model.num_labels = %d must be in [2, 65536] for this head",
                        c->num_labels),
                blame(key, "num_labels");
     if ((c->head == CZ_HEAD_SPAN || c->head == CZ_HEAD_TAG) && !bert)
         return cz_fail(err, "span and tag heads are BERT's (GPT classifies)"), blame(key, "head");
+    if (c->head == CZ_HEAD_SIMILAR && bert)
+        return cz_fail(err, "the similarity head (both orderings added) is GPT-1's; BERT reads "
+                            "a pair in one sequence"),
+               blame(key, "head");
     if (!(c->lm_weight >= 0.0f) || (c->lm_weight > 0 && bert))
         return cz_fail(err, "model.lm_weight = %g: the auxiliary LM loss is GPT's, >= 0",
                        (double)c->lm_weight),

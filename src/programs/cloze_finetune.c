@@ -28,8 +28,11 @@ static const char HELP[] =
     "or a Hugging Face directory (BertModel / BertForPreTraining / OpenAIGPT*).\n"
     "TASK: sst2 mrpc rte cola (GLUE TSVs), tsv (any TSV: --text-a, --text-b, --label\n"
     "columns by header name or 0-based index, --no-header), squad (v1.1 JSON),\n"
-    "conll / wnut17 (token<TAB>tag lines, BIO tags). BERT models take every task; GPT\n"
-    "models classify (GPT-1: <s> a $ b <e>, last-token classifier, auxiliary LM loss).\n"
+    "conll / wnut17 (token<TAB>tag lines, BIO tags), choice (multiple choice, JSON lines:\n"
+    "{\"context\", \"question\" (optional), \"endings\": [...], \"label\": index}). BERT models\n"
+    "take every task; GPT models classify and choose (GPT-1: <s> a $ b <e>, last-token\n"
+    "classifier, auxiliary LM loss; choice: <s> context $ ending <e> per ending, softmax\n"
+    "over the endings).\n"
     "\n"
     "options (defaults: BERT's fine-tuning recipe, docs/finetune.md):\n"
     "  --lr X               peak learning rate (2e-5); linear warm-up then linear decay\n"
@@ -42,11 +45,13 @@ static const char HELP[] =
     "  --warmup F           warm-up fraction of the steps (0.1)\n"
     "  --weight-decay F     decoupled weight decay (0.01)\n"
     "  --lm-weight F        GPT: lambda of the auxiliary LM loss (0.5)\n"
+    "  --similarity         GPT pairs: run a $ b and b $ a, add their extract states (GPT-1's\n"
+    "                       input for similarity tasks such as MRPC)\n"
     "  --dropout F          hidden and attention dropout (the model's own: 0.1 for BERT's)\n"
     "  --doc-stride N       SQuAD: tokens between windows (128)\n"
     "  --max-query N        SQuAD: question tokens kept (64)\n"
     "  --max-answer N       SQuAD: longest answer in tokens (30)\n"
-    "  --micro-batch N      sequences per forward on one rank (batch / ranks)\n"
+    "  --micro-batch N      examples per forward on one rank (batch / ranks)\n"
     "  --threads N          threads per rank (0 = cores / ranks)\n"
     "  --eval-every-epoch   dev scores after every epoch (else after the last)\n"
     "  --random-init        the architecture and vocabulary of MODEL, not its weights\n"
@@ -91,7 +96,7 @@ typedef struct args {
     double lrs[16], batches[16], epochs[16], layers[64];
     int n_lr, n_batch, n_epochs, n_layers, restarts;
     char task[32], text_a[64], text_b[64], label[64];
-    int no_header;
+    int no_header, similarity;
     const char *input, *out_file;
 } args;
 
@@ -171,6 +176,10 @@ static int parse(args *a, int argc, char **argv, cz_error *err) {
             o->eval_epochs = 1;
             continue;
         }
+        if (!strcmp(k, "--similarity")) {
+            a->similarity = 1;
+            continue;
+        }
         if (!strcmp(k, "--random-init")) {
             o->random_init = 1;
             continue;
@@ -196,6 +205,9 @@ static int task_of(args *a, cz_error *err) {
         if (strcmp(a->task, "tsv")) t->n_labels = 0; /* other columns: collect the labels */
     }
     if (a->no_header) t->header = 0;
+    if (a->similarity && (t->kind != CZ_FT_CLASSIFY || !t->text_b[0]))
+        return cz_fail(err, "--similarity: task %s has no text pairs", t->name);
+    t->similarity = a->similarity;
     return 0;
 }
 

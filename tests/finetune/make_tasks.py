@@ -14,6 +14,15 @@ Deterministic (a fixed seed). Writes:
                                 (150 / 60 sentences; some breaks are a line
                                 holding a tab, as WNUT-17's)
   lines.txt                     10 sentences, one per line
+  pair_train.tsv / pair_dev.tsv sentence1<TAB>sentence2<TAB>label, label 1 when
+                                both sentences have "the" (a symmetric relation,
+                                for GPT-1's similarity input; 200 / 60 rows)
+  choice_train.jsonl / choice_dev.jsonl   multiple choice: the first half of a
+                                sentence as context, its own second half and two
+                                other sentences' second halves as the 3 endings,
+                                the label where its own went (120 / 40 lines)
+  pair_dev_swapped.tsv, choice_dev_reversed.jsonl   the dev files with the two
+                                sentences swapped / the endings in reverse order
 """
 import json
 import os
@@ -84,3 +93,43 @@ def tags(part, breaks):
 open(f"{out}/tag_train.conll", "w").write(tags(sents[300:450], 3))
 open(f"{out}/tag_dev.conll", "w").write(tags(sents[450:510], 4))
 open(f"{out}/lines.txt", "w").write("\n".join(sents[510:520]) + "\n")
+
+
+def pair_rows(part):
+    rows = ["sentence1\tsentence2\tlabel"]
+    for i in range(0, len(part) - 1, 2):
+        a, b = part[i], part[i + 1]
+        rows.append(f"{a}\t{b}\t{int(bool(THE.search(a) and THE.search(b)))}")
+    return "\n".join(rows) + "\n"
+
+
+open(f"{out}/pair_train.tsv", "w").write(pair_rows(sents[520:920]))
+open(f"{out}/pair_dev.tsv", "w").write(pair_rows(sents[920:1040]))
+hdr, *rows = [l.split("\t") for l in pair_rows(sents[920:1040]).splitlines()]
+open(f"{out}/pair_dev_swapped.tsv", "w").write(
+    "\t".join(hdr) + "\n" + "".join(f"{b}\t{a}\t{y}\n" for a, b, y in rows))
+
+
+def choice_lines(part, n):
+    halves = []
+    for s in part:
+        w = s.split()
+        halves.append((" ".join(w[: len(w) // 2]), " ".join(w[len(w) // 2:])))
+    out_lines = []
+    for i in range(n):
+        ctx, own = halves[i]
+        others = [halves[(i + 7) % len(halves)][1], halves[(i + 13) % len(halves)][1]]
+        k = rng.randrange(3)
+        endings = others[:k] + [own] + others[k:]
+        out_lines.append(json.dumps({"context": ctx, "endings": endings, "label": k}))
+    return "\n".join(out_lines) + "\n"
+
+
+open(f"{out}/choice_train.jsonl", "w").write(choice_lines(sents[:300], 120))
+open(f"{out}/choice_dev.jsonl", "w").write(choice_lines(sents[300:500], 40))
+with open(f"{out}/choice_dev_reversed.jsonl", "w") as f:
+    for line in open(f"{out}/choice_dev.jsonl"):
+        x = json.loads(line)
+        x["label"] = len(x["endings"]) - 1 - x["label"]
+        x["endings"] = x["endings"][::-1]
+        f.write(json.dumps(x) + "\n")

@@ -11,7 +11,9 @@
 #   * SQuAD: predictions.json scored by an independent Python version of the
 #     official evaluate-v1.1.py gives cloze's EM/F1; tagging runs and scores;
 #   * GPT: the last-token classifier with the auxiliary LM loss (lm_loss > 0
-#     in metrics.jsonl) trains and scores;
+#     in metrics.jsonl) trains and scores; similarity (both orderings) and
+#     multiple choice (GPT and BERT) give the same losses, dev scores and
+#     predictions on every rank layout, with 2 / K sequences per example;
 #   * features: the file's layout (sequences x tokens x layers x H);
 #   * bad input: a label the task does not know is one line naming file:line;
 #   * docs/finetune.md's --help blocks are the binaries' --help.
@@ -144,6 +146,96 @@ assert m and all(x["lm_loss"] > 0 for x in m), "no auxiliary LM loss"
 assert all(abs(x["loss"] - (x["task_loss"] + 0.5 * x["lm_loss"])) < 1e-4 * x["loss"] for x in m)
 print(f"GPT: loss = task + 0.5 LM over {len(m)} steps; dev accuracy {r['score']:.2f}")
 PY
+
+# ---- GPT-1's other input transformations (Sec. 3.3): similarity (both
+# orderings, states added) and multiple choice (a sequence per ending,
+# softmax over them); each on 1 rank x accumulation 2 == 2 ranks x 1, and
+# with micro-batches of one example (its 2 / 3 sequences) 1 rank x 8 == 2
+# ranks x 4: an example's sequences stay together. (Changing the micro-batch
+# size changes GPT's token-mean LM loss of a micro-batch once sequences are
+# padded, so layouts are compared at equal micro-batch sizes.) Then the
+# transformations' own properties: a similarity model gives the same dev
+# logits with the two sentences swapped; a choice model's logits follow
+# the endings when they are reversed.
+gpt=$(last_ckpt "$work/gpt")
+sim=(--task tsv --text-a sentence1 --text-b sentence2 --label label --similarity
+  --train "$work/tasks/pair_train.tsv" --dev "$work/tasks/pair_dev.tsv" --max-seq 64 --batch 8
+  --epochs 2 --lr 1e-3 --seed 5)
+cho=(--task choice --train "$work/tasks/choice_train.jsonl" --dev "$work/tasks/choice_dev.jsonl"
+  --max-seq 48 --batch 8 --epochs 2 --lr 1e-3 --seed 6)
+gft() { # np out args...
+  local np=$1 out=$2
+  shift 2
+  mpi "$np" "$FT" run --init "$gpt" --out "$out" --threads 1 --quiet "$@" 2>"$out.log" ||
+    { cat "$out.log"; fail "GPT cloze-finetune run $*"; }
+}
+for t in sim cho; do
+  declare -n args=$t
+  gft 1 "$work/gpt-$t-np1" "${args[@]}" --micro-batch 4
+  gft 2 "$work/gpt-$t-np2" "${args[@]}"
+  gft 1 "$work/gpt-$t-np1m" "${args[@]}" --micro-batch 1
+  gft 2 "$work/gpt-$t-np2m" "${args[@]}" --micro-batch 1
+  unset -n args
+  for d in np2 np2m; do
+    $PY "$SRC/tests/scripts/compare_metrics.py" "$work/gpt-$t-np1${d#np2}/metrics.jsonl" \
+      "$work/gpt-$t-$d/metrics.jsonl" --rel 1e-5 --fields loss,task_loss,lm_loss,grad_norm ||
+      fail "GPT $t: $d differs from 1 rank"
+  done
+done
+gft 2 "$work/gpt-sim-swap" "${sim[@]}" --dev "$work/tasks/pair_dev_swapped.tsv"
+gft 2 "$work/gpt-cho-rev" "${cho[@]}" --dev "$work/tasks/choice_dev_reversed.jsonl"
+# BERT multiple choice (Sec. 4.4): the same structure on the pooled [CLS]
+ft 1 "$work/bert-cho-np1" "${cho[@]}" --micro-batch 4
+ft 2 "$work/bert-cho-np2" "${cho[@]}"
+$PY "$SRC/tests/scripts/compare_metrics.py" "$work/bert-cho-np1/metrics.jsonl" \
+  "$work/bert-cho-np2/metrics.jsonl" --rel 1e-5 --fields loss,task_loss,grad_norm ||
+  fail "BERT choice: 2 ranks differ from 1 rank"
+$PY - "$work" <<'PY' || fail "GPT similarity / multiple choice"
+import json, sys
+w = sys.argv[1]
+def res(d):
+    return [json.loads(l) for l in open(f"{w}/{d}/results.jsonl")][-1]
+for t, ex, dev, k in (("sim", 200, 60, 2), ("cho", 120, 40, 3)):
+    r = [res(f"gpt-{t}-{d}") for d in ("np1", "np2", "np1m", "np2m")]
+    assert all(abs(x["score"] - r[0]["score"]) < 1e-9 for x in r), [x["score"] for x in r]
+    # sequences per example: both orderings / one per ending
+    assert r[0]["train_examples"] == ex and r[0]["train_features"] == k * ex, r[0]
+    assert r[0]["dev"]["examples"] == dev and r[0]["steps"] == -(-2 * ex // 8), r[0]
+    m = [json.loads(l) for l in open(f"{w}/gpt-{t}-np1/metrics.jsonl") if '"task_loss"' in l]
+    assert m and all(abs(x["loss"] - (x["task_loss"] + 0.5 * x["lm_loss"])) < 1e-4 * x["loss"] and
+                     x["lm_loss"] > 0 for x in m), "loss != task + 0.5 LM"
+    p = [json.loads(l) for l in open(f"{w}/gpt-{t}-np1/dev_predictions.jsonl")]
+    q = [json.loads(l) for l in open(f"{w}/gpt-{t}-np2/dev_predictions.jsonl")]
+    assert len(p) == dev and all(len(x["logits"]) == k for x in p), (len(p), p[0])
+    assert [x["pred"] for x in p] == [x["pred"] for x in q], "predictions differ between rank layouts"
+    acc = 100 * sum(x["pred"] == x["gold"] for x in p) / dev
+    assert abs(acc - r[0]["score"]) < 1e-4, (acc, r[0]["score"])
+    print(f"GPT {t}: dev accuracy {r[0]['score']:.2f} on all layouts, {k} sequences per example")
+def logits(d):
+    return [x["logits"] for x in map(json.loads, open(f"{w}/{d}/dev_predictions.jsonl"))]
+def close(a, b):
+    return len(a) == len(b) and all(abs(u - v) <= 1e-5 * max(1.0, abs(u))
+                                    for x, y in zip(a, b) for u, v in zip(x, y))
+for t in ("sim", "cho"):
+    assert close(logits(f"gpt-{t}-np1"), logits(f"gpt-{t}-np2")), f"{t}: dev logits differ on 2 ranks"
+a, s = logits("gpt-sim-np2"), logits("gpt-sim-swap")
+assert close(a, s), "similarity: swapping the two sentences changed the dev logits"
+a, s = logits("gpt-cho-np2"), logits("gpt-cho-rev")
+assert close(a, [x[::-1] for x in s]), "choice: reversing the endings did not reverse the logits"
+print("similarity: the same logits with the sentences swapped; choice: logits follow the endings")
+b = [res(f"bert-cho-{d}") for d in ("np1", "np2")]
+assert b[0]["score"] == b[1]["score"] and b[0]["train_features"] == 360, b
+print(f"BERT choice: dev accuracy {b[0]['score']:.2f} on 1 and 2 ranks")
+PY
+msg=$(mpi 1 "$FT" run --init "$bert" --out "$work/bad-sim" "${sim[@]}" --threads 1 --quiet 2>&1) &&
+  fail "--similarity was accepted for a BERT model"
+echo "$msg" | grep -q "similarity" || fail "the BERT similarity error does not say why: $msg"
+printf '{"context": "a", "endings": ["b", "c"], "label": 0}\n{"context": "a", "endings": ["b"], "label": 0}\n' \
+  >"$work/bad.jsonl"
+msg=$("$FT" run --init "$bert" --out "$work/bad-cho" --task choice --train "$work/bad.jsonl" \
+  --dev "$work/bad.jsonl" --threads 1 --quiet 2>&1) && fail "a 1-ending example was accepted"
+echo "expected: $msg"
+echo "$msg" | grep -q 'bad.jsonl:2: 1 endings' || fail "the bad choice line is not named"
 
 # ---- features: every layer of the 2-layer model, top down
 mpi 2 "$FT" features --init "$bert" --input "$work/tasks/lines.txt" --out "$work/feat.safetensors" \
