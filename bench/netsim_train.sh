@@ -63,19 +63,8 @@ name="czw$$"
 name=${name:0:8}
 trap '"$NETSIM" --name "$name" down >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
 trap 'exit 130' INT TERM
-shared=$SRC/../shared/data
-if [ -z "$manifest" ]; then
-  if [ -f "$shared/vocab/bert-base-uncased/vocab.txt" ]; then
-    "$BUILD/cloze-prep" shards --vocab "$shared/vocab/bert-base-uncased/vocab.txt" --out "$work/shards" \
-      --shards 2 --heldout 0.015 --wikitext-detok --quiet "$shared/corpus/wikitext-2-raw" "$shared/corpus/gutenberg"
-  else
-    "$SRC/launch/default-corpus.sh" "$work/corpus.txt"
-    "$BUILD/cloze-prep" vocab --kind wordpiece --size 8000 --out "$work/vocab.txt" "$work/corpus.txt"
-    "$BUILD/cloze-prep" shards --vocab "$work/vocab.txt" --out "$work/shards" --shards 2 --heldout 0.02 \
-      --quiet "$work/corpus.txt"
-  fi
-  manifest=$work/shards/train.manifest
-fi
+source "$(dirname "$0")/bench_corpus.sh"
+[ -n "$manifest" ] || manifest=$(bench_corpus "$BUILD" "$SRC" "$work")
 vocab_size=$(awk '$1 == "vocab" { print $3 }' "$manifest")
 gbit=$(echo "$rate" | sed -n 's/gbit$//p')
 gbit=${gbit:-1}

@@ -17,18 +17,8 @@ manifest=${3:-}
 work=$(mktemp -d /tmp/cloze-placement-XXXXXX)
 trap 'rm -rf "$work"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-shared=$here/../shared/data
-if [ -z "$manifest" ]; then
-  if [ -f "$shared/vocab/bert-base-uncased/vocab.txt" ]; then
-    "$bin/cloze-prep" shards --vocab "$shared/vocab/bert-base-uncased/vocab.txt" --out "$work/shards" \
-      --shards 2 --heldout 0.015 --wikitext-detok --quiet "$shared/corpus/wikitext-2-raw" "$shared/corpus/gutenberg"
-  else
-    "$here/launch/default-corpus.sh" "$work/corpus.txt"
-    "$bin/cloze-prep" vocab --kind wordpiece --size 8000 --out "$work/vocab.txt" "$work/corpus.txt"
-    "$bin/cloze-prep" shards --vocab "$work/vocab.txt" --out "$work/shards" --shards 2 --heldout 0.02 --quiet "$work/corpus.txt"
-  fi
-  manifest=$work/shards/train.manifest
-fi
+source "$(dirname "$0")/bench_corpus.sh"
+[ -n "$manifest" ] || manifest=$(bench_corpus "$bin" "$here" "$work")
 vocab_size=$(awk '$1 == "vocab" { print $3 }' "$manifest")
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) cores; $steps steps per run" >&2
 for ar in ring mpi; do
