@@ -38,35 +38,41 @@ int cz_sweep_ft_runs(const cz_sweep_finetune *ft) {
     return n;
 }
 
-/* The whole file as a NUL-terminated string, or NULL. */
+/* The whole file as a NUL-terminated string (cz_read_file ends it with a
+ * NUL; free it with cz_free), or NULL when it cannot be read. */
 static char *slurp(const char *path) {
     void *data = NULL;
     size_t len = 0;
     cz_error e;
-    if (cz_read_file(path, &data, &len, &e) != 0) return NULL;
-    char *text = realloc(data, len + 1);
-    if (!text) {
-        free(data);
-        return NULL;
-    }
-    text[len] = 0;
-    return text;
+    return cz_read_file(path, &data, &len, &e) == 0 ? data : NULL;
 }
 
-/* The selection figure's name ("accuracy", "f1", ...) from the final
- * evaluation of the grid's run in dir (its results.jsonl). */
+/* The next line of a NUL-terminated text, cut off at its newline, and
+ * *cur moved past it; NULL at the end (or for a NULL text). */
+static char *take_line(char **cur) {
+    char *line = *cur;
+    if (!line || !*line) return NULL;
+    char *nl = strchr(line, '\n');
+    *cur = nl ? (*nl = 0, nl + 1) : line + strlen(line);
+    return line;
+}
+
+/* The selection figure's name ("accuracy", "f1", ...) from the last record
+ * of the grid's run in dir that names one (its results.jsonl). */
 static void read_metric(const char *run, char *buf, size_t len) {
     char path[CZ_PATH_MAX + 64];
     sw_join(path, sizeof path, run, "results.jsonl");
     char *text = slurp(path);
-    char *m = text ? strstr(text, "\"metric\":\"") : NULL;
     buf[0] = 0;
-    if (m) {
-        m += strlen("\"metric\":\"");
-        size_t n = strcspn(m, "\"");
-        if (n < len) snprintf(buf, len, "%.*s", (int)n, m);
+    for (char *cur = text, *line; (line = take_line(&cur));) {
+        cz_json *v = NULL;
+        cz_error e;
+        if (!line[0] || cz_json_parse(line, strlen(line), &v, &e) != 0) continue;
+        const char *m = cz_json_get_string(v, "metric");
+        if (m && strlen(m) < len) snprintf(buf, len, "%s", m);
+        cz_json_free(v);
     }
-    free(text);
+    cz_free(text);
 }
 
 /* The selected configuration of a finished grid: its mean, and the std and
@@ -80,9 +86,7 @@ static int read_grid(const char *dir, cz_ft_summary *out) {
     cz_json *sel = NULL;
     int n_cfg = 0;
     cz_json *cfg[4096];
-    for (char *line = text, *next; *line; line = next) {
-        next = strchr(line, '\n');
-        next = next ? (*next = 0, next + 1) : line + strlen(line);
+    for (char *cur = text, *line; (line = take_line(&cur));) {
         cz_json *v = NULL;
         cz_error e;
         if (!line[0] || cz_json_parse(line, strlen(line), &v, &e) != 0) continue;
@@ -98,7 +102,7 @@ static int read_grid(const char *dir, cz_ft_summary *out) {
             cz_json_free(v);
         }
     }
-    free(text);
+    cz_free(text);
     int rc = -1;
     for (int k = 0; sel && k < n_cfg && rc != 0; k++) {
         const cz_json *c = cfg[k];
@@ -150,7 +154,7 @@ cz_ft_state cz_sweep_ft_read(const cz_sweep *s, const cz_sweep_point *p, int k,
         }
         cz_json_free(v);
     }
-    free(text);
+    cz_free(text);
     return out->state;
 }
 
@@ -272,12 +276,12 @@ static int run_task(cz_sweep *s, cz_sweep_point *p, int k, const cz_sweep_tools 
                  "%s: fine-tuning %s ran with other arguments (the spec's finetune changed); "
                  "remove %s to run it afresh",
                  path, ft->name, dir);
-        free(have);
+        cz_free(have);
         free(want);
         write_state(dir, why, &err);
         return 0;
     }
-    free(have);
+    cz_free(have);
     int rc = cz_write_file_atomic(path, want, strlen(want), &err);
     free(want);
     if (rc != 0) return write_state(dir, err.msg, &err), 0;

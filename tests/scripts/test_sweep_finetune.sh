@@ -74,6 +74,9 @@ rc=0
 "$SWEEP" run "$SPEC" --dir "$S" "${SWEEP_ARGS[@]}" >"$work/run1.log" 2>&1 || rc=$?
 [ $rc = 1 ] || { cat "$work/run1.log"; fail "a sweep with a failed fine-tuning exits $rc, not 1"; }
 R=$S/results.csv
+# the selection figure's name comes from the grid's results.jsonl
+[ "$(grep -c "fine-tuning tsv: dev accuracy" "$work/run1.log")" = 2 ] ||
+  { cat "$work/run1.log"; fail "the log does not name the selection figure (accuracy) for both points"; }
 [ "$(csv_column "$R" status | sort -u)" = done ] || { cat "$work/run1.log"; fail "points not done"; }
 for p in $(csv_column "$R" name); do
   grep -q '"status":"done"' "$S/points/$p/finetune/tsv/state.json" || { cat "$work/run1.log"; fail "$p: tsv not done"; }
