@@ -11,7 +11,9 @@ SWEEP_ARGS=(--set "model.vocab_size=$(grep -c '' "$DATA/vocab.txt")"
             --set "data.heldout_manifest=$DATA/shards/heldout.manifest")
 TIMING=wall_s,train_s,tokens_per_s,mfu
 
-# csv_column FILE COLUMN: that column's cells, one per line
+# csv_column FILE COLUMN: that column's cells, one per line. Read all of it
+# (sed -n 1p, not head): under pipefail a reader that stops early makes the
+# writer's next print fail with EPIPE, and the pipeline with it
 csv_column() {
   $PY - "$1" "$2" <<'EOF'
 import csv, sys

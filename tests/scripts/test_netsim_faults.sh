@@ -67,7 +67,7 @@ fault() {
     want="rank $vrank .*on node $name-h1 exited on signal 9"
   fi
   grep -Eq "$want" "$log" || { cat "$log"; fail "$kind: no line matching '$want'"; }
-  grep -E "$want" "$log" | head -n1
+  grep -m1 -E "$want" "$log"
   # what was written before the fault is intact
   (cd "$run" && sha256sum --quiet -c "$work/$kind.sums") || fail "$kind: a checkpoint changed"
   for f in "$run"/ckpt-*.lz4; do "$BIN/cloze-ckpt" verify "$f" >/dev/null || fail "$kind: $f does not verify"; done
