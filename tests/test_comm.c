@@ -286,6 +286,9 @@ int main(int argc, char **argv) {
     size_t p = (size_t)d.size;
     size_t sizes[] = {0, 1, 2, 3, p - 1, p, p + 1, 7, 1000, 1001, 2 * CZ_RING_PIPE + 17};
     for (int i = 0; i < 11; i++) test_allreduce(&d, sizes[i], i);
+    /* chunks over 32 * CZ_RING_PIPE: pieces longer than CZ_RING_PIPE, the
+     * last one short (2 ranks only: 17 MiB) */
+    if (p <= 2) test_allreduce(&d, 2 * 33 * (size_t)CZ_RING_PIPE + 4097, 11);
     test_layout_moves(&d);
     test_verdict(&d);
     test_bucket_order();
