@@ -6,7 +6,8 @@
  *   --min-mib M --factor F   sizes M, M*F, ... MAX_MIB (MiB)
  *   --floats N               one size only (a model's gradient), no overlap
  *   --algos LIST             of ring,hierarchical,torus2d,mpi (default: all
- *                            that apply; hierarchical needs >= 2 hosts)
+ *                            that apply; hierarchical needs >= 2 hosts);
+ *                            mpi_ring, mpi_rabenseifner: one forced MPI alone
  *   --grid XxY               torus2d's grid (default: the most square)
  *   --topology star|XxY      the network the hosts sit on (the model's routes;
  *                            XxY: a torus of hosts, as cloze-netsim builds it)
@@ -28,7 +29,9 @@
  * bound (cz_model_bound) as `bound_ms` and `bound_GB/s`, `best/bound` (how
  * close the best own algorithm gets: bound time / its time), `best/mpi`
  * (best MPI time / best own time), and `auto` (what dist.allreduce = auto
- * would pick at that size under the calibrated model). */
+ * would pick at that size under the calibrated model). Last, per algorithm,
+ * how the machine's cores spent the time it ran (/proc/stat: user, system,
+ * softirq, steal, idle): on a simulated cluster every host shares them. */
 #include "cloze/comm.h"
 
 #include <math.h>
@@ -44,7 +47,8 @@ typedef struct algo {
     MPI_Comm forced; /* mpi_ring / mpi_rabenseifner: MPI_Allreduce here */
     int own;         /* ours: modelled */
     cz_allreduce_algo model;
-    double t[64]; /* this size's repetitions */
+    double t[64];  /* this size's repetitions */
+    double cpu[5]; /* machine-wide CPU seconds while it ran (cpu_now) */
 } algo;
 
 typedef struct bench {
@@ -189,9 +193,33 @@ static void calibrate(bench *B, int want_net, int want_shm) {
 
 /* ---- the measured operations ---- */
 
+/* The machine's CPU time so far (Linux /proc/stat, all cores): user + nice,
+ * system, irq + softirq, steal (the hypervisor's), idle + iowait, in
+ * seconds; 0 where unreadable. The simulated hosts share this machine, so
+ * rank 0's reading covers them all. */
+enum { CPU_KINDS = 5 };
+static void cpu_now(double out[CPU_KINDS]) {
+    unsigned long long v[8] = {0};
+    for (int k = 0; k < CPU_KINDS; k++) out[k] = 0;
+    FILE *f = fopen("/proc/stat", "r");
+    if (!f) return;
+    int got = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
+                     &v[4], &v[5], &v[6], &v[7]);
+    fclose(f);
+    if (got != 8) return;
+    double hz = (double)sysconf(_SC_CLK_TCK);
+    out[0] = (double)(v[0] + v[1]) / hz;
+    out[1] = (double)v[2] / hz;
+    out[2] = (double)(v[5] + v[6]) / hz;
+    out[3] = (double)v[7] / hz;
+    out[4] = (double)(v[3] + v[4]) / hz;
+}
+
 static double time_one(bench *B, algo *a, float *buf, size_t n, int iters) {
     cz_error err;
     MPI_Barrier(B->d.mpi);
+    double c0[CPU_KINDS], c1[CPU_KINDS];
+    if (B->d.rank == 0) cpu_now(c0);
     double t0 = cz_now();
     for (int i = 0; i < iters; i++) {
         int rc = a->coll ? cz_coll_allreduce(a->coll, buf, n, &err)
@@ -205,6 +233,10 @@ static double time_one(bench *B, algo *a, float *buf, size_t n, int iters) {
         }
     }
     double t = (cz_now() - t0) / iters;
+    if (B->d.rank == 0) {
+        cpu_now(c1);
+        for (int k = 0; k < CPU_KINDS; k++) a->cpu[k] += c1[k] - c0[k];
+    }
     MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, B->d.mpi);
     return t;
 }
@@ -466,11 +498,14 @@ int main(int argc, char **argv) {
         add_own(&B, CZ_ALLREDUCE_HIERARCHICAL);
     if (has_algo(algos, "torus2d") && B.grid_x > 1 && B.grid_x < p)
         add_own(&B, CZ_ALLREDUCE_TORUS2D);
-    if (has_algo(algos, "mpi")) {
-        add_forced(&B, "mpi", -1);
+    if (has_algo(algos, "mpi")) add_forced(&B, "mpi", -1);
+    if (has_algo(algos, "mpi") || has_algo(algos, "mpi_ring") ||
+        has_algo(algos, "mpi_rabenseifner")) {
         if (get_cvar("coll_tuned_use_dynamic_rules") > 0) {
-            add_forced(&B, "mpi_ring", 4);
-            add_forced(&B, "mpi_rabenseifner", 6);
+            if (has_algo(algos, "mpi") || has_algo(algos, "mpi_ring"))
+                add_forced(&B, "mpi_ring", 4);
+            if (has_algo(algos, "mpi") || has_algo(algos, "mpi_rabenseifner"))
+                add_forced(&B, "mpi_rabenseifner", 6);
         } else if (d->rank == 0) {
             printf("# mpi_ring, mpi_rabenseifner: run with --mca coll_tuned_use_dynamic_rules 1\n");
         }
@@ -537,6 +572,21 @@ int main(int argc, char **argv) {
         fflush(stdout);
     }
     cz_free(buf);
+    if (d->rank == 0) {
+        printf("# machine CPU while each algorithm ran (all sizes, %ld cores, /proc/stat), %% of "
+               "the cores' time: user, system, irq+softirq, steal, idle\n",
+               sysconf(_SC_NPROCESSORS_ONLN));
+        for (int k = 0; k < B.n_algos; k++) {
+            const double *c = B.a[k].cpu;
+            double all = 0;
+            for (int j = 0; j < CPU_KINDS; j++) all += c[j];
+            if (all > 0)
+                printf("# cpu %-16s user %5.1f  system %5.1f  softirq %5.1f  steal %5.1f  idle "
+                       "%5.1f  (%.1f core-s)\n",
+                       B.a[k].name, 100 * c[0] / all, 100 * c[1] / all, 100 * c[2] / all,
+                       100 * c[3] / all, 100 * c[4] / all, all);
+        }
+    }
     for (int k = 0; k < B.n_algos; k++) {
         cz_coll_free(B.a[k].coll);
         if (B.a[k].forced != MPI_COMM_NULL && B.a[k].forced != 0) MPI_Comm_free(&B.a[k].forced);

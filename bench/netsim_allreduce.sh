@@ -14,6 +14,9 @@
 #     --reps R              repetitions per size, interleaved (default 3)
 #     --time-limit S        the benchmark is stopped after S seconds (default 600)
 #     --algos LIST          passed to the bench (default: all that apply)
+#     --mca NAME VALUE      an Open MPI parameter for the run (repeatable);
+#                           it applies to every algorithm, Open MPI's too
+#     --env NAME=VALUE      an environment variable for every rank (repeatable)
 #
 # Needs root (network namespaces). Prints the machine (CPU model, cores, load
 # average), the cluster, the bench's table, and the bytes each shaped link
@@ -28,7 +31,7 @@ case $1 in -h | --help) usage; exit 0 ;; esac
 BUILD=$(cd "$1" && pwd)
 shift
 hosts=4 rph=2 rate=1gbit topo=(--topology star) topo_desc=star min=1 max=64 factor=4 reps=3 limit=600 algos=()
-bench_topo=()
+bench_topo=() mpi_extra=()
 while [ $# -gt 0 ]; do
   case $1 in
     --hosts) hosts=$2; shift 2 ;;
@@ -43,6 +46,8 @@ while [ $# -gt 0 ]; do
     --reps) reps=$2; shift 2 ;;
     --time-limit) limit=$2; shift 2 ;;
     --algos) algos=(--algos "$2"); shift 2 ;;
+    --mca) mpi_extra+=(--mca "$2" "$3"); shift 3 ;;
+    --env) mpi_extra+=(-x "$2"); shift 2 ;;
     -h | --help) usage; exit 0 ;;
     *) echo "netsim_allreduce.sh: unknown option $1 (--help)" >&2; exit 2 ;;
   esac
@@ -66,10 +71,11 @@ echo "# CPU: $(cpu 'Model name') (family $(cpu 'CPU family') model $(cpu Model)$
 echo "# cluster: $hosts hosts x $rph ranks, $topo_desc, $rate per link direction"
 "$NETSIM" up --hosts "$hosts" --ranks-per-host "$rph" --rate "$rate" "${topo[@]}" --name "$name" \
   --ttl $((limit + 120)) >/dev/null
+[ ${#mpi_extra[@]} -eq 0 ] || echo "# mpirun ${mpi_extra[*]}"
 echo "# bench-allreduce_bench $max --min-mib $min --factor $factor --reps $reps --no-overlap ${algos[*]} ${bench_topo[*]}"
 rc=0
 timeout --kill-after=10 "$limit" "$NETSIM" --name "$name" mpirun \
-  --mca coll_tuned_use_dynamic_rules 1 -x OMP_NUM_THREADS=1 -x BLIS_NUM_THREADS=1 \
+  --mca coll_tuned_use_dynamic_rules 1 -x OMP_NUM_THREADS=1 -x BLIS_NUM_THREADS=1 "${mpi_extra[@]}" \
   "$BENCH" "$max" --min-mib "$min" --factor "$factor" --reps "$reps" --no-overlap \
   "${algos[@]}" "${bench_topo[@]}" || rc=$?
 [ $rc -ne 124 ] || echo "netsim_allreduce.sh: stopped after --time-limit $limit s" >&2

@@ -280,12 +280,33 @@ static void test_bucket_order(void) {
     CHECK(off + cnt == l.n, "descending: first bucket ends at %zu", off + cnt);
 }
 
+/* Chunks over 32 * CZ_RING_PIPE floats are cut into pieces longer than
+ * CZ_RING_PIPE, the last one short: integer values, so the sum is exact
+ * whatever the order (2 ranks: 17 MiB; the cheap input keeps it fast). */
+static void test_long_pieces(const cz_comm *d) {
+    size_t n = 2 * 33 * (size_t)CZ_RING_PIPE + 4097, bad = 0;
+    float *buf = malloc(n * sizeof(float));
+    cz_error err;
+    CHECK(buf != NULL, "out of memory");
+    for (size_t i = 0; i < n; i++) buf[i] = (float)((i * 31 + (size_t)d->rank * 7919) % 2001);
+    CHECK(cz_ring_allreduce(d, buf, n, NULL, &err) == 0, "%s", err.msg);
+    for (size_t i = 0; i < n; i++) {
+        size_t want = 0;
+        for (int r = 0; r < d->size; r++) want += (i * 31 + (size_t)r * 7919) % 2001;
+        bad += buf[i] != (float)want;
+    }
+    CHECK(bad == 0, "allreduce n=%zu (long pieces): %zu elements wrong", n, bad);
+    CHECK(same_on_all_ranks(d, buf, n), "allreduce n=%zu (long pieces): ranks differ", n);
+    free(buf);
+}
+
 int main(int argc, char **argv) {
     cz_comm d;
     mpi_test_begin(&d, &argc, &argv);
     size_t p = (size_t)d.size;
     size_t sizes[] = {0, 1, 2, 3, p - 1, p, p + 1, 7, 1000, 1001, 2 * CZ_RING_PIPE + 17};
     for (int i = 0; i < 11; i++) test_allreduce(&d, sizes[i], i);
+    if (p == 2) test_long_pieces(&d);
     test_layout_moves(&d);
     test_verdict(&d);
     test_bucket_order();

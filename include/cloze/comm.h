@@ -135,8 +135,9 @@ int cz_reduce(const cz_comm *c, cz_allreduce_algo algo, float *buf, size_t n, fl
               cz_error *err);
 
 /* ---- ring collectives over MPI point-to-point (Patarasuk & Yuan 2009) ----
- * Pipelined: each ring step moves its chunk in pieces of at most
- * CZ_RING_PIPE floats so that sending one piece overlaps adding the last. */
+ * Pipelined: each ring step moves its chunk in pieces so that sending one
+ * piece overlaps adding the last: about 1/32 of a chunk, at least
+ * CZ_RING_PIPE floats, at most 16 * CZ_RING_PIPE (src/comm/twolevel.c). */
 #define CZ_RING_PIPE (1 << 16)
 int cz_ring_allreduce(const cz_comm *c, float *buf, size_t n, float *scratch, cz_error *err);
 int cz_ring_reduce_scatter(const cz_comm *c, float *buf, size_t n, float *scratch, cz_error *err);

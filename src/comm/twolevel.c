@@ -10,8 +10,8 @@
  * copied, never recomputed. In the inner ring block i is every chunk owned
  * by a rank (., i) (one per outer group); in the outer ring of the ranks
  * (., i) block o is the chunk of rank (o, i). Every message is cut into
- * pieces of CZ_RING_PIPE floats, all receives of a step are posted first,
- * and each piece is added as soon as it has arrived. */
+ * pieces (ring_piece), all receives of a step are posted first, and each
+ * piece is added as soon as it has arrived. */
 #include "comm_internal.h"
 
 #include <stdlib.h>
@@ -35,11 +35,25 @@ struct cz_coll {
     size_t req_len;
     struct piece *pieces;
     size_t pieces_len;
+    size_t piece; /* floats per message of the current call (ring_piece) */
     char why[768];
 };
 
-static size_t n_pieces(size_t count) {
-    return (count + CZ_RING_PIPE - 1) / CZ_RING_PIPE;
+/* Floats per piece for chunks of up to max_chunk floats: about 1/32 of a
+ * chunk, at least CZ_RING_PIPE and at most 16 times that. Pipelining only
+ * needs a few pieces in flight per step (the fill costs one piece per
+ * phase, <= 1/32 of a step); every further piece is one more message, each
+ * with its own rendezvous and request, and on the simulated cluster 128
+ * pieces a step ran slower than 32 (docs/distributed.md, "Piece size"). Both
+ * ends compute it from (n, p), so they cut blocks alike; the bits do not
+ * depend on it (the order of additions is per element). */
+static size_t ring_piece(size_t max_chunk) {
+    size_t want = (max_chunk / 32 + 1023) & ~(size_t)1023;
+    return want < CZ_RING_PIPE ? CZ_RING_PIPE : want > 16 * CZ_RING_PIPE ? 16 * CZ_RING_PIPE : want;
+}
+
+static size_t n_pieces(size_t count, size_t piece) {
+    return (count + piece - 1) / piece;
 }
 
 /* One message of a block: buf[off, off + len), packed at tmp[packed]. */
@@ -60,10 +74,10 @@ static int block_pieces(const cz_coll *c, int level, int b, size_t n, piece *out
             level == LEVEL_INNER ? s->member[j * s->inner + b] : s->member[b * s->inner + c->me_i];
         size_t off, cnt;
         cz_comm_chunk(n, c->p, owner, &off, &cnt);
-        for (size_t lo = 0; lo < cnt; lo += CZ_RING_PIPE, k++) {
+        for (size_t lo = 0; lo < cnt; lo += c->piece, k++) {
             out[k].off = off + lo;
             out[k].packed = packed + lo;
-            out[k].len = (int)(cnt - lo < CZ_RING_PIPE ? cnt - lo : CZ_RING_PIPE);
+            out[k].len = (int)(cnt - lo < c->piece ? cnt - lo : c->piece);
         }
         packed += cnt;
     }
@@ -71,11 +85,13 @@ static int block_pieces(const cz_coll *c, int level, int b, size_t n, piece *out
 }
 
 /* Scratch for a ring of q members over n floats: two receive buffers of a
- * block, the pieces of two blocks and a request per message of the phase. */
+ * block, the pieces of two blocks and a request per message of the phase;
+ * sets the call's piece size. */
 static int ensure_space(cz_coll *c, int q, size_t n, cz_error *err) {
     size_t max_chunk = (n + (size_t)c->p - 1) / (size_t)c->p;
     size_t block = max_chunk * (size_t)c->shape.outer;
-    size_t pieces = (size_t)c->shape.outer * (n_pieces(max_chunk) + 1);
+    c->piece = ring_piece(max_chunk);
+    size_t pieces = (size_t)c->shape.outer * (n_pieces(max_chunk, c->piece) + 1);
     size_t reqs = (size_t)(2 * q + 2) * pieces;
     if (2 * block > c->tmp_len) {
         cz_free(c->tmp);
