@@ -67,4 +67,28 @@ typedef struct cz_train_task {
 int cz_train_run_task(const cz_comm *world, const cz_config *cfg, const cz_train_options *opt,
                       const cz_train_task *task, cz_error *err);
 
+/* The divergence watch of the step loop: warns when a finite loss blows up
+ * (optim.lr far too high) long before the non-finite check would fire.
+ * Single-batch losses are noisy (a tagging fine-tune's 0.03 next to 0.18),
+ * so it watches their exponential moving average,
+ *   ema_n = b * ema_{n-1} + (1 - b) * loss_n,  smoothed = ema_n / (1 - b^n)
+ * (b = 0.9, about 10 steps; the division removes the zero start's bias, as
+ * in Adam), against that average's running minimum. An alarm starts when
+ * the smoothed loss is above 4x its minimum and at least ln 2 above it (the
+ * right answers' mean probability has at least halved: near-zero losses
+ * make a ratio alone meaningless), and ends once it is back below twice the
+ * minimum. Zero-initialise. */
+typedef struct cz_loss_watch {
+    double ema;      /* the average before bias correction */
+    long n;          /* losses added */
+    double smoothed; /* the bias-corrected average after the last add */
+    double min;      /* its running minimum ... */
+    long min_step;   /* ... and the step (1-based) it was reached at */
+    int alarm;
+} cz_loss_watch;
+
+/* Adds step `step`'s (1-based) finite loss; returns 1 when this step starts
+ * an alarm, 0 otherwise. */
+int cz_loss_watch_add(cz_loss_watch *w, long step, double loss);
+
 #endif

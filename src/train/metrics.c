@@ -1,5 +1,5 @@
 /* Progress lines on rank 0 and metrics.jsonl: the same figures twice, for a
- * person and for a program. */
+ * person and for a program; and the loss's divergence watch (train.h). */
 #include "train_internal.h"
 
 #include "cloze/cpu.h"
@@ -129,4 +129,19 @@ void cz_metrics_eval(cz_run *r, long step, const cz_eval_stats *e) {
     else
         cz_info("eval @ step %ld | held-out LM loss %.4f | perplexity %.2f | %ld samples", step,
                 lm_loss, exp(lm_loss), e->samples);
+}
+
+int cz_loss_watch_add(cz_loss_watch *w, long step, double loss) {
+    const double b = 0.9;
+    w->n++;
+    w->ema = b * w->ema + (1 - b) * loss;
+    w->smoothed = w->ema / (1 - pow(b, (double)w->n));
+    if (w->n == 1 || w->smoothed < w->min) {
+        w->min = w->smoothed;
+        w->min_step = step;
+    }
+    if (w->alarm && w->smoothed < 2 * w->min) w->alarm = 0;
+    if (w->alarm || !(w->smoothed > 4 * w->min && w->smoothed - w->min >= log(2.0))) return 0;
+    w->alarm = 1;
+    return 1;
 }

@@ -476,26 +476,14 @@ static void report_peak_memory(cz_run *r, const char *key, const char *what) {
     }
 }
 
-/* A finite loss far above its running minimum is a run blowing up (optim.lr
- * 10 took BERT-tiny from 10 to 200,000) that the non-finite check would
- * only catch much later, if ever. Cross-entropy does not quadruple in a
- * healthy run; the warning repeats only after the loss came back below
- * twice the minimum. */
 static void watch_loss(cz_run *r, const cz_step_stats *s) {
     if (!isfinite(s->loss) || s->skipped) return;
-    if (r->loss_min_step == 0 || s->loss < r->loss_min) {
-        r->loss_min = s->loss;
-        r->loss_min_step = s->step + 1;
-    }
-    if (r->loss_alarm && s->loss < 2 * r->loss_min) r->loss_alarm = 0;
-    if (!r->loss_alarm && r->loss_min > 0 && s->loss > 4 * r->loss_min) {
-        r->loss_alarm = 1;
-        if (r->comm.rank == 0)
-            cz_warn("step %ld: loss %.4g is %.0fx its running minimum %.4g (step %ld): the run "
-                    "is diverging; lower optim.lr or raise optim.warmup_steps, and resume from "
-                    "a checkpoint before the rise",
-                    s->step + 1, s->loss, s->loss / r->loss_min, r->loss_min, r->loss_min_step);
-    }
+    cz_loss_watch *w = &r->loss_watch;
+    if (cz_loss_watch_add(w, s->step + 1, s->loss) && r->comm.rank == 0)
+        cz_warn("step %ld: loss %.4g (averaged over about 10 steps: %.4g) is %.0fx the "
+                "average's minimum %.4g (step %ld): the run is diverging; lower optim.lr or "
+                "raise optim.warmup_steps, and resume from a checkpoint before the rise",
+                s->step + 1, s->loss, w->smoothed, w->smoothed / w->min, w->min, w->min_step);
 }
 
 static int run_loop(cz_run *r, cz_error *err) {

@@ -43,11 +43,8 @@ typedef struct cz_run {
     int lock_fd;    /* rank 0: the run directory's lock, held while the run lives */
     int err_shared; /* the error being returned is every rank's (CZ_TRAIN_ERR_ALL_RANKS) */
     int start_fresh;
-    /* the loss's running minimum, to warn when it explodes (run_loop) */
-    double loss_min;
-    long loss_min_step;
-    int loss_alarm;
-    cz_peak peak; /* the MFU denominator per rank (kernels.h) */
+    cz_loss_watch loss_watch; /* warns when the loss explodes (run_loop) */
+    cz_peak peak;             /* the MFU denominator per rank (kernels.h) */
     /* position: everything a resume needs besides weights and moments */
     long step;             /* next step to run */
     uint64_t samples_done; /* next global sample index */
