@@ -43,6 +43,18 @@ reference_sweep() {
   echo "$ref"
 }
 
+# sweep_submit OUT SUBMIT_ARGS...: cloze-sweep submit, its output into OUT
+# (and printed); the array and report jobs' ids into $array and $report
+sweep_submit() {
+  local out=$1
+  shift
+  "$SWEEP" submit "$@" >"$out" || { cat "$out"; echo "submit failed"; return 1; }
+  cat "$out"
+  array=$(sed -n 's/^submitted array job \([0-9]*\) .*/\1/p' "$out")
+  report=$(sed -n 's/.* report job \([0-9]*\) .*/\1/p' "$out")
+  [ -n "$array" ] && [ -n "$report" ] || { echo "no job ids in $out"; return 1; }
+}
+
 # ---- fine-tuning per point (test_sweep_finetune, test_sweep_slurm_finetune)
 
 # ft_task DIR: a two-class TSV task of corpus words in DIR (train.tsv: 128

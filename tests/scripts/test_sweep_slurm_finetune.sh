@@ -33,16 +33,11 @@ SPEC=$work/ft.cfg
   { cat "$work/local.log"; fail "the local sweep"; }
 slurm_start "$work/slurm" || exit 1
 
-# submit_wait NAME: cloze-sweep submit; waits for its report job; the array
-# job's id in $array
+# submit_wait NAME: cloze-sweep submit (sweep_common.sh's sweep_submit: the
+# ids in $array and $report), then waits for the report job
 submit_wait() {
-  "$SWEEP" submit "$SPEC" --dir "$S" "${SWEEP_ARGS[@]}" --max-parallel 1 >"$work/$1.txt" ||
-    { cat "$work/$1.txt"; fail "$1"; }
-  cat "$work/$1.txt"
-  array=$(sed -n 's/^submitted array job \([0-9]*\) .*/\1/p' "$work/$1.txt")
-  local report state
-  report=$(sed -n 's/.* report job \([0-9]*\) .*/\1/p' "$work/$1.txt")
-  [ -n "$array" ] && [ -n "$report" ] || fail "$1: no job ids"
+  sweep_submit "$work/$1.txt" "$SPEC" --dir "$S" "${SWEEP_ARGS[@]}" --max-parallel 1 || fail "$1"
+  local state
   state=$(slurm_wait "$report")
   [ "$state" = COMPLETED ] || fail "$1: report job $report ended $state"
   grep -q "fine-tuning" "$S"/slurm/report-"$report".out && fail "the report job fine-tuned"
@@ -72,7 +67,6 @@ $PY "$SRC/tests/scripts/compare_results.py" "$work/local/results.csv" "$S/result
   --ignore "$TIMING" --rows 2 || fail "Slurm and local results differ"
 
 # ---- point 1's fine-tuning lost: a second submit fine-tunes it again
-cp "$S/results.csv" "$work/results1.csv"
 rm -r "$S/points/${names[1]}/finetune"
 submit_wait submit2
 grep -q "(1 task(s): points 1," "$work/submit2.txt" || fail "the second submit did not submit point 1 alone"
