@@ -10,8 +10,12 @@ endforeach()
 cloze_add_script_test(test_sweep_slurm COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_sweep_slurm.sh
                       LABELS "mpi;sweep;slurm" TIMEOUT 600)
 set_tests_properties(test_sweep_slurm PROPERTIES RESOURCE_LOCK slurm)
-# Fine-tuning per point (cloze-finetune grid on each point's checkpoint),
-# locally and, where Slurm is installed, inside the array tasks.
+# Fine-tuning per point (cloze-finetune grid on each point's checkpoint):
+# locally, and inside the array tasks of a real one-node Slurm (skipped where
+# Slurm is not installed).
 cloze_add_script_test(test_sweep_finetune COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_sweep_finetune.sh
                       LABELS "mpi;sweep;finetune" TIMEOUT 600)
-set_tests_properties(test_sweep_finetune PROPERTIES RESOURCE_LOCK slurm)
+cloze_add_script_test(test_sweep_slurm_finetune
+                      COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_sweep_slurm_finetune.sh
+                      LABELS "mpi;sweep;slurm;finetune" TIMEOUT 600)
+set_tests_properties(test_sweep_slurm_finetune PROPERTIES RESOURCE_LOCK slurm)

@@ -5,7 +5,8 @@
  * Each task runs `cloze-sweep task SPEC --index $SLURM_ARRAY_TASK_ID`, which
  * runs the point through launch/cloze.sbatch: --resume auto, SIGUSR1 before
  * the time limit or on preemption forwarded to the ranks, which checkpoint,
- * and the task requeues itself; the requeued task resumes. */
+ * and the task requeues itself; the requeued task resumes. Then, in the same
+ * allocation, it runs the point's fine-tuning tasks (finetune.c). */
 #include "sweep_internal.h"
 
 #include <errno.h>
@@ -130,8 +131,16 @@ int cz_sweep_submit(cz_sweep *s, const cz_sweep_tools *t, const cz_submit_option
     int n = 0, invalid = 0;
     for (int i = 0; i < s->n_points; i++) {
         cz_point_state st = cz_point_get_state(&s->points[i], NULL, 0);
-        if (st == CZ_POINT_INVALID) invalid++;
-        if (st != CZ_POINT_DONE && st != CZ_POINT_INVALID) idx[n++] = i;
+        if (st == CZ_POINT_INVALID) {
+            invalid++;
+            continue;
+        }
+        /* a pre-trained point is done once its fine-tuning tasks are: one
+         * pending, interrupted or failed is the task's to run (it skips the
+         * pre-training), as `run` does */
+        int ft_done;
+        cz_sweep_ft_finished(s, &s->points[i], &ft_done);
+        if (st != CZ_POINT_DONE || ft_done < s->n_finetune) idx[n++] = i;
     }
     if (invalid > 0)
         fprintf(stderr,

@@ -42,3 +42,71 @@ reference_sweep() {
   flock -u 8
   echo "$ref"
 }
+
+# sweep_submit OUT SUBMIT_ARGS...: cloze-sweep submit, its output into OUT
+# (and printed); the array and report jobs' ids into $array and $report
+sweep_submit() {
+  local out=$1
+  shift
+  "$SWEEP" submit "$@" >"$out" || { cat "$out"; echo "submit failed"; return 1; }
+  cat "$out"
+  array=$(sed -n 's/^submitted array job \([0-9]*\) .*/\1/p' "$out")
+  report=$(sed -n 's/.* report job \([0-9]*\) .*/\1/p' "$out")
+  [ -n "$array" ] && [ -n "$report" ] || { echo "no job ids in $out"; return 1; }
+}
+
+# ---- fine-tuning per point (test_sweep_finetune, test_sweep_slurm_finetune)
+
+# ft_task DIR: a two-class TSV task of corpus words in DIR (train.tsv: 128
+# sentences, dev.tsv: 48), label 1 when the sentence holds the first of two
+# vocabulary words, 0 when it holds the second
+ft_task() {
+  $PY - "$DATA/corpus.txt" "$DATA/vocab.txt" "$1" <<'EOF'
+import os, random, sys
+corpus, vocab, out = sys.argv[1:]
+words = [w for line in open(corpus, encoding="utf-8") for w in line.split() if w.isalpha()]
+known = [w.strip() for w in open(vocab, encoding="utf-8")]
+markers = [w for w in known if w.isalpha() and w.islower() and len(w) > 3][:2]
+rng = random.Random(7)
+os.makedirs(out, exist_ok=True)
+for name, n in (("train.tsv", 128), ("dev.tsv", 48)):
+    with open(os.path.join(out, name), "w", encoding="utf-8") as f:
+        f.write("sentence\tlabel\n")
+        for i in range(n):
+            label = i % 2
+            s = rng.sample(words, 6)
+            s.insert(rng.randrange(7), markers[1 - label])
+            f.write(" ".join(s) + "\t%d\n" % label)
+EOF
+  [ "$(grep -c '' "$1/dev.tsv")" = 49 ] || { echo "FAIL: ft_task: $1/dev.tsv" >&2; return 1; }
+}
+
+# ft_spec FILE TASK_DIR LRS [MORE]: a 1 x 2 sweep of tiny BERTs (depth 1,
+# width 32 and 64, 30 steps of 2 ranks x 1 thread), each point fine-tuned on
+# ft_task's task ("tsv") over the learning rates LRS ("1e-3, 3e-3") x batch
+# 8 x 6 epochs x 2 restarts; MORE: further finetune entries (", { ... }")
+FT_ARGS=(--text-a sentence --label label --max-seq 32 --quiet)
+ft_spec() {
+  local args="" a
+  for a in "${FT_ARGS[@]}"; do args+="${args:+, }\"$a\""; done
+  cat >"$1" <<EOF
+sweep:
+{
+  name = "tiny-ft";
+  base = "$SRC/conf/bert-tiny.cfg";
+  set = [ "data.seq=32", "data.max_pred=5", "train.global_batch=4", "train.micro_batch=2",
+          "train.ckpt_every=20", "train.log_every=100", "optim.lr=1e-3",
+          "optim.warmup_steps=0", "optim.warmup_fraction=0.1", "model.layers=1" ];
+  axes = ( { key = "model.hidden"; values = [32, 64]; } );
+  budget = { steps = [30]; };
+  eval = { batches = 2; };
+  ranks = 2;
+  threads = 1;
+  finetune = (
+    { task = "tsv"; data = "$2"; restarts = 2;
+      grid = { lr = [$3]; batch = [8]; epochs = [6]; };
+      args = [ $args ]; }${4:-}
+  );
+};
+EOF
+}

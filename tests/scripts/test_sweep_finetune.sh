@@ -20,50 +20,12 @@ ok=0
 trap '[ $ok = 1 ] && rm -rf "$work" || echo "kept $work"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 
-# ---- the task: 64 training and 32 dev sentences of corpus words, label 1
-# when the marker is the first of two vocabulary words, 0 for the second
-$PY - "$DATA/corpus.txt" "$DATA/vocab.txt" "$work/task" <<'EOF'
-import os, random, sys
-corpus, vocab, out = sys.argv[1:]
-words = [w for line in open(corpus, encoding="utf-8") for w in line.split() if w.isalpha()]
-known = [w.strip() for w in open(vocab, encoding="utf-8")]
-markers = [w for w in known if w.isalpha() and w.islower() and len(w) > 3][:2]
-rng = random.Random(7)
-os.makedirs(out, exist_ok=True)
-for name, n in (("train.tsv", 128), ("dev.tsv", 48)):
-    with open(os.path.join(out, name), "w", encoding="utf-8") as f:
-        f.write("sentence\tlabel\n")
-        for i in range(n):
-            label = i % 2
-            s = rng.sample(words, 6)
-            s.insert(rng.randrange(7), markers[1 - label])
-            f.write(" ".join(s) + "\t%d\n" % label)
-EOF
-[ "$(grep -c '' "$work/task/dev.tsv")" = 49 ] || fail "task files"
-
-FTARGS='"--text-a", "sentence", "--label", "label", "--max-seq", "32", "--quiet"'
-cat >"$work/ft.cfg" <<EOF
-sweep:
-{
-  name = "tiny-ft";
-  base = "$SRC/conf/bert-tiny.cfg";
-  set = [ "data.seq=32", "data.max_pred=5", "train.global_batch=4", "train.micro_batch=2",
-          "train.ckpt_every=20", "train.log_every=100", "optim.lr=1e-3",
-          "optim.warmup_steps=0", "optim.warmup_fraction=0.1", "model.layers=1" ];
-  axes = ( { key = "model.hidden"; values = [32, 64]; } );
-  budget = { steps = [30]; };
-  eval = { batches = 2; };
-  ranks = 2;
-  threads = 1;
-  finetune = (
-    { task = "tsv"; data = "$work/task"; restarts = 2;
-      grid = { lr = [1e-3, 3e-3]; batch = [8]; epochs = [6]; };
-      args = [ $FTARGS ]; },
-    { task = "sst2"; data = "$work/no-such-dir"; restarts = 1;
-      grid = { lr = [3e-4]; batch = [8]; epochs = [1]; }; }
-  );
-};
-EOF
+# ---- the task (sweep_common.sh's ft_task) and the spec: learning rates
+# 1e-3 and 3e-3, and an sst2 task whose data is missing
+ft_task "$work/task"
+ft_spec "$work/ft.cfg" "$work/task" "1e-3, 3e-3" ',
+    { task = "sst2"; data = "'"$work"'/no-such-dir"; restarts = 1;
+      grid = { lr = [3e-4]; batch = [8]; epochs = [1]; }; }'
 SPEC=$work/ft.cfg
 S=$work/sweep
 "$SWEEP" plan "$SPEC" --dir "$S" --probe 0 "${SWEEP_ARGS[@]}" >"$work/plan.txt" || { cat "$work/plan.txt"; fail "plan"; }
@@ -96,7 +58,7 @@ for lr in 1e-3 3e-3; do
   for seed in 1 2; do
     mpi 2 "$BIN/cloze-finetune" run --init "$ckpt" --task tsv --train "$work/task/train.tsv" \
       --dev "$work/task/dev.tsv" --out "$work/direct/$lr-$seed" --lr $lr --batch 8 --epochs 6 \
-      --seed $seed --threads 1 --text-a sentence --label label --max-seq 32 --quiet \
+      --seed $seed --threads 1 "${FT_ARGS[@]}" \
       2>"$work/direct-$lr-$seed.log" || { cat "$work/direct-$lr-$seed.log"; fail "direct run"; }
   done
 done

@@ -21,12 +21,7 @@ fail() { echo "FAIL: $*"; for f in "$work"/sw/slurm/*.out; do echo "== $f"; cat 
 ref=$(reference_sweep)
 slurm_start "$work/slurm" || exit 1
 
-"$SWEEP" submit "$SPEC" --dir "$work/sw" "${SWEEP_ARGS[@]}" --max-parallel 1 > "$work/submit.txt" ||
-  { cat "$work/submit.txt"; fail "submit"; }
-cat "$work/submit.txt"
-array=$(sed -n 's/^submitted array job \([0-9]*\) .*/\1/p' "$work/submit.txt")
-report=$(sed -n 's/.* report job \([0-9]*\) .*/\1/p' "$work/submit.txt")
-[ -n "$array" ] && [ -n "$report" ] || fail "no job ids in: $(cat "$work/submit.txt")"
+sweep_submit "$work/submit.txt" "$SPEC" --dir "$work/sw" "${SWEEP_ARGS[@]}" --max-parallel 1 || fail "submit"
 grep -q "at most 1 at a time" "$work/submit.txt" && grep -qx "array $array 0-3" "$work/sw/slurm/jobs.txt" ||
   fail "jobs.txt: $(cat "$work/sw/slurm/jobs.txt")"
 grep -q "^#SBATCH --requeue" "$work/sw/slurm/array.sbatch" || fail "the array script does not requeue"
