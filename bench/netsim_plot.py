@@ -13,6 +13,18 @@ import subprocess
 import sys
 import tempfile
 
+# One colour per algorithm in every panel (Okabe-Ito, readable with the
+# common colour-vision deficiencies); an algorithm not listed gets grey.
+COLOURS = {
+    "ring": "#0072B2",
+    "hierarchical": "#009E73",
+    "torus2d": "#CC79A7",
+    "mpi": "#E69F00",
+    "mpi ring": "#D55E00",
+    "mpi rabenseifner": "#56B4E9",
+    "bound": "black",
+}
+
 
 def read_run(path):
     title, header, rows = os.path.basename(path), None, []
@@ -46,18 +58,20 @@ def main(argv):
         for k, j in enumerate(cols):
             name = header[j][: -len("_GB/s")].replace("_", " ")
             # ours solid, Open MPI's dashed, the bound black
-            style = ("dt 2 lw 2 lc rgb 'black'" if name == "bound" else
+            colour = f"lc rgb '{COLOURS.get(name, 'grey')}'"
+            style = ("dt 2 lw 2" if name == "bound" else
                      "dt 4 lw 2 pt 6 ps 0.8" if name.startswith("mpi") else "lw 2 pt 7 ps 0.8")
+            style += " " + colour
             kind = "lines" if name == "bound" else "linespoints"
             series.append(f"'{data}' using 1:{k + 2} with {kind} {style} title '{name}'")
         panels.append((title, series))
     script = []
     n = len(panels)
-    for term, ext, size in (("pngcairo", "png", f"{560 * n},420"), ("svg", "svg", f"{560 * n},420")):
+    for term, ext, size in (("pngcairo", "png", f"{560 * n},480"), ("svg", "svg", f"{560 * n},480")):
         script.append(f"set terminal {term} size {size} font 'Sans,10'")
         script.append(f"set output '{prefix}.{ext}'")
         script.append(f"set multiplot layout 1,{n}")
-        script.append("set logscale x 2; set grid; set key bottom right")
+        script.append("set logscale x 2; set grid; set key below maxrows 2")
         script.append("set xlabel 'all-reduce size (MiB)'; set ylabel 'bus bandwidth (GB/s)'")
         script.append("set yrange [0:*]")
         for title, series in panels:
