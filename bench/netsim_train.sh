@@ -82,7 +82,8 @@ for h in $hosts_list; do
     "$BUILD/cloze-train" "$config" --set model.vocab_size="$vocab_size" --set data.train_manifest="$manifest" \
     --set train.run_dir="$run" --set train.steps="$steps" --set train.global_batch=$((micro * p)) \
     --set train.micro_batch="$micro" --set train.threads=1 --set train.ckpt_every=0 --set train.eval_every=0 \
-    --set train.peak_gflops=100 --set data.seq="$seq" --set data.max_pred=20 --set optim.lr=1e-4 \
+    --set train.peak_gflops=100 --set data.seq="$seq" --set data.max_pred=20 --set data.phase2_fraction=0 \
+    --set optim.lr=1e-4 \
     --set optim.warmup_steps=0 --set optim.warmup_fraction=0.1 --set dist.allreduce="$allreduce" \
     --set dist.link_gbit="$gbit" --quiet 2>"$work/log-$h" || { cat "$work/log-$h" >&2; exit 1; }
   floats=$(grep -o '[0-9.]*M parameters' "$work/log-$h" | head -n1 | sed 's/M.*//')
