@@ -86,9 +86,10 @@ for h in $hosts_list; do
     --set optim.lr=1e-4 \
     --set optim.warmup_steps=0 --set optim.warmup_fraction=0.1 --set dist.allreduce="$allreduce" \
     --set dist.link_gbit="$gbit" --quiet 2>"$work/log-$h" || { cat "$work/log-$h" >&2; exit 1; }
-  floats=$(grep -o '[0-9.]*M parameters' "$work/log-$h" | head -n1 | sed 's/M.*//')
+  # sed -n 1p, not head: a reader that stops early can fail the pipeline (pipefail)
+  floats=$(sed -n 's/.*[^0-9.]\([0-9.]*\)M parameters.*/\1/p' "$work/log-$h" | sed -n 1p)
   floats=$(awk -v m="$floats" 'BEGIN { printf "%.0f\n", m * 1e6 }')
-  picked=$(sed -n 's/.*gradient all-reduce: \([a-z0-9]*\).*/\1/p' "$work/log-$h" | head -n1)
+  picked=$(sed -n 's/.*gradient all-reduce: \([a-z0-9]*\).*/\1/p' "$work/log-$h" | sed -n 1p)
   ar=""
   if [ "$p" -gt 1 ]; then
     timeout --kill-after=10 "$limit" "$NETSIM" --name "$name" mpirun "$BENCH" --floats "$floats" --reps 3 \

@@ -31,7 +31,7 @@ for ar in ring mpi; do
       --set optim.lr=1e-3 --set optim.warmup_steps=0 --set optim.warmup_fraction=0.1 \
       --set dist.placement=$place --set dist.allreduce=$ar --quiet 2> "$work/$place-$ar.log" \
       || { cat "$work/$place-$ar.log" >&2; exit 1; }
-    grep -o '[0-9.]*M parameters' "$work/$place-$ar.log" | head -n1 > "$work/params"
+    grep -o '[0-9.]*M parameters' "$work/$place-$ar.log" | sed -n 1p > "$work/params"
   done
 done
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
