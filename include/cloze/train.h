@@ -69,8 +69,8 @@ int cz_train_run_task(const cz_comm *world, const cz_config *cfg, const cz_train
 
 /* The divergence watch of the step loop: warns when a finite loss blows up
  * (optim.lr far too high) long before the non-finite check would fire.
- * Single-batch losses are noisy (a tagging fine-tune's 0.03 next to 0.18),
- * so it watches their exponential moving average,
+ * Single-batch losses are noisy (near convergence a small batch's loss can
+ * be several times the last one's), so it watches their exponential moving average,
  *   ema_n = b * ema_{n-1} + (1 - b) * loss_n,  smoothed = ema_n / (1 - b^n)
  * (b = 0.9, about 10 steps; the division removes the zero start's bias, as
  * in Adam), against that average's running minimum. An alarm starts when
