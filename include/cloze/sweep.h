@@ -251,6 +251,10 @@ int cz_sweep_ft_runs(const cz_sweep_finetune *ft);
 cz_ft_state cz_sweep_ft_read(const cz_sweep *s, const cz_sweep_point *p, int k, cz_ft_summary *out);
 /* Tasks of point p done or failed (k counts both; *done the done ones). */
 int cz_sweep_ft_finished(const cz_sweep *s, const cz_sweep_point *p, int *done);
+/* Fine-tuning tasks point p still needs (pending, interrupted or failed: a
+ * failed one is retried), or -1 when p, in state st, is not pre-trained. A
+ * point is complete, for `run` and for `submit` alike, when this is 0. */
+int cz_sweep_ft_left(const cz_sweep *s, const cz_sweep_point *p, cz_point_state st);
 
 /* Runs (or resumes) the fine-tuning tasks of point i that have no result:
  * CZ_RUN_DONE when every task is done or failed (a failure is recorded in

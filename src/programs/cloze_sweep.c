@@ -353,15 +353,15 @@ static int cmd_run(cz_sweep *s, const cz_sweep_tools *t, const args *a) {
         k++;
         char why[CZ_ERROR_MAX];
         cz_point_state st = cz_point_get_state(p, why, sizeof why);
-        if (st == CZ_POINT_DONE) {
-            int ft_done, ft_finished = cz_sweep_ft_finished(s, p, &ft_done);
-            if (ft_finished == s->n_finetune && ft_done == s->n_finetune) {
-                done++;
-                if (!a->quiet) printf("[%d/%d] %s: done already, skipped\n", k, todo, p->name);
-                continue;
-            }
+        int ft_left = cz_sweep_ft_left(s, p, st);
+        if (ft_left == 0) {
+            done++;
+            if (!a->quiet) printf("[%d/%d] %s: done already, skipped\n", k, todo, p->name);
+            continue;
+        }
+        if (ft_left > 0) {
             printf("[%d/%d] %s: pre-trained already; fine-tuning %d of %d task(s) left\n", k, todo,
-                   p->name, s->n_finetune - ft_done, s->n_finetune);
+                   p->name, ft_left, s->n_finetune);
             fflush(stdout);
             tally(run_finetune(s, i, t, &o), &done, &failed, &busy);
             continue;

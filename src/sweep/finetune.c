@@ -170,6 +170,13 @@ int cz_sweep_ft_finished(const cz_sweep *s, const cz_sweep_point *p, int *done) 
     return finished;
 }
 
+int cz_sweep_ft_left(const cz_sweep *s, const cz_sweep_point *p, cz_point_state st) {
+    if (st != CZ_POINT_DONE) return -1;
+    int done;
+    cz_sweep_ft_finished(s, p, &done);
+    return s->n_finetune - done;
+}
+
 /* The cloze-finetune argument vector of task ft on checkpoint ckpt:
  * launch/cloze-mpirun -n R [-t T] cloze-finetune grid --init CKPT --task TASK
  * --train F --dev F --out DIR --restarts N [--lr L,..] [--batch B,..]

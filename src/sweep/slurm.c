@@ -135,12 +135,9 @@ int cz_sweep_submit(cz_sweep *s, const cz_sweep_tools *t, const cz_submit_option
             invalid++;
             continue;
         }
-        /* a pre-trained point is done once its fine-tuning tasks are: one
-         * pending, interrupted or failed is the task's to run (it skips the
-         * pre-training), as `run` does */
-        int ft_done;
-        cz_sweep_ft_finished(s, &s->points[i], &ft_done);
-        if (st != CZ_POINT_DONE || ft_done < s->n_finetune) idx[n++] = i;
+        /* a pre-trained point with fine-tuning left is the task's to run (it
+         * skips the pre-training) */
+        if (cz_sweep_ft_left(s, &s->points[i], st) != 0) idx[n++] = i;
     }
     if (invalid > 0)
         fprintf(stderr,

@@ -480,10 +480,11 @@ static void watch_loss(cz_run *r, const cz_step_stats *s) {
     if (!isfinite(s->loss) || s->skipped) return;
     cz_loss_watch *w = &r->loss_watch;
     if (cz_loss_watch_add(w, s->step + 1, s->loss) && r->comm.rank == 0)
-        cz_warn("step %ld: loss %.4g (averaged over about 10 steps: %.4g) is %.0fx the "
+        /* no ratio in the message: the minimum may be 0 */
+        cz_warn("step %ld: loss %.4g (averaged over about 10 steps: %.4g) rose from the "
                 "average's minimum %.4g (step %ld): the run is diverging; lower optim.lr or "
                 "raise optim.warmup_steps, and resume from a checkpoint before the rise",
-                s->step + 1, s->loss, w->smoothed, w->smoothed / w->min, w->min, w->min_step);
+                s->step + 1, s->loss, w->smoothed, w->min, w->min_step);
 }
 
 static int run_loop(cz_run *r, cz_error *err) {
