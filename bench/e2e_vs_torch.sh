@@ -193,7 +193,7 @@ echo "end: $(date -u '+%H:%M UTC'); load: $(cut -d' ' -f1-3 /proc/loadavg)"
 final_peak=$PEAK
 if [ -z "$FIXED_PEAK" ]; then
   final_peak=$(sort -n "$work/peaks.txt" | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}')
-  echo "peak probes: $(wc -l <"$work/peaks.txt"), $(sort -n "$work/peaks.txt" | head -1)-$(sort -n "$work/peaks.txt" | tail -1) GFLOP/s, median $final_peak (the MFU denominator below)"
+  echo "peak probes: $(wc -l <"$work/peaks.txt"), $(sort -n "$work/peaks.txt" | sed -n 1p)-$(sort -n "$work/peaks.txt" | tail -1) GFLOP/s, median $final_peak (the MFU denominator below)"
 fi
 "$PYTHON" - "$results" "$PEAK" "$final_peak" "$KERNELS" <<'EOF'
 import math, statistics, sys

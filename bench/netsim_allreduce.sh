@@ -66,7 +66,7 @@ trap '"$NETSIM" --name "$name" down >/dev/null 2>&1 || true' EXIT
 trap 'exit 130' INT TERM
 
 echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), cloze $(git -C "$SRC" rev-parse --short HEAD 2>/dev/null || echo '?')"
-cpu() { lscpu | sed -n "s/^$1: *//p" | head -n1; }
+cpu() { lscpu | sed -n "s/^$1: *//p" | sed -n 1p; }
 echo "# CPU: $(cpu 'Model name') (family $(cpu 'CPU family') model $(cpu Model)$(grep -qw avx512f /proc/cpuinfo && echo ', AVX-512')${hyp:+, $hyp guest}), $(nproc) cores; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "# cluster: $hosts hosts x $rph ranks, $topo_desc, $rate per link direction"
 "$NETSIM" up --hosts "$hosts" --ranks-per-host "$rph" --rate "$rate" "${topo[@]}" --name "$name" \

@@ -69,7 +69,7 @@ vocab_size=$(awk '$1 == "vocab" { print $3 }' "$manifest")
 gbit=$(echo "$rate" | sed -n 's/gbit$//p')
 gbit=${gbit:-1}
 hyp=$(lscpu | sed -n 's/^Hypervisor vendor: *//p')
-cpu() { lscpu | sed -n "s/^$1: *//p" | head -n1; }
+cpu() { lscpu | sed -n "s/^$1: *//p" | sed -n 1p; }
 echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), cloze $(git -C "$SRC" rev-parse --short HEAD 2>/dev/null || echo '?')"
 echo "# CPU: $(cpu 'Model name') (family $(cpu 'CPU family') model $(cpu Model)${hyp:+, $hyp guest}), $(nproc) cores; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "# $(basename "$config"), micro-batch $micro x seq $seq per rank, $steps steps, dist.allreduce=$allreduce, $rph rank(s) per host, star, $rate per link direction"

@@ -21,7 +21,7 @@ placement=${PLACEMENT:-sharded}
 work=$(mktemp -d /tmp/cloze-overlap-XXXXXX)
 trap 'rm -rf "$work"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-gen=$(find "$@" -maxdepth 2 -name bench-make_synthetic_shards -type f | head -n1)
+gen=$(find "$@" -maxdepth 2 -name bench-make_synthetic_shards -type f | sed -n 1p)
 [ -n "$gen" ] || { echo "overlap_bench: no bench-make_synthetic_shards under $*" >&2; exit 2; }
 mkdir -p "$work/data"
 "$gen" "$work/data" --tokens 400000 >/dev/null

@@ -90,6 +90,6 @@ cmake -S "$here" -B "$out/build" -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_TOOLCHAIN_FILE="$here/tests/aarch64/toolchain.cmake" >"$out/cmake.log" 2>&1 ||
     { tail -20 "$out/cmake.log" >&2; exit 1; }
 cmake --build "$out/build" -j"$jobs" >"$out/build.log" 2>&1 || { tail -30 "$out/build.log" >&2; exit 1; }
-echo "aarch64: unit tests under $(qemu-aarch64 --version | head -1)" >&2
+echo "aarch64: unit tests under $(qemu-aarch64 --version | sed -n 1p)" >&2
 ctest --test-dir "$out/build" --output-on-failure -j"$jobs" --timeout 300 -L unit -LE slow \
     -E '^(test_ckpt|test_gemm_default|test_gemm_avx512)$' "$@"

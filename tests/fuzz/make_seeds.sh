@@ -119,4 +119,4 @@ for f in config.json tokenizer_config.json special_tokens_map.json; do
     cp "$T/hf/$f" "$OUT/fuzz_json/$f"
 done
 du -sh "$OUT"
-for d in "$OUT"/*; do echo "$(basename "$d"): $(ls "$d" | wc -l) seeds, largest $(ls -S "$d" | head -1 | xargs -I{} stat -c %s "$d/{}") bytes"; done
+for d in "$OUT"/*; do echo "$(basename "$d"): $(ls "$d" | wc -l) seeds, largest $(ls -S "$d" | sed -n 1p | xargs -I{} stat -c %s "$d/{}") bytes"; done

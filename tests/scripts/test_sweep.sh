@@ -55,7 +55,7 @@ sid=
 p1=$cut/points/C4e10_L1_H64
 [ ! -e "$p1/state.json" ] || fail "the killed point has a result"
 steps1=$(sed -n 's/^ *steps = \([0-9]*\)L;.*/\1/p' "$p1/point.cfg")
-last=$(grep -o '"step":[0-9]*,"loss"' "$p1/metrics.jsonl" | tail -n1 | grep -o '[0-9]*' | head -n1)
+last=$(grep -o '"step":[0-9]*,"loss"' "$p1/metrics.jsonl" | tail -n1 | grep -o '[0-9]*' | sed -n 1p)
 [ "$last" -lt "$steps1" ] || fail "the point was not killed in the middle ($last of $steps1 steps)"
 [ -e "$cut/points/C4e10_L1_H32/state.json" ] || fail "the first point did not finish before the kill"
 "$SWEEP" status "$SPEC" --dir "$cut" > "$work/status1.txt" || true
