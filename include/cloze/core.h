@@ -37,6 +37,12 @@ void cz_log(cz_log_level level, const char *fmt, ...) __attribute__((format(prin
 #define cz_info(...) cz_log(CZ_LOG_INFO, __VA_ARGS__)
 #define cz_warn(...) cz_log(CZ_LOG_WARN, __VA_ARGS__)
 #define cz_debug(...) cz_log(CZ_LOG_DEBUG, __VA_ARGS__)
+/* The process's rank as the launcher put it in the environment, readable
+ * before MPI is initialised: Open MPI's OMPI_COMM_WORLD_RANK, PMIx's
+ * PMIX_RANK, MPICH's PMI_RANK, then srun's SLURM_PROCID; 0 when none is set
+ * (a process started alone). A program's argument errors, found before
+ * MPI_Init, are printed by rank 0 alone, not once per rank. */
+int cz_launch_rank(void);
 
 /* ---- time ---- */
 double cz_now(void); /* monotonic seconds */

@@ -1,6 +1,8 @@
 #include "cloze/core.h"
 
+#include <limits.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <time.h>
 
 /* See core.h: the only process-wide state in cloze. */
@@ -27,4 +29,15 @@ void cz_log(cz_log_level level, const char *fmt, ...) {
     strftime(stamp, sizeof stamp, "%H:%M:%S", &tm);
     /* one fprintf per line so that lines from several ranks do not interleave */
     fprintf(stderr, "[%s r%d %s] %s\n", stamp, log_rank, names[level], line);
+}
+
+int cz_launch_rank(void) {
+    static const char *vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        char *end;
+        long r = v && *v ? strtol(v, &end, 10) : -1;
+        if (v && *v && *end == '\0' && r >= 0 && r <= INT_MAX) return (int)r;
+    }
+    return 0;
 }

@@ -383,14 +383,18 @@ static int run_grid(const cz_comm *world, args *a, cz_error *err) {
 }
 
 int main(int argc, char **argv) {
+    /* argument errors come before MPI_Init: rank 0 alone says them */
+    int say = cz_launch_rank() == 0;
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-        fputs(HELP, argc < 2 ? stderr : stdout);
+        if (argc >= 2 || say) fputs(HELP, argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
     }
     const char *cmd = argv[1];
     if (strcmp(cmd, "run") && strcmp(cmd, "grid") && strcmp(cmd, "features")) {
-        fprintf(stderr, "cloze-finetune: unknown command '%s' (run, grid, features; see --help)\n",
-                cmd);
+        if (say)
+            fprintf(stderr,
+                    "cloze-finetune: unknown command '%s' (run, grid, features; see --help)\n",
+                    cmd);
         return 2;
     }
     for (int i = 2; i < argc; i++)
@@ -412,7 +416,7 @@ int main(int argc, char **argv) {
     if (rc == 0) rc = task_of(&a, &err);
     if (rc == 0) rc = check_paths(&a, features, &err);
     if (rc != 0) {
-        fprintf(stderr, "cloze-finetune %s: %s\n", cmd, err.msg);
+        if (say) fprintf(stderr, "cloze-finetune %s: %s\n", cmd, err.msg);
         return 2;
     }
     cz_comm world;

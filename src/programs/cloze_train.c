@@ -43,6 +43,8 @@ int main(int argc, char **argv) {
     const char *overrides[MAX_OVERRIDES];
     int n_overrides = 0;
     cz_train_options opt = {0};
+    /* argument errors come before MPI_Init: rank 0 alone says them */
+    FILE *errs = cz_launch_rank() == 0 ? stderr : NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -51,14 +53,12 @@ int main(int argc, char **argv) {
         } else if (!strcmp(a, "--help-config")) {
             cz_config_print_keys(stdout);
             return 0;
-        } else if (!strcmp(a, "--set") && i + 1 < argc) {
+        } else if ((!strcmp(a, "--set") && i + 1 < argc) || !strncmp(a, "--set=", 6)) {
             if (n_overrides == MAX_OVERRIDES) {
-                fprintf(stderr, "cloze-train: more than %d --set options\n", MAX_OVERRIDES);
+                if (errs) fprintf(errs, "cloze-train: more than %d --set options\n", MAX_OVERRIDES);
                 return 2;
             }
-            overrides[n_overrides++] = argv[++i];
-        } else if (!strncmp(a, "--set=", 6)) {
-            if (n_overrides < MAX_OVERRIDES) overrides[n_overrides++] = a + 6;
+            overrides[n_overrides++] = a[5] == '=' ? a + 6 : argv[++i];
         } else if (!strcmp(a, "--resume") && i + 1 < argc) {
             opt.resume = argv[++i];
         } else if (!strcmp(a, "--start-fresh")) {
@@ -66,21 +66,21 @@ int main(int argc, char **argv) {
         } else if (!strcmp(a, "--quiet")) {
             opt.quiet = 1;
         } else if (a[0] == '-') {
-            fprintf(stderr, "cloze-train: unknown option '%s' (try --help)\n", a);
+            if (errs) fprintf(errs, "cloze-train: unknown option '%s' (try --help)\n", a);
             return 2;
         } else if (!config_path) {
             config_path = a;
         } else {
-            fprintf(stderr, "cloze-train: unexpected argument '%s' (try --help)\n", a);
+            if (errs) fprintf(errs, "cloze-train: unexpected argument '%s' (try --help)\n", a);
             return 2;
         }
     }
     if (!config_path) {
-        usage(stderr);
+        if (errs) usage(errs);
         return 2;
     }
     if (opt.start_fresh && opt.resume) {
-        fprintf(stderr, "cloze-train: --start-fresh and --resume exclude each other\n");
+        if (errs) fprintf(errs, "cloze-train: --start-fresh and --resume exclude each other\n");
         return 2;
     }
 

@@ -106,13 +106,26 @@ assert recs[at[0] + 1]["step"] == 5 and "loss" in recs[at[0] + 1], recs[at[0] + 
 PY
 echo "pruning: ok"
 
-# 4. item 6: a config error on every rank is one line, no MPI_ABORT banner;
+# 4. item 6: a config error on every rank is one line, no MPI_ABORT banner,
+# and so is an argument error;
 # a missing file names its errno; an exploding loss is warned about
 if mpi 2 "$BIN/cloze-train" $(common "$work/cfg") --set model.heads=3 > "$work/cfg.out" 2>&1; then
   fail "a bad config exited 0"
 fi
 [ "$(grep -c "cloze-train: error" "$work/cfg.out")" = 1 ] || { cat "$work/cfg.out"; fail "not one error line"; }
 ! grep -q "MPI_ABORT" "$work/cfg.out" || { cat "$work/cfg.out"; fail "MPI_ABORT banner"; }
+# an argument error, found before MPI_Init, is said by rank 0 alone (every
+# rank said it before), and so is cloze-finetune's
+if mpi 3 "$BIN/cloze-train" $(common "$work/arg") --no-such-option > "$work/arg.out" 2>&1; then
+  fail "an unknown option exited 0"
+fi
+[ "$(grep -c "unknown option '--no-such-option'" "$work/arg.out")" = 1 ] ||
+  { cat "$work/arg.out"; fail "an argument error not said once"; }
+if mpi 3 "$BIN/cloze-finetune" run --no-such-option > "$work/ftarg.out" 2>&1; then
+  fail "cloze-finetune: an unknown option exited 0"
+fi
+[ "$(grep -c "unknown option --no-such-option" "$work/ftarg.out")" = 1 ] ||
+  { cat "$work/ftarg.out"; fail "cloze-finetune: an argument error not said once"; }
 if "$BIN/cloze-train" "$work/no-such.cfg" 2> "$work/missing.log"; then fail "missing config exited 0"; fi
 grep -q "no-such.cfg: cannot open: No such file or directory" "$work/missing.log" ||
   { cat "$work/missing.log"; fail "missing config message"; }
