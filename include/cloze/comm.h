@@ -74,6 +74,13 @@ int cz_comm_bcast(const cz_comm *c, void *buf, size_t bytes, int root, cz_error 
  * every rank's err holds root's message. For decisions one rank takes for
  * all (rank 0 reads or writes a checkpoint). */
 int cz_comm_share_verdict(const cz_comm *c, int root, int rc, cz_error *err);
+/* Every rank's verdict on a step all of them took (each loaded the same
+ * configuration or file): 0 when rc == 0 on every rank; 1 when some rank's
+ * rc != 0, and then every rank's err holds the message of the lowest such
+ * rank and *who (when not NULL) that rank, so that one rank can say it and
+ * all end alike (without MPI_Abort); -1 when the collective itself failed
+ * (err says why). */
+int cz_comm_agree(const cz_comm *c, int rc, int *who, cz_error *err);
 
 /* Chunk c of p of a length-n range: [*off, *off + *count). The first n % p
  * chunks are one longer; chunks are empty when n < p. */

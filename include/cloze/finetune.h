@@ -236,7 +236,10 @@ typedef struct cz_ft_result {
 
 /* Runs on the ranks of world (cz_comm_init): writes OUT/results.jsonl
  * (a line per evaluation), OUT/metrics.jsonl and checkpoints (the train
- * runtime's), OUT/vocab/, and for SQuAD OUT/predictions.json. */
+ * runtime's), OUT/vocab/, and for SQuAD OUT/predictions.json. Returns 0,
+ * CZ_TRAIN_ERR_ALL_RANKS when every rank holds the same error (a bad option,
+ * model or task file: say it once and end without MPI_Abort), or -1 for an
+ * error of this rank alone (end the job). */
 int cz_ft_run(const cz_comm *world, const cz_ft_options *o, cz_ft_result *res, cz_error *err);
 
 /* Feature extraction (BERT Sec. 5.3, the feature-based approach): the

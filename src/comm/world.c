@@ -143,6 +143,21 @@ int cz_comm_share_verdict(const cz_comm *c, int root, int rc, cz_error *err) {
     return rc;
 }
 
+int cz_comm_agree(const cz_comm *c, int rc, int *who, cz_error *err) {
+    /* the lowest failing rank r as the largest size - r */
+    double first = rc != 0 ? c->size - c->rank : 0;
+    cz_error e;
+    if (cz_comm_allreduce_doubles(c, &first, 1, CZ_OP_MAX, &e) != 0) {
+        if (err) *err = e;
+        return -1;
+    }
+    if (first == 0) return 0;
+    int root = c->size - (int)first;
+    if (cz_comm_share_verdict(c, root, -1, err) != -1) return -1;
+    if (who) *who = root;
+    return 1;
+}
+
 /* ---- chunks ---- */
 
 void cz_comm_chunk(size_t n, int p, int c, size_t *off, size_t *count) {

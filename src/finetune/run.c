@@ -602,6 +602,57 @@ static int prepare_data(ft_run *r, cz_error *err) {
     return 0;
 }
 
+/* The set-up every rank does alike before the first collective: the
+ * options' checks and the model read. */
+static int setup_base(ft_run *r, cz_error *err) {
+    const cz_ft_options *o = r->o;
+    int ranks = r->world->size;
+    if (o->batch % ranks)
+        return cz_fail(err, "--batch %d is not a multiple of the %d ranks", o->batch, ranks);
+    r->micro = o->micro_batch > 0 ? o->micro_batch : o->batch / ranks;
+    if ((o->batch / ranks) % r->micro)
+        return cz_fail(err, "--micro-batch %d does not divide batch / ranks = %d", r->micro,
+                       o->batch / ranks);
+    if (o->dropout >= 1) return cz_fail(err, "--dropout %g must be in [0, 1)", (double)o->dropout);
+    return cz_make_dirs(o->out_dir, err) || base_load(&r->base, o->init, err) ? -1 : 0;
+}
+
+/* The rest of the set-up: the tokenizer (rank 0 writes the vocabulary),
+ * the fine-tuning model's configuration, the task's data and the train
+ * runtime's configuration. */
+static int setup_data(ft_run *r, cz_config *cfg, cz_error *err) {
+    const cz_ft_options *o = r->o;
+    if (load_tokenizer(r->world, &r->base, o->out_dir, &r->tok, err)) return -1;
+    /* the fine-tuning model: the base architecture with the task's head */
+    r->mc = r->base.mc;
+    r->mc.head = r->task.kind == CZ_FT_CHOICE ? CZ_HEAD_CHOICE
+                 : r->task.kind == CZ_FT_SPAN ? CZ_HEAD_SPAN
+                 : r->task.kind == CZ_FT_TAG  ? CZ_HEAD_TAG
+                 : r->task.similarity         ? CZ_HEAD_SIMILAR
+                                              : CZ_HEAD_CLASSIFY;
+    r->mc.lm_weight = 0;
+    r->mc.recompute = 0;
+    if (o->dropout >= 0) r->mc.hidden_dropout = r->mc.attn_dropout = o->dropout;
+    if (r->mc.arch == CZ_ARCH_GPT) {
+        if (r->base.mc.head == CZ_HEAD_PRETRAIN || r->base.mc.head == CZ_HEAD_NONE)
+            r->mc.vocab_size = r->base.mc.vocab_size + 3; /* <s> $ <e> */
+        r->mc.lm_weight = o->lm_weight;
+    }
+    if (prepare_data(r, err)) return -1;
+    r->mc.num_labels = r->task.kind == CZ_FT_SPAN ? 0 : r->task.n_labels;
+    if (o->max_seq > r->mc.max_positions)
+        return cz_fail(err, "--max-seq %d exceeds the model's %d positions", o->max_seq,
+                       r->mc.max_positions);
+    r->micro *= r->group; /* whole examples */
+    int n_ex = r->ftrain.n / r->group;
+    r->steps_per_epoch = (n_ex + o->batch - 1) / o->batch;
+    r->steps = (long)ceil((double)o->epochs * n_ex / o->batch);
+    if (make_config(r, r->world->size, cfg, err)) return -1;
+    if (cz_batch_buf_alloc(&r->buf, r->micro, o->max_seq, 1, err)) return -1;
+    r->buf_ok = 1;
+    return 0;
+}
+
 int cz_ft_run(const cz_comm *world, const cz_ft_options *o, cz_ft_result *res, cz_error *err) {
     ft_run r;
     memset(&r, 0, sizeof r);
@@ -610,54 +661,19 @@ int cz_ft_run(const cz_comm *world, const cz_ft_options *o, cz_ft_result *res, c
     r.res = res;
     r.t0 = cz_now();
     if (res) memset(res, 0, sizeof *res);
-    int ranks = world->size, rank = world->rank;
+    int rank = world->rank;
     r.task = o->task;
     int rc = -1;
-    if (o->batch % ranks)
-        return cz_fail(err, "--batch %d is not a multiple of the %d ranks", o->batch, ranks);
-    r.micro = o->micro_batch > 0 ? o->micro_batch : o->batch / ranks;
-    if ((o->batch / ranks) % r.micro)
-        return cz_fail(err, "--micro-batch %d does not divide batch / ranks = %d", r.micro,
-                       o->batch / ranks);
-    if (cz_make_dirs(o->out_dir, err) || base_load(&r.base, o->init, err) ||
-        load_tokenizer(world, &r.base, o->out_dir, &r.tok, err))
-        goto done;
-    /* the fine-tuning model: the base architecture with the task's head */
-    r.mc = r.base.mc;
-    r.mc.head = r.task.kind == CZ_FT_CHOICE ? CZ_HEAD_CHOICE
-                : r.task.kind == CZ_FT_SPAN ? CZ_HEAD_SPAN
-                : r.task.kind == CZ_FT_TAG  ? CZ_HEAD_TAG
-                : r.task.similarity         ? CZ_HEAD_SIMILAR
-                                            : CZ_HEAD_CLASSIFY;
-    r.mc.lm_weight = 0;
-    r.mc.recompute = 0;
-    if (o->dropout >= 0) {
-        if (o->dropout >= 1) {
-            cz_fail(err, "--dropout %g must be in [0, 1)", (double)o->dropout);
-            goto done;
-        }
-        r.mc.hidden_dropout = r.mc.attn_dropout = o->dropout;
-    }
-    if (r.mc.arch == CZ_ARCH_GPT) {
-        if (r.base.mc.head == CZ_HEAD_PRETRAIN || r.base.mc.head == CZ_HEAD_NONE)
-            r.mc.vocab_size = r.base.mc.vocab_size + 3; /* <s> $ <e> */
-        r.mc.lm_weight = o->lm_weight;
-    }
-    if (prepare_data(&r, err)) goto done;
-    r.mc.num_labels = r.task.kind == CZ_FT_SPAN ? 0 : r.task.n_labels;
-    if (o->max_seq > r.mc.max_positions) {
-        cz_fail(err, "--max-seq %d exceeds the model's %d positions", o->max_seq,
-                r.mc.max_positions);
-        goto done;
-    }
-    r.micro *= r.group; /* whole examples */
-    int n_ex = r.ftrain.n / r.group;
-    r.steps_per_epoch = (n_ex + o->batch - 1) / o->batch;
-    r.steps = (long)ceil((double)o->epochs * n_ex / o->batch);
+    /* every rank reads the same model and files and decides alike: a
+     * failure is every rank's, said once (cz_comm_agree), not an MPI_Abort */
     cz_config cfg;
-    if (make_config(&r, ranks, &cfg, err)) goto done;
-    if (cz_batch_buf_alloc(&r.buf, r.micro, o->max_seq, 1, err)) goto done;
-    r.buf_ok = 1;
+    int who = 0, agreed = cz_comm_agree(world, setup_base(&r, err), &who, err);
+    if (agreed == 0) agreed = cz_comm_agree(world, setup_data(&r, &cfg, err), &who, err);
+    if (agreed != 0) {
+        if (agreed > 0 && who != 0) cz_fail_prefix(err, "rank %d", who);
+        rc = agreed > 0 ? CZ_TRAIN_ERR_ALL_RANKS : -1;
+        goto done;
+    }
     if (rank == 0) {
         char path[1200];
         snprintf(path, sizeof path, "%s/results.jsonl", o->out_dir);

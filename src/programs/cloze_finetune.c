@@ -13,6 +13,7 @@
 #include "cloze/comm.h"
 #include "cloze/finetune.h"
 #include "cloze/json.h"
+#include "cloze/train.h"
 
 static const char HELP[] =
     "usage: cloze-finetune run      --init MODEL --task TASK --train FILE --dev FILE --out DIR "
@@ -297,10 +298,11 @@ static int run_grid(const cz_comm *world, args *a, cz_error *err) {
                         cz_info("grid point %d/%d: lr %g, batch %d, epochs %d, seed %llu", k + 1, n,
                                 p->lr, p->batch, p->epochs, p->seed);
                     cz_ft_result res;
-                    if (cz_ft_run(world, &o, &res, err)) {
+                    int rc = cz_ft_run(world, &o, &res, err);
+                    if (rc != 0) {
                         cz_fail_prefix(err, "grid point %s", p->dir);
                         free(pts);
-                        return -1;
+                        return rc;
                     }
                     if (!res.finished) { /* stopped by a signal: the grid resumes later */
                         if (rank == 0)
@@ -450,6 +452,11 @@ int main(int argc, char **argv) {
                        "--resume auto\n",
                        a.o.task.name, res.steps, a.o.out_dir);
         }
+    }
+    if (rc == CZ_TRAIN_ERR_ALL_RANKS) { /* every rank's: said once, no MPI_Abort banner */
+        if (rank == 0) fprintf(stderr, "cloze-finetune: error: %s\n", err.msg);
+        cz_comm_finalize(&world);
+        return 1;
     }
     if (rc != 0) {
         fprintf(stderr, "cloze-finetune: error (rank %d): %s\n", rank, err.msg);

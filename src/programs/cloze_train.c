@@ -94,27 +94,19 @@ int main(int argc, char **argv) {
 
     cz_config cfg;
     int rc = cz_config_load(&cfg, config_path, overrides, n_overrides, &err);
-    /* every rank loaded the configuration: the first that failed says why,
+    /* every rank loaded the configuration: rank 0 says the first failure,
      * then all end alike, without MPI_Abort's banner */
-    double failed = rc != 0 ? world.size - world.rank : 0;
-    if (cz_comm_allreduce_doubles(&world, &failed, 1, CZ_OP_MAX, &err) != 0) {
+    int who = 0, agreed = cz_comm_agree(&world, rc, &who, &err);
+    if (agreed < 0) {
         fprintf(stderr, "cloze-train: error (rank %d): %s\n", world.rank, err.msg);
         cz_comm_abort(&world, 1);
         return 1;
     }
-    if (failed > 0) {
-        if (world.size - (int)failed == world.rank) {
-            if (world.rank == 0)
-                fprintf(stderr, "cloze-train: error: %s\n", err.msg);
-            else
-                fprintf(stderr, "cloze-train: error (rank %d): %s\n", world.rank, err.msg);
-        }
-        cz_comm_finalize(&world);
-        return 1;
-    }
-    rc = cz_train_run(&world, &cfg, &opt, &err);
-    if (rc == CZ_TRAIN_ERR_ALL_RANKS) {
-        if (world.rank == 0) fprintf(stderr, "cloze-train: error: %s\n", err.msg);
+    if (agreed == 0) rc = cz_train_run(&world, &cfg, &opt, &err);
+    if (agreed > 0 || rc == CZ_TRAIN_ERR_ALL_RANKS) {
+        if (world.rank == 0 && who == 0) fprintf(stderr, "cloze-train: error: %s\n", err.msg);
+        if (world.rank == 0 && who != 0)
+            fprintf(stderr, "cloze-train: error (rank %d): %s\n", who, err.msg);
         cz_comm_finalize(&world);
         return 1;
     }
