@@ -1,5 +1,6 @@
 /* prep_text: normalisation and sentence splitting (docs/formats.md). */
 #include "prep_text.h"
+#include "unicode.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -22,35 +23,6 @@ int cz_buf_append(cz_buf *b, const char *s, size_t n, cz_error *err) {
 void cz_buf_free(cz_buf *b) {
     free(b->data);
     memset(b, 0, sizeof *b);
-}
-
-/* Strict UTF-8 (RFC 3629): no overlong forms, no surrogates, <= U+10FFFF.
- * Returns the sequence length, or 0 when the byte at p starts no valid
- * sequence. */
-static size_t utf8_decode(const unsigned char *p, size_t n, uint32_t *cp) {
-    unsigned c = p[0];
-    if (c < 0x80) {
-        *cp = c;
-        return 1;
-    }
-    size_t len;
-    uint32_t v, min;
-    if (c >= 0xC2 && c <= 0xDF)
-        len = 2, v = c & 0x1F, min = 0x80;
-    else if (c >= 0xE0 && c <= 0xEF)
-        len = 3, v = c & 0x0F, min = 0x800;
-    else if (c >= 0xF0 && c <= 0xF4)
-        len = 4, v = c & 0x07, min = 0x10000;
-    else
-        return 0;
-    if (len > n) return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((p[i] & 0xC0) != 0x80) return 0;
-        v = (v << 6) | (p[i] & 0x3F);
-    }
-    if (v < min || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF)) return 0;
-    *cp = v;
-    return len;
 }
 
 static int is_space_cp(uint32_t c) {
@@ -96,7 +68,7 @@ int cz_normalize(const char *in, size_t n, int detok, cz_buf *out, cz_norm_stats
     int pending_space = 0;
     for (size_t i = 0; i < n;) {
         uint32_t c;
-        size_t len = utf8_decode(p + i, n - i, &c), emit = len;
+        size_t len = cz_utf8_decode(p + i, n - i, &c), emit = len;
         const char *bytes = in + i;
         if (len == 0) { /* one invalid byte -> one U+FFFD */
             st->bytes_replaced++;
@@ -142,7 +114,7 @@ int cz_verbatim(const char *in, size_t n, int detok, cz_buf *out, cz_norm_stats 
     const unsigned char *p = (const unsigned char *)in;
     for (size_t i = 0; i < n;) {
         uint32_t c;
-        size_t len = utf8_decode(p + i, n - i, &c);
+        size_t len = cz_utf8_decode(p + i, n - i, &c);
         st->bytes_replaced += len == 0;
         i += len ? len : 1;
     }

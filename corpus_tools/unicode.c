@@ -5,43 +5,47 @@
 #include <string.h>
 #include <utf8proc.h>
 
-uint32_t cz_utf8_next(const unsigned char *s, size_t len, size_t *i) {
-    size_t p = *i;
-    unsigned c = s[p];
+size_t cz_utf8_decode(const unsigned char *p, size_t n, uint32_t *cp) {
+    unsigned c = p[0];
     if (c < 0x80) {
-        *i = p + 1;
-        return c;
+        *cp = c;
+        return 1;
     }
-    int n;
-    uint32_t cp, min;
-    if ((c & 0xE0) == 0xC0) {
-        n = 1, cp = c & 0x1F, min = 0x80;
-    } else if ((c & 0xF0) == 0xE0) {
-        n = 2, cp = c & 0x0F, min = 0x800;
-    } else if ((c & 0xF8) == 0xF0) {
-        n = 3, cp = c & 0x07, min = 0x10000;
-    } else {
-        *i = p + 1;
-        return 0xFFFD;
+    size_t len;
+    uint32_t v, min;
+    if (c >= 0xC2 && c <= 0xDF)
+        len = 2, v = c & 0x1F, min = 0x80;
+    else if (c >= 0xE0 && c <= 0xEF)
+        len = 3, v = c & 0x0F, min = 0x800;
+    else if (c >= 0xF0 && c <= 0xF4)
+        len = 4, v = c & 0x07, min = 0x10000;
+    else
+        return 0;
+    if (len > n) return 0;
+    for (size_t i = 1; i < len; i++) {
+        if ((p[i] & 0xC0) != 0x80) return 0;
+        v = (v << 6) | (p[i] & 0x3F);
     }
-    if (p + (size_t)n >= len) {
-        *i = p + 1;
-        return 0xFFFD;
+    if (v < min || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF)) return 0;
+    *cp = v;
+    return len;
+}
+
+uint32_t cz_utf8_next(const unsigned char *s, size_t len, size_t *i) {
+    uint32_t cp;
+    size_t n = cz_utf8_decode(s + *i, len - *i, &cp);
+    *i += n ? n : 1;
+    return n ? cp : 0xFFFD;
+}
+
+size_t cz_utf8_invalid_at(const unsigned char *s, size_t len) {
+    uint32_t cp;
+    for (size_t i = 0; i < len;) {
+        size_t n = cz_utf8_decode(s + i, len - i, &cp);
+        if (n == 0) return i;
+        i += n;
     }
-    for (int k = 1; k <= n; k++) {
-        unsigned b = s[p + (size_t)k];
-        if ((b & 0xC0) != 0x80) {
-            *i = p + 1;
-            return 0xFFFD;
-        }
-        cp = (cp << 6) | (b & 0x3F);
-    }
-    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
-        *i = p + 1;
-        return 0xFFFD;
-    }
-    *i = p + (size_t)n + 1;
-    return cp;
+    return len;
 }
 
 int cz_utf8_put(uint32_t cp, char *out) {

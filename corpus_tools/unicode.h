@@ -8,9 +8,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Decodes the UTF-8 sequence at p (n > 0 bytes left) into *cp: returns its
+ * length, or 0 when the byte at p starts no valid sequence (RFC 3629: no
+ * overlong forms, no surrogates, nothing above U+10FFFF, none cut short). */
+size_t cz_utf8_decode(const unsigned char *p, size_t n, uint32_t *cp);
 /* Decodes one code point at s[*i] (i < len) and advances *i. A malformed or
  * truncated sequence yields U+FFFD and consumes one byte. */
 uint32_t cz_utf8_next(const unsigned char *s, size_t len, size_t *i);
+/* Offset of the first byte of s that starts no valid sequence, or len when
+ * all of s is UTF-8. */
+size_t cz_utf8_invalid_at(const unsigned char *s, size_t len);
 /* Writes cp as UTF-8 into out (4 bytes room); returns the byte count. */
 int cz_utf8_put(uint32_t cp, char *out);
 

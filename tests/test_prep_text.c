@@ -8,6 +8,7 @@
 
 #include "prep_input.h"
 #include "prep_text.h"
+#include "unicode.h"
 
 #include "check.h"
 
@@ -196,9 +197,46 @@ static void test_readers(void) {
           "message: %s", err.msg);
 }
 
+/* The one UTF-8 decoder: RFC 3629's strict form, each malformed case
+ * rejected at the byte that starts it. */
+static void test_utf8(void) {
+    static const struct {
+        const char *s;
+        size_t invalid_at; /* (size_t)-1: valid */
+    } cases[] = {
+        {"plain ascii", (size_t)-1},
+        {"caf\xC3\xA9 \xE2\x82\xAC \xF0\x9F\x98\x80", (size_t)-1}, /* 2, 3, 4 bytes */
+        {"\xEF\xBF\xBD literal U+FFFD", (size_t)-1},
+        {"ab\xC0\xAF", 2},       /* overlong '/' */
+        {"a\xE0\x80\xAF", 1},    /* overlong, 3 bytes */
+        {"x\xED\xA0\x80", 1},    /* surrogate U+D800 */
+        {"\xF4\x90\x80\x80", 0}, /* U+110000 */
+        {"ok\xE2\x82", 2},       /* cut short at the end */
+        {"\xC3(", 0},            /* continuation missing */
+        {"\x80 lone continuation", 0},
+        {"\xFF", 0},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        const unsigned char *s = (const unsigned char *)cases[k].s;
+        size_t n = strlen(cases[k].s);
+        size_t want = cases[k].invalid_at == (size_t)-1 ? n : cases[k].invalid_at;
+        size_t got = cz_utf8_invalid_at(s, n);
+        CHECK(got == want, "case %zu: invalid at %zu, want %zu", k, got, want);
+        /* cz_utf8_next agrees: U+FFFD and one byte at the bad offset */
+        size_t i = 0;
+        while (i < n && i != want) (void)cz_utf8_next(s, n, &i);
+        CHECK(i == want, "case %zu: cz_utf8_next stepped over byte %zu", k, want);
+        if (want < n) {
+            uint32_t cp = cz_utf8_next(s, n, &i);
+            CHECK(cp == 0xFFFD && i == want + 1, "case %zu: U+%04X, next %zu", k, (unsigned)cp, i);
+        }
+    }
+}
+
 int main(void) {
     snprintf(dir, sizeof dir, "/tmp/cloze-test-prep-XXXXXX");
     if (!mkdtemp(dir)) return 1;
+    test_utf8();
     test_normalize();
     test_split();
     test_readers();

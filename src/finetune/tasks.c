@@ -18,6 +18,7 @@
 
 #include "cloze/finetune.h"
 #include "cloze/json.h"
+#include "unicode.h"
 
 /* ---- presets ---- */
 
@@ -536,6 +537,17 @@ int cz_ft_read(cz_ft_dataset *d, cz_ft_task *t, const char *path, int collect, c
     if (cz_read_file(path, &text, &len, err)) return -1;
     if (memchr(text, 0, len))
         return cz_free(text), cz_fail(err, "%s: contains a NUL byte: not a text file", path);
+    /* task files are small and curated (GLUE, SQuAD, CoNLL are UTF-8): an
+     * invalid byte is a wrong file or encoding, not noise to replace */
+    size_t bad = cz_utf8_invalid_at(text, len);
+    if (bad < len) {
+        const char *t0 = text;
+        int line = 1;
+        for (size_t i = 0; i < bad; i++) line += t0[i] == '\n';
+        cz_free(text);
+        return cz_fail(err, "%s:%d: invalid UTF-8 at byte offset %zu (task files must be UTF-8)",
+                       path, line, bad);
+    }
     int was_empty = t->n_labels == 0;
     int rc = t->kind == CZ_FT_SPAN     ? read_squad(d, text, len, err)
              : t->kind == CZ_FT_TAG    ? read_conll(d, t, text, collect && was_empty, err)

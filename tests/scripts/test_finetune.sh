@@ -16,7 +16,7 @@
 #     predictions on every rank layout, with 2 / K sequences per example;
 #   * features: the file's layout (sequences x tokens x layers x H);
 #   * bad input: a label the task does not know is one line naming file:line
-#     (once on 2 ranks, without MPI_Abort);
+#     (once on 2 ranks, without MPI_Abort), and so is invalid UTF-8;
 #   * docs/finetune.md's --help blocks are the binaries' --help.
 source "$(dirname "$0")/train_common.sh"
 work=$(mktemp -d /tmp/cloze-ft-XXXXXX)
@@ -262,6 +262,11 @@ echo "expected: $msg"
 grep -q '^cloze-finetune: error: .*bad.tsv:3: label "7"' <<<"$msg" || fail "the bad label's line is not named"
 [ "$(grep -c 'cloze-finetune: error' <<<"$msg")" = 1 ] || fail "the bad label's error is not said once"
 ! grep -q MPI_ABORT <<<"$msg" || fail "MPI_Abort's banner for an error every rank has"
+printf 'sentence\tlabel\nfine\t0\nbad \xff byte\t1\n' >"$work/utf.tsv"
+msg=$("$FT" run --init "$bert" --out "$work/bad-utf" --task sst2 --train "$work/utf.tsv" \
+  --dev "$work/utf.tsv" --threads 1 --quiet 2>&1) && fail "invalid UTF-8 in a task file was accepted"
+echo "expected: $msg"
+grep -q 'utf.tsv:3: invalid UTF-8 at byte offset 26' <<<"$msg" || fail "the invalid byte is not named"
 # ---- docs/finetune.md quotes both commands' --help word for word
 for cmd in cloze-finetune cloze-ckpt; do
   awk -v m="<!-- $cmd --help -->" '$0 == m { on = 1; next } on && /^```/ { if (n++) exit; next } on' \
