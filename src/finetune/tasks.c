@@ -85,10 +85,24 @@ int cz_ft_task_preset(cz_ft_task *t, const char *name, cz_error *err) {
 
 /* ---- shared ---- */
 
-static int label_index(cz_ft_task *t, const char *s, int collect) {
+/* The class of label s, a TSV label or a CoNLL tag ("what") on line lineno;
+ * with collect a new one joins the task's labels. A label is at most 31
+ * bytes (cz_ft_task.labels): a longer one stored cut would match no line,
+ * its own included, and every line would add another copy. */
+static int label_index(cz_ft_task *t, const char *s, int collect, const char *what,
+                       const char *path, int lineno, cz_error *err) {
     for (int i = 0; i < t->n_labels; i++)
         if (!strcmp(t->labels[i], s)) return i;
-    if (!collect || t->n_labels == CZ_FT_MAX_LABELS) return -1;
+    size_t len = strlen(s);
+    if (collect && len >= sizeof t->labels[0])
+        return cz_fail(err, "%s:%d: %s \"%.24s...\" is %zu bytes long: at most %zu", path, lineno,
+                       what, s, len, sizeof t->labels[0] - 1);
+    if (collect && t->n_labels == CZ_FT_MAX_LABELS)
+        return cz_fail(err, "%s:%d: %s \"%s\": more than %d different %ss", path, lineno, what, s,
+                       CZ_FT_MAX_LABELS, what);
+    if (!collect)
+        return cz_fail(err, "%s:%d: %s \"%s\" is not one of the task's %d %ss", path, lineno, what,
+                       s, t->n_labels, what);
     snprintf(t->labels[t->n_labels], sizeof t->labels[0], "%s", s);
     return t->n_labels++;
 }
@@ -104,6 +118,7 @@ static int label_cmp(const void *a, const void *b) {
 }
 
 static void sort_labels(cz_ft_task *t, cz_ft_dataset *d) {
+    if (!t->n_labels) return; /* no label column (lines): every label is 0, map would be unset */
     char old[CZ_FT_MAX_LABELS][32];
     memcpy(old, t->labels, sizeof old);
     qsort(t->labels, (size_t)t->n_labels, sizeof t->labels[0], label_cmp);
@@ -238,10 +253,8 @@ static int read_tsv(cz_ft_dataset *d, cz_ft_task *t, char *text, int collect, cz
         x->a = strdup(f[ca]);
         x->b = cb >= 0 ? strdup(f[cb]) : NULL;
         if (!x->a || (cb >= 0 && !x->b)) return cz_fail(err, "%s: out of memory", d->path);
-        x->label = cl < 0 ? 0 : label_index(t, f[cl], collect);
-        if (x->label < 0)
-            return cz_fail(err, "%s:%d: label \"%s\" is not one of the task's %d labels", d->path,
-                           lineno, f[cl], t->n_labels);
+        x->label = cl < 0 ? 0 : label_index(t, f[cl], collect, "label", d->path, lineno, err);
+        if (x->label < 0) return -1;
     }
     if (!d->n) return cz_fail(err, "%s: no examples", d->path);
     return 0;
@@ -288,9 +301,18 @@ static int read_conll(cz_ft_dataset *d, cz_ft_task *t, char *text, int collect, 
         while (len && (line[len - 1] == '\r' || line[len - 1] == ' ' || line[len - 1] == '\t'))
             line[--len] = 0;
         if (!strncmp(line, "-DOCSTART-", 10)) continue;
+        /* a CR inside a line is a file with CR line ends, read as one line
+         * whose first word is tagged with the last tag: say so */
+        if (strchr(line, '\r')) {
+            rc = cz_fail(err,
+                         "%s:%d: a carriage return inside the line (line ends must be LF or CRLF)",
+                         d->path, lineno);
+            break;
+        }
         char *sep = strrchr(line, '\t');
         if (!sep) sep = strrchr(line, ' ');
-        if (!sep || sep == line) {
+        /* the token is the first column: a line that starts blank has none */
+        if (!sep || line[0] == ' ' || line[0] == '\t') {
             rc = cz_fail(err, "%s:%d: expected \"token<TAB>tag\"", d->path, lineno);
             break;
         }
@@ -298,10 +320,9 @@ static int read_conll(cz_ft_dataset *d, cz_ft_task *t, char *text, int collect, 
         *sep = 0;
         char *tok_end = strpbrk(line, " \t"); /* token = the first column */
         if (tok_end) *tok_end = 0;
-        int k = label_index(t, tag, collect);
+        int k = label_index(t, tag, collect, "tag", d->path, lineno, err);
         if (k < 0) {
-            rc = cz_fail(err, "%s:%d: tag \"%s\" is not one of the task's %d tags", d->path, lineno,
-                         tag, t->n_labels);
+            rc = -1;
             break;
         }
         if (w.n == w.cap) {
@@ -428,12 +449,17 @@ static int read_squad(cz_ft_dataset *d, char *text, size_t len, cz_error *err) {
                 for (const cz_json *a = ans->child; a; a = a->next) {
                     const char *at = cz_json_get_string(a, "text");
                     double st = cz_json_get_number(a, "answer_start", -1);
-                    int b = at && st >= 0 ? char_to_byte(ctx, (long)st) : -1;
+                    /* a character index: whole and within the context (a
+                     * double past long's range does not convert) */
+                    int b = at && st >= 0 && st <= (double)strlen(ctx) && st == (double)(long)st
+                                ? char_to_byte(ctx, (long)st)
+                                : -1;
                     if (b < 0 || strncmp(ctx + b, at, strlen(at))) {
+                        /* the id up to a line break, for a one-line message */
                         rc = cz_fail(err,
-                                     "%s: byte %zu: question %s: answer_start %.0f does not point "
+                                     "%s: byte %zu: question %.*s: answer_start %g does not point "
                                      "at the answer text in its context",
-                                     d->path, a->offset, id, st);
+                                     d->path, a->offset, (int)strcspn(id, "\r\n"), id, st);
                         break;
                     }
                     if (!(x->answers[x->n_answers].text = strdup(at))) {
@@ -442,7 +468,7 @@ static int read_squad(cz_ft_dataset *d, char *text, size_t len, cz_error *err) {
                     }
                     x->answers[x->n_answers++].start = b;
                 }
-                if (rc == 0) rc = split_words(x, err);
+                if (rc == 0 && split_words(x, err)) rc = cz_fail_prefix(err, "%s", d->path);
             }
         }
     }
@@ -496,8 +522,8 @@ static int read_choice(cz_ft_dataset *d, cz_ft_task *t, char *text, cz_error *er
                              k, K)
                    : cz_fail(err, "%s:%d: %d endings: need 2 to %d", d->path, lineno, k,
                              CZ_FT_MAX_LABELS);
-        } else if (!lab || lab->type != CZ_JSON_NUMBER || lab->number != (int)lab->number ||
-                   lab->number < 0 || lab->number >= k) {
+        } else if (!lab || lab->type != CZ_JSON_NUMBER || lab->number < 0 || lab->number >= k ||
+                   lab->number != (int)lab->number) { /* in range before the cast to int */
             rc = cz_fail(err, "%s:%d: \"label\" must be an ending's index in [0, %d)", d->path,
                          lineno, k);
         }

@@ -3,8 +3,8 @@
 # from the project's own outputs: cloze-prep shards, manifests and learned
 # vocabularies made from the project's docs, a checkpoint of a tiny
 # cloze-train run, its Hugging Face export (cloze-ckpt export-hf), the conf/
-# files and the GPT-2 whitespace cases of tests/golden. Nothing from
-# ../shared/data. Every seed is small (the largest a few tens of KB).
+# files and the GPT-2 whitespace cases of tests/golden, and tiny
+# hand-written fine-tuning task files. Nothing from ../shared/data. Every seed is small (the largest a few tens of KB).
 #   tests/fuzz/make_seeds.sh BUILD_DIR        (a Release build of the project)
 set -euo pipefail
 BUILD=$(cd "$1" && pwd)
@@ -15,7 +15,7 @@ T=$(mktemp -d /tmp/cloze-fuzz-seeds-XXXXXX)
 trap 'rm -rf "$T"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 rm -rf "$OUT"
-for h in config shard manifest checkpoint safetensors json reader bpe wordpiece vocab; do
+for h in config shard manifest checkpoint safetensors json reader bpe wordpiece vocab task; do
     mkdir -p "$OUT/fuzz_$h"
 done
 prefixed() { # prefixed BYTE FILE OUT: OUT = one mode byte (hex) + FILE
@@ -118,5 +118,70 @@ cp "$T/hf/model.safetensors" "$OUT/fuzz_safetensors/bert-tiny"
 for f in config.json tokenizer_config.json special_tokens_map.json; do
     cp "$T/hf/$f" "$OUT/fuzz_json/$f"
 done
+# ---- fine-tuning task files, written here (a few lines each, valid and
+# not). First byte: the task of fuzz_task.c's table in the low nibble (0
+# sst2, 1 mrpc, 2 rte, 3 cola, 4 tsv, 5 tsv 0,1,2 --no-header, 6 tsv q,a,y,
+# 7 rte --label 3, 8 lines, 9 conll, a wnut17, b squad, c choice), bit 4
+# collect (a training file).
+TK=$OUT/fuzz_task
+task() { # task BYTE NAME: the seed NAME is BYTE + stdin
+    { printf "\\x$1"; cat; } >"$TK/$2"
+}
+printf 'sentence\tlabel\na gripping , funny film\t1\nflat and dull\t0\n' | task 00 sst2
+printf 'sentence\tlabel\ntoo few fields\n' | task 00 sst2-short-line
+printf 'sentence\tlabel\nfine\t2\n' | task 00 sst2-unknown-label
+printf '\xef\xbb\xbfQuality\t#1 ID\t#2 ID\t#1 String\t#2 String\r\n1\t11\t12\tThe cat sat .\tA cat sat .\r\n0\t13\t14\tIt rained .\tShe left early .\r\n' |
+    task 01 mrpc-bom-crlf
+printf 'index\tsentence1\tsentence2\tlabel\n0\tA dog runs .\tAn animal moves .\tentailment\n1\tIt is red .\tIt is blue .\tnot_entailment\n' |
+    task 02 rte
+printf 'index\tsentence\tlabel\n0\tno such columns\tentailment\n' | task 02 rte-missing-column
+printf 'src1\t1\t\tThe book was read .\nsrc1\t0\t*\tBook the was read .\n\n' | task 03 cola
+printf 'sentence\tlabel\ngood\tpos\nbad\tneg\nso so\tmixed\n' | task 14 tsv-collect
+printf 'sentence\tlabel\nonly one class\tpos\n' | task 14 tsv-one-label
+printf 'sentence\tlabel\nbad \xff byte\t1\n' | task 14 tsv-invalid-utf8
+printf 'sentence\tlabel\nnul\0here\t1\n' | task 04 tsv-nul-byte
+printf 'first\tsecond\t1\nthird\tfourth\t0\n' | task 15 tsv-index-no-header
+printf 'id\ty\tq\ta\n1\tyes\tIs it ?\tIt is .\n2\tno\tWas it ?\tNo .\n' | task 16 tsv-named
+printf 'index\tsentence1\tsentence2\tlabel\n0\tA .\tB .\tentailment\n1\tC .\tD .\tnot_entailment\n' |
+    task 17 rte-label-index
+printf 'one text\nanother text\n' | task 08 lines
+printf '%s\n' '-DOCSTART- -X- O O' '' 'EU	B-ORG' 'rejects	O' 'German	B-MISC' '' 'Peter B-PER' \
+    'Blackburn I-PER' '   ' | task 19 conll
+printf 'Paris\tB-location\nis\tO\n \t\nnice\tO\r\n' | task 1a wnut17
+printf 'word\nno tag\n' | task 19 conll-no-tag
+printf 'w\tB-x\n' | task 09 conll-no-labels
+"$PY" - "$TK" <<'EOF'
+import json, sys
+out = sys.argv[1]
+def write(name, byte, text):
+    open("%s/%s" % (out, name), "wb").write(bytes([byte]) + text.encode())
+# SQuAD v1.1: answer_start counts characters (accents, a euro sign, U+202F)
+ctx = "Caf\u00e9 au lait\u202fcosts 3 \u20ac in Li\u00e8ge."
+def ans(text):
+    return {"text": text, "answer_start": ctx.index(text)}
+ok = {"version": "1.1", "data": [{"title": "t", "paragraphs": [
+    {"context": ctx, "qas": [
+        {"id": "q1", "question": "How much?", "answers": [ans("3 \u20ac")]},
+        {"id": "q2", "question": "Where?", "answers": [ans("Li\u00e8ge"), ans("in Li\u00e8ge")]}]},
+    {"context": "  spaced \t out\n", "qas": [{"id": "q3", "question": "?", "answers": []}]}]}]}
+bad = json.loads(json.dumps(ok))
+bad["data"][0]["paragraphs"][0]["qas"][0]["answers"][0]["answer_start"] = 2
+write("squad", 0x0b, json.dumps(ok, ensure_ascii=False))
+write("squad-escaped", 0x0b, json.dumps(ok))
+write("squad-bad-offset", 0x0b, json.dumps(bad))
+write("squad-no-data", 0x0b, '{"version": "1.1"}')
+frac = json.loads(json.dumps(ok))  # answer_start 9.5: not a character index
+frac["data"][0]["paragraphs"][0]["qas"][1]["answers"][0]["answer_start"] += 0.5
+write("squad-fractional-start", 0x0b, json.dumps(frac))
+# multiple choice, JSON lines
+one = {"context": "She opened the door.", "question": "Then?",
+       "endings": ["She walked in.", "The door ate her."], "label": 0}
+two = {"context": "It rained.", "endings": ["The ground got wet.", "The sun dried the sea."], "label": 1}
+write("choice", 0x1c, json.dumps(one) + "\n\n" + json.dumps(two) + "\n")
+write("choice-k-mismatch", 0x0c, json.dumps(one) + "\n" + json.dumps(dict(two, endings=["a", "b", "c"])) + "\n")
+write("choice-bad-label", 0x0c, json.dumps(dict(two, label=2)) + "\n")
+write("choice-not-json", 0x0c, '{"context": "x", "endings": ["a", "b"], "label": 0\n')
+EOF
+
 du -sh "$OUT"
 for d in "$OUT"/*; do echo "$(basename "$d"): $(ls "$d" | wc -l) seeds, largest $(ls -S "$d" | sed -n 1p | xargs -I{} stat -c %s "$d/{}") bytes"; done
