@@ -312,7 +312,12 @@ static int run_grid(const cz_comm *world, args *a, cz_error *err) {
                         free(pts);
                         return 0;
                     }
-                    p->score = res.score;
+                    /* the grid's figures are what each point's results.jsonl
+                     * says (6 decimals), for a point run now as for one kept
+                     * from an earlier, interrupted call: an interrupted grid
+                     * writes the grid.jsonl of an uninterrupted one. Rank 0
+                     * wrote and closed it; only rank 0 writes the figures */
+                    p->score = rank == 0 ? finished_score(p->dir) : res.score;
                 }
     if (rank == 0) {
         char path[1200];
