@@ -65,6 +65,12 @@ typedef struct cz_ft_task {
 
 /* Fills t for a known task name; -1 with a message listing the names. */
 int cz_ft_task_preset(cz_ft_task *t, const char *name, cz_error *err);
+/* Overrides the preset's TSV columns (a header name or a 0-based index;
+ * NULL or "" keeps the preset's) and header line (no_header: none). A label
+ * column named for a preset other than "tsv" drops the preset's labels:
+ * they are collected from the training file. */
+void cz_ft_task_columns(cz_ft_task *t, const char *text_a, const char *text_b, const char *label,
+                        int no_header);
 
 /* One SQuAD answer: its text and its character offset in the context. */
 typedef struct cz_ft_answer {

@@ -83,6 +83,17 @@ int cz_ft_task_preset(cz_ft_task *t, const char *name, cz_error *err) {
     return 0;
 }
 
+void cz_ft_task_columns(cz_ft_task *t, const char *text_a, const char *text_b, const char *label,
+                        int no_header) {
+    if (text_a && text_a[0]) snprintf(t->text_a, sizeof t->text_a, "%s", text_a);
+    if (text_b && text_b[0]) snprintf(t->text_b, sizeof t->text_b, "%s", text_b);
+    if (label && label[0]) {
+        snprintf(t->label, sizeof t->label, "%s", label);
+        if (strcmp(t->name, "tsv")) t->n_labels = 0; /* other columns: collect the labels */
+    }
+    if (no_header) t->header = 0;
+}
+
 /* ---- shared ---- */
 
 /* The class of label s, a TSV label or a CoNLL tag ("what") on line lineno;

@@ -199,13 +199,7 @@ static int task_of(args *a, cz_error *err) {
     if (!a->task[0]) return cz_fail(err, "--task is required (see --help)");
     if (cz_ft_task_preset(&a->o.task, a->task, err)) return -1;
     cz_ft_task *t = &a->o.task;
-    if (a->text_a[0]) snprintf(t->text_a, sizeof t->text_a, "%s", a->text_a);
-    if (a->text_b[0]) snprintf(t->text_b, sizeof t->text_b, "%s", a->text_b);
-    if (a->label[0]) {
-        snprintf(t->label, sizeof t->label, "%s", a->label);
-        if (strcmp(a->task, "tsv")) t->n_labels = 0; /* other columns: collect the labels */
-    }
-    if (a->no_header) t->header = 0;
+    cz_ft_task_columns(t, a->text_a, a->text_b, a->label, a->no_header);
     if (a->similarity && (t->kind != CZ_FT_CLASSIFY || !t->text_b[0]))
         return cz_fail(err, "--similarity: task %s has no text pairs", t->name);
     t->similarity = a->similarity;

@@ -17,8 +17,8 @@
 #include "cloze/finetune.h"
 #include "unicode.h"
 
-/* A task as cloze-finetune's arguments make it (task_of in
- * src/programs/cloze_finetune.c): a preset, then the column options. */
+/* A task as cloze-finetune's arguments make it: a preset, then the column
+ * options (cz_ft_task_columns). */
 typedef struct task_args {
     const char *task, *text_a, *text_b, *label;
     int no_header;
@@ -36,13 +36,7 @@ static const task_args TASKS[] = {
 static void make_task(cz_ft_task *t, const task_args *a) {
     cz_error err;
     FUZZ_CHECK(cz_ft_task_preset(t, a->task, &err) == 0, "preset %s: %s", a->task, err.msg);
-    if (a->text_a) snprintf(t->text_a, sizeof t->text_a, "%s", a->text_a);
-    if (a->text_b) snprintf(t->text_b, sizeof t->text_b, "%s", a->text_b);
-    if (a->label) {
-        snprintf(t->label, sizeof t->label, "%s", a->label);
-        if (strcmp(a->task, "tsv")) t->n_labels = 0; /* other columns: collect the labels */
-    }
-    if (a->no_header) t->header = 0;
+    cz_ft_task_columns(t, a->text_a, a->text_b, a->label, a->no_header);
 }
 
 /* The class order of collected labels: "O" first, then byte order. */
