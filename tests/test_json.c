@@ -62,6 +62,10 @@ int main(void) {
           "raw tab kept");
     CHECK(decode("\"a\\qb\"", 0, &o, &used, &err) == -1 && strstr(err.msg, "escape") && used == 2,
           "bad escape: %s", err.msg);
+    /* an escaped newline: the message stays one line (the byte in hex) */
+    CHECK(decode("\"a\\\nb\"", 0, &o, &used, &err) == -1 && !strchr(err.msg, '\n') &&
+              strstr(err.msg, "0x0A"),
+          "bad escape of a newline: %s", err.msg);
     CHECK(decode("\"\\u12g4\"", 0, &o, &used, &err) == -1 && used == 1, "bad hex");
     CHECK(decode("\"abc", 0, &o, &used, &err) == -1 && strstr(err.msg, "unterminated"),
           "no closing quote");

@@ -158,7 +158,11 @@ int cz_json_decode_string(const char **p, const char *end, unsigned flags, cz_js
             int c = simple_escape(s[1]);
             if (c < 0) {
                 *p = s;
-                return cz_fail(err, "bad escape \\%c", s[1]);
+                /* the byte as hex when it would break the one-line message */
+                return (unsigned char)s[1] >= 0x20 && (unsigned char)s[1] < 0x7F
+                           ? cz_fail(err, "bad escape \\%c", s[1])
+                           : cz_fail(err, "bad escape \\ followed by byte 0x%02X",
+                                     (unsigned char)s[1]);
             }
             utf8[0] = (char)c;
             n = 1;
