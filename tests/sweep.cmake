@@ -11,7 +11,8 @@ cloze_add_script_test(test_sweep_slurm COMMAND bash ${CLOZE_TEST_DIR}/scripts/te
                       LABELS "mpi;sweep;slurm" TIMEOUT 600)
 set_tests_properties(test_sweep_slurm PROPERTIES RESOURCE_LOCK slurm)
 # Fine-tuning per point (cloze-finetune grid on each point's checkpoint):
-# locally, and inside the array tasks of a real one-node Slurm (skipped where
+# locally, and inside the array tasks of a real one-node Slurm, one of them
+# stopped by SIGUSR1 while it fine-tunes, requeued and resumed (skipped where
 # Slurm is not installed).
 cloze_add_script_test(test_sweep_finetune COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_sweep_finetune.sh
                       LABELS "mpi;sweep;finetune" TIMEOUT 600)

@@ -81,10 +81,11 @@ EOF
   [ "$(grep -c '' "$1/dev.tsv")" = 49 ] || { echo "FAIL: ft_task: $1/dev.tsv" >&2; return 1; }
 }
 
-# ft_spec FILE TASK_DIR LRS [MORE]: a 1 x 2 sweep of tiny BERTs (depth 1,
-# width 32 and 64, 30 steps of 2 ranks x 1 thread), each point fine-tuned on
-# ft_task's task ("tsv") over the learning rates LRS ("1e-3, 3e-3") x batch
-# 8 x 6 epochs x 2 restarts; MORE: further finetune entries (", { ... }")
+# ft_spec FILE TASK_DIR LRS [MORE [RESTARTS]]: a 1 x 2 sweep of tiny BERTs
+# (depth 1, width 32 and 64, 30 steps of 2 ranks x 1 thread), each point
+# fine-tuned on ft_task's task ("tsv") over the learning rates LRS ("1e-3,
+# 3e-3") x batch 8 x 6 epochs x RESTARTS (2) restarts; MORE: further
+# finetune entries (", { ... }")
 FT_ARGS=(--text-a sentence --label label --max-seq 32 --quiet)
 ft_spec() {
   local args="" a
@@ -103,10 +104,40 @@ sweep:
   ranks = 2;
   threads = 1;
   finetune = (
-    { task = "tsv"; data = "$2"; restarts = 2;
+    { task = "tsv"; data = "$2"; restarts = ${5:-2};
       grid = { lr = [$3]; batch = [8]; epochs = [6]; };
       args = [ $args ]; }${4:-}
   );
 };
 EOF
+}
+
+# ---- Slurm (test_sweep_slurm, test_sweep_slurm_finetune)
+
+# slurm_rerun_wait JOB: waits (at most a minute) until JOB, which is to
+# requeue itself, has run again; 1 if it ended without a requeue or did not
+# run again. Slurm holds a requeued job until its credential expires
+# (slurm_lib.sh's cred_expire: 5 s), then starts it at its next periodic
+# scheduling pass (21 s later here); `scontrol update StartTime=now` once it
+# is eligible asks for that pass at once
+slurm_rerun_wait() {
+  local info state reason start restarts
+  for _ in $(seq 300); do
+    info=$(scontrol show job "$1" 2>/dev/null) || info=
+    state=$(sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p' <<<"$info")
+    reason=$(sed -n 's/.* Reason=\([A-Za-z_]*\).*/\1/p' <<<"$info")
+    start=$(sed -n 's/.* StartTime=\([^ ]*\).*/\1/p' <<<"$info")
+    restarts=$(sed -n 's/.* Restarts=\([0-9]*\).*/\1/p' <<<"$info")
+    case "${restarts:-0}:$state" in
+      0:PENDING | 0:RUNNING | 0:COMPLETING | 0: | *:PENDING | *:REQUEUED | *:COMPLETING) ;;
+      0:*) echo "job $1 ended $state without a requeue"; return 1 ;;
+      *) return 0 ;;
+    esac
+    if [ "$state" = PENDING ] && [ "$reason" = BeginTime ] && [ "$start" = Unknown ]; then
+      scontrol update jobid="$1" StartTime=now 2>/dev/null || true
+    fi
+    sleep 0.2
+  done
+  echo "job $1 did not run again after its requeue: $info"
+  return 1
 }

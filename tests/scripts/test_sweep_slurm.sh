@@ -36,6 +36,7 @@ ls "$d"/ckpt-*.lz4 >/dev/null 2>&1 || fail "task 1 never got under way"
 # scancel exits non-zero for an array task id although it signals the task
 # (Slurm 22.05); the assertions below check that the signal arrived
 scancel --signal=USR1 --batch "${array}_1" || echo "scancel exited $? (the task is checked below)"
+slurm_rerun_wait "${array}_1" || fail "task 1 was not requeued"
 state=$(slurm_wait "$report")
 [ "$state" = COMPLETED ] || fail "report job $report ended $state"
 grep -q '"outcome":"interrupted"' "$d/attempts.jsonl" || fail "task 1 was not interrupted: $(cat "$d/attempts.jsonl")"
