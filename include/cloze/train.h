@@ -64,6 +64,13 @@ typedef struct cz_train_task {
     int n_blobs;
 } cz_train_task;
 
+/* From here on SIGTERM and SIGUSR1 (Slurm's warning before a time limit)
+ * ask the next run for a checkpoint and a clean exit, instead of ending the
+ * process. cz_train_run_task calls it; a program calls it first thing in
+ * main() too, so that a signal during start-up (MPI_Init, reading the
+ * configuration or the task's files) is kept for the run, not fatal. */
+void cz_train_catch_signals(void);
+
 int cz_train_run_task(const cz_comm *world, const cz_config *cfg, const cz_train_options *opt,
                       const cz_train_task *task, cz_error *err);
 

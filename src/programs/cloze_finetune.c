@@ -384,6 +384,7 @@ static int run_grid(const cz_comm *world, args *a, cz_error *err) {
 }
 
 int main(int argc, char **argv) {
+    cz_train_catch_signals(); /* a stop signal during start-up is kept for the run */
     /* argument errors come before MPI_Init: rank 0 alone says them */
     int say = cz_launch_rank() == 0;
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {

@@ -39,6 +39,7 @@ static void usage(FILE *out) {
 }
 
 int main(int argc, char **argv) {
+    cz_train_catch_signals(); /* a stop signal during start-up is kept for the run */
     const char *config_path = NULL;
     const char *overrides[MAX_OVERRIDES];
     int n_overrides = 0;

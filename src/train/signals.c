@@ -17,11 +17,14 @@ static void on_stop_signal(int sig) {
     stop_requested = 1;
 }
 
-void cz_signals_install(void) {
+void cz_train_catch_signals(void) {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_stop_signal;
     sigemptyset(&sa.sa_mask);
+    /* the handler only sets a flag: an open() or read() under way goes on
+     * (a configuration being read when the signal comes), not EINTR */
+    sa.sa_flags = SA_RESTART;
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGUSR1, &sa, NULL);
 }

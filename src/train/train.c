@@ -576,7 +576,7 @@ int cz_train_run_task(const cz_comm *world, const cz_config *cfg, const cz_train
                       const cz_train_task *task, cz_error *err) {
     cz_run *r = calloc(1, sizeof *r);
     if (!r) return cz_fail(err, "out of memory");
-    cz_signals_install();
+    cz_train_catch_signals();
     int rc = setup(r, world, cfg, opt, task, err);
     if (rc == 0) {
         int resumed = cz_run_resume(r, opt->resume, err);

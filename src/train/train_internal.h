@@ -93,8 +93,8 @@ void cz_run_release_dir(cz_run *r);
  * directory into the freshly initialised model (every rank reads them). */
 int cz_run_init_from(cz_run *r, cz_error *err);
 
-/* signals.c: SIGTERM / SIGUSR1 ask for checkpoint-and-exit */
-void cz_signals_install(void);
+/* signals.c: SIGTERM / SIGUSR1 ask for checkpoint-and-exit (installed by
+ * cz_train_catch_signals, train.h) */
 int cz_signals_pending(void);
 
 #endif

@@ -91,4 +91,31 @@ last=$(last_step "$work/int")
 "$BIN/cloze-ckpt" verify "$(printf '%s/ckpt-%08d.lz4' "$work/int" "$last")" > /dev/null ||
   { ls "$work/int"; echo "FAIL: Ctrl-C: no good checkpoint at step $last"; exit 1; }
 echo "Ctrl-C on a terminal: exit 0, checkpoint at step $last: ok"
+
+# 3. SIGUSR1 during start-up, before the run's loop exists: kept for the
+# run (a checkpoint after its first step, exit 0), not fatal (SIGUSR1's
+# default action ended the process, exit 138). The configuration is a FIFO,
+# so the process is caught in start-up for sure: opening it blocks (the
+# kernel's wait_for_partner) until the test has sent the signal and writes
+# the file (once per open: the loader reads it more than once).
+mkfifo "$work/cfg.fifo"
+args=($(common "$work/early")); args[0]=$work/cfg.fifo
+"$BIN/cloze-train" "${args[@]}" --set train.steps=50 2> "$work/early.log" &
+pid=$!
+for _ in $(seq 200); do
+  [ "$(cat /proc/$pid/wchan 2>/dev/null)" = wait_for_partner ] && break; sleep 0.05
+done
+[ "$(cat /proc/$pid/wchan 2>/dev/null)" = wait_for_partner ] ||
+  { kill $pid; echo "FAIL: cloze-train never waited on its configuration FIFO"; exit 1; }
+kill -USR1 $pid
+while kill -0 $pid 2>/dev/null; do
+  timeout 5 cp "$SRC/conf/bert-tiny.cfg" "$work/cfg.fifo" 2>/dev/null || break
+done
+rc=0; wait $pid || rc=$?
+[ $rc = 0 ] || { cat "$work/early.log"; echo "FAIL: SIGUSR1 during start-up: exit $rc, want 0"; exit 1; }
+grep -q "stop requested by signal: checkpoint at step 1 written" "$work/early.log" ||
+  { cat "$work/early.log"; echo "FAIL: SIGUSR1 during start-up: no checkpoint after the first step"; exit 1; }
+"$BIN/cloze-ckpt" verify "$(printf '%s/ckpt-%08d.lz4' "$work/early" 1)" > /dev/null ||
+  { ls "$work/early"; echo "FAIL: SIGUSR1 during start-up: no good checkpoint at step 1"; exit 1; }
+echo "SIGUSR1 during start-up: checkpoint after step 1, exit 0: ok"
 echo "test_launch_signals: ok"
