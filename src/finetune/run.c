@@ -729,13 +729,21 @@ int cz_ft_extract(const cz_comm *world, const cz_ft_options *o, const int *layer
     else
         snprintf(dir, sizeof dir, ".");
     snprintf(r.task.name, sizeof r.task.name, "%s", o->task.name);
-    if (base_load(&r.base, o->init, err) || load_tokenizer(world, &r.base, dir, &r.tok, err))
-        goto done;
+    /* set-up as cz_ft_run's: every rank alike, a failure said once; the
+     * first agreement comes before load_tokenizer's collective */
+    /* (what the set-up finds, declared before its first jump) */
+    int L = 0, H = 0, T = o->max_seq, N = 0, micro = 0;
+    size_t row = 0, nt = 0;
+    int who = 0, setup = base_load(&r.base, o->init, err);
+    int agreed = cz_comm_agree(world, setup, &who, err);
+    if (agreed != 0) goto setup_end;
+    setup = -1;
+    if (load_tokenizer(world, &r.base, dir, &r.tok, err)) goto setup_failed;
     r.mc = r.base.mc;
     r.mc.head = CZ_HEAD_NONE;
     r.mc.lm_weight = 0;
     /* the file to extract from is read like a dev file */
-    if (cz_ft_read(&r.dev, &r.task, o->dev_path, 1, err)) goto done;
+    if (cz_ft_read(&r.dev, &r.task, o->dev_path, 1, err)) goto setup_failed;
     if (o->dev_limit > 0) cz_ft_dataset_truncate(&r.dev, o->dev_limit);
     int gpt = r.mc.arch == CZ_ARCH_GPT;
     cz_ft_feature_config fc = {
@@ -743,36 +751,45 @@ int cz_ft_extract(const cz_comm *world, const cz_ft_options *o, const int *layer
     if (gpt) {
         fc.start = fc.delim = fc.extract = -1;
         cz_fail(err, "features: BERT models only (GPT's states are causal; use its LM)");
-        goto done;
+        goto setup_failed;
     }
     fc.cls = cz_tokenizer_token_id(r.tok, "[CLS]");
     fc.sep = cz_tokenizer_token_id(r.tok, "[SEP]");
     fc.pad = cz_tokenizer_token_id(r.tok, "[PAD]");
-    if (cz_ft_featurize(&r.fdev, &r.dev, r.tok, &fc, err)) goto done;
-    int L = r.mc.layers, H = r.mc.hidden, T = o->max_seq, N = r.fdev.n;
+    if (cz_ft_featurize(&r.fdev, &r.dev, r.tok, &fc, err)) goto setup_failed;
+    L = r.mc.layers, H = r.mc.hidden, N = r.fdev.n;
     int which[64];
     for (int k = 0; k < n_layers; k++) {
         which[k] = layers[k] < 0 ? L + 1 + layers[k] : layers[k];
         if (which[k] < 0 || which[k] > L) {
             cz_fail(err, "--layers: %d is outside [-%d, %d] for a %d-layer model", layers[k], L + 1,
                     L, L);
-            goto done;
+            goto setup_failed;
         }
     }
-    int micro = o->micro_batch > 0 ? o->micro_batch : 16;
+    micro = o->micro_batch > 0 ? o->micro_batch : 16;
     gemm = cz_gemm_setup(CZ_GEMM_AUTO, o->threads > 0 ? o->threads : 1, err);
-    if (!gemm || cz_model_create(&m, &r.mc, micro, T, 1, gemm, err)) goto done;
+    if (!gemm || cz_model_create(&m, &r.mc, micro, T, 1, gemm, err)) goto setup_failed;
     char fresh[512];
     copy_tensors(m, &r.base, fresh, sizeof fresh);
-    if (cz_batch_buf_alloc(&r.buf, micro, T, 1, err)) goto done;
+    if (cz_batch_buf_alloc(&r.buf, micro, T, 1, err)) goto setup_failed;
     r.buf_ok = 1;
-    size_t row = (size_t)n_layers * H, nt = (size_t)N * T;
+    row = (size_t)n_layers * H, nt = (size_t)N * T;
     out = calloc(nt * row + 1, sizeof *out);
     mask = calloc(nt + 1, sizeof *mask);
     toks = calloc(nt + 1, sizeof *toks);
     words = malloc((nt + 1) * sizeof *words);
     if (!out || !mask || !toks || !words) {
         cz_fail(err, "out of memory for %zu x %zu features", nt, row);
+        goto setup_failed;
+    }
+    setup = 0;
+setup_failed:
+    agreed = cz_comm_agree(world, setup, &who, err);
+setup_end:
+    if (agreed != 0) {
+        if (agreed > 0 && who != 0) cz_fail_prefix(err, "rank %d", who);
+        rc = agreed > 0 ? CZ_TRAIN_ERR_ALL_RANKS : -1;
         goto done;
     }
     int batches = (N + micro - 1) / micro;

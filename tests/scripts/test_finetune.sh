@@ -251,6 +251,10 @@ assert h["__metadata__"]["layers"] == "2,1,0", h["__metadata__"]
 assert h["mask"]["shape"] == [160]
 print("features:", h["features"]["shape"], "layers", h["__metadata__"]["layers"])
 PY
+msg=$(mpi 2 "$FT" features --init "$bert" --input "$work/tasks/lines.txt" --out "$work/feat-bad.safetensors" \
+  --layers 9 --max-seq 16 --threads 1 --quiet 2>&1) && fail "features: --layers 9 of a 2-layer model was accepted"
+[ "$(grep -c 'cloze-finetune: error: --layers: 9 is outside' <<<"$msg")" = 1 ] && ! grep -q MPI_ABORT <<<"$msg" ||
+  fail "features: a set-up error every rank has is not one line without MPI_Abort: $msg"
 
 # ---- bad input
 printf 'sentence\tlabel\nfine\t0\nodd\t7\n' >"$work/bad.tsv"
