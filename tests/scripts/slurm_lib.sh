@@ -24,6 +24,9 @@ CredType=cred/munge
 # cred_expire also sets how long a requeued job waits before it may start
 # again (default 120 s; a job released sooner fails "credential revoked")
 AuthInfo=socket=$B/munge/sock,cred_expire=5
+# a loaded 2-core CI machine answered a batch launch after 26 s, past the
+# default 10 s, and Slurm failed that launch and requeued the job again
+MessageTimeout=60
 SlurmctldPort=$port
 SlurmdPort=$((port + 1))
 StateSaveLocation=$B/state

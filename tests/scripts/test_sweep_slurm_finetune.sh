@@ -153,7 +153,7 @@ slurm_rerun_wait "${array}_0" || fail "point 0's task was not requeued"
 wait_report submit1
 out0=$S/slurm/task-${array}_0.out
 for line in "fine-tuning tsv: interrupted (checkpointed)" "requeueing job [0-9]* to resume the fine-tuning" \
-  "point 0 ${names[0]} (job [0-9]*, restart 1)" "pre-trained already" \
+  "point 0 ${names[0]} (job [0-9]*, restart [1-9][0-9]*)" "pre-trained already" \
   "fine-tuning tsv: resuming, $RESTARTS cloze-finetune run(s)"; do
   grep -q "$line" "$out0" || fail "point 0's task log lacks '$line'"
 done
