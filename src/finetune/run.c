@@ -653,6 +653,14 @@ static int setup_data(ft_run *r, cz_config *cfg, cz_error *err) {
     return 0;
 }
 
+/* A set-up that cz_comm_agree found failed (agreed != 0) as cz_ft_run's
+ * and cz_ft_extract's return: every rank's error, naming the rank when it
+ * was not rank 0's, or -1 when the agreement itself failed. */
+static int set_up_failed(int agreed, int who, cz_error *err) {
+    if (agreed > 0 && who != 0) cz_fail_prefix(err, "rank %d", who);
+    return agreed > 0 ? CZ_TRAIN_ERR_ALL_RANKS : -1;
+}
+
 int cz_ft_run(const cz_comm *world, const cz_ft_options *o, cz_ft_result *res, cz_error *err) {
     ft_run r;
     memset(&r, 0, sizeof r);
@@ -670,8 +678,7 @@ int cz_ft_run(const cz_comm *world, const cz_ft_options *o, cz_ft_result *res, c
     int who = 0, agreed = cz_comm_agree(world, setup_base(&r, err), &who, err);
     if (agreed == 0) agreed = cz_comm_agree(world, setup_data(&r, &cfg, err), &who, err);
     if (agreed != 0) {
-        if (agreed > 0 && who != 0) cz_fail_prefix(err, "rank %d", who);
-        rc = agreed > 0 ? CZ_TRAIN_ERR_ALL_RANKS : -1;
+        rc = set_up_failed(agreed, who, err);
         goto done;
     }
     if (rank == 0) {
@@ -788,8 +795,7 @@ setup_failed:
     agreed = cz_comm_agree(world, setup, &who, err);
 setup_end:
     if (agreed != 0) {
-        if (agreed > 0 && who != 0) cz_fail_prefix(err, "rank %d", who);
-        rc = agreed > 0 ? CZ_TRAIN_ERR_ALL_RANKS : -1;
+        rc = set_up_failed(agreed, who, err);
         goto done;
     }
     int batches = (N + micro - 1) / micro;
