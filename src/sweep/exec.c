@@ -50,11 +50,15 @@ int cz_sweep_find_tools(cz_sweep_tools *t, cz_error *err) {
     char copy[CZ_PATH_MAX], bindir[CZ_PATH_MAX];
     snprintf(copy, sizeof copy, "%s", t->self);
     snprintf(bindir, sizeof bindir, "%s", dirname(copy));
-    /* beside cloze-sweep (build/ or an install's bin/), and the source tree's
-     * launch/ one level up from build/ */
+    /* beside cloze-sweep (a user's own copy wins), an install's
+     * PREFIX/share/cloze/launch next to its bin/, then the launch/ of the
+     * source tree this build was configured from (CZ_SOURCE_LAUNCH_DIR, set
+     * by CMakeLists.txt): a build directory can be anywhere */
     static const char *const train[] = {"cloze-train", NULL};
-    static const char *const mpirun[] = {"cloze-mpirun", "../launch/cloze-mpirun", NULL};
-    static const char *const sbatch[] = {"cloze.sbatch", "../launch/cloze.sbatch", NULL};
+    static const char *const mpirun[] = {"cloze-mpirun", "../share/cloze/launch/cloze-mpirun",
+                                         CZ_SOURCE_LAUNCH_DIR "/cloze-mpirun", NULL};
+    static const char *const sbatch[] = {"cloze.sbatch", "../share/cloze/launch/cloze.sbatch",
+                                         CZ_SOURCE_LAUNCH_DIR "/cloze.sbatch", NULL};
     static const char *const finetune[] = {"cloze-finetune", NULL};
     find_tool(t->train, "CLOZE_TRAIN", bindir, train);
     find_tool(t->mpirun, "CLOZE_MPIRUN", bindir, mpirun);
