@@ -91,8 +91,8 @@ static const char SHARDS_HELP[] =
     "  --jsonl-field NAME JSON Lines: the string field with the text (default: text)\n"
     "  --wikitext-detok   turn ' @-@ ', ' @,@ ', ' @.@ ' into '-', ',', '.'\n"
     "  --threads N        tokenizer threads (default 1); output is identical for any N\n"
-    "Under mpirun, input file i goes to rank i %% np; rank r writes train shards\n"
-    "k with k %% np == r (S >= np) and heldout-r; rank 0 writes the manifests.\n"
+    "Under mpirun, input file i goes to rank i % np; rank r writes train shards\n"
+    "k with k % np == r (S >= np) and heldout-r; rank 0 writes the manifests.\n"
     "One cloze-prep at a time writes a DIR (DIR/.cloze-prep.lock).\n";
 
 static int mpi_launched(void) {
@@ -154,8 +154,10 @@ static int cmd_shards(int argc, char **argv) {
         else
             inputs[n_inputs++] = argv[i]; /* options may follow inputs */
     }
-    if (!o.out_dir || o.n_shards < 1 || n_inputs == 0 || o.threads < 1 || o.heldout < 0 ||
-        o.heldout >= 1)
+    if (o.heldout < 0 || o.heldout >= 1)
+        return usage_error("shards", "--heldout must be a fraction in [0, 1)");
+    if (o.threads < 1) return usage_error("shards", "--threads must be >= 1");
+    if (!o.out_dir || o.n_shards < 1 || n_inputs == 0)
         return usage_error("shards", "need --vocab, --out, --shards >= 1 and inputs");
 
     int use_mpi = mpi_launched();

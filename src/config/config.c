@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define MAX_KEYS 128
 #define WHY_MAX 512
@@ -726,6 +727,14 @@ int cz_config_load(cz_config *c, const char *path, const char *const *overrides,
         int e = errno; /* (cz_config_defaults may change errno) */
         cz_config_defaults(c);
         return cz_fail(err, "%s: cannot open: %s", path, strerror(e));
+    }
+    /* libconfig's scanner ends the process (exit 2, "input in flex scanner
+     * failed", no file name) when the stream is a directory: refuse it here */
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+        fclose(f);
+        cz_config_defaults(c);
+        return cz_fail(err, "%s: is a directory, not a configuration file", path);
     }
     config_t cfg;
     config_init(&cfg);

@@ -114,6 +114,9 @@ int cz_run_save_checkpoint(cz_run *r, cz_error *err) {
  * network filesystems.) */
 int cz_run_claim_dir(cz_run *r, const char *resume, cz_error *err) {
     const char *dir = r->cfg.train.run_dir;
+    if (!dir[0])
+        return cz_fail(err, "train.run_dir is not set: name the run directory in the "
+                            "configuration or with --set train.run_dir=DIR");
     if (cz_make_dirs(dir, err) != 0) return -1;
     char path[CZ_PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/run.lock", dir);

@@ -38,13 +38,16 @@ static int threads_per_rank(const cz_run *r, int *threads, int *ckpt_background,
     cz_cpu_plan_threads(masks, local, me, r->cfg.train.threads, quota, &p);
     cz_free(masks);
     *threads = p.threads;
+    /* train.threads=0 is advice only when the user fixed a count: with 0
+     * already, every rank has one thread and only fewer ranks can help */
     if (me == 0 && p.demand > p.cpus)
-        cz_warn(
-            "%d rank(s) on this node x %d thread(s) = %d threads, but they may run on %d CPU(s) "
-            "(%s): threads wait for each other; set train.threads=0 or bind "
-            "fewer ranks (docs/performance.md, \"Threads per rank\")",
-            local, p.threads, p.demand, p.cpus,
-            quota > 0 ? "affinity mask and cgroup cpu.max quota" : "affinity mask");
+        cz_warn("%d rank(s) on this node x %d thread(s) = %d threads, but they may run on %d "
+                "CPU(s) (%s): threads wait for each other; %s (docs/performance.md, "
+                "\"Threads per rank\")",
+                local, p.threads, p.demand, p.cpus,
+                quota > 0 ? "affinity mask and cgroup cpu.max quota" : "affinity mask",
+                r->cfg.train.threads > 0 ? "set train.threads=0 or bind fewer ranks"
+                                         : "start fewer ranks on this node or give it more CPUs");
     if (r->comm.rank == 0 && r->cfg.train.threads <= 0 && quota > 0)
         cz_info("threads per rank: %d (%d allowed CPU(s) shared by %d rank(s) of this node; "
                 "cgroup cpu.max quota %.2f CPU(s) for the node's %d rank(s))",
