@@ -24,5 +24,8 @@ cloze_add_script_test(test_launch_signals COMMAND bash ${CLOZE_TEST_DIR}/scripts
 # train.ckpt_writer=auto follows the free CPUs; inline and background files byte-identical (seconds)
 cloze_add_script_test(test_train_ckpt_writer COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_train_ckpt_writer.sh
                       LABELS "mpi;train" TIMEOUT 300)
+# fatal errors under mpirun on 2 ranks: one line, once, exit 1, no MPI_Abort banner (seconds)
+cloze_add_script_test(test_errors COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_errors.sh
+                      LABELS "mpi;train" TIMEOUT 300)
 # the divergence warning's rule on recorded-shape loss sequences (instant)
 cloze_add_unit_test(test_loss_watch LABELS "train")

@@ -50,8 +50,14 @@ int cz_comm_from_mpi(cz_comm *c, MPI_Comm comm, cz_error *err);
 int cz_comm_dup(const cz_comm *c, cz_comm *out, cz_error *err);
 /* Frees the communicator; ends MPI when cz_comm_init started it. */
 void cz_comm_finalize(cz_comm *c);
-/* Ends every rank of the job now (a rank that fails alone must not leave
- * the others waiting in a collective). */
+/* Ends every rank of the job now, after an error this rank alone found (a
+ * rank that fails alone must not leave the others waiting in a collective):
+ * the caller prints its one line first; this process then exits with `code`
+ * without MPI_Finalize, and mpirun ends the other ranks (its default on a
+ * non-zero exit), printing only its short note, not MPI_Abort's banner.
+ * Under a launcher that leaves the others running, their waits end at
+ * dist.timeout_s. Errors every rank finds alike are agreed instead
+ * (cz_comm_agree) and end with cz_comm_finalize. */
 void cz_comm_abort(const cz_comm *c, int code);
 /* Ranks of c that share this rank's node (memory), this one included. */
 int cz_comm_node_ranks(const cz_comm *c, int *ranks, cz_error *err);

@@ -219,7 +219,7 @@ static int stalled(cz_coll *c, const char *where, int peer, double waited, cz_er
             if (r != me && ok[r]) MPI_Wait(&rq[r], MPI_STATUS_IGNORE); /* delivered: answered */
     }
     free(ok);
-    free(rq); /* requests to ranks that never answered are left to MPI_Abort */
+    free(rq); /* requests to ranks that never answered end with the process (cz_comm_abort) */
     char whom[128] = "";
     if (peer >= 0) snprintf(whom, sizeof whom, " for rank %d (host %s)", peer, c->host[peer]);
     if (missing)

@@ -38,6 +38,12 @@ typedef struct cz_run_state {
     uint64_t world_size; /* informational: resuming on another size is fine */
 } cz_run_state;
 
+int cz_run_verdict(cz_run *r, int rc, cz_error *err) {
+    if (cz_comm_share_verdict(&r->comm, 0, rc, err) >= 0) return 0;
+    r->err_shared = 1;
+    return -1;
+}
+
 int cz_run_save_checkpoint(cz_run *r, cz_error *err) {
     float *m = NULL, *v = NULL;
     int rc = 0;
@@ -46,7 +52,7 @@ int cz_run_save_checkpoint(cz_run *r, cz_error *err) {
         v = m ? cz_alloc(sizeof(float) * r->n_params, err) : NULL;
         if (!v) rc = -1;
     }
-    if (cz_comm_share_verdict(&r->comm, 0, rc, err) < 0) {
+    if (cz_run_verdict(r, rc, err) != 0) {
         cz_free(m);
         cz_free(v);
         return -1;
@@ -102,7 +108,7 @@ int cz_run_save_checkpoint(cz_run *r, cz_error *err) {
     cz_free(m);
     cz_free(v);
     /* every rank learns whether the coordinator's write worked */
-    return cz_comm_share_verdict(&r->comm, 0, rc, err) < 0 ? -1 : 0;
+    return cz_run_verdict(r, rc, err);
 }
 
 /* ---- the run directory: one job at a time ---- */
@@ -197,7 +203,7 @@ static int none_readable(const char *dir, cz_error *err) {
 
 int cz_run_checkpoint_wait(cz_run *r, cz_error *err) {
     int rc = r->comm.rank == 0 && r->ckpt_writer ? cz_ckpt_writer_wait(r->ckpt_writer, err) : 0;
-    return cz_comm_share_verdict(&r->comm, 0, rc, err) < 0 ? -1 : 0;
+    return cz_run_verdict(r, rc, err);
 }
 
 /* Rank 0 decides which file to resume from: 1 = found, 0 = none, -1 = error. */

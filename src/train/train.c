@@ -167,12 +167,20 @@ static int setup(cz_run *r, const cz_comm *world, const cz_config *cfg, const cz
     if (!r->gemm) return -1;
     /* model.matmul_precision = "bf16": every product of the model in bf16 */
     if (r->cfg.model.matmul_bf16 && cz_gemm_set_bf16(r->gemm, 1, err) != 0) return -1;
-    if (!r->task && open_data(r, err) != 0) return -1;
+    int rc = r->task ? 0 : open_data(r, err);
     /* build the sample index now (reads only boundary tables): the first
      * step's time then measures training, and a bad shard fails here */
-    for (int ph = 0; ph < 2 && !r->task; ph++) {
-        if (cz_data_prepare(r->train_data, r->phase[ph].seq, err) != 0) return -1;
-        if (r->eval_data && cz_data_prepare(r->eval_data, r->phase[ph].seq, err) != 0) return -1;
+    for (int ph = 0; ph < 2 && !r->task && rc == 0; ph++) {
+        rc = cz_data_prepare(r->train_data, r->phase[ph].seq, err);
+        if (rc == 0 && r->eval_data) rc = cz_data_prepare(r->eval_data, r->phase[ph].seq, err);
+    }
+    /* every rank opened the same manifests: a missing or empty manifest, a
+     * vocabulary mismatch or a bad shard is said once, by the lowest rank
+     * that found it, and every rank ends alike */
+    int agreed = cz_comm_agree(&r->comm, rc, NULL, err);
+    if (agreed != 0) {
+        r->err_shared = agreed > 0;
+        return -1;
     }
 
     int max_b = r->phase[0].micro_batch > r->phase[1].micro_batch ? r->phase[0].micro_batch
@@ -215,11 +223,8 @@ static int setup(cz_run *r, const cz_comm *world, const cz_config *cfg, const cz
 
     /* the run directory is this job's from here on (config.cfg is written
      * once the checkpoint to resume from is chosen) */
-    int rc = r->comm.rank == 0 ? cz_run_claim_dir(r, opt->resume, err) : 0;
-    if (cz_comm_share_verdict(&r->comm, 0, rc, err) != 0) {
-        r->err_shared = 1;
-        return -1;
-    }
+    rc = r->comm.rank == 0 ? cz_run_claim_dir(r, opt->resume, err) : 0;
+    if (cz_run_verdict(r, rc, err) != 0) return -1;
     if (r->comm.rank == 0) {
         cz_info("%s: %s L=%d H=%d A=%d, %.2fM parameters; %d rank(s) x %d thread(s); gemm: %s; "
                 "other kernels: %s",
@@ -567,7 +572,7 @@ static int write_run_config(cz_run *r, cz_error *err) {
         snprintf(path, sizeof path, "%s/config.cfg", r->cfg.train.run_dir);
         rc = cz_config_write(&r->cfg, path, err);
     }
-    return cz_comm_share_verdict(&r->comm, 0, rc, err) != 0 ? -1 : 0;
+    return cz_run_verdict(r, rc, err);
 }
 
 int cz_train_run(const cz_comm *world, const cz_config *cfg, const cz_train_options *opt,

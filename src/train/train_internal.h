@@ -79,6 +79,11 @@ void cz_metrics_step(cz_run *r, const cz_step_stats *s);
 void cz_metrics_eval(cz_run *r, long step, const cz_eval_stats *e);
 
 /* run_state.c: what a run's checkpoint holds and how a run resumes from one */
+/* Rank 0's verdict `rc` on a step it took for all (a checkpoint written or
+ * read, the run directory claimed) to every rank: 0, or -1 with rank 0's
+ * message in every rank's err and the failure marked every rank's
+ * (err_shared), so that it is said once and the job ends without abort. */
+int cz_run_verdict(cz_run *r, int rc, cz_error *err);
 int cz_run_save_checkpoint(cz_run *r, cz_error *err);
 /* Waits for the checkpoint being written; every rank learns its verdict. */
 int cz_run_checkpoint_wait(cz_run *r, cz_error *err);
