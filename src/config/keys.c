@@ -121,7 +121,7 @@ const cz_key cz_config_keys[] = {
      .meaning = "threads per rank (BLIS and kernels); 0 = the CPUs this rank may use (affinity "
                 "mask, and a cgroup v2 cpu.max quota) / the node's ranks sharing them"},
     {KEY("train", "log_every", CZ_KEY_INT, train.log_every), .def = "100", .min = 1, .max = NOMAX,
-     .meaning = "steps between log lines and metrics.jsonl records"},
+     .meaning = "steps between log lines (metrics.jsonl records every step)"},
     {KEY("train", "eval_every", CZ_KEY_INT, train.eval_every), .def = "0", .min = 0, .max = NOMAX,
      .meaning = "steps between held-out evaluations; 0 = only at the end"},
     {KEY("train", "eval_batches", CZ_KEY_INT, train.eval_batches), .def = "100", .min = 1,
