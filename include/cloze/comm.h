@@ -55,8 +55,8 @@ void cz_comm_finalize(cz_comm *c);
  * the caller prints its one line first; this process then exits with `code`
  * without MPI_Finalize, and mpirun ends the other ranks (its default on a
  * non-zero exit), printing only its short note, not MPI_Abort's banner.
- * Under a launcher that leaves the others running, their waits end at
- * dist.timeout_s. Errors every rank finds alike are agreed instead
+ * Under a launcher that leaves the others running, only the waits bounded
+ * by dist.timeout_s (cz_comm_watch) end. Errors every rank finds alike are agreed instead
  * (cz_comm_agree) and end with cz_comm_finalize. */
 void cz_comm_abort(const cz_comm *c, int code);
 /* Ranks of c that share this rank's node (memory), this one included. */

@@ -3,8 +3,9 @@
 # is one line, said once, without MPI_Abort's banner (mpirun's short note that
 # a process exited non-zero may stay), exit status 1, naming the file or key
 # the user gave, and nothing created that the failed run did not need.
-# Errors every rank finds alike are agreed (cz_comm_agree) and said by one
-# rank; an error one rank finds alone ends the job through cz_comm_abort.
+# Every case here is an error the ranks agree on (cz_comm_agree, or rank
+# 0's verdict shared): said by one rank, all ranks end alike. The path of an
+# error one rank finds alone (cz_comm_abort) has no case here yet.
 # (CLOZE_TEST_KEEP_GOING=1: report every failing case, to see which fail on
 # old code.)
 source "$(dirname "$0")/train_common.sh"
