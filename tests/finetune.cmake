@@ -11,3 +11,8 @@ if(CLOZE_PYTHON)
     COMMAND ${CLOZE_PYTHON} ${CLOZE_TEST_DIR}/reference/head_reference.py $<TARGET_FILE:head_dump>
     LABELS python TIMEOUT 120)
 endif()
+# predict and run --test: scores equal run's, files in the official formats,
+# unlabelled inputs, truncation counted, errors said once
+cloze_add_script_test(test_finetune_predict
+                      COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_finetune_predict.sh
+                      LABELS "mpi;finetune" TIMEOUT 600)

@@ -56,6 +56,15 @@ int cz_batch_buf_alloc(cz_batch_buf *b, int cap, int seq, int max_pred, cz_error
 void cz_batch_buf_free(cz_batch_buf *b);
 /* A cz_batch over the first n sequences of b (dropout fields left for the caller). */
 cz_batch cz_batch_view(const cz_batch_buf *b, int n);
+/* The same view padded to the longest of the n sequences instead of to
+ * b->seq (Hugging Face's padding="longest"): T' = one past the last real
+ * token (attn_mask 1) of any row, and the per-token fields (tokens,
+ * segments, mask, targets, token labels) moved in place to stride T'. The
+ * padding cut off is masked out of attention and carries no loss, so the
+ * model computes the same function in fewer operations. Positions (SPAN
+ * starts and ends, GPT's cls_index) stay valid: they point at real tokens.
+ * The buffer's rows are at stride T' until the next build rewrites them. */
+cz_batch cz_batch_view_packed(cz_batch_buf *b, int n);
 
 typedef struct cz_data cz_data;
 

@@ -96,18 +96,29 @@ typedef struct cz_ft_example {
 
 typedef struct cz_ft_dataset {
     cz_ft_kind kind;
+    int labelled; /* 0: a file read with CZ_FT_MAY_LACK_LABELS had none (labels 0) */
     int n;
     cz_ft_example *ex;
     char path[1024];
 } cz_ft_dataset;
 
+/* cz_ft_read's flags */
+enum {
+    CZ_FT_COLLECT = 1,        /* a training file: t->n_labels == 0 collects the labels seen */
+    CZ_FT_MAY_LACK_LABELS = 2 /* a test file: no label column, tags, answers or "label" */
+};
+
 /* Reads a task file. Labels not in t->labels are an error naming the file
- * and line, except when t->n_labels == 0 and collect == 1: then the set of
- * labels seen is stored in t (a training file). Choice files (JSON lines,
+ * and line, except when t->n_labels == 0 and flags has CZ_FT_COLLECT: then
+ * the set of labels seen is stored in t (a training file). With
+ * CZ_FT_MAY_LACK_LABELS a file without them (a TSV whose header lacks the
+ * label column, CoNLL lines of tokens alone, SQuAD questions without
+ * answers, choice lines without "label") reads with labels 0 and
+ * d->labelled = 0. Choice files (JSON lines,
  * docs/finetune.md): every example has the same number K of endings, which
  * becomes t->n_labels (labels "0".."K-1"); a file with another K is an
  * error. */
-int cz_ft_read(cz_ft_dataset *d, cz_ft_task *t, const char *path, int collect, cz_error *err);
+int cz_ft_read(cz_ft_dataset *d, cz_ft_task *t, const char *path, int flags, cz_error *err);
 void cz_ft_dataset_free(cz_ft_dataset *d);
 /* Keeps the first n examples (a stated subset of a training file). */
 void cz_ft_dataset_truncate(cz_ft_dataset *d, int n);
@@ -149,8 +160,18 @@ typedef struct cz_ft_features {
      * the sentence was cut at max_seq */
     int32_t *first_piece; /* [total words], indexed by word_base[example] + word */
     int32_t *word_base;   /* [examples] */
-    int truncated;        /* sequences cut to max_seq */
+    /* what truncation lost: CLASSIFY / CHOICE / TAG examples cut to max_seq
+     * (SPAN: questions cut to max_query), TAG words after the cut (they get
+     * no logits and count as class 0), SPAN questions whose (first) answer
+     * lies in no window whole (the model cannot point at it) */
+    int truncated, words_lost, answers_lost;
 } cz_ft_features;
+
+/* One clause saying what truncation cut in f (of dataset d), e.g. "66 of
+ * 1287 sentences cut to 64 tokens: 991 of 23394 words (4.2%) lost", or
+ * "nothing cut". */
+void cz_ft_truncation_text(const cz_ft_features *f, const cz_ft_dataset *d, int max_query,
+                           char *buf, size_t cap);
 
 /* Tokenizes every example. Classification: [CLS] a [SEP] b [SEP] with
  * segments 0/1, the longer text truncated first (BERT's
@@ -212,7 +233,8 @@ typedef struct cz_ft_options {
     int random_init; /* 1: the architecture and vocabulary of init, not its weights */
     cz_ft_task task;
     char train_path[1024], dev_path[1024];
-    int train_limit, dev_limit; /* > 0: only the first N examples */
+    char test_path[1024];                   /* run --test, predict --input; "" = none */
+    int train_limit, dev_limit, test_limit; /* > 0: only the first N examples */
     int max_seq, doc_stride, max_query, max_answer, n_best;
     double lr, warmup_fraction, weight_decay;
     int batch;       /* examples per optimizer step, over all ranks */
@@ -222,6 +244,7 @@ typedef struct cz_ft_options {
     float lm_weight;         /* GPT: lambda of the auxiliary LM loss */
     float dropout;           /* >= 0: hidden and attention dropout; < 0: the model's own */
     int threads;             /* per rank; 0 = cores / ranks */
+    int pad_max;             /* 1: batches padded to max_seq; 0: to their longest sequence */
     int eval_epochs;         /* 1: dev scores after every epoch, not only the last */
     long stop_after;         /* > 0: stop with a checkpoint after N steps (time slices) */
     char out_dir[1024];
@@ -235,6 +258,7 @@ void cz_ft_options_default(cz_ft_options *o);
 typedef struct cz_ft_result {
     double score; /* the task's selection figure on dev, in percent */
     cz_ft_scores dev;
+    cz_ft_scores test; /* --test (rank 0), predict's --input */
     long steps;
     double seconds;
     int finished; /* 0: stopped early (--stop-after, a signal): continue with --resume auto */
@@ -247,6 +271,17 @@ typedef struct cz_ft_result {
  * model or task file: say it once and end without MPI_Abort), or -1 for an
  * error of this rank alone (end the job). */
 int cz_ft_run(const cz_comm *world, const cz_ft_options *o, cz_ft_result *res, cz_error *err);
+
+/* cloze-finetune predict: the fine-tuned checkpoint o->init (a run's
+ * ckpt-*.lz4: its head, task and label order) on the file o->test_path,
+ * labelled or not. Writes OUT/predictions.txt (a label per line:
+ * classification, choice), OUT/predictions.conll (token<TAB>tag, a blank
+ * line after each sentence) or OUT/predictions.json (SQuAD's official
+ * {id: answer}), OUT/vocab/, and for a labelled file OUT/scores.json with
+ * the figures run reports on a dev file. o->max_seq 0: the fine-tuning
+ * run's. res->test holds the scores, res->score the task's figure (NaN
+ * without labels). Returns as cz_ft_run. */
+int cz_ft_predict(const cz_comm *world, const cz_ft_options *o, cz_ft_result *res, cz_error *err);
 
 /* Feature extraction (BERT Sec. 5.3, the feature-based approach): the
  * per-token states of the chosen layers (negative = from the top: -1 is the

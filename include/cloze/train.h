@@ -62,7 +62,20 @@ typedef struct cz_train_task {
     /* Extra blobs written into every checkpoint (task, labels, vocabulary). */
     const cz_blob *blobs;
     int n_blobs;
+    /* 1: each micro-batch is padded to its longest sequence, not to data.seq
+     * (cz_batch_view_packed): the same function, fewer operations */
+    int pad_to_longest;
 } cz_train_task;
+
+/* The compute set-up of one rank as cz_train_run makes it, for programs
+ * that run the model outside it (cloze-finetune predict and features):
+ * threads per rank (threads > 0 as given; 0 = this rank's allowed CPUs
+ * shared among the node's ranks, logged by rank 0, with a warning when the
+ * node's ranks oversubscribe it), OpenMP set to them, and the GEMM context
+ * (train.gemm's choice; bf16: model.matmul_precision = "bf16"). Collective
+ * over comm. Free *gemm_out with cz_gemm_free. */
+int cz_train_compute_setup(const cz_comm *comm, int threads, cz_gemm_choice gemm, int bf16,
+                           int *threads_out, cz_gemm_ctx **gemm_out, cz_error *err);
 
 /* From here on SIGTERM and SIGUSR1 (Slurm's warning before a time limit)
  * ask the next run for a checkpoint and a clean exit, instead of ending the

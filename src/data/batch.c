@@ -56,6 +56,34 @@ void cz_batch_buf_free(cz_batch_buf *b) {
     memset(b, 0, sizeof *b);
 }
 
+/* Moves row r of a [n, from] array to stride `to` (to <= from): rows only
+ * move towards the start, in order, so memmove in place is safe. */
+static void restride(void *base, size_t elem, int n, int from, int to) {
+    char *p = base;
+    for (int r = 1; r < n; r++)
+        memmove(p + (size_t)r * to * elem, p + (size_t)r * from * elem, (size_t)to * elem);
+}
+
+cz_batch cz_batch_view_packed(cz_batch_buf *b, int n) {
+    int T = b->seq, len = 1;
+    for (int r = 0; r < n; r++) {
+        const uint8_t *m = b->attn_mask + (size_t)r * T;
+        int last = T;
+        while (last > len && !m[last - 1]) last--;
+        if (last > len) len = last;
+    }
+    if (len < T) {
+        restride(b->tokens, sizeof *b->tokens, n, T, len);
+        restride(b->segments, sizeof *b->segments, n, T, len);
+        restride(b->attn_mask, 1, n, T, len);
+        restride(b->targets, sizeof *b->targets, n, T, len);
+        restride(b->token_labels, sizeof *b->token_labels, n, T, len);
+    }
+    cz_batch v = cz_batch_view(b, n);
+    v.seq = len;
+    return v;
+}
+
 /* Every field is set: BERT ignores targets (filled with -1), GPT ignores the
  * segment ids and the MLM/NSP fields and gets an all-ones attention mask. */
 cz_batch cz_batch_view(const cz_batch_buf *b, int n) {

@@ -248,6 +248,7 @@ static int featurize_tag(cz_ft_features *f, const cz_ft_dataset *d, const struct
                 break;
             }
             f->first_piece[base + w] = -1;
+            if (cut) f->words_lost++;
             if (cut || !p.n) continue; /* cut off, or nothing left after normalisation: O */
             /* The sequence is cut at max_seq pieces as a tokenizer's truncation
              * cuts it (transformers' truncation=True): a word that does not fit
@@ -255,7 +256,10 @@ static int featurize_tag(cz_ft_features *f, const cz_ft_dataset *d, const struct
              * skipped over for a shorter one. Room is kept for [SEP]. */
             int room = f->T - 1 - len;
             if ((int)p.n > room) cut = 1;
-            if (room <= 0) continue;
+            if (room <= 0) {
+                f->words_lost++;
+                continue;
+            }
             f->first_piece[base + w] = len;
             f->token_label[(size_t)row * f->T + (size_t)len] = x->tags[w];
             for (size_t i = 0; i < p.n && (int)i < room; i++)
@@ -303,7 +307,10 @@ static int featurize_span(cz_ft_features *f, const cz_ft_dataset *d, const struc
             rc = cz_fail_prefix(err, "%s: question %s", d->path, x->id);
             break;
         }
-        if (q.n > (size_t)c->max_query) q.n = (size_t)c->max_query;
+        if (q.n > (size_t)c->max_query) {
+            q.n = (size_t)c->max_query;
+            f->truncated++; /* SPAN: questions cut to max_query */
+        }
         /* the context's pieces, word by word */
         if ((size_t)x->n_words + 1 > wp_cap) {
             wp_cap = (size_t)x->n_words + 1;
@@ -397,6 +404,10 @@ static int featurize_span(cz_ft_features *f, const cz_ft_dataset *d, const struc
             s0 += len < c->doc_stride ? len : c->doc_stride;
         }
         if (rc) break;
+        int in_window = 0;
+        for (int k = 0; k < nwin; k++)
+            in_window |= a_start >= ws[k] && a_end < ws[k] + wl[k] && a_start >= 0;
+        if (x->n_answers > 0 && !in_window) f->answers_lost++;
         for (int k = 0; k < nwin && rc == 0; k++) {
             int row = new_row(f, &cap, e, c, err);
             if (row < 0) {
@@ -451,4 +462,30 @@ int cz_ft_featurize(cz_ft_features *f, const cz_ft_dataset *d, const struct cz_t
                                     : featurize_span(f, d, tok, c, err);
     if (rc) cz_ft_features_free(f);
     return rc;
+}
+
+void cz_ft_truncation_text(const cz_ft_features *f, const cz_ft_dataset *d, int max_query,
+                           char *buf, size_t cap) {
+    if (d->kind == CZ_FT_SPAN) {
+        if (!f->truncated && !f->answers_lost) {
+            snprintf(buf, cap, "nothing cut");
+            return;
+        }
+        snprintf(buf, cap, "%d of %d questions cut to %d tokens; %d answer(s) in no window whole",
+                 f->truncated, d->n, max_query, f->answers_lost);
+        return;
+    }
+    if (!f->truncated) {
+        snprintf(buf, cap, "nothing cut");
+        return;
+    }
+    if (d->kind != CZ_FT_TAG) {
+        snprintf(buf, cap, "%d of %d examples cut to %d tokens", f->truncated, d->n, f->T);
+        return;
+    }
+    long words = 0;
+    for (int e = 0; e < d->n; e++) words += d->ex[e].n_words;
+    snprintf(buf, cap, "%d of %d sentences cut to %d tokens: %d of %ld words (%.1f%%) lost",
+             f->truncated, d->n, f->T, f->words_lost, words,
+             words ? 100.0 * f->words_lost / (double)words : 0.0);
 }

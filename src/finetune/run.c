@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cloze/ckpt.h"
 #include "cloze/comm.h"
@@ -59,6 +60,7 @@ typedef struct ft_base {
     cz_hf_vocab vocab;
     int has_vocab;
     cz_ckpt *ck; /* vocab may point into it */
+    int seq;     /* a cloze checkpoint: the data.seq it was trained at */
 } ft_base;
 
 static void base_free(ft_base *b) {
@@ -92,6 +94,7 @@ static int base_load(ft_base *b, const char *init, cz_error *err) {
     free(t);
     if (rc) return -1;
     b->mc = cfg.model;
+    b->seq = cfg.data.seq;
     cz_hf_head_from_ckpt(b->ck, &b->mc); /* a fine-tuned checkpoint: its head */
     if (cz_model_create(&b->m, &b->mc, 1, 1, 1, NULL, err) ||
         cz_ckpt_get_exact(b->ck, "params", cz_model_params(b->m),
@@ -146,10 +149,33 @@ static int write_bytes(const char *dir, const char *name, const void *data, size
     return cz_write_file_atomic(path, data, len, err);
 }
 
+static int is_dir(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* What rank 0's set-up created: OUT, OUT/vocab (made[0], made[1]). A
+ * set-up that fails later (a bad task file) takes them away again, so that
+ * a failed run leaves nothing behind that it made. */
+static void undo_made(const char *out, const int made[2]) {
+    char path[1200];
+    static const char *files[] = {"vocab.txt", "encoder.json", "vocab.bpe"};
+    if (made[1]) {
+        for (int i = 0; i < 3; i++) {
+            snprintf(path, sizeof path, "%s/vocab/%s", out, files[i]);
+            unlink(path);
+        }
+        snprintf(path, sizeof path, "%s/vocab", out);
+        rmdir(path);
+    }
+    if (made[0]) rmdir(out); /* only when empty */
+}
+
 /* The vocabulary goes into OUT/vocab/ (the run's record of it) and the
- * tokenizer is loaded from there. Rank 0 writes, every rank reads. */
+ * tokenizer is loaded from there. Rank 0 writes (made: undo_made), every
+ * rank reads. */
 static int load_tokenizer(const cz_comm *world, const ft_base *b, const char *out,
-                          cz_tokenizer **tok, cz_error *err) {
+                          cz_tokenizer **tok, int made[2], cz_error *err) {
     if (!b->has_vocab)
         return cz_fail(err, "the model carries no vocabulary and names no manifest that has one");
     char dir[1100], vp[1200], mp[1200];
@@ -157,6 +183,8 @@ static int load_tokenizer(const cz_comm *world, const ft_base *b, const char *ou
     int bpe = !strcmp(b->vocab.kind, "bpe");
     int rc = 0;
     if (world->rank == 0) {
+        made[0] = !is_dir(out);
+        made[1] = !is_dir(dir);
         rc = cz_make_dirs(dir, err);
         if (rc == 0)
             rc = write_bytes(dir, bpe ? "encoder.json" : "vocab.txt", b->vocab.vocab,
@@ -183,8 +211,8 @@ typedef struct ft_run {
     cz_ft_task task;
     ft_base base;
     cz_tokenizer *tok;
-    cz_ft_dataset train, dev;
-    cz_ft_features ftrain, fdev;
+    cz_ft_dataset train, dev, test; /* test: --test, or predict's --input */
+    cz_ft_features ftrain, fdev, ftest;
     cz_model_config mc;
     int micro;        /* sequences per forward: whole examples of `group` sequences */
     int group;        /* sequences per example (cz_ft_features.group) */
@@ -196,6 +224,7 @@ typedef struct ft_run {
     char head_blob[128], task_blob[4096];
     cz_blob blobs[2];
     FILE *results;
+    int made[2]; /* rank 0's set-up created OUT, OUT/vocab (undo_made) */
 } ft_run;
 
 static void copy_feature(const cz_ft_features *f, int i, cz_batch_buf *buf, int slot, uint64_t g) {
@@ -238,12 +267,23 @@ static int init_model(void *ctx, cz_model *m, cz_error *err) {
     return 0;
 }
 
-/* Per-row width of the head's logits. */
-static size_t logit_width(const ft_run *r) {
-    if (r->task.kind == CZ_FT_CLASSIFY || r->task.kind == CZ_FT_CHOICE)
-        return (size_t)r->task.n_labels; /* one row per example */
-    if (r->task.kind == CZ_FT_SPAN) return (size_t)r->fdev.T * 2;
-    return (size_t)r->fdev.T * (size_t)r->task.n_labels;
+/* ---- evaluation: logits, scores and predictions of one file ---- */
+
+/* A file the model is scored on or predicts: the dev file of a run, its
+ * --test file, or predict's --input. */
+typedef enum { FT_DEV = 0, FT_TEST = 1, FT_INPUT = 2 } ft_split;
+
+static const char *split_name(ft_split s) {
+    static const char *names[] = {"dev", "test", "input"};
+    return names[s];
+}
+
+/* Per-row width of the head's logits for features of T tokens. */
+static size_t logit_width(const cz_ft_task *t, int T) {
+    if (t->kind == CZ_FT_CLASSIFY || t->kind == CZ_FT_CHOICE)
+        return (size_t)t->n_labels; /* one row per example */
+    if (t->kind == CZ_FT_SPAN) return (size_t)T * 2;
+    return (size_t)T * (size_t)t->n_labels;
 }
 
 static int argmax(const float *z, int n) {
@@ -253,15 +293,41 @@ static int argmax(const float *z, int n) {
     return k;
 }
 
-/* OUT/<name> for the final evaluation's predictions (NULL otherwise, or
- * when it cannot be written: the scores matter more than this file). */
-static FILE *open_predictions(const ft_run *r, int final, const char *name) {
-    if (!final) return NULL;
-    char path[1200];
-    snprintf(path, sizeof path, "%s/%s", r->o->out_dir, name);
+/* The files a split's predictions go to, in OUT: the task's own format
+ * (a label per line, CoNLL token<TAB>tag, SQuAD's predictions.json) and,
+ * for dev, the JSON lines with logits (docs/finetune.md). */
+typedef struct ft_outputs {
+    FILE *plain, *jsonl;
+    char plain_path[1200], jsonl_path[1200];
+} ft_outputs;
+
+static FILE *open_output(const char *dir, const char *name, char *path, size_t cap) {
+    snprintf(path, cap, "%s/%s", dir, name);
     FILE *f = fopen(path, "w");
     if (!f) cz_warn("%s: cannot write predictions: %s", path, strerror(errno));
     return f;
+}
+
+static void open_outputs(ft_outputs *o, const char *dir, const cz_ft_task *t, ft_split s) {
+    static const char *ext[] = {"txt", "json", "conll", "txt"}; /* by cz_ft_kind */
+    memset(o, 0, sizeof *o);
+    char name[64];
+    if (s == FT_DEV) { /* (the names of earlier releases) */
+        if (t->kind == CZ_FT_SPAN)
+            o->plain = open_output(dir, "predictions.json", o->plain_path, sizeof o->plain_path);
+        else
+            o->jsonl =
+                open_output(dir, "dev_predictions.jsonl", o->jsonl_path, sizeof o->jsonl_path);
+        return;
+    }
+    snprintf(name, sizeof name, "%spredictions.%s", s == FT_TEST ? "test_" : "", ext[t->kind]);
+    o->plain = open_output(dir, name, o->plain_path, sizeof o->plain_path);
+}
+
+static void close_outputs(ft_outputs *o) {
+    if (o->plain && fclose(o->plain) != 0) cz_warn("%s: %s", o->plain_path, strerror(errno));
+    if (o->jsonl && fclose(o->jsonl) != 0) cz_warn("%s: %s", o->jsonl_path, strerror(errno));
+    o->plain = o->jsonl = NULL;
 }
 
 /* One line of dev_predictions.jsonl: the predicted and gold label names
@@ -276,19 +342,19 @@ static void put_prediction(FILE *pf, const cz_ft_task *t, int pred, int gold, co
     fputs("]}", pf);
 }
 
-static int score_classes(const ft_run *r, const float *logits, size_t w, FILE *pf, cz_ft_scores *s,
-                         cz_error *err) {
-    const cz_ft_features *f = &r->fdev;
+static int score_classes(const cz_ft_task *t, const cz_ft_features *f, const float *logits,
+                         size_t w, ft_outputs *out, cz_ft_scores *s, cz_error *err) {
     int n = f->n / f->group; /* examples: one row of logits each */
     int *gold = malloc((size_t)n * sizeof *gold), *pred = malloc((size_t)n * sizeof *pred);
     if (!gold || !pred) return free(gold), free(pred), cz_fail(err, "out of memory");
     for (int i = 0; i < n; i++) {
         gold[i] = f->label[(size_t)i * f->group];
-        pred[i] = argmax(logits + (size_t)i * w, r->task.n_labels);
-        if (pf) {
-            put_prediction(pf, &r->task, pred[i], gold[i], logits + (size_t)i * w);
-            fputc('\n', pf);
+        pred[i] = argmax(logits + (size_t)i * w, t->n_labels);
+        if (out->jsonl) {
+            put_prediction(out->jsonl, t, pred[i], gold[i], logits + (size_t)i * w);
+            fputc('\n', out->jsonl);
         }
+        if (out->plain) fprintf(out->plain, "%s\n", t->labels[pred[i]]);
     }
     cz_ft_classify_scores(gold, pred, n, s);
     free(gold);
@@ -298,10 +364,9 @@ static int score_classes(const ft_run *r, const float *logits, size_t w, FILE *p
 
 /* Tagging: each word is scored at its first piece; words cut at max_seq (or
  * empty) are predicted O (class 0), with null logits in the predictions. */
-static int score_tags(ft_run *r, const float *logits, size_t w, FILE *pf, cz_ft_scores *s,
+static int score_tags(const cz_ft_task *tk, const cz_ft_dataset *d, const cz_ft_features *f,
+                      const float *logits, size_t w, ft_outputs *out, cz_ft_scores *s,
                       cz_error *err) {
-    const cz_ft_features *f = &r->fdev;
-    const cz_ft_dataset *d = &r->dev;
     long total = 0;
     for (int e = 0; e < d->n; e++) total += d->ex[e].n_words;
     int *gold = malloc((size_t)total * sizeof *gold), *pred = malloc((size_t)total * sizeof *pred);
@@ -309,7 +374,8 @@ static int score_tags(ft_run *r, const float *logits, size_t w, FILE *pf, cz_ft_
     if (!gold || !pred || !len)
         return free(gold), free(pred), free(len), cz_fail(err, "out of memory");
     long k = 0;
-    int C = r->task.n_labels;
+    int C = tk->n_labels;
+    FILE *pf = out->jsonl, *tf = out->plain;
     for (int e = 0; e < d->n; e++) {
         len[e] = d->ex[e].n_words;
         if (pf) fputs("{\"words\":[", pf);
@@ -318,45 +384,34 @@ static int score_tags(ft_run *r, const float *logits, size_t w, FILE *pf, cz_ft_
             const float *z = t < 0 ? NULL : logits + (size_t)e * w + (size_t)t * C;
             gold[k] = d->ex[e].tags[wd];
             pred[k] = z ? argmax(z, C) : 0;
+            if (tf) fprintf(tf, "%s\t%s\n", d->ex[e].words[wd], tk->labels[pred[k]]);
             if (!pf) continue;
             if (wd) fputc(',', pf);
             if (z) {
-                put_prediction(pf, &r->task, pred[k], gold[k], z);
+                put_prediction(pf, tk, pred[k], gold[k], z);
             } else {
                 fputs("{\"pred\":", pf);
-                cz_json_write_string(pf, r->task.labels[0]);
+                cz_json_write_string(pf, tk->labels[0]);
                 fputs(",\"gold\":", pf);
-                cz_json_write_string(pf, r->task.labels[gold[k]]);
+                cz_json_write_string(pf, tk->labels[gold[k]]);
                 fputs(",\"logits\":null}", pf);
             }
         }
         if (pf) fputs("]}\n", pf);
+        if (tf) fputc('\n', tf); /* CoNLL: a blank line ends a sentence */
     }
-    cz_ft_entity_scores(gold, pred, len, d->n, r->task.labels, s);
+    cz_ft_entity_scores(gold, pred, len, d->n, (char(*)[32])tk->labels, s);
     free(gold);
     free(pred);
     free(len);
     return 0;
 }
 
-/* The dev scores from the logits of every dev feature (rank 0); after the
- * last step also the predictions: OUT/dev_predictions.jsonl (classification:
- * a line per example; tagging: a line per sentence, one entry per word) or
- * OUT/predictions.json (SQuAD, the official format). */
-static int score_dev(ft_run *r, const float *logits, int final, cz_ft_scores *s, cz_error *err) {
-    const cz_ft_features *f = &r->fdev;
-    const cz_ft_dataset *d = &r->dev;
-    size_t w = logit_width(r);
-    memset(s, 0, sizeof *s);
-    if (r->task.kind != CZ_FT_SPAN) {
-        FILE *pf = open_predictions(r, final, "dev_predictions.jsonl");
-        int rc = r->task.kind == CZ_FT_TAG ? score_tags(r, logits, w, pf, s, err)
-                                           : score_classes(r, logits, w, pf, s, err);
-        if (pf && fclose(pf) != 0) cz_warn("dev_predictions.jsonl: %s", strerror(errno));
-        return rc;
-    }
-    /* span: the best answer of each question over its windows */
-    FILE *pf = open_predictions(r, final, "predictions.json");
+/* SQuAD: the best answer of each question over its windows, written as the
+ * official predictions.json ({id: answer}). */
+static int score_spans(const ft_run *r, const cz_ft_dataset *d, const cz_ft_features *f,
+                       const float *logits, size_t w, ft_outputs *out, cz_ft_scores *s) {
+    FILE *pf = out->plain;
     if (pf) fputc('{', pf);
     double em_sum = 0, f1_sum = 0;
     int first = 0;
@@ -368,8 +423,8 @@ static int score_dev(ft_run *r, const float *logits, int final, cz_ft_scores *s,
         char *gold[64];
         int ng = d->ex[e].n_answers < 64 ? d->ex[e].n_answers : 64;
         for (int a = 0; a < ng; a++) gold[a] = d->ex[e].answers[a].text;
-        double em, f1;
-        cz_ft_squad_score(ans ? ans : "", gold, ng, &em, &f1);
+        double em = 0, f1 = 0;
+        if (ng) cz_ft_squad_score(ans ? ans : "", gold, ng, &em, &f1);
         em_sum += em;
         f1_sum += f1;
         if (pf) {
@@ -381,14 +436,31 @@ static int score_dev(ft_run *r, const float *logits, int final, cz_ft_scores *s,
         free(ans);
         first += count;
     }
-    if (pf) {
-        fputs("}\n", pf);
-        fclose(pf);
-    }
-    s->n = d->n;
+    if (pf) fputs("}\n", pf);
     s->exact = 100.0 * em_sum / d->n;
     s->squad_f1 = 100.0 * f1_sum / d->n;
     return 0;
+}
+
+/* The scores of one file from the logits of all its features (rank 0), and
+ * when write is set its predictions (open_outputs). An unlabelled file
+ * (d->labelled == 0) gets predictions; its scores are meaningless. */
+static int score_split(const ft_run *r, ft_split split, const cz_ft_dataset *d,
+                       const cz_ft_features *f, const float *logits, int write, cz_ft_scores *s,
+                       char *written, size_t cap, cz_error *err) {
+    size_t w = logit_width(&r->task, f->T);
+    memset(s, 0, sizeof *s);
+    ft_outputs out;
+    memset(&out, 0, sizeof out);
+    if (write) open_outputs(&out, r->o->out_dir, &r->task, split);
+    int rc = r->task.kind == CZ_FT_SPAN  ? score_spans(r, d, f, logits, w, &out, s)
+             : r->task.kind == CZ_FT_TAG ? score_tags(&r->task, d, f, logits, w, &out, s, err)
+                                         : score_classes(&r->task, f, logits, w, &out, s, err);
+    s->n = d->n;
+    if (written && cap)
+        snprintf(written, cap, "%s", out.plain ? out.plain_path : out.jsonl ? out.jsonl_path : "");
+    close_outputs(&out);
+    return rc;
 }
 
 static const char *metric_name(cz_ft_metric m) {
@@ -412,6 +484,21 @@ static double score_of(cz_ft_metric m, const cz_ft_scores *s) {
     }
 }
 
+/* A split's figures as a JSON object (results.jsonl's "dev" and "test",
+ * predict's scores.json): the task kind's scores and the example count. */
+static void put_scores(FILE *f, const cz_ft_task *t, const cz_ft_scores *s) {
+    fputc('{', f);
+    if (t->kind == CZ_FT_CLASSIFY || t->kind == CZ_FT_CHOICE)
+        fprintf(f, "\"accuracy\":%.6f,\"f1\":%.6f,\"mcc\":%.6f", 100 * s->accuracy, 100 * s->f1,
+                100 * s->mcc);
+    else if (t->kind == CZ_FT_SPAN)
+        fprintf(f, "\"exact\":%.6f,\"f1\":%.6f", s->exact, s->squad_f1);
+    else
+        fprintf(f, "\"precision\":%.6f,\"recall\":%.6f,\"f1\":%.6f", s->precision, s->recall,
+                s->entity_f1);
+    fprintf(f, ",\"examples\":%ld}", s->n);
+}
+
 /* One line of results.jsonl (format: docs/finetune.md). */
 static void write_result(ft_run *r, long step, int final, const cz_ft_scores *s, int ranks) {
     if (!r->results) return;
@@ -424,23 +511,50 @@ static void write_result(ft_run *r, long step, int final, const cz_ft_scores *s,
     fprintf(f, ",\"metric\":\"%s\",\"score\":%.6f,\"step\":%ld,\"steps\":%ld,\"epoch\":%.4f,",
             metric_name(r->task.metric), score_of(r->task.metric, s), step, r->steps,
             r->steps_per_epoch ? (double)step / (double)r->steps_per_epoch : 0.0);
-    fprintf(f, "\"dev\":{");
-    if (r->task.kind == CZ_FT_CLASSIFY || r->task.kind == CZ_FT_CHOICE)
-        fprintf(f, "\"accuracy\":%.6f,\"f1\":%.6f,\"mcc\":%.6f", 100 * s->accuracy, 100 * s->f1,
-                100 * s->mcc);
-    else if (r->task.kind == CZ_FT_SPAN)
-        fprintf(f, "\"exact\":%.6f,\"f1\":%.6f", s->exact, s->squad_f1);
-    else
-        fprintf(f, "\"precision\":%.6f,\"recall\":%.6f,\"f1\":%.6f", s->precision, s->recall,
-                s->entity_f1);
-    fprintf(f, ",\"examples\":%ld},\"lr\":%.9g,\"batch\":%d,\"epochs\":%d,\"seed\":%llu,", s->n,
-            o->lr, o->batch, o->epochs, o->seed);
+    fprintf(f, "\"dev\":");
+    put_scores(f, &r->task, s);
+    fprintf(f, ",\"lr\":%.9g,\"batch\":%d,\"epochs\":%d,\"seed\":%llu,", o->lr, o->batch, o->epochs,
+            o->seed);
     fprintf(f, "\"max_seq\":%d,\"train_examples\":%d,\"train_features\":%d,\"ranks\":%d,",
             o->max_seq, r->train.n, r->ftrain.n, ranks);
     fprintf(f, "\"init\":");
     cz_json_write_string(f, o->random_init ? "random" : o->init);
     fprintf(f, ",\"seconds\":%.1f}\n", cz_now() - r->t0);
     fflush(f);
+}
+
+/* A scored test or input file as one JSON object (results.jsonl's "test"
+ * line after the last step, predict's scores.json): scores are null for a
+ * file without labels. */
+static void put_split_result(FILE *f, const ft_run *r, ft_split split, const cz_ft_dataset *d,
+                             const cz_ft_features *fe, const cz_ft_scores *s, long step,
+                             const char *written) {
+    char cut[256];
+    cz_ft_truncation_text(fe, d, r->o->max_query, cut, sizeof cut);
+    fprintf(f, "{\"kind\":\"%s\",\"task\":", split_name(split));
+    cz_json_write_string(f, r->task.name);
+    fputs(",\"file\":", f);
+    cz_json_write_string(f, d->path);
+    fprintf(f, ",\"metric\":\"%s\",\"score\":", metric_name(r->task.metric));
+    if (d->labelled)
+        fprintf(f, "%.6f,\"%s\":", score_of(r->task.metric, s), split_name(split));
+    else
+        fprintf(f, "null,\"%s\":", split_name(split));
+    if (d->labelled)
+        put_scores(f, &r->task, s);
+    else
+        fprintf(f, "{\"examples\":%ld}", s->n);
+    if (split == FT_TEST) fprintf(f, ",\"step\":%ld", step);
+    fprintf(f,
+            ",\"max_seq\":%d,\"truncated\":%d,\"words_lost\":%d,"
+            "\"answers_lost\":%d,\"truncation\":",
+            fe->T, fe->truncated, fe->words_lost, fe->answers_lost);
+    cz_json_write_string(f, cut);
+    fputs(",\"predictions\":", f);
+    cz_json_write_string(f, written);
+    fputs(",\"init\":", f);
+    cz_json_write_string(f, r->o->init);
+    fputs("}\n", f);
 }
 
 /* Every rank learns whether any rank failed (a rank that fails alone must
@@ -453,43 +567,88 @@ static int any_failed(const cz_comm *comm, int rc, const char *what, cz_error *e
     return bad != 0;
 }
 
-static int evaluate(void *ctx, cz_model *m, const cz_comm *comm, long step, int final,
-                    cz_error *err) {
-    ft_run *r = ctx;
-    if (step == 0 && !final) return 0; /* nothing learnt yet */
-    const cz_ft_features *f = &r->fdev;
-    size_t w = logit_width(r);
-    /* rows of logits: one per example for classification, similarity and
-     * choice (micro is whole examples of G sequences), one per feature else */
+/* The head's logits of every feature of f on every rank: each rank runs
+ * every ranks-th micro-batch of r->micro sequences (whole examples), the
+ * rows are summed over ranks. Rows: one per example for classification,
+ * similarity and choice, one per feature for tagging and spans. */
+static float *split_logits(ft_run *r, cz_model *m, const cz_comm *comm, const cz_ft_features *f,
+                           cz_error *err) {
+    size_t w = logit_width(&r->task, f->T);
     int G = r->task.kind == CZ_FT_TAG || r->task.kind == CZ_FT_SPAN ? 1 : f->group;
-    float *logits = calloc((size_t)(f->n / G) * w + 1, sizeof *logits);
-    if (!logits) return cz_fail(err, "out of memory for %d dev logits", f->n);
+    size_t n_rows = (size_t)(f->n / G);
+    float *logits = calloc(n_rows * w + 1, sizeof *logits);
+    if (!logits) {
+        cz_fail(err, "out of memory for %d logits", f->n);
+        return NULL;
+    }
     int batches = (f->n + r->micro - 1) / r->micro, rc = 0;
     for (int k = comm->rank; k < batches && rc == 0; k += comm->size) {
         int first = k * r->micro, n = f->n - first < r->micro ? f->n - first : r->micro;
         for (int j = 0; j < n; j++) copy_feature(f, first + j, &r->buf, j, (uint64_t)(first + j));
-        cz_batch b = cz_batch_view(&r->buf, n);
+        cz_batch b = r->o->pad_max ? cz_batch_view(&r->buf, n) : cz_batch_view_packed(&r->buf, n);
         b.train = 0;
         cz_losses l;
         if (cz_model_forward(m, &b, &l, err)) {
             rc = -1;
             break;
         }
-        memcpy(logits + (size_t)(first / G) * w, cz_model_head_logits(m),
-               (size_t)(n / G) * w * sizeof(float));
-    }
-    if (any_failed(comm, rc, "dev evaluation", err)) {
-        free(logits);
-        return -1;
+        const float *z = cz_model_head_logits(m);
+        if (G > 1 || r->task.kind == CZ_FT_CLASSIFY || r->task.kind == CZ_FT_CHOICE) {
+            memcpy(logits + (size_t)(first / G) * w, z, (size_t)(n / G) * w * sizeof(float));
+            continue;
+        }
+        /* per-token rows of b.seq tokens into the file's rows of f->T (the
+         * padding cut off keeps zeros: no word or answer is there) */
+        size_t wb = w / (size_t)f->T * (size_t)b.seq;
+        for (int j = 0; j < n; j++)
+            memcpy(logits + (size_t)(first + j) * w, z + (size_t)j * wb, wb * sizeof(float));
     }
     /* every row was filled by exactly one rank, zeros elsewhere: the sum is exact */
-    if (cz_reduce(comm, CZ_ALLREDUCE_RING, logits, (size_t)(f->n / G) * w, NULL, err)) {
+    if (any_failed(comm, rc, "evaluation", err) ||
+        cz_reduce(comm, CZ_ALLREDUCE_RING, logits, n_rows * w, NULL, err)) {
         free(logits);
-        return -1;
+        return NULL;
     }
+    return logits;
+}
+
+/* The test file of a run (--test) after the last step: predictions and a
+ * "test" line in results.jsonl. Rank 0 writes; every rank computes. */
+static int evaluate_test(ft_run *r, cz_model *m, const cz_comm *comm, long step, cz_error *err) {
+    float *logits = split_logits(r, m, comm, &r->ftest, err);
+    if (!logits) return -1;
+    int rc = 0;
     if (comm->rank == 0) {
         cz_ft_scores s;
-        rc = score_dev(r, logits, final, &s, err);
+        char written[1200];
+        rc = score_split(r, FT_TEST, &r->test, &r->ftest, logits, 1, &s, written, sizeof written,
+                         err);
+        if (rc == 0 && r->results) {
+            put_split_result(r->results, r, FT_TEST, &r->test, &r->ftest, &s, step, written);
+            fflush(r->results);
+        }
+        if (rc == 0 && !r->o->quiet && r->test.labelled)
+            cz_info("test %s: %s %.2f over %ld examples; predictions in %s", r->test.path,
+                    metric_name(r->task.metric), score_of(r->task.metric, &s), s.n, written);
+        else if (rc == 0 && !r->o->quiet)
+            cz_info("test %s: %ld examples without labels; predictions in %s", r->test.path, s.n,
+                    written);
+        if (rc == 0 && r->res) r->res->test = s;
+    }
+    free(logits);
+    return cz_comm_share_verdict(comm, 0, rc, err) < 0 ? -1 : 0;
+}
+
+static int evaluate(void *ctx, cz_model *m, const cz_comm *comm, long step, int final,
+                    cz_error *err) {
+    ft_run *r = ctx;
+    if (step == 0 && !final) return 0; /* nothing learnt yet */
+    float *logits = split_logits(r, m, comm, &r->fdev, err);
+    if (!logits) return -1;
+    int rc = 0;
+    if (comm->rank == 0) {
+        cz_ft_scores s;
+        rc = score_split(r, FT_DEV, &r->dev, &r->fdev, logits, final, &s, NULL, 0, err);
         if (rc == 0) {
             double sc = score_of(r->task.metric, &s);
             write_result(r, step, final, &s, comm->size);
@@ -510,6 +669,7 @@ static int evaluate(void *ctx, cz_model *m, const cz_comm *comm, long step, int 
         if (cz_comm_bcast(comm, &r->res->score, sizeof r->res->score, 0, err)) return -1;
         r->res->finished = 1;
     }
+    if (final && r->o->test_path[0]) return evaluate_test(r, m, comm, step, err);
     return 0;
 }
 
@@ -561,60 +721,104 @@ static void run_free(ft_run *r) {
     if (r->tok) cz_tokenizer_free(r->tok);
     cz_ft_features_free(&r->ftrain);
     cz_ft_features_free(&r->fdev);
+    cz_ft_features_free(&r->ftest);
     cz_ft_dataset_free(&r->train);
     cz_ft_dataset_free(&r->dev);
+    cz_ft_dataset_free(&r->test);
     if (r->buf_ok) cz_batch_buf_free(&r->buf);
     if (r->results) fclose(r->results);
     base_free(&r->base);
 }
 
-/* Reads and tokenizes both files (every rank: any rank builds any sample). */
+/* The feature set-up of the model r->mc and tokenizer r->tok. */
+static int feature_config(const ft_run *r, cz_ft_feature_config *fc, cz_error *err) {
+    const cz_ft_options *o = r->o;
+    int gpt = r->mc.arch == CZ_ARCH_GPT;
+    *fc = (cz_ft_feature_config){.max_seq = o->max_seq,
+                                 .doc_stride = o->doc_stride,
+                                 .max_query = o->max_query,
+                                 .gpt = gpt,
+                                 .lower_case = r->base.vocab.lower_case,
+                                 .similarity = r->task.similarity};
+    if (gpt) { /* GPT-1 Sec. 3.3: start, delimiter and extract tokens, the last three ids */
+        fc->start = r->mc.vocab_size - 3;
+        fc->delim = fc->start + 1;
+        fc->extract = fc->start + 2;
+        fc->pad = 0;
+        return 0;
+    }
+    fc->cls = cz_tokenizer_token_id(r->tok, "[CLS]");
+    fc->sep = cz_tokenizer_token_id(r->tok, "[SEP]");
+    fc->pad = cz_tokenizer_token_id(r->tok, "[PAD]");
+    if (fc->cls < 0 || fc->sep < 0 || fc->pad < 0)
+        return cz_fail(err, "the vocabulary lacks [CLS], [SEP] or [PAD]");
+    return 0;
+}
+
+/* Reads and tokenizes a test file (--test, predict's --input): labels are
+ * optional there. */
+static int prepare_test(ft_run *r, const cz_ft_feature_config *fc, cz_error *err) {
+    const cz_ft_options *o = r->o;
+    if (cz_ft_read(&r->test, &r->task, o->test_path, CZ_FT_MAY_LACK_LABELS, err)) return -1;
+    if (o->test_limit > 0) cz_ft_dataset_truncate(&r->test, o->test_limit);
+    return cz_ft_featurize(&r->ftest, &r->test, r->tok, fc, err);
+}
+
+/* Reads and tokenizes the files (every rank: any rank builds any sample). */
 static int prepare_data(ft_run *r, cz_error *err) {
     const cz_ft_options *o = r->o;
-    if (cz_ft_read(&r->train, &r->task, o->train_path, 1, err) ||
+    if (cz_ft_read(&r->train, &r->task, o->train_path, CZ_FT_COLLECT, err) ||
         cz_ft_read(&r->dev, &r->task, o->dev_path, 0, err))
         return -1;
     if (o->train_limit > 0) cz_ft_dataset_truncate(&r->train, o->train_limit);
     if (o->dev_limit > 0) cz_ft_dataset_truncate(&r->dev, o->dev_limit);
-    int gpt = r->mc.arch == CZ_ARCH_GPT;
-    cz_ft_feature_config fc = {.max_seq = o->max_seq,
-                               .doc_stride = o->doc_stride,
-                               .max_query = o->max_query,
-                               .gpt = gpt,
-                               .lower_case = r->base.vocab.lower_case};
-    if (gpt) { /* GPT-1 Sec. 3.3: start, delimiter and extract tokens, added after the vocabulary */
-        fc.start = r->base.mc.vocab_size;
-        fc.delim = fc.start + 1;
-        fc.extract = fc.start + 2;
-        fc.pad = 0;
-    } else {
-        fc.cls = cz_tokenizer_token_id(r->tok, "[CLS]");
-        fc.sep = cz_tokenizer_token_id(r->tok, "[SEP]");
-        fc.pad = cz_tokenizer_token_id(r->tok, "[PAD]");
-        if (fc.cls < 0 || fc.sep < 0 || fc.pad < 0)
-            return cz_fail(err, "the vocabulary lacks [CLS], [SEP] or [PAD]");
-    }
-    fc.similarity = r->task.similarity;
-    if (cz_ft_featurize(&r->ftrain, &r->train, r->tok, &fc, err) ||
+    cz_ft_feature_config fc;
+    if (feature_config(r, &fc, err) || cz_ft_featurize(&r->ftrain, &r->train, r->tok, &fc, err) ||
         cz_ft_featurize(&r->fdev, &r->dev, r->tok, &fc, err))
         return -1;
+    if (o->test_path[0] && prepare_test(r, &fc, err)) return -1;
     r->group = r->ftrain.group;
     return 0;
 }
 
+/* The recipe's options, checked before anything is read or written, each
+ * named as the user typed it (the train configuration they become is
+ * checked again, in its own keys, by cz_config_validate). */
+static int check_options(const cz_ft_options *o, int ranks, cz_error *err) {
+    if (!(o->lr > 0 && o->lr <= 10))
+        return cz_fail(err, "--lr %g: must be in (0, 10] (a peak learning rate)", o->lr);
+    if (o->batch < 1) return cz_fail(err, "--batch %d: must be at least 1", o->batch);
+    if (o->epochs < 1) return cz_fail(err, "--epochs %d: must be at least 1", o->epochs);
+    if (!(o->warmup_fraction >= 0 && o->warmup_fraction < 1))
+        return cz_fail(err, "--warmup %g: must be in [0, 1)", o->warmup_fraction);
+    if (!(o->weight_decay >= 0 && o->weight_decay <= 1))
+        return cz_fail(err, "--weight-decay %g: must be in [0, 1]", o->weight_decay);
+    if (o->dropout >= 1) return cz_fail(err, "--dropout %g must be in [0, 1)", (double)o->dropout);
+    if (!(o->lm_weight >= 0))
+        return cz_fail(err, "--lm-weight %g: must be at least 0", (double)o->lm_weight);
+    if (o->micro_batch < 0 || o->threads < 0 || o->train_limit < 0 || o->dev_limit < 0 ||
+        o->test_limit < 0 || o->stop_after < 0)
+        return cz_fail(err, "--micro-batch, --threads, --stop-after and the limits must not be "
+                            "negative");
+    if (o->doc_stride < 1 || o->max_query < 1 || o->max_answer < 1)
+        return cz_fail(err, "--doc-stride, --max-query and --max-answer must be at least 1");
+    if (o->batch % ranks)
+        return cz_fail(err, "--batch %d is not a multiple of the %d ranks", o->batch, ranks);
+    int micro = o->micro_batch > 0 ? o->micro_batch : o->batch / ranks;
+    if ((o->batch / ranks) % micro)
+        return cz_fail(err, "--micro-batch %d does not divide batch / ranks = %d", micro,
+                       o->batch / ranks);
+    return 0;
+}
+
 /* The set-up every rank does alike before the first collective: the
- * options' checks and the model read. */
+ * options' checks and the model read. Nothing is written yet. */
 static int setup_base(ft_run *r, cz_error *err) {
     const cz_ft_options *o = r->o;
     int ranks = r->world->size;
-    if (o->batch % ranks)
-        return cz_fail(err, "--batch %d is not a multiple of the %d ranks", o->batch, ranks);
+    if (check_options(o, ranks, err)) return -1;
     r->micro = o->micro_batch > 0 ? o->micro_batch : o->batch / ranks;
-    if ((o->batch / ranks) % r->micro)
-        return cz_fail(err, "--micro-batch %d does not divide batch / ranks = %d", r->micro,
-                       o->batch / ranks);
-    if (o->dropout >= 1) return cz_fail(err, "--dropout %g must be in [0, 1)", (double)o->dropout);
-    return cz_make_dirs(o->out_dir, err) || base_load(&r->base, o->init, err) ? -1 : 0;
+    return base_load(&r->base, o->init, err);
 }
 
 /* The rest of the set-up: the tokenizer (rank 0 writes the vocabulary),
@@ -622,7 +826,7 @@ static int setup_base(ft_run *r, cz_error *err) {
  * runtime's configuration. */
 static int setup_data(ft_run *r, cz_config *cfg, cz_error *err) {
     const cz_ft_options *o = r->o;
-    if (load_tokenizer(r->world, &r->base, o->out_dir, &r->tok, err)) return -1;
+    if (load_tokenizer(r->world, &r->base, o->out_dir, &r->tok, r->made, err)) return -1;
     /* the fine-tuning model: the base architecture with the task's head */
     r->mc = r->base.mc;
     r->mc.head = r->task.kind == CZ_FT_CHOICE ? CZ_HEAD_CHOICE
@@ -653,6 +857,24 @@ static int setup_data(ft_run *r, cz_config *cfg, cz_error *err) {
     return 0;
 }
 
+/* One line per file: what truncation cut (examples, words, answers), or
+ * that nothing was. */
+static void log_truncation(const ft_run *r, const char *what, const cz_ft_dataset *d,
+                           const cz_ft_features *f) {
+    char cut[256];
+    cz_ft_truncation_text(f, d, r->o->max_query, cut, sizeof cut);
+    int train = !strcmp(what, "train");
+    const char *means = !f->words_lost && !f->answers_lost ? ""
+                        : d->kind == CZ_FT_TAG
+                            ? (train ? " (no loss on them)" : " (predicted as class 0)")
+                            : (train ? " (trained as no answer)" : " (not found)");
+    if (f->truncated || f->answers_lost) /* said even with --quiet */
+        cz_warn("%s file %s: %s%s; raise --max-seq%s to keep them", what, d->path, cut, means,
+                d->kind == CZ_FT_SPAN ? " or --max-query" : "");
+    else if (!r->o->quiet)
+        cz_info("%s file %s: %d examples, %s at %d tokens", what, d->path, d->n, cut, f->T);
+}
+
 /* A set-up that cz_comm_agree found failed (agreed != 0) as cz_ft_run's
  * and cz_ft_extract's return: every rank's error, naming the rank when it
  * was not rank 0's, or -1 when the agreement itself failed. */
@@ -678,6 +900,7 @@ int cz_ft_run(const cz_comm *world, const cz_ft_options *o, cz_ft_result *res, c
     int who = 0, agreed = cz_comm_agree(world, setup_base(&r, err), &who, err);
     if (agreed == 0) agreed = cz_comm_agree(world, setup_data(&r, &cfg, err), &who, err);
     if (agreed != 0) {
+        if (rank == 0) undo_made(o->out_dir, r.made);
         rc = set_up_failed(agreed, who, err);
         goto done;
     }
@@ -686,10 +909,14 @@ int cz_ft_run(const cz_comm *world, const cz_ft_options *o, cz_ft_result *res, c
         snprintf(path, sizeof path, "%s/results.jsonl", o->out_dir);
         r.results = fopen(path, "a");
         if (!o->quiet)
-            cz_info("%s: %d training examples -> %d features (%d cut to %d tokens), %d dev "
-                    "examples -> %d features; %ld steps of %d (%ld per epoch), lr %g",
-                    r.task.name, r.train.n, r.ftrain.n, r.ftrain.truncated, o->max_seq, r.dev.n,
-                    r.fdev.n, r.steps, o->batch, r.steps_per_epoch, o->lr);
+            cz_info("%s: %d training examples -> %d features, %d dev examples -> %d features%s; "
+                    "%ld steps of %d (%ld per epoch), lr %g",
+                    r.task.name, r.train.n, r.ftrain.n, r.dev.n, r.fdev.n,
+                    o->test_path[0] ? ", and a test file" : "", r.steps, o->batch,
+                    r.steps_per_epoch, o->lr);
+        log_truncation(&r, "train", &r.train, &r.ftrain);
+        log_truncation(&r, "dev", &r.dev, &r.fdev);
+        if (o->test_path[0]) log_truncation(&r, "test", &r.test, &r.ftest);
     }
     /* what a checkpoint of this run holds beside the train runtime's blobs:
      * its head (so that it can be exported or fine-tuned further) */
@@ -703,7 +930,7 @@ int cz_ft_run(const cz_comm *world, const cz_ft_options *o, cz_ft_result *res, c
     char meta[1400];
     int nb = 2;
     if (r.base.has_vocab) nb += cz_hf_vocab_blobs(&r.base.vocab, meta, sizeof meta, all + 2);
-    cz_train_task task = {&r, build_sample, init_model, evaluate, all, nb};
+    cz_train_task task = {&r, build_sample, init_model, evaluate, all, nb, !o->pad_max};
     cz_train_options to = {.resume = o->resume, .quiet = o->quiet};
     rc = cz_train_run_task(world, &cfg, &to, &task, err);
     if (res) {
@@ -744,8 +971,14 @@ int cz_ft_extract(const cz_comm *world, const cz_ft_options *o, const int *layer
     int who = 0, setup = base_load(&r.base, o->init, err);
     int agreed = cz_comm_agree(world, setup, &who, err);
     if (agreed != 0) goto setup_end;
+    /* training's thread plan and GEMM (collective: every rank comes here) */
+    int threads = 0;
+    setup = cz_train_compute_setup(world, o->threads, CZ_GEMM_AUTO, r.base.mc.matmul_bf16, &threads,
+                                   &gemm, err);
+    agreed = cz_comm_agree(world, setup, &who, err);
+    if (agreed != 0) goto setup_end;
     setup = -1;
-    if (load_tokenizer(world, &r.base, dir, &r.tok, err)) goto setup_failed;
+    if (load_tokenizer(world, &r.base, dir, &r.tok, r.made, err)) goto setup_failed;
     r.mc = r.base.mc;
     r.mc.head = CZ_HEAD_NONE;
     r.mc.lm_weight = 0;
@@ -775,8 +1008,7 @@ int cz_ft_extract(const cz_comm *world, const cz_ft_options *o, const int *layer
         }
     }
     micro = o->micro_batch > 0 ? o->micro_batch : 16;
-    gemm = cz_gemm_setup(CZ_GEMM_AUTO, o->threads > 0 ? o->threads : 1, err);
-    if (!gemm || cz_model_create(&m, &r.mc, micro, T, 1, gemm, err)) goto setup_failed;
+    if (cz_model_create(&m, &r.mc, micro, T, 1, gemm, err)) goto setup_failed;
     char fresh[512];
     copy_tensors(m, &r.base, fresh, sizeof fresh);
     if (cz_batch_buf_alloc(&r.buf, micro, T, 1, err)) goto setup_failed;
@@ -883,6 +1115,142 @@ done:
     free(mask);
     free(toks);
     free(words);
+    cz_model_free(m);
+    if (gemm) cz_gemm_free(gemm);
+    run_free(&r);
+    return rc;
+}
+
+/* ---- predictions on a file ---- */
+
+/* The task a fine-tuned checkpoint was trained for and its classes in
+ * their order ("finetune.task": "task NAME\nlabels A B ...", cz_ft_run's
+ * blob): the logits' columns mean these labels, whatever order a new
+ * reading of a training file would give. */
+static int task_from_ckpt(const ft_base *b, cz_ft_task *t, const char *init, cz_error *err) {
+    size_t n = 0;
+    const char *blob = b->ck ? cz_ckpt_get(b->ck, "finetune.task", &n) : NULL;
+    if (!blob)
+        return cz_fail(err,
+                       "%s: not a fine-tuned checkpoint (no finetune.task blob); predict takes "
+                       "the checkpoint of a cloze-finetune run (--init)",
+                       init);
+    char text[4096], name[32] = "";
+    snprintf(text, sizeof text, "%.*s", (int)(n < sizeof text ? n : sizeof text - 1), blob);
+    if (sscanf(text, "task %31s", name) != 1 || !strstr(text, "\nlabels"))
+        return cz_fail(err, "%s: finetune.task: not \"task NAME\\nlabels ...\"", init);
+    if (strcmp(name, t->name))
+        return cz_fail(err, "--task %s, but %s was fine-tuned on %s", t->name, init, name);
+    int k = 0;
+    char *save = NULL;
+    for (char *w = strtok_r(strstr(text, "\nlabels") + 7, " \n", &save); w && k < CZ_FT_MAX_LABELS;
+         w = strtok_r(NULL, " \n", &save))
+        snprintf(t->labels[k++], sizeof t->labels[0], "%s", w);
+    if (t->kind != CZ_FT_SPAN && k < 2)
+        return cz_fail(err, "%s: finetune.task: %d label(s)", init, k);
+    t->n_labels = k;
+    return 0;
+}
+
+/* predict's set-up after the model is read: the tokenizer, the input's
+ * features, the model with the checkpoint's weights. */
+static int predict_setup(ft_run *r, cz_gemm_ctx *gemm, cz_model **m, cz_error *err) {
+    const cz_ft_options *o = r->o;
+    if (load_tokenizer(r->world, &r->base, o->out_dir, &r->tok, r->made, err)) return -1;
+    r->mc = r->base.mc;
+    cz_ft_feature_config fc;
+    if (feature_config(r, &fc, err) || prepare_test(r, &fc, err)) return -1;
+    if (o->max_seq > r->mc.max_positions)
+        return cz_fail(err, "--max-seq %d exceeds the model's %d positions", o->max_seq,
+                       r->mc.max_positions);
+    r->group = r->ftest.group;
+    r->micro = (o->micro_batch > 0 ? o->micro_batch : 16) * r->group;
+    if (cz_model_create(m, &r->mc, r->micro, o->max_seq, 1, gemm, err)) return -1;
+    char fresh[512];
+    if (copy_tensors(*m, &r->base, fresh, sizeof fresh) > 0)
+        return cz_fail(err, "%s: the checkpoint lacks %s", o->init, fresh);
+    if (cz_batch_buf_alloc(&r->buf, r->micro, o->max_seq, 1, err)) return -1;
+    r->buf_ok = 1;
+    return 0;
+}
+
+/* predict's scores.json: the figures run reports, for a labelled input. */
+static int write_scores(const ft_run *r, const cz_ft_scores *s, const char *written,
+                        cz_error *err) {
+    char path[1200], *text = NULL;
+    size_t len = 0;
+    snprintf(path, sizeof path, "%s/scores.json", r->o->out_dir);
+    FILE *f = open_memstream(&text, &len);
+    if (!f) return cz_fail(err, "out of memory");
+    put_split_result(f, r, FT_INPUT, &r->test, &r->ftest, s, 0, written);
+    fclose(f);
+    int rc = cz_write_file_atomic(path, text, len, err);
+    free(text);
+    return rc;
+}
+
+int cz_ft_predict(const cz_comm *world, const cz_ft_options *opt, cz_ft_result *res,
+                  cz_error *err) {
+    cz_ft_options o = *opt;
+    ft_run r;
+    memset(&r, 0, sizeof r);
+    r.world = world;
+    r.o = &o;
+    r.res = res;
+    r.t0 = cz_now();
+    r.task = o.task;
+    if (res) memset(res, 0, sizeof *res);
+    int rank = world->rank, rc = -1, who = 0, threads = 0;
+    cz_model *m = NULL;
+    cz_gemm_ctx *gemm = NULL;
+    float *logits = NULL;
+    /* as cz_ft_run's: every rank alike, a failure said once, nothing left
+     * behind that the failed set-up made */
+    int setup = o.test_limit < 0 || o.micro_batch < 0 || o.threads < 0 || o.max_seq < 0
+                    ? cz_fail(err, "--limit, --micro-batch, --threads and --max-seq must not be "
+                                   "negative")
+                    : base_load(&r.base, o.init, err);
+    if (setup == 0) setup = task_from_ckpt(&r.base, &r.task, o.init, err);
+    if (setup == 0 && !o.max_seq) o.max_seq = r.base.seq; /* the fine-tuning run's */
+    int agreed = cz_comm_agree(world, setup, &who, err);
+    if (agreed == 0)
+        agreed = cz_comm_agree(world,
+                               cz_train_compute_setup(world, o.threads, CZ_GEMM_AUTO,
+                                                      r.base.mc.matmul_bf16, &threads, &gemm, err),
+                               &who, err);
+    if (agreed == 0) agreed = cz_comm_agree(world, predict_setup(&r, gemm, &m, err), &who, err);
+    if (agreed != 0) {
+        if (rank == 0) undo_made(o.out_dir, r.made);
+        rc = set_up_failed(agreed, who, err);
+        goto done;
+    }
+    if (rank == 0) log_truncation(&r, "input", &r.test, &r.ftest);
+    logits = split_logits(&r, m, world, &r.ftest, err);
+    rc = logits ? 0 : -1;
+    if (rc == 0 && rank == 0) {
+        cz_ft_scores s;
+        char written[1200];
+        rc = score_split(&r, FT_INPUT, &r.test, &r.ftest, logits, 1, &s, written, sizeof written,
+                         err);
+        if (rc == 0 && r.test.labelled) rc = write_scores(&r, &s, written, err);
+        if (rc == 0 && res) {
+            res->test = s;
+            res->score = r.test.labelled ? score_of(r.task.metric, &s) : NAN;
+            res->finished = 1;
+            res->seconds = cz_now() - r.t0;
+        }
+        if (rc == 0 && !o.quiet && r.test.labelled)
+            cz_info("%s: %s %.2f over %ld examples; predictions in %s, scores in %s/scores.json",
+                    r.test.path, metric_name(r.task.metric), score_of(r.task.metric, &s), s.n,
+                    written, o.out_dir);
+        else if (rc == 0 && !o.quiet)
+            cz_info("%s: %ld examples without labels; predictions in %s", r.test.path, s.n,
+                    written);
+    }
+    if (cz_comm_share_verdict(world, 0, rc, err) < 0) rc = -1;
+    if (rc == 0 && res && cz_comm_bcast(world, res, sizeof *res, 0, err)) rc = -1;
+done:
+    free(logits);
     cz_model_free(m);
     if (gemm) cz_gemm_free(gemm);
     run_free(&r);

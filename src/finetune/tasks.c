@@ -224,7 +224,8 @@ static int column_of(const char *spec, char **hdr, int n_hdr, const char *path, 
     return -2;
 }
 
-static int read_tsv(cz_ft_dataset *d, cz_ft_task *t, char *text, int collect, cz_error *err) {
+static int read_tsv(cz_ft_dataset *d, cz_ft_task *t, char *text, int collect, int may_lack,
+                    cz_error *err) {
     int cap = 0, lineno = 0;
     int ca = -1, cb = -1, cl = -1;
     char *hdr_f[MAX_FIELDS];
@@ -250,6 +251,9 @@ static int read_tsv(cz_ft_dataset *d, cz_ft_task *t, char *text, int collect, cz
             ca = column_of(t->text_a, n_hdr ? hdr_f : NULL, n_hdr, d->path, err);
             cb = column_of(t->text_b, n_hdr ? hdr_f : NULL, n_hdr, d->path, err);
             cl = column_of(t->label, n_hdr ? hdr_f : NULL, n_hdr, d->path, err);
+            /* a test file without its label column (GLUE's test TSVs):
+             * predictions only */
+            if (may_lack && t->label[0] && (cl == -2 || cl >= nf)) cl = -1, d->labelled = 0;
             if (ca < -1 || cb < -1 || cl < -1) return -1;
             if (ca < 0) return cz_fail(err, "%s: the task names no text column", d->path);
             have_cols = 1;
@@ -296,8 +300,9 @@ static int flush_sentence(cz_ft_dataset *d, int *cap, words_buf *w, cz_error *er
     return 0;
 }
 
-static int read_conll(cz_ft_dataset *d, cz_ft_task *t, char *text, int collect, cz_error *err) {
-    int cap = 0, lineno = 0;
+static int read_conll(cz_ft_dataset *d, cz_ft_task *t, char *text, int collect, int may_lack,
+                      cz_error *err) {
+    int cap = 0, lineno = 0, tagged = -1; /* whether lines carry a tag: the first line's */
     words_buf w = {0};
     char *p = text;
     int rc = 0;
@@ -322,16 +327,23 @@ static int read_conll(cz_ft_dataset *d, cz_ft_task *t, char *text, int collect, 
         }
         char *sep = strrchr(line, '\t');
         if (!sep) sep = strrchr(line, ' ');
+        /* a file of tokens alone (a test file): predictions only */
+        if (tagged < 0) tagged = sep || !may_lack;
+        if (!tagged && sep) {
+            rc = cz_fail(err, "%s:%d: a tag column, but the first token line had none", d->path,
+                         lineno);
+            break;
+        }
         /* the token is the first column: a line that starts blank has none */
-        if (!sep || line[0] == ' ' || line[0] == '\t') {
+        if ((tagged && !sep) || line[0] == ' ' || line[0] == '\t') {
             rc = cz_fail(err, "%s:%d: expected \"token<TAB>tag\"", d->path, lineno);
             break;
         }
-        char *tag = sep + 1;
-        *sep = 0;
+        char *tag = sep ? sep + 1 : NULL;
+        if (sep) *sep = 0;
         char *tok_end = strpbrk(line, " \t"); /* token = the first column */
         if (tok_end) *tok_end = 0;
-        int k = label_index(t, tag, collect, "tag", d->path, lineno, err);
+        int k = tag ? label_index(t, tag, collect, "tag", d->path, lineno, err) : 0;
         if (k < 0) {
             rc = -1;
             break;
@@ -354,6 +366,7 @@ static int read_conll(cz_ft_dataset *d, cz_ft_task *t, char *text, int collect, 
         w.tags[w.n++] = k;
     }
     if (rc == 0) rc = flush_sentence(d, &cap, &w, err);
+    if (!tagged) d->labelled = 0;
     for (int i = 0; i < w.n; i++) free(w.words[i]);
     free(w.words);
     free(w.tags);
@@ -416,7 +429,7 @@ static int char_to_byte(const char *s, long chars) {
     return k == chars ? (int)i : -1;
 }
 
-static int read_squad(cz_ft_dataset *d, char *text, size_t len, cz_error *err) {
+static int read_squad(cz_ft_dataset *d, char *text, size_t len, int may_lack, cz_error *err) {
     cz_json *root = NULL;
     if (cz_json_parse(text, len, &root, err)) return cz_fail_prefix(err, "%s", d->path);
     int cap = 0, rc = 0;
@@ -439,7 +452,7 @@ static int read_squad(cz_ft_dataset *d, char *text, size_t len, cz_error *err) {
                 const char *id = cz_json_get_string(q, "id"),
                            *qt = cz_json_get_string(q, "question");
                 const cz_json *ans = cz_json_get(q, "answers");
-                if (!id || !qt || !ans || ans->type != CZ_JSON_ARRAY) {
+                if (!id || !qt || (!may_lack && !ans) || (ans && ans->type != CZ_JSON_ARRAY)) {
                     rc = cz_fail(err, "%s: byte %zu: a question without id, question or answers",
                                  d->path, q->offset);
                     break;
@@ -452,12 +465,12 @@ static int read_squad(cz_ft_dataset *d, char *text, size_t len, cz_error *err) {
                 x->id = strdup(id);
                 x->question = strdup(qt);
                 x->context = strdup(ctx);
-                x->answers = calloc((size_t)ans->count + 1, sizeof *x->answers);
+                x->answers = calloc((size_t)(ans ? ans->count : 0) + 1, sizeof *x->answers);
                 if (!x->id || !x->question || !x->context || !x->answers) {
                     rc = cz_fail(err, "%s: out of memory", d->path);
                     break;
                 }
-                for (const cz_json *a = ans->child; a; a = a->next) {
+                for (const cz_json *a = ans ? ans->child : NULL; a; a = a->next) {
                     const char *at = cz_json_get_string(a, "text");
                     double st = cz_json_get_number(a, "answer_start", -1);
                     /* a character index: whole and within the context (a
@@ -480,6 +493,7 @@ static int read_squad(cz_ft_dataset *d, char *text, size_t len, cz_error *err) {
                     x->answers[x->n_answers++].start = b;
                 }
                 if (rc == 0 && split_words(x, err)) rc = cz_fail_prefix(err, "%s", d->path);
+                if (may_lack && !x->n_answers) d->labelled = 0; /* predictions only */
             }
         }
     }
@@ -507,7 +521,7 @@ static char *join_text(const char *a, const char *b) {
 /* One example per line. K, the number of endings, is the first line's
  * (or t->n_labels when already set, as for a dev file after its training
  * file); every line must have K. */
-static int read_choice(cz_ft_dataset *d, cz_ft_task *t, char *text, cz_error *err) {
+static int read_choice(cz_ft_dataset *d, cz_ft_task *t, char *text, int may_lack, cz_error *err) {
     int cap = 0, lineno = 0, rc = 0;
     int K = t->n_labels;
     char *p = text;
@@ -533,6 +547,8 @@ static int read_choice(cz_ft_dataset *d, cz_ft_task *t, char *text, cz_error *er
                              k, K)
                    : cz_fail(err, "%s:%d: %d endings: need 2 to %d", d->path, lineno, k,
                              CZ_FT_MAX_LABELS);
+        } else if (!lab && may_lack) {
+            d->labelled = 0; /* predictions only */
         } else if (!lab || lab->type != CZ_JSON_NUMBER || lab->number < 0 || lab->number >= k ||
                    lab->number != (int)lab->number) { /* in range before the cast to int */
             rc = cz_fail(err, "%s:%d: \"label\" must be an ending's index in [0, %d)", d->path,
@@ -542,7 +558,7 @@ static int read_choice(cz_ft_dataset *d, cz_ft_task *t, char *text, cz_error *er
         if (!rc && !x) rc = -1;
         if (x) {
             K = k;
-            x->label = (int)lab->number;
+            x->label = lab ? (int)lab->number : 0;
             x->a = join_text(ctx, q);
             x->words = calloc((size_t)k, sizeof *x->words);
             if (x->words) x->n_words = k;
@@ -565,9 +581,11 @@ static int read_choice(cz_ft_dataset *d, cz_ft_task *t, char *text, cz_error *er
     return rc;
 }
 
-int cz_ft_read(cz_ft_dataset *d, cz_ft_task *t, const char *path, int collect, cz_error *err) {
+int cz_ft_read(cz_ft_dataset *d, cz_ft_task *t, const char *path, int flags, cz_error *err) {
     memset(d, 0, sizeof *d);
     d->kind = t->kind;
+    d->labelled = 1;
+    int collect = flags & CZ_FT_COLLECT, may_lack = (flags & CZ_FT_MAY_LACK_LABELS) != 0;
     snprintf(d->path, sizeof d->path, "%s", path);
     void *text;
     size_t len;
@@ -586,10 +604,10 @@ int cz_ft_read(cz_ft_dataset *d, cz_ft_task *t, const char *path, int collect, c
                        path, line, bad);
     }
     int was_empty = t->n_labels == 0;
-    int rc = t->kind == CZ_FT_SPAN     ? read_squad(d, text, len, err)
-             : t->kind == CZ_FT_TAG    ? read_conll(d, t, text, collect && was_empty, err)
-             : t->kind == CZ_FT_CHOICE ? read_choice(d, t, text, err)
-                                       : read_tsv(d, t, text, collect && was_empty, err);
+    int rc = t->kind == CZ_FT_SPAN     ? read_squad(d, text, len, may_lack, err)
+             : t->kind == CZ_FT_TAG    ? read_conll(d, t, text, collect && was_empty, may_lack, err)
+             : t->kind == CZ_FT_CHOICE ? read_choice(d, t, text, may_lack, err)
+                                       : read_tsv(d, t, text, collect && was_empty, may_lack, err);
     cz_free(text);
     if (rc == 0 && t->kind != CZ_FT_SPAN && t->kind != CZ_FT_CHOICE && collect && was_empty)
         sort_labels(t, d);

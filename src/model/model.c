@@ -638,13 +638,23 @@ static int attn_dropping(const cz_model *m, const cz_batch *b) {
 }
 
 /* Dropout of the attention probabilities of every sequence: sequence s's
- * [A, T, T] block is one stream, element (h*T + q)*T + k. */
+ * [A, T, T] block is one stream, element (h, q, k) at index
+ * (h*P + q)*P + k with P = max_positions, not T: a sequence's mask does not
+ * depend on the length its batch is padded to (cz_batch_view_packed), so a
+ * fine-tuning batch padded to its longest sequence trains as one padded to
+ * max_seq. */
 static void attn_dropout(cz_model *m, const cz_batch *b, int l, float *y, const float *x) {
     int T = b->seq, A = m->cfg.heads;
+    uint64_t P = (uint64_t)m->cfg.max_positions;
     size_t per = (size_t)A * T * T;
     for (int s = 0; s < b->batch; s++) {
         cz_rng_stream st = dropout_stream(b, s, l, SITE_ATTN_PROBS);
-        cz_dropout(y + s * per, x + s * per, per, m->cfg.attn_dropout, &st, 0);
+        for (int h = 0; h < A; h++)
+            for (int q = 0; q < T; q++) {
+                size_t o = s * per + ((size_t)h * T + (size_t)q) * T;
+                cz_dropout(y + o, x + o, (size_t)T, m->cfg.attn_dropout, &st,
+                           ((uint64_t)h * P + (uint64_t)q) * P);
+            }
     }
 }
 

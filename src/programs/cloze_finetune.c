@@ -3,6 +3,8 @@
  *   cloze-finetune grid     BERT App. A.3: a grid over learning rate, batch
  *                           size and epochs, restarts with different seeds,
  *                           selection on the dev set, a results table
+ *   cloze-finetune predict  a fine-tuned checkpoint's predictions on a file
+ *                           (scored when the file has labels)
  *   cloze-finetune features per-token states of chosen layers (Sec. 5.3)
  * A thin main: arguments -> cz_ft_options -> src/finetune. */
 #include <math.h>
@@ -21,6 +23,7 @@ static const char HELP[] =
     "       cloze-finetune grid     --init MODEL --task TASK --train FILE --dev FILE --out DIR\n"
     "                               [--lr LIST] [--batch LIST] [--epochs LIST] [--restarts N] "
     "[options]\n"
+    "       cloze-finetune predict  --init FINETUNED --task TASK --input FILE --out DIR [options]\n"
     "       cloze-finetune features --init MODEL --input FILE --out FILE.safetensors\n"
     "                               [--task lines|tsv|conll] [--layers LIST]\n"
     "       mpirun -np N cloze-finetune ...   (data-parallel: the same results on any rank count)\n"
@@ -43,6 +46,9 @@ static const char HELP[] =
     "  --max-seq N          tokens per sequence (128)\n"
     "  --train-limit N      only the first N training examples (0 = all)\n"
     "  --dev-limit N        only the first N dev examples (0 = all)\n"
+    "  --test FILE          run: after the last step, predict and score FILE too\n"
+    "                       (DIR/test_predictions.*, a \"test\" line in results.jsonl)\n"
+    "  --test-limit N       only the first N test examples (0 = all)\n"
     "  --warmup F           warm-up fraction of the steps (0.1)\n"
     "  --weight-decay F     decoupled weight decay (0.01)\n"
     "  --lm-weight F        GPT: lambda of the auxiliary LM loss (0.5)\n"
@@ -53,6 +59,8 @@ static const char HELP[] =
     "  --max-query N        SQuAD: question tokens kept (64)\n"
     "  --max-answer N       SQuAD: longest answer in tokens (30)\n"
     "  --micro-batch N      examples per forward on one rank (batch / ranks)\n"
+    "  --pad longest|max    pad each batch to its longest sequence (the same results,\n"
+    "                       faster) or to --max-seq (longest)\n"
     "  --threads N          threads per rank (0 = cores / ranks)\n"
     "  --eval-every-epoch   dev scores after every epoch (else after the last)\n"
     "  --random-init        the architecture and vocabulary of MODEL, not its weights\n"
@@ -63,6 +71,12 @@ static const char HELP[] =
     "      --restarts N seeds seed..seed+N-1 per point (1). Each point runs in\n"
     "      DIR/lr<X>-b<N>-e<N>-s<N>/; DIR/grid.jsonl gets every point, every configuration's\n"
     "      mean and std over restarts, and the selected configuration (best dev mean).\n"
+    "predict: FINETUNED is a run's DIR/ckpt-*.lz4 (its task and label order); FILE is read\n"
+    "      like a dev file, labels optional (a TSV without the label column, CoNLL tokens\n"
+    "      alone, SQuAD without answers). Writes DIR/predictions.txt (a label per line),\n"
+    "      DIR/predictions.conll (token<TAB>tag) or DIR/predictions.json (SQuAD's official\n"
+    "      format), and for a labelled FILE DIR/scores.json (run's dev figures). --limit N:\n"
+    "      the first N examples; --max-seq defaults to the fine-tuning run's.\n"
     "features: --layers LIST (-1,-2,-3,-4: the last four, Sec. 5.3's best), --input a\n"
     "      text file (one sequence per line) or a TSV/CoNLL file with --task.\n"
     "Results: DIR/results.jsonl, one JSON object per evaluation (format in\n"
@@ -137,6 +151,7 @@ static int parse(args *a, int argc, char **argv, cz_error *err) {
         STR("--init", o->init)
         STR("--train", o->train_path)
         STR("--dev", o->dev_path)
+        STR("--test", o->test_path)
         STR("--out", o->out_dir)
         STR("--task", a->task)
         STR("--text-a", a->text_a)
@@ -144,6 +159,8 @@ static int parse(args *a, int argc, char **argv, cz_error *err) {
         STR("--label", a->label)
         NUM("--train-limit", o->train_limit, (int)strtol10)
         NUM("--dev-limit", o->dev_limit, (int)strtol10)
+        NUM("--test-limit", o->test_limit, (int)strtol10)
+        NUM("--limit", o->test_limit, (int)strtol10)
         NUM("--max-seq", o->max_seq, (int)strtol10)
         NUM("--doc-stride", o->doc_stride, (int)strtol10)
         NUM("--max-query", o->max_query, (int)strtol10)
@@ -171,6 +188,13 @@ static int parse(args *a, int argc, char **argv, cz_error *err) {
         }
         if (!strcmp(k, "--no-header")) {
             a->no_header = 1;
+            continue;
+        }
+        if (!strcmp(k, "--pad") && need(k, i, argc)) {
+            const char *v = argv[++i];
+            if (strcmp(v, "longest") && strcmp(v, "max"))
+                return cz_fail(err, "--pad %s: longest or max", v);
+            o->pad_max = !strcmp(v, "max");
             continue;
         }
         if (!strcmp(k, "--eval-every-epoch")) {
@@ -206,11 +230,13 @@ static int task_of(args *a, cz_error *err) {
     return 0;
 }
 
-static int check_paths(const args *a, int features, cz_error *err) {
+static int check_paths(const args *a, int features, int predict, cz_error *err) {
     const cz_ft_options *o = &a->o;
     if (!o->init[0]) return cz_fail(err, "--init MODEL is required");
     if (features)
         return a->input && a->out_file ? 0 : cz_fail(err, "--input and --out are required");
+    if (predict)
+        return a->input && o->out_dir[0] ? 0 : cz_fail(err, "--input and --out are required");
     if (!o->train_path[0] || !o->dev_path[0] || !o->out_dir[0])
         return cz_fail(err, "--train, --dev and --out are required");
     return 0;
@@ -392,10 +418,12 @@ int main(int argc, char **argv) {
         return argc < 2 ? 2 : 0;
     }
     const char *cmd = argv[1];
-    if (strcmp(cmd, "run") && strcmp(cmd, "grid") && strcmp(cmd, "features")) {
+    if (strcmp(cmd, "run") && strcmp(cmd, "grid") && strcmp(cmd, "predict") &&
+        strcmp(cmd, "features")) {
         if (say)
             fprintf(stderr,
-                    "cloze-finetune: unknown command '%s' (run, grid, features; see --help)\n",
+                    "cloze-finetune: unknown command '%s' (run, grid, predict, features; see "
+                    "--help)\n",
                     cmd);
         return 2;
     }
@@ -408,15 +436,23 @@ int main(int argc, char **argv) {
     memset(&a, 0, sizeof a);
     cz_ft_options_default(&a.o);
     cz_error err = {{0}};
-    int features = !strcmp(cmd, "features");
+    int features = !strcmp(cmd, "features"), predict = !strcmp(cmd, "predict");
     if (features) a.o.max_seq = 128;
+    if (predict) a.o.max_seq = 0; /* the fine-tuning run's, unless given */
     int rc = parse(&a, argc, argv, &err);
     if (rc == 0 && features) {
         a.out_file = a.o.out_dir[0] ? a.o.out_dir : NULL;
         snprintf(a.o.dev_path, sizeof a.o.dev_path, "%s", a.input ? a.input : "");
     }
+    if (rc == 0 && predict) {
+        if (a.o.test_path[0]) rc = cz_fail(&err, "--test is run's; predict reads --input FILE");
+        snprintf(a.o.test_path, sizeof a.o.test_path, "%s", a.input ? a.input : "");
+    }
+    if (rc == 0 && !predict && !features && a.input)
+        rc = cz_fail(&err, "--input is predict's and features'; run and grid take --train, "
+                           "--dev and --test");
     if (rc == 0) rc = task_of(&a, &err);
-    if (rc == 0) rc = check_paths(&a, features, &err);
+    if (rc == 0) rc = check_paths(&a, features, predict, &err);
     if (rc != 0) {
         if (say) fprintf(stderr, "cloze-finetune %s: %s\n", cmd, err.msg);
         return 2;
@@ -435,6 +471,11 @@ int main(int argc, char **argv) {
         rc = cz_ft_extract(&world, &a.o, layers, nl, a.out_file, &err);
     } else if (!strcmp(cmd, "grid")) {
         rc = run_grid(&world, &a, &err);
+    } else if (predict) {
+        cz_ft_result res;
+        rc = cz_ft_predict(&world, &a.o, &res, &err);
+        if (rc == 0 && rank == 0 && !isnan(res.score))
+            printf("%s: %.4f on %s\n", a.o.task.name, res.score, a.o.test_path);
     } else {
         if (a.n_lr == 1) a.o.lr = a.lrs[0];
         if (a.n_batch == 1) a.o.batch = (int)a.batches[0];

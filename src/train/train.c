@@ -14,49 +14,78 @@
 
 /* ---- set-up ---- */
 
-/* Threads per rank: the configured number, or this rank's allowed CPUs
- * (cz_cpu_allowed) shared among the node's ranks whose sets overlap it, so
- * that BLIS and our kernels never start more threads than they may run.
- * And whether rank 0's checkpoints get a writer thread (train.ckpt_writer):
+/* Threads per rank: the configured number (requested > 0), or this rank's
+ * allowed CPUs (cz_cpu_allowed) shared among the node's ranks whose sets
+ * overlap it, so that BLIS and our kernels never start more threads than
+ * they may run. Collective over the node's ranks; logged by rank 0 (and a
+ * warning by the node's first rank when its ranks oversubscribe it). own:
+ * this rank's allowed CPUs; local: the node's ranks. */
+static int node_thread_plan(const cz_comm *comm, int requested, cz_thread_plan *p, int *own,
+                            int *local, cz_error *err) {
+    *local = 1;
+    if (cz_comm_node_ranks(comm, local, err) != 0) return -1;
+    cz_cpu_set mine, *masks = cz_alloc(sizeof *masks * (size_t)*local, err);
+    if (!masks) return -1;
+    cz_cpu_allowed(&mine);
+    int me = 0;
+    if (cz_comm_node_allgather(comm, &mine, sizeof mine, masks, &me, err) != 0) {
+        cz_free(masks);
+        return -1;
+    }
+    double quota = cz_cpu_quota(); /* a cgroup's cpu.max, shared by the node's ranks */
+    cz_cpu_plan_threads(masks, *local, me, requested, quota, p);
+    cz_free(masks);
+    *own = cz_cpu_set_count(&mine);
+    /* train.threads=0 is advice only when the user fixed a count: with 0
+     * already, every rank has one thread and only fewer ranks can help */
+    if (me == 0 && p->demand > p->cpus)
+        cz_warn("%d rank(s) on this node x %d thread(s) = %d threads, but they may run on %d "
+                "CPU(s) (%s): threads wait for each other; %s (docs/performance.md, "
+                "\"Threads per rank\")",
+                *local, p->threads, p->demand, p->cpus,
+                quota > 0 ? "affinity mask and cgroup cpu.max quota" : "affinity mask",
+                requested > 0 ? "set train.threads=0 or bind fewer ranks"
+                              : "start fewer ranks on this node or give it more CPUs");
+    if (comm->rank == 0 && requested <= 0 && quota > 0)
+        cz_info("threads per rank: %d (%d allowed CPU(s) shared by %d rank(s) of this node; "
+                "cgroup cpu.max quota %.2f CPU(s) for the node's %d rank(s))",
+                p->threads, *own, p->sharers, quota, *local);
+    else if (comm->rank == 0 && requested <= 0)
+        cz_info("threads per rank: %d (%d allowed CPU(s) shared by %d rank(s) of this node)",
+                p->threads, *own, p->sharers);
+    return 0;
+}
+
+int cz_train_compute_setup(const cz_comm *comm, int threads, cz_gemm_choice gemm, int bf16,
+                           int *threads_out, cz_gemm_ctx **gemm_out, cz_error *err) {
+    cz_thread_plan p;
+    int own = 0, local = 1;
+    *gemm_out = NULL;
+    if (node_thread_plan(comm, threads, &p, &own, &local, err) != 0) return -1;
+    *threads_out = p.threads;
+    omp_set_num_threads(p.threads);
+    *gemm_out = cz_gemm_setup(gemm, p.threads, err);
+    if (!*gemm_out) return -1;
+    /* model.matmul_precision = "bf16": every product of the model in bf16 */
+    if (bf16 && cz_gemm_set_bf16(*gemm_out, 1, err) != 0) {
+        cz_gemm_free(*gemm_out);
+        *gemm_out = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+/* And whether rank 0's checkpoints get a writer thread (train.ckpt_writer):
  * thread by default; with auto, only when the threads of the node's ranks
  * leave one of rank 0's allowed CPUs free, for nodes where the thread's LZ4
  * and checksums must not take a training thread's CPU. Quiet runs with no
  * CPU free did not show the thread slowing a run (docs/checkpoints.md). */
 static int threads_per_rank(const cz_run *r, int *threads, int *ckpt_background, cz_error *err) {
-    int local = 1;
-    if (cz_comm_node_ranks(&r->comm, &local, err) != 0) return -1;
-    cz_cpu_set mine, *masks = cz_alloc(sizeof *masks * (size_t)local, err);
-    if (!masks) return -1;
-    cz_cpu_allowed(&mine);
-    int me = 0;
-    if (cz_comm_node_allgather(&r->comm, &mine, sizeof mine, masks, &me, err) != 0) {
-        cz_free(masks);
-        return -1;
-    }
     cz_thread_plan p;
-    double quota = cz_cpu_quota(); /* a cgroup's cpu.max, shared by the node's ranks */
-    cz_cpu_plan_threads(masks, local, me, r->cfg.train.threads, quota, &p);
-    cz_free(masks);
+    int own = 0, local = 1;
+    if (node_thread_plan(&r->comm, r->cfg.train.threads, &p, &own, &local, err) != 0) return -1;
     *threads = p.threads;
-    /* train.threads=0 is advice only when the user fixed a count: with 0
-     * already, every rank has one thread and only fewer ranks can help */
-    if (me == 0 && p.demand > p.cpus)
-        cz_warn("%d rank(s) on this node x %d thread(s) = %d threads, but they may run on %d "
-                "CPU(s) (%s): threads wait for each other; %s (docs/performance.md, "
-                "\"Threads per rank\")",
-                local, p.threads, p.demand, p.cpus,
-                quota > 0 ? "affinity mask and cgroup cpu.max quota" : "affinity mask",
-                r->cfg.train.threads > 0 ? "set train.threads=0 or bind fewer ranks"
-                                         : "start fewer ranks on this node or give it more CPUs");
-    if (r->comm.rank == 0 && r->cfg.train.threads <= 0 && quota > 0)
-        cz_info("threads per rank: %d (%d allowed CPU(s) shared by %d rank(s) of this node; "
-                "cgroup cpu.max quota %.2f CPU(s) for the node's %d rank(s))",
-                p.threads, cz_cpu_set_count(&mine), p.sharers, quota, local);
-    else if (r->comm.rank == 0 && r->cfg.train.threads <= 0)
-        cz_info("threads per rank: %d (%d allowed CPU(s) shared by %d rank(s) of this node)",
-                p.threads, cz_cpu_set_count(&mine), p.sharers);
     /* free: the node's ranks leave a CPU over, and one of them is rank 0's */
-    int own = cz_cpu_set_count(&mine);
     int free_cpu = p.cpus > p.demand && own > p.sharers * p.threads;
     cz_ckpt_writer_choice w = r->cfg.train.ckpt_writer;
     *ckpt_background = w == CZ_CKPT_WRITER_THREAD || (w == CZ_CKPT_WRITER_AUTO && free_cpu);
@@ -356,7 +385,8 @@ static int train_step(cz_run *r, cz_step_stats *s, cz_error *err) {
         if (build_micro_batch(r, buf, r->train_data, first, ph->micro_batch, ph->seq, ph->max_pred,
                               err) != 0)
             return -1;
-        cz_batch b = cz_batch_view(buf, ph->micro_batch);
+        cz_batch b = r->task && r->task->pad_to_longest ? cz_batch_view_packed(buf, ph->micro_batch)
+                                                        : cz_batch_view(buf, ph->micro_batch);
         b.max_pred = ph->max_pred;
         b.train = 1;
         b.seed = r->cfg.train.seed;

@@ -5,7 +5,10 @@ normalize_answer = lower, remove punctuation, remove the articles a/an/the,
 fix whitespace; F1 over bags of normalised tokens; max over the ground
 truths; means in percent), compared with cloze-finetune's final results line.
 
-  squad_eval.py DATASET.json PREDICTIONS.json RESULTS.jsonl
+  squad_eval.py DATASET.json PREDICTIONS.json RESULTS.jsonl [dev|test|input]
+
+RESULTS: a run's results.jsonl (dev: its final evaluation; test: its "test"
+line) or predict's scores.json (input).
 """
 import collections
 import json
@@ -34,7 +37,12 @@ def f1_score(pred, truth):
 data = json.load(open(sys.argv[1]))["data"]
 preds = json.load(open(sys.argv[2]))
 res = [json.loads(l) for l in open(sys.argv[3])]
-final = [r for r in res if r["final"]][-1]
+split = sys.argv[4] if len(sys.argv) > 4 else "dev"
+if split == "dev":
+    final = [r for r in res if r.get("final")][-1]
+else:
+    final = [r for r in res if r.get("kind") == split][-1]
+    final = dict(final, dev=final[split])
 em = f1 = n = 0
 for art in data:
     for p in art["paragraphs"]:
