@@ -27,5 +27,9 @@ cloze_add_script_test(test_train_ckpt_writer COMMAND bash ${CLOZE_TEST_DIR}/scri
 # fatal errors under mpirun on 2 ranks: one line, once, exit 1, no MPI_Abort banner (seconds)
 cloze_add_script_test(test_errors COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_errors.sh
                       LABELS "mpi;train" TIMEOUT 300)
+# resume guards: a changed seed/batch/schedule/model refused (one line, exit 1, files
+# untouched) unless --allow-config-change; harmless changes logged (seconds)
+cloze_add_script_test(test_train_resume_guard COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_train_resume_guard.sh
+                      LABELS "mpi;train" TIMEOUT 300)
 # the divergence warning's rule on recorded-shape loss sequences (instant)
 cloze_add_unit_test(test_loss_watch LABELS "train")

@@ -94,6 +94,17 @@ char *cz_config_to_string(const cz_config *c);
 /* Parses a string written by cz_config_to_string. */
 int cz_config_from_string(cz_config *c, const char *text, const char *name, cz_error *err);
 
+/* Resuming from a checkpoint written with configuration `old`: the keys
+ * whose value differs in `now`, of one class of the key table (docs/config.md,
+ * column "on resume"): refused = 1, the keys that change what the run means
+ * (seed, global batch, schedule, model, data; a key not yet classified counts
+ * here), or refused = 0, the others (log and checkpoint intervals, threads,
+ * ranks' micro-batch, run_dir, dist.*). Writes them to buf as
+ * "train.seed 1 -> 7, optim.lr 0.001 -> 0.002" (long values shortened);
+ * returns how many. */
+int cz_config_resume_diff(const cz_config *old, const cz_config *now, int refused, char *buf,
+                          size_t len);
+
 /* Prints every key with its default and meaning (cloze-train --help-config). */
 void cz_config_print_keys(FILE *out);
 /* The key reference of docs/config.md (markdown tables, one per section),

@@ -21,12 +21,15 @@
 #include "cloze/model.h"
 
 typedef struct cz_train_options {
-    const char *resume; /* NULL: fresh run (refuses a run dir with checkpoints);
-                           "auto": newest checkpoint that verifies, else fresh;
-                           a path: that checkpoint */
-    int quiet;          /* 1: no progress lines (tests) */
-    int start_fresh;    /* 1: step 0 even where train.run_dir holds checkpoints
-                           (cloze-train --start-fresh) */
+    const char *resume;      /* NULL: fresh run (refuses a run dir with checkpoints);
+                                "auto": newest checkpoint that verifies, else fresh;
+                                a path: that checkpoint */
+    int quiet;               /* 1: no progress lines (tests) */
+    int start_fresh;         /* 1: step 0 even where train.run_dir holds checkpoints
+                                (cloze-train --start-fresh) */
+    int allow_config_change; /* 1: resume even where keys that change what the run
+                                means (seed, global batch, schedule, model, data)
+                                differ from the checkpoint's; warned. 0: refused */
 } cz_train_options;
 
 /* What cz_train_run returns for an error every rank has reached with the

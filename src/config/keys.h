@@ -26,6 +26,17 @@ typedef enum {
     CZ_KEY_LIST,       /* optim.no_decay: char[CZ_MAX_PATTERNS][64] + count */
 } cz_key_type;
 
+/* What a key's change means to a resumed run (--resume): each key of the
+ * table is in one class, and test_config fails on a key left unclassified
+ * (which cz_config_resume_diff treats as REFUSED). docs/config.md's "on
+ * resume" column is written from it. */
+typedef enum {
+    CZ_RESUME_UNCLASSIFIED = 0,
+    CZ_RESUME_REFUSED,  /* changes what the run means (seed, batch, schedule, model,
+                           data): refused unless --allow-config-change */
+    CZ_RESUME_ACCEPTED, /* where or how it runs, logs or stops: accepted and logged */
+} cz_key_resume;
+
 /* range flags */
 #define CZ_MIN_EXCL 1u /* value must be > min (not >=) */
 #define CZ_MAX_EXCL 2u /* value must be < max (not <=) */
@@ -42,6 +53,7 @@ typedef struct cz_key {
     const char *choices; /* "linear|cosine|constant" for WORD_INDEX */
     const char *meaning; /* one line for --help-config and docs/config.md */
     size_t count_offset; /* LIST: offset of the int that counts the entries */
+    cz_key_resume resume; /* may a resumed run change it (CZ_RESUME_*) */
 } cz_key;
 
 extern const cz_key cz_config_keys[];

@@ -246,10 +246,24 @@ void cz_config_print_keys(FILE *out) {
     }
 }
 
+/* A key's class for a resumed run (keys.h), as docs/config.md shows it. */
+static const char *resume_class(const cz_key *k) {
+    switch (k->resume) {
+    case CZ_RESUME_REFUSED:
+        return "refused";
+    case CZ_RESUME_ACCEPTED:
+        return "accepted";
+    case CZ_RESUME_UNCLASSIFIED:
+        break;
+    }
+    return "UNCLASSIFIED (refused)";
+}
+
 void cz_config_write_docs(FILE *out) {
     for (int g = 0; g < cz_config_num_groups; g++) {
         fprintf(out, "\n### `%s`\n\n", cz_config_groups[g]);
-        fprintf(out, "| key | type | default | allowed | meaning |\n|---|---|---|---|---|\n");
+        fprintf(out, "| key | type | default | allowed | on resume | meaning |\n"
+                     "|---|---|---|---|---|---|\n");
         for (int i = 0; i < cz_config_num_keys; i++) {
             const cz_key *k = &cz_config_keys[i];
             if (strcmp(k->group, cz_config_groups[g]) != 0) continue;
@@ -258,7 +272,7 @@ void cz_config_write_docs(FILE *out) {
             describe_allowed(k, " \\| ", allowed, sizeof allowed);
             fprintf(out, "| `%s.%s` | %s | `%s`", k->group, k->name, key_type_name(k->type), def);
             if (gpt[0]) fprintf(out, " (gpt: `%s`)", gpt);
-            fprintf(out, " | %s | %s |\n", allowed, k->meaning);
+            fprintf(out, " | %s | %s | %s |\n", allowed, resume_class(k), k->meaning);
         }
     }
 }

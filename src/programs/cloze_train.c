@@ -13,7 +13,7 @@
 static void usage(FILE *out) {
     fprintf(out, "usage: cloze-train CONFIG [--set section.key=value]... [--resume auto|PATH | "
                  "--start-fresh]\n"
-                 "                   [--quiet]\n"
+                 "                   [--allow-config-change] [--quiet]\n"
                  "       mpirun -np N cloze-train CONFIG ...      (one rank per process)\n"
                  "\n"
                  "Pre-trains the model described by CONFIG (a libconfig file, see conf/ and\n"
@@ -25,6 +25,12 @@ static void usage(FILE *out) {
                  "                    verifies (skipping corrupt ones); start fresh if there is\n"
                  "                    none; an error if there are checkpoints but none verifies\n"
                  "  --resume PATH     continue from that checkpoint file\n"
+                 "                    A resume refuses changed keys that change what the run\n"
+                 "                    means (train.seed, train.global_batch, train.steps,\n"
+                 "                    optim.*, the model, the data: column \"on resume\" of\n"
+                 "                    docs/config.md), naming them; other changes (intervals,\n"
+                 "                    threads, ranks, micro-batch, dist.*) are logged\n"
+                 "  --allow-config-change  resume despite such changes (a warning lists them)\n"
                  "  --start-fresh     start at step 0 even though train.run_dir holds checkpoints\n"
                  "                    (unreadable ones are kept; the same steps are replaced)\n"
                  "  --quiet           no progress lines (metrics.jsonl is still written)\n"
@@ -62,6 +68,8 @@ int main(int argc, char **argv) {
             overrides[n_overrides++] = a[5] == '=' ? a + 6 : argv[++i];
         } else if (!strcmp(a, "--resume") && i + 1 < argc) {
             opt.resume = argv[++i];
+        } else if (!strcmp(a, "--allow-config-change")) {
+            opt.allow_config_change = 1;
         } else if (!strcmp(a, "--start-fresh")) {
             opt.start_fresh = 1;
         } else if (!strcmp(a, "--quiet")) {

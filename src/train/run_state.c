@@ -230,6 +230,52 @@ static int same_model(const cz_model_config *a, const cz_model_config *b) {
            a->max_positions == b->max_positions && a->type_vocab_size == b->type_vocab_size;
 }
 
+/* The checkpoint's configuration against this run's: a key that changes
+ * what the run means (seed, global batch, schedule, model, data: the
+ * REFUSED class of the key table) must keep its value unless the user said
+ * --allow-config-change; the other changes are accepted and logged. The
+ * model's shape must match in any case: the weights would not fit. */
+static int check_config(cz_run *r, const char *path, const char *saved, size_t saved_len,
+                        cz_error *err) {
+    cz_config old;
+    char *text = strndup(saved, saved_len);
+    if (!text) return cz_fail(err, "%s: config: out of memory", path);
+    cz_error perr;
+    int parsed = cz_config_from_string(&old, text, path, &perr);
+    free(text);
+    if (parsed != 0) {
+        if (!r->allow_config_change)
+            return cz_fail(err,
+                           "%s: config: the checkpoint's configuration does not load here (%s); "
+                           "pass --allow-config-change to resume without comparing it",
+                           path, perr.msg);
+        cz_warn("%s: --allow-config-change: the checkpoint's configuration does not load here "
+                "(%s); not compared",
+                path, perr.msg);
+        return 0;
+    }
+    char diff[CZ_ERROR_MAX];
+    int n = cz_config_resume_diff(&old, &r->cfg, 1, diff, sizeof diff);
+    if (n > 0) {
+        if (!r->allow_config_change)
+            return cz_fail(err,
+                           "%s: config: %s %s from the checkpoint's run; resume with the "
+                           "checkpoint's values or pass --allow-config-change",
+                           path, diff, n == 1 ? "differs" : "differ");
+        cz_warn("%s: --allow-config-change: continuing as another run: %s %s from the "
+                "checkpoint's",
+                path, diff, n == 1 ? "differs" : "differ");
+    }
+    if (!same_model(&old.model, &r->cfg.model))
+        return cz_fail(err,
+                       "%s: config: the model's shape differs from the checkpoint's; "
+                       "--allow-config-change cannot load its weights into another shape",
+                       path);
+    if (cz_config_resume_diff(&old, &r->cfg, 0, diff, sizeof diff) > 0)
+        cz_info("%s: accepted changes from the checkpoint's run: %s", path, diff);
+    return 0;
+}
+
 static int load_on_coordinator(cz_run *r, const char *path, cz_run_state *st, float **m, float **v,
                                cz_error *err) {
     cz_ckpt *c = NULL;
@@ -249,17 +295,7 @@ static int load_on_coordinator(cz_run *r, const char *path, cz_run_state *st, fl
                      path, (unsigned long long)st->n_params, r->n_params);
     size_t saved_len = 0;
     const char *saved = rc == 0 ? cz_ckpt_get(c, "config", &saved_len) : NULL;
-    if (rc == 0 && saved) {
-        cz_config old;
-        char *text = strndup(saved, saved_len);
-        if (text && cz_config_from_string(&old, text, path, err) == 0 &&
-            !same_model(&old.model, &r->cfg.model))
-            rc = cz_fail(err,
-                         "%s: config: the model section differs from the current "
-                         "configuration",
-                         path);
-        free(text);
-    }
+    if (rc == 0 && saved) rc = check_config(r, path, saved, saved_len, err);
     size_t bytes = sizeof(float) * r->n_params;
     if (rc == 0) rc = cz_ckpt_get_exact(c, "params", cz_model_params(r->model), bytes, err);
     if (rc == 0) {

@@ -176,6 +176,7 @@ static int setup(cz_run *r, const cz_comm *world, const cz_config *cfg, const cz
     r->quiet = opt->quiet;
     r->lock_fd = -1;
     r->start_fresh = opt->start_fresh;
+    r->allow_config_change = opt->allow_config_change;
     r->inject_nan_steps = getenv("CLOZE_INJECT_NAN_STEPS");
     if (cz_comm_dup(world, &r->comm, err) != 0) return -1;
     r->comm_ok = 1;

@@ -43,6 +43,7 @@ typedef struct cz_run {
     int lock_fd;    /* rank 0: the run directory's lock, held while the run lives */
     int err_shared; /* the error being returned is every rank's (CZ_TRAIN_ERR_ALL_RANKS) */
     int start_fresh;
+    int allow_config_change;  /* --allow-config-change: resume despite REFUSED keys */
     cz_loss_watch loss_watch; /* warns when the loss explodes (run_loop) */
     cz_peak peak;             /* the MFU denominator per rank (kernels.h) */
     /* position: everything a resume needs besides weights and moments */
