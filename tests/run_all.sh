@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it: set-up and Release build, every ctest
 # test, then the unit tests again under AddressSanitizer + UBSan, then the
-# aarch64 cross build and its unit tests under emulation, then the fuzzing
-# step.
+# sweep tests from a build directory outside the checkout and a sweep from
+# an install, then the aarch64 cross build and its unit tests under
+# emulation, then the fuzzing step.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
@@ -13,6 +14,12 @@ echo "== unit tests under AddressSanitizer/UBSan ==" >&2
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCLOZE_SANITIZE=ON >/dev/null
 cmake --build build-asan -j"$jobs" >/dev/null
 ctest --test-dir build-asan --output-on-failure -j"$jobs" -L unit -LE slow
+
+# ---- a build directory outside the checkout, and an install (owner:
+# launch): the sweep tests from there, then a sweep from the installed
+# prefix with the sources gone (tests/out_of_tree.sh; about 4 minutes) ----
+echo "== out of tree: the sweep tests from another build directory, a sweep from an install ==" >&2
+tests/out_of_tree.sh "$jobs"
 
 # ---- aarch64 (owner: kernels): cross build with gcc-aarch64-linux-gnu, unit
 # tests under qemu-aarch64 (about 2 minutes; skips with the reason when the

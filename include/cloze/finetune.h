@@ -12,8 +12,9 @@
  *             segments, labels; SQuAD windows with a document stride);
  *   metrics   accuracy, F1, Matthews correlation, SQuAD EM/F1 with the
  *             official answer normalisation, conlleval's entity F1;
- *   runs      one fine-tuning run on MPI ranks (the train runtime), the
- *             grid protocol, feature extraction (finetune_run.c, grid.c).
+ *   runs      one fine-tuning run on MPI ranks (the train runtime),
+ *             predictions on a test file, feature extraction (run.c; the
+ *             grid of runs is cloze-finetune's, src/programs).
  * The tokenizer is cloze-prep's (corpus_tools/tokenizer.h). */
 #ifndef CLOZE_FINETUNE_H
 #define CLOZE_FINETUNE_H

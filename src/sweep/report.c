@@ -43,29 +43,57 @@ static void csv_free(csv *c) {
     memset(c, 0, sizeof *c);
 }
 
-/* One record from *p (RFC 4180 quoting); returns its fields. */
+/* Room for one more byte (and the NUL) in a field being read; 0 when
+ * memory runs out (the field is freed). */
+static int field_room(char **buf, size_t len, size_t *cap) {
+    if (len + 2 <= *cap) return 1;
+    char *b = realloc(*buf, *cap * 2);
+    if (!b) {
+        free(*buf);
+        *buf = NULL;
+        return 0;
+    }
+    *buf = b;
+    *cap *= 2;
+    return 1;
+}
+
+static void free_fields(char **f, int n) {
+    for (int k = 0; k < n; k++) free(f[k]);
+    free(f);
+}
+
+/* One record from *p (RFC 4180 quoting); returns its fields, NULL when
+ * memory runs out. */
 static char **csv_record(const char **p, int *nfields) {
     int cap = 16, n = 0;
     char **f = malloc(sizeof *f * (size_t)cap);
+    if (!f) return NULL;
     const char *s = *p;
     for (;;) {
         size_t len = 0, fcap = 64;
         char *buf = malloc(fcap);
+        if (!buf) return free_fields(f, n), NULL;
         if (*s == '"') {
             s++;
             while (*s && !(*s == '"' && s[1] != '"')) {
                 if (*s == '"') s++;
-                if (len + 2 > fcap) buf = realloc(buf, fcap *= 2);
+                if (!field_room(&buf, len, &fcap)) return free_fields(f, n), NULL;
                 buf[len++] = *s++;
             }
             if (*s == '"') s++;
         }
         while (*s && *s != ',' && *s != '\n' && *s != '\r') {
-            if (len + 2 > fcap) buf = realloc(buf, fcap *= 2);
+            if (!field_room(&buf, len, &fcap)) return free_fields(f, n), NULL;
             buf[len++] = *s++;
         }
         buf[len] = 0;
-        if (n == cap) f = realloc(f, sizeof *f * (size_t)(cap *= 2));
+        if (n == cap) {
+            char **g = realloc(f, sizeof *f * (size_t)(cap * 2));
+            if (!g) return free(buf), free_fields(f, n), NULL;
+            f = g;
+            cap *= 2;
+        }
         f[n++] = buf;
         if (*s == ',') {
             s++;
@@ -91,22 +119,35 @@ static int csv_read(const char *path, csv *c, cz_error *err) {
     }
     c->head = csv_record(&p, &c->ncol);
     int cap = 64;
-    c->cell = malloc(sizeof *c->cell * (size_t)cap);
+    c->cell = c->head ? malloc(sizeof *c->cell * (size_t)cap) : NULL;
     int line = 1;
-    while (*p) {
+    while (c->cell && *p) {
         line++;
-        int n;
+        int n = 0;
         char **f = csv_record(&p, &n);
-        if (n != c->ncol) {
-            for (int k = 0; k < n; k++) free(f[k]);
-            free(f);
+        if (f && n != c->ncol) {
+            free_fields(f, n);
             cz_free(data);
             int ncol = c->ncol;
             csv_free(c);
             return cz_fail(err, "%s:%d: %d fields, the header has %d", path, line, n, ncol);
         }
-        if (c->nrow == cap) c->cell = realloc(c->cell, sizeof *c->cell * (size_t)(cap *= 2));
+        char ***g =
+            f && c->nrow == cap ? realloc(c->cell, sizeof *c->cell * (size_t)(cap * 2)) : c->cell;
+        if (!f || !g) {
+            if (f) free_fields(f, n);
+            cz_free(data);
+            csv_free(c);
+            return cz_fail(err, "%s:%d: out of memory", path, line);
+        }
+        if (g != c->cell) cap *= 2;
+        c->cell = g;
         c->cell[c->nrow++] = f;
+    }
+    if (!c->cell) {
+        cz_free(data);
+        csv_free(c);
+        return cz_fail(err, "%s: out of memory", path);
     }
     cz_free(data);
     return 0;
@@ -202,6 +243,7 @@ static int load_report(report *R, const char *path, cz_error *err) {
         if (varies) R->vary_col[R->n_vary++] = k;
     }
     R->r = calloc((size_t)(c->nrow ? c->nrow : 1), sizeof *R->r);
+    if (!R->r) return cz_fail(err, "%s: out of memory for %d rows", path, c->nrow);
     for (int r = 0; r < c->nrow; r++) {
         if (strcmp(text(c, r, k_status), "done") != 0) {
             R->n_failed++;
@@ -308,13 +350,14 @@ static const char *budget_label(const report *R, double b, char *buf, size_t len
 
 /* ---- the tables ---- */
 
-static void write_tables(FILE *md, const report *R) {
+static int write_tables(FILE *md, const report *R, cz_error *err) {
     const csv *c = &R->c;
     int any_bert = 0;
     for (int i = 0; i < R->n; i++) any_bert |= R->r[i].bert;
     int nb = R->n_budgets ? R->n_budgets : 1;
     double *vals = malloc(sizeof *vals * (size_t)(R->n + 1));
     int *done = calloc((size_t)R->n + 1, sizeof *done);
+    if (!vals || !done) return free(vals), free(done), cz_fail(err, "report: out of memory");
     for (int b = 0; b < nb; b++) {
         char buf[64];
         if (R->n_budgets)
@@ -373,6 +416,7 @@ static void write_tables(FILE *md, const report *R) {
     }
     free(vals);
     free(done);
+    return 0;
 }
 
 /* ---- fits ---- */
@@ -395,10 +439,12 @@ static int cmp_flops(const void *a, const void *b) {
     return x->flops < y->flops ? -1 : x->flops > y->flops;
 }
 
-static void compute_fits(const report *R, fits *F) {
+static int compute_fits(const report *R, fits *F, cz_error *err) {
     memset(F, 0, sizeof *F);
     int nb = R->n_budgets;
     double *x = malloc(sizeof *x * (size_t)(R->n + 1)), *y = malloc(sizeof *y * (size_t)(R->n + 1));
+    rrow *s = malloc(sizeof *s * (size_t)(R->n + 1));
+    if (!x || !y || !s) return free(x), free(y), free(s), cz_fail(err, "report: out of memory");
     /* L(N): the largest budget's points */
     int m = 0;
     for (int i = 0; i < R->n; i++)
@@ -419,7 +465,6 @@ static void compute_fits(const report *R, fits *F) {
             }
         }
     } else {
-        rrow *s = malloc(sizeof *s * (size_t)(R->n + 1));
         memcpy(s, R->r, sizeof *s * (size_t)R->n);
         qsort(s, (size_t)R->n, sizeof *s, cmp_flops);
         double best = INFINITY;
@@ -430,8 +475,8 @@ static void compute_fits(const report *R, fits *F) {
                 F->front_c[F->n_front] = s[i].flops;
                 F->front_l[F->n_front++] = s[i].loss;
             }
-        free(s);
     }
+    free(s);
     F->have_lc = cz_fit_power_law(F->front_c, F->front_l, F->n_front, &F->lc) == 0;
     /* IsoFLOP parabolas and the compute-optimal size */
     if (!strcmp(R->budget_kind, "flops")) {
@@ -451,6 +496,7 @@ static void compute_fits(const report *R, fits *F) {
     }
     free(x);
     free(y);
+    return 0;
 }
 
 static void json_num(FILE *f, const char *key, double v, int comma) {
@@ -680,6 +726,7 @@ static int write_figures(const report *R, const fits *F, const char *out_dir, FI
     int ls[64], hs[64];
     int nl = distinct(R, 0, ls, 64), nh = distinct(R, 1, hs, 64);
     double *xy = malloc(sizeof *xy * 3 * (size_t)(R->n + 1));
+    if (!xy) return cz_fail(err, "report: out of memory");
     char title[160], *plot_text;
     size_t plot_len;
     FILE *dat, *plot;
@@ -929,7 +976,12 @@ int cz_sweep_report(const cz_report_options *o, cz_error *err) {
         return -1;
     }
     fits *F = calloc(1, sizeof *F);
-    compute_fits(&R, F);
+    if (!F || compute_fits(&R, F, err) != 0) {
+        if (!F) cz_fail(err, "report: out of memory");
+        free(F);
+        free_report(&R);
+        return -1;
+    }
     char path[CZ_PATH_MAX + 64];
     int rc = 0;
     sw_join(path, sizeof path, o->out_dir, "fits.json");
@@ -977,7 +1029,7 @@ int cz_sweep_report(const cz_report_options *o, cz_error *err) {
                 o->results, R.n, R.n_failed);
         fprintf(md, "\n## Results (the layout of BERT's Table 6)\n");
         if (R.n > 0)
-            write_tables(md, &R);
+            rc = write_tables(md, &R, err);
         else
             fprintf(md, "\nNo point has finished yet.\n");
         if (R.n_failed > 0) {
@@ -1014,7 +1066,7 @@ int cz_sweep_report(const cz_report_options *o, cz_error *err) {
             }
         }
         fclose(md);
-        rc = cz_write_file_atomic(path, md_text, md_len, err);
+        if (rc == 0) rc = cz_write_file_atomic(path, md_text, md_len, err);
         free(md_text);
     }
     if (rc == 0 && !plotted && plots_why[0])

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# A build directory outside the checkout, then an install to a prefix with
+# no source tree left (CI runs this after the suite; docs/user-guide.md,
+# "Build directories and installs"):
+#   1. a copy of the checkout is configured and built in a directory beside
+#      neither, and the sweep tests (the programs that find launch scripts:
+#      cloze-sweep finds cloze-mpirun and cloze.sbatch) run there;
+#   2. `cmake --install` to a prefix, the source copy and the build
+#      directory removed, and the installed cloze-sweep runs a one-point
+#      sweep: it can only have found cloze-train beside itself and
+#      cloze-mpirun in PREFIX/share/cloze/launch, the base configuration in
+#      PREFIX/share/cloze/conf.
+#
+#   tests/out_of_tree.sh [JOBS]
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+jobs=${1:-$(getconf _NPROCESSORS_ONLN)}
+tmp=$(mktemp -d /tmp/cloze-oot-XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+export OMPI_MCA_mpi_yield_when_idle=1
+
+# ---- 1. build elsewhere, the sweep tests there
+if git -C "$here" rev-parse --git-dir >/dev/null 2>&1; then
+  git clone -q --no-hardlinks "$here" "$tmp/src"
+  # uncommitted changes of a developer's checkout come along
+  git -C "$here" diff HEAD | git -C "$tmp/src" apply --allow-empty 2>/dev/null || true
+else
+  cp -a "$here" "$tmp/src"
+fi
+cmake -S "$tmp/src" -B "$tmp/build" -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$tmp/build" -j"$jobs" >/dev/null
+ctest --test-dir "$tmp/build" --output-on-failure -j"$jobs" -R '^test_sweep'
+
+# ---- 2. install, remove the sources and the build, sweep from the prefix
+prefix=$tmp/prefix
+cmake --install "$tmp/build" --prefix "$prefix" >/dev/null
+data=$tmp/data
+mkdir -p "$data"
+cp "$tmp/build/test-data/tutorial/corpus.txt" "$data/"
+rm -rf "$tmp/src" "$tmp/build"
+bin=$prefix/bin
+"$bin/cloze-prep" vocab --kind wordpiece --size 2000 --out "$data/vocab.txt" "$data/corpus.txt" \
+  >/dev/null 2>&1
+"$bin/cloze-prep" shards --vocab "$data/vocab.txt" --out "$data/shards" --shards 2 --quiet \
+  "$data/corpus.txt"
+cat >"$tmp/one.cfg" <<EOF
+sweep:
+{
+  name = "one";
+  base = "$prefix/share/cloze/conf/bert-tiny.cfg";
+  set = [ "data.seq=32", "data.max_pred=5", "train.global_batch=4", "train.micro_batch=2",
+          "train.log_every=100", "train.peak_gflops=10", "model.hidden=32", "model.heads=2",
+          "model.intermediate=64" ];
+  axes = ( { key = "model.layers"; values = [1]; } );
+  budget = { flops = [2e10]; };
+  ranks = 2;
+  threads = 1;
+};
+EOF
+"$bin/cloze-sweep" run "$tmp/one.cfg" --dir "$tmp/sweep" --quiet \
+  --set "model.vocab_size=$(grep -c '' "$data/vocab.txt")" \
+  --set "data.train_manifest=$data/shards/train.manifest" >"$tmp/sweep.out" 2>&1 ||
+  { cat "$tmp/sweep.out"; echo "FAIL: the installed cloze-sweep could not run a point"; exit 1; }
+grep -q ',done,' "$tmp/sweep/results.csv" ||
+  { cat "$tmp/sweep.out" "$tmp/sweep/results.csv"; echo "FAIL: the point did not finish"; exit 1; }
+echo "out of tree: sweep tests passed in $tmp/build; the installed cloze-sweep ran a point from $prefix"
