@@ -617,8 +617,8 @@ int main(int argc, char **argv) {
     args a;
     if (parse_args(argc, argv, &a) != 0) return 2;
     if (!a.command) {
-        fprintf(stderr, "usage: cloze-sweep COMMAND SPEC [options]: plan, run, submit, status, "
-                        "report or task (try --help)\n");
+        fprintf(stderr, "cloze-sweep: no command: cloze-sweep COMMAND SPEC [options], COMMAND "
+                        "one of plan, run, submit, status, report, task (try --help)\n");
         return 2;
     }
     static const char *const commands[] = {"plan", "run", "submit", "status", "report", "task"};
