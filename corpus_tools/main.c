@@ -11,12 +11,13 @@
  * file and the offset or field, and a non-zero exit. */
 #include <errno.h>
 #include <limits.h>
-#include <mpi.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "cloze/comm.h"
 #include "cloze/sha256.h"
 #include "cloze/shard.h"
 #include "prep_input.h"
@@ -31,9 +32,53 @@ static int die(const cz_error *err) {
     return 1;
 }
 
-static int usage_error(const char *cmd, const char *msg) {
+/* Under mpirun (which sets these), the rank and the number of ranks before
+ * MPI starts: argument errors are found before, by every rank alike, and
+ * said by rank 0 alone. launch_size() is 0 without mpirun. */
+static int launch_rank(void) {
+    const char *v = getenv("OMPI_COMM_WORLD_RANK");
+    if (!v) v = getenv("PMIX_RANK");
+    if (!v) v = getenv("PMI_RANK");
+    return v ? atoi(v) : 0;
+}
+
+static int launch_size(void) {
+    const char *v = getenv("OMPI_COMM_WORLD_SIZE");
+    if (!v) v = getenv("PMI_SIZE");
+    if (v) return atoi(v) > 0 ? atoi(v) : 1;
+    return getenv("PMIX_RANK") ? 1 : 0;
+}
+
+static int usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int usage_error(const char *cmd, const char *fmt, ...) {
+    if (launch_rank() != 0) return 2;
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
     fprintf(stderr, "cloze-prep %s: %s (see cloze-prep %s --help)\n", cmd, msg, cmd);
     return 2;
+}
+
+/* An option of some command that takes a value: given last, it is missing
+ * its value rather than unknown. */
+static int is_option_with_value(const char *a) {
+    static const char *const with_value[] = {"--vocab",   "--merges",  "--out",         "--shards",
+                                             "--heldout", "--threads", "--jsonl-field", "--format",
+                                             "--kind",    "--size",    "--merges-out",  "--docs"};
+    for (size_t k = 0; k < sizeof with_value / sizeof *with_value; k++)
+        if (!strcmp(a, with_value[k])) return 1;
+    return 0;
+}
+
+/* argv[i], which no option of cmd took: one that takes a value and came
+ * last is missing it, anything else is unknown. */
+static int bad_option(const char *cmd, int argc, char **argv, int i) {
+    const char *a = argv[i];
+    return usage_error(cmd, "%s: %s", a,
+                       i + 1 >= argc && is_option_with_value(a) ? "needs a value"
+                                                                : "unknown option");
 }
 
 /* ------------------------------------------------------- tokenizer options */
@@ -53,7 +98,8 @@ static int tok_arg(tok_args *t, int argc, char **argv, int *i) {
 }
 
 /* WordPiece when no merges are given, GPT-2 BPE otherwise. A vocabulary
- * without the tokens its kind needs is the wrong file. */
+ * without the tokens its kind needs is the wrong file (the loaders say so:
+ * a WordPiece vocab.txt without [UNK]). */
 static int load_tokenizer(const tok_args *a, cz_tokenizer **tok, cz_error *err) {
     if (!a->vocab) return cz_fail(err, "--vocab is required");
     if (a->merges) {
@@ -63,14 +109,7 @@ static int load_tokenizer(const tok_args *a, cz_tokenizer **tok, cz_error *err) 
     cz_tokenizer_options o;
     cz_tokenizer_options_default(&o);
     o.lower_case = !a->cased;
-    if (cz_tokenizer_load_wordpiece(tok, a->vocab, &o, err) != 0) return -1;
-    if (cz_tokenizer_token_id(*tok, "[UNK]") < 0) {
-        cz_tokenizer_free(*tok);
-        *tok = NULL;
-        return cz_fail(err, "%s: no [UNK] entry: not a WordPiece vocab.txt (BPE needs --merges)",
-                       a->vocab);
-    }
-    return 0;
+    return cz_tokenizer_load_wordpiece(tok, a->vocab, &o, err);
 }
 
 /* ------------------------------------------------------------------ shards */
@@ -95,10 +134,6 @@ static const char SHARDS_HELP[] =
     "k with k % np == r (S >= np) and heldout-r; rank 0 writes the manifests.\n"
     "One cloze-prep at a time writes a DIR (DIR/.cloze-prep.lock).\n";
 
-static int mpi_launched(void) {
-    return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK");
-}
-
 static void print_summary(const cz_prep_stats *s, double secs, int verbatim) {
     char chars[160];
     if (verbatim) /* GPT mode: every byte is text (docs/formats.md) */
@@ -116,6 +151,51 @@ static void print_summary(const cz_prep_stats *s, double secs, int verbatim) {
             (double)s->bytes_in / 1e6, secs, secs > 0 ? (double)s->bytes_in / 1e6 / secs : 0.0);
 }
 
+/* The ranks of a `shards` run: MPI through comm when started by mpirun,
+ * otherwise one process without MPI (comm NULL). Every fatal error is said
+ * once: an error all ranks find alike, or one a rank finds in its own part
+ * that the ranks then agree on (cz_comm_agree), by the lowest rank that
+ * found it; a failed collective by the rank that saw it, which then ends
+ * the job (cz_comm_abort). */
+typedef struct prep_world {
+    cz_comm c;
+    cz_comm *comm; /* &c under MPI, NULL alone */
+    int rank;
+} prep_world;
+
+/* 0 when every rank's rc is 0; else 1, with err the message of the lowest
+ * failing rank, said here by rank 0 (naming that rank when it is not 0). */
+static int agree(prep_world *w, int rc, cz_error *err) {
+    if (!w->comm) return rc != 0 ? (die(err), 1) : 0;
+    int who = 0, r = cz_comm_agree(w->comm, rc, &who, err);
+    if (r < 0) {
+        fprintf(stderr, "cloze-prep: error (rank %d): %s\n", w->rank, err->msg);
+        cz_comm_abort(w->comm, 1);
+    }
+    if (r > 0 && w->rank == 0) {
+        if (who == 0)
+            die(err);
+        else
+            fprintf(stderr, "cloze-prep: error (rank %d): %s\n", who, err->msg);
+    }
+    return r != 0;
+}
+
+/* Rank 0's verdict (rc; the others pass 0) to every rank: 1 when it failed
+ * (rank 0 says it). */
+static int rank0_verdict(prep_world *w, int rc, cz_error *err) {
+    if (w->comm) {
+        int v = cz_comm_share_verdict(w->comm, 0, rc, err);
+        if (w->rank == 0 && rc == 0 && v != 0) { /* the broadcast itself failed */
+            fprintf(stderr, "cloze-prep: error (rank 0): %s\n", err->msg);
+            cz_comm_abort(w->comm, 1);
+        }
+        rc = v;
+    }
+    if (rc != 0 && w->rank == 0) die(err);
+    return rc != 0;
+}
+
 static int cmd_shards(int argc, char **argv) {
     tok_args ta = {0};
     cz_prep_options o = {0};
@@ -130,7 +210,10 @@ static int cmd_shards(int argc, char **argv) {
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
         int more = i + 1 < argc;
-        if (!strcmp(a, "--help")) return fputs(SHARDS_HELP, stdout), 0;
+        if (!strcmp(a, "--help")) {
+            if (launch_rank() == 0) fputs(SHARDS_HELP, stdout);
+            return 0;
+        }
         if (tok_arg(&ta, argc, argv, &i)) continue;
         if (!strcmp(a, "--out") && more)
             o.out_dir = argv[++i];
@@ -148,9 +231,12 @@ static int cmd_shards(int argc, char **argv) {
             o.progress = 0;
         else if (!strcmp(a, "--format") && more) {
             if (cz_input_format_parse(argv[++i], &o.fmt) != 0)
-                return usage_error("shards", "unknown --format");
+                return usage_error("shards",
+                                   "--format %s: not auto, text, wikitext, jsonl or "
+                                   "gutenberg",
+                                   argv[i]);
         } else if (a[0] == '-' && a[1])
-            return usage_error("shards", "unknown option");
+            return bad_option("shards", argc, argv, i);
         else
             inputs[n_inputs++] = argv[i]; /* options may follow inputs */
     }
@@ -159,12 +245,16 @@ static int cmd_shards(int argc, char **argv) {
     if (o.threads < 1) return usage_error("shards", "--threads must be >= 1");
     if (!o.out_dir || o.n_shards < 1 || n_inputs == 0)
         return usage_error("shards", "need --vocab, --out, --shards >= 1 and inputs");
+    if (launch_size() > o.n_shards)
+        return usage_error("shards", "--shards %d: need at least one shard per rank (%d ranks)",
+                           o.n_shards, launch_size());
 
-    int use_mpi = mpi_launched();
-    if (use_mpi) {
-        MPI_Init(&argc, &argv);
-        MPI_Comm_rank(MPI_COMM_WORLD, &o.rank);
-        MPI_Comm_size(MPI_COMM_WORLD, &o.world);
+    prep_world w = {.comm = NULL, .rank = 0};
+    if (launch_size() > 0) {
+        if (cz_comm_init(&w.c, &argc, &argv, &err) != 0) return die(&err);
+        w.comm = &w.c;
+        w.rank = o.rank = w.c.rank;
+        o.world = w.c.size;
         if (o.rank != 0) o.progress = 0;
     }
     int rc = 1;
@@ -176,37 +266,44 @@ static int cmd_shards(int argc, char **argv) {
     memset(&train, 0, sizeof train);
     memset(&heldout, 0, sizeof heldout);
     double t0 = cz_now();
-    for (int i = 0; i < n_inputs; i++)
-        if (cz_file_list_add(&files, inputs[i], &err) != 0) goto fail;
-    if (load_tokenizer(&ta, &tok, &err) != 0) goto fail;
+    /* every rank lists every input and loads the vocabulary: they find the
+     * same errors, said once */
+    int bad = 0;
+    for (int i = 0; !bad && i < n_inputs; i++) bad = cz_file_list_add(&files, inputs[i], &err);
+    if (!bad) bad = load_tokenizer(&ta, &tok, &err);
+    if (agree(&w, bad, &err)) goto done;
     /* Rank 0 locks the directory and makes the staging directory every rank
      * writes into; the set replaces the current one only once complete
-     * (prep_set.h). An empty name tells the other ranks that it failed. */
+     * (prep_set.h). */
     char staging[PATH_MAX] = "";
-    if (o.rank == 0 && cz_prep_set_begin(&set, o.out_dir, &err) == 0)
-        snprintf(staging, sizeof staging, "%s", set.staging);
-    if (use_mpi) MPI_Bcast(staging, sizeof staging, MPI_CHAR, 0, MPI_COMM_WORLD);
-    if (!staging[0]) {
-        if (o.rank == 0) die(&err);
-        cz_tokenizer_free(tok);
-        cz_file_list_free(&files);
-        if (use_mpi) MPI_Finalize();
-        return 1;
+    if (rank0_verdict(&w, o.rank == 0 ? cz_prep_set_begin(&set, o.out_dir, &err) : 0, &err))
+        goto done;
+    if (o.rank == 0) snprintf(staging, sizeof staging, "%s", set.staging);
+    if (w.comm && cz_comm_bcast(w.comm, staging, sizeof staging, 0, &err) != 0) {
+        fprintf(stderr, "cloze-prep: error (rank %d): %s\n", w.rank, err.msg);
+        cz_comm_abort(w.comm, 1);
     }
     const char *out_dir = o.out_dir;
     o.out_dir = staging;
     cz_prep_stats st;
-    if (cz_prep_shards(&o, tok, &files, &st, &err) != 0) goto fail;
-    if (use_mpi) {
-        cz_prep_stats sum;
-        MPI_Reduce(&st, &sum, CZ_PREP_STATS_N, MPI_UINT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
-        st = sum;
-        MPI_Barrier(MPI_COMM_WORLD); /* every rank's shards are in place */
+    /* each rank its own inputs and shards: the first failure is said, and
+     * all end alike (rank 0 removes the staging directory); once agreed,
+     * every rank's shards are in place */
+    if (agree(&w, cz_prep_shards(&o, tok, &files, &st, &err), &err)) goto done;
+    if (w.comm &&
+        cz_comm_allreduce_u64(w.comm, (uint64_t *)&st, CZ_PREP_STATS_N, CZ_OP_SUM, &err) != 0) {
+        fprintf(stderr, "cloze-prep: error (rank %d): %s\n", w.rank, err.msg);
+        cz_comm_abort(w.comm, 1);
     }
+    int committed = 0;
+    if (o.rank == 0)
+        committed =
+            cz_prep_collect_manifests(&o, tok, ta.vocab, ta.merges, &train, &heldout, &err) != 0 ||
+                    cz_prep_set_commit(&set, &train, o.heldout > 0 ? &heldout : NULL, &err) != 0
+                ? -1
+                : 0;
+    if (rank0_verdict(&w, committed, &err)) goto done;
     if (o.rank == 0) {
-        if (cz_prep_collect_manifests(&o, tok, ta.vocab, ta.merges, &train, &heldout, &err) != 0 ||
-            cz_prep_set_commit(&set, &train, o.heldout > 0 ? &heldout : NULL, &err) != 0)
-            goto fail;
         print_summary(&st, cz_now() - t0, cz_tokenizer_kind_of(tok) == CZ_TOK_BPE);
         if (o.progress)
             fprintf(stderr, "cloze-prep: %s/train.manifest%s: set-%04d (%d train shards%s)%s\n",
@@ -215,15 +312,13 @@ static int cmd_shards(int argc, char **argv) {
                     set.removed_sets ? ", the previous set removed" : "");
     }
     rc = 0;
-fail:
-    if (rc != 0) die(&err);
+done:
     cz_prep_set_end(&set); /* a failed set's staging directory goes */
-    if (rc != 0 && use_mpi) MPI_Abort(MPI_COMM_WORLD, 1);
     cz_manifest_free(&train);
     cz_manifest_free(&heldout);
     cz_tokenizer_free(tok);
     cz_file_list_free(&files);
-    if (use_mpi) MPI_Finalize();
+    if (w.comm) cz_comm_finalize(w.comm);
     return rc;
 }
 
@@ -256,7 +351,7 @@ static int cmd_vocab(int argc, char **argv) {
         else if (!strcmp(a, "--cased"))
             cased = 1;
         else if (a[0] == '-' && a[1])
-            return usage_error("vocab", "unknown option");
+            return bad_option("vocab", argc, argv, i);
         else
             inputs[n_inputs++] = argv[i];
     }
@@ -285,7 +380,7 @@ static int cmd_vocab(int argc, char **argv) {
             goto done;
     } else {
         cz_file_list_free(&files);
-        return usage_error("vocab", "--kind must be wordpiece or bpe");
+        return usage_error("vocab", "--kind %s: must be wordpiece or bpe", kind);
     }
     rc = 0;
 done:
@@ -346,7 +441,7 @@ static int cmd_tokenize(int argc, char **argv) {
         else if (!strcmp(argv[i], "--whole"))
             whole = 1;
         else
-            return usage_error("tokenize", "unknown option");
+            return bad_option("tokenize", argc, argv, i);
     }
     cz_error err = {{0}};
     cz_tokenizer *tok = NULL;
@@ -397,7 +492,7 @@ static int cmd_decode(int argc, char **argv) {
         if (!strcmp(argv[i], "--whole"))
             whole = 1;
         else
-            return usage_error("decode", "unknown option");
+            return bad_option("decode", argc, argv, i);
     }
     cz_error err = {{0}};
     cz_tokenizer *tok = NULL;
@@ -539,7 +634,7 @@ static int cmd_inspect(int argc, char **argv) {
         if (!strcmp(argv[i], "--docs") && i + 1 < argc)
             n_docs = atoi(argv[++i]);
         else if (argv[i][0] == '-')
-            return usage_error("inspect", "unknown option");
+            return bad_option("inspect", argc, argv, i);
         else
             path = argv[i];
     }

@@ -106,11 +106,16 @@ int cz_prep_set_begin(cz_prep_set *s, const char *out_dir, cz_error *err) {
     snprintf(s->dir, sizeof s->dir, "%s", out_dir);
     strip_slashes(s->dir);
     struct stat st;
-    if (mkdir(s->dir, 0755) != 0 && errno != EEXIST)
+    if (mkdir(s->dir, 0755) == 0)
+        s->created_dir = 1;
+    else if (errno != EEXIST)
         return cz_fail(err, "%s: cannot create directory: %s", s->dir, strerror(errno));
     if (stat(s->dir, &st) != 0 || !S_ISDIR(st.st_mode))
         return cz_fail(err, "%s: not a directory", s->dir);
-    if (take_lock(s, err) != 0) return -1;
+    if (take_lock(s, err) != 0) {
+        if (s->created_dir) rmdir(s->dir);
+        return -1;
+    }
     /* Under the lock nobody else writes DIR: any staging directory is a
      * leftover of a run that was killed or failed. */
     DIR *d = opendir(s->dir);
@@ -258,6 +263,14 @@ int cz_prep_set_commit(cz_prep_set *s, cz_manifest *train, cz_manifest *heldout,
 void cz_prep_set_end(cz_prep_set *s) {
     if (!s->committed && s->staging[0]) remove_set_dir(s->staging);
     s->staging[0] = 0;
+    if (!s->committed && s->created_dir && s->lock_fd >= 0) {
+        /* still under the lock: nobody else has written DIR */
+        char path[PATH_MAX + 32];
+        snprintf(path, sizeof path, "%s/" LOCK_NAME, s->dir);
+        unlink(path);
+        rmdir(s->dir);
+    }
+    s->created_dir = 0;
     if (s->lock_fd >= 0) close(s->lock_fd);
     s->lock_fd = -1;
 }

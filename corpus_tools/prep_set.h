@@ -31,6 +31,7 @@ typedef struct cz_prep_set {
     int lock_fd;            /* -1 when not held */
     int committed;
     int removed_sets; /* earlier set directories removed by the commit */
+    int created_dir;  /* begin created DIR: a failed run removes it again */
 } cz_prep_set;
 
 /* Creates DIR if needed, takes its lock (refused with the holder's host and
@@ -45,7 +46,9 @@ int cz_prep_set_begin(cz_prep_set *s, const char *out_dir, cz_error *err);
 int cz_prep_set_commit(cz_prep_set *s, cz_manifest *train, cz_manifest *heldout, cz_error *err);
 
 /* Removes the staging directory unless the set was committed, and releases
- * the lock. Safe to call after a failed begin. */
+ * the lock; when begin created DIR, an uncommitted run removes DIR too (its
+ * lock file, then DIR if nothing else is in it). Safe to call after a
+ * failed begin. */
 void cz_prep_set_end(cz_prep_set *s);
 
 #endif

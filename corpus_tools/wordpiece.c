@@ -64,7 +64,21 @@ int cz_tokenizer_load_wordpiece(cz_tokenizer **out, const char *vocab_path,
     }
     t->unk_id = cz_strtab_get(&t->vocab, "[UNK]", 5);
     if (t->unk_id < 0) {
-        cz_fail(err, "%s: no [UNK] token", vocab_path);
+        /* the wrong file: say which kind it looks like (the prefix below
+         * names it) */
+        size_t bad = cz_utf8_invalid_at((const unsigned char *)data, len);
+        const char *nul = memchr(data, 0, len);
+        size_t at = nul && (size_t)(nul - (const char *)data) < bad
+                        ? (size_t)(nul - (const char *)data)
+                        : bad;
+        if (at < len)
+            cz_fail(err,
+                    "not a WordPiece vocab.txt: binary data (%s at byte %zu) and no [UNK] line; "
+                    "a vocab.txt is UTF-8 text, one token per line",
+                    at == bad ? "invalid UTF-8" : "a NUL byte", at);
+        else
+            cz_fail(err, "not a WordPiece vocab.txt: no [UNK] line (a GPT-2 encoder.json needs "
+                         "--merges vocab.bpe)");
         goto fail;
     }
     if (cz_tokenizer_index_ids(t, err)) goto fail;

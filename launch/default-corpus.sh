@@ -6,8 +6,22 @@
 # blank line between documents (one document per .rst file).
 #
 # usage: launch/default-corpus.sh OUT.txt [SOURCE_DIR]
+#   OUT.txt     the corpus to write (replaced only once complete)
+#   SOURCE_DIR  a directory of .rst.txt files (default: python3.11-doc's
+#               /usr/share/doc/python3.11/html/_sources)
+#   -h, --help  this text
 set -euo pipefail
-out=${1:?usage: default-corpus.sh OUT.txt [SOURCE_DIR]}
+for a in "$@"; do
+  case $a in
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -?*) echo "default-corpus: unknown option $a (try --help)" >&2; exit 2 ;;
+  esac
+done
+if [ $# -lt 1 ] || [ $# -gt 2 ]; then
+  echo "default-corpus: usage: default-corpus.sh OUT.txt [SOURCE_DIR] (try --help)" >&2
+  exit 2
+fi
+out=$1
 src=${2:-/usr/share/doc/python3.11/html/_sources}
 if [ ! -d "$src" ]; then
   echo "default-corpus: $src not found; install python3.11-doc or give a directory of text" >&2

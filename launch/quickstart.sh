@@ -9,19 +9,24 @@
 #   --steps N      optimizer steps (default 450: about 3 minutes on 2 cores)
 #   --ranks N      MPI ranks (default 2)
 #   --out DIR      where corpus, vocabulary, shards and the run go (default runs/quickstart)
+#   -h, --help     this text
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 corpus="" steps=450 ranks=2 out="$here/runs/quickstart"
 while [ $# -gt 0 ]; do
   case $1 in
+    --corpus|--steps|--ranks|--out)
+      [ $# -ge 2 ] || { echo "quickstart: $1 needs a value (try --help)" >&2; exit 2; } ;;&
     --corpus) corpus=$2; shift 2 ;;
     --steps) steps=$2; shift 2 ;;
     --ranks) ranks=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
-    -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "quickstart: unknown argument $1 (try --help)" >&2; exit 2 ;;
   esac
 done
+[[ $steps =~ ^[1-9][0-9]*$ ]] || { echo "quickstart: --steps $steps: a positive integer" >&2; exit 2; }
+[[ $ranks =~ ^[1-9][0-9]*$ ]] || { echo "quickstart: --ranks $ranks: a positive integer" >&2; exit 2; }
 "$here/launch/setup-debian.sh"
 bin=$here/build
 mkdir -p "$out"

@@ -1,7 +1,16 @@
 #!/usr/bin/env bash
 # Installs what cloze needs on Debian 12 (only the missing packages) and
 # builds it into build/ (Release) — idempotent, so every entry point calls it.
+#
+# usage: launch/setup-debian.sh [-h|--help]
+#   no arguments: install the packages of launch/debian-packages.txt that are
+#   missing (apt-get, through sudo unless root), then cmake and build build/
 set -euo pipefail
+case "${1:-}" in
+  "") ;;
+  -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
+  *) echo "setup: unknown argument $1 (it takes none; try --help)" >&2; exit 2 ;;
+esac
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
 mapfile -t pkgs < <(grep -v '^\s*#' launch/debian-packages.txt | grep -v '^\s*$')

@@ -11,11 +11,15 @@ Rules (each violation is one line naming the file and what is wrong):
   - every header under include/cloze/ and every folder under src/ is in
     exactly one row of the table, and every header the table names exists;
   - a header, or a source under src/ or corpus_tools/, includes only
-    cloze headers of its own module or of modules on lower levels;
+    cloze headers of its own module or of modules on lower levels, and no
+    private header of another module by a path ("../kernels/vec.h": what
+    is not in include/cloze/ belongs to its folder);
   - outside the communication module (comm: include/cloze/comm.h, src/comm)
-    nothing in include/ or src/ calls MPI: no <mpi.h>, no MPI_* name, no
-    use of the raw communicator (cz_comm's .mpi); comments and string
-    literals do not count;
+    nothing calls MPI: no <mpi.h>, no MPI_* name, no use of the raw
+    communicator (cz_comm's .mpi); comments and string literals do not
+    count. Every folder of the tree with C sources is scanned (include/,
+    src/, corpus_tools/, tests/, bench/, and any new one), less the few
+    files of MPI_EXCEPTIONS below, each with its reason;
   - no file under include/ or src/ refers to ../shared (a user's clone has
     no such folder).
 """
@@ -96,6 +100,34 @@ def strip_c(text, strings=True):
 
 
 MPI_USE = re.compile(r"#\s*include\s*<mpi\.h>|\bMPI_[A-Za-z_]+|(?:\.|->)\s*mpi\b")
+LOCAL_INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
+
+# Files outside comm that may call MPI, and why. Everything else, in every
+# folder with C sources, goes through include/cloze/comm.h.
+MPI_EXCEPTIONS = {
+    # the harness of the multi-rank tests: starts MPI and compares results
+    # across ranks, below the code it tests
+    "tests/mpi_main.h": "the MPI test harness",
+    # tests of comm that check it against MPI itself
+    "tests/test_comm_algos.c": "checks comm's algorithms against MPI",
+    "tests/test_grad_overlap.c": "checks the gradient sync against an MPI all-gather",
+    # measures comm's all-reduce algorithms against MPI_Allreduce's
+    "bench/allreduce_bench.c": "benchmarks comm against MPI_Allreduce",
+}
+SKIP_DIRS = {".git", "shared"}
+
+
+def c_files(root):
+    """Every .c and .h under root, but not in build directories (those
+    holding a CMakeCache.txt), hidden folders or ../shared."""
+    out = []
+    for base, dirs, names in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith(".")
+                         and not os.path.isfile(os.path.join(base, d, "CMakeCache.txt")))
+        for f in sorted(names):
+            if f.endswith((".c", ".h")):
+                out.append(os.path.relpath(os.path.join(base, f), root))
+    return out
 
 
 def check(root):
@@ -129,12 +161,29 @@ def check(root):
                 if f.endswith((".c", ".h")):
                     files.append((os.path.relpath(os.path.join(base, f), root), name))
 
+    module_of = dict(files)
+    for rel in c_files(root):
+        if module_of.get(rel) == COMM or rel in MPI_EXCEPTIONS:
+            continue
+        code = strip_c(read(os.path.join(root, rel)))
+        for m in MPI_USE.finditer(code):
+            line = code.count("\n", 0, m.start()) + 1
+            errors.append(f"{rel}:{line}: uses MPI ({m.group(0).strip()}) outside the "
+                          f"communication module ({COMM}): go through include/cloze/comm.h")
+
+    def owner(path):
+        """The module whose folder holds path (relative to root), or None."""
+        best = None
+        for d, name in dir_of.items():
+            if path.startswith(d + "/") and (best is None or len(d) > len(best[0])):
+                best = (d, name)
+        return best
+
     for rel, name in files:
         if name is None:
             continue
         text = read(os.path.join(root, rel))
         level = modules[name][0]
-        code = strip_c(text)
         directives = strip_c(text, strings=False)
         for m in INCLUDE.finditer(directives):
             h = m.group(1)
@@ -145,12 +194,20 @@ def check(root):
             elif other != name and modules[other][0] >= level:
                 errors.append(f"{rel}:{line}: includes cloze/{h}: {name} (level {level}) may use "
                               f"only lower levels, {other} is level {modules[other][0]}")
+        for m in LOCAL_INCLUDE.finditer(directives):
+            inc = m.group(1)
+            if inc.startswith("cloze/"):
+                continue
+            target = os.path.normpath(os.path.join(os.path.dirname(rel), inc))
+            if not os.path.isfile(os.path.join(root, target)):
+                continue  # found on another include path: not a relative path
+            where = owner(target)
+            if where and where[1] != name:
+                line = directives.count("\n", 0, m.start()) + 1
+                errors.append(f"{rel}:{line}: includes \"{inc}\", a private header of module "
+                              f"{where[1]} ({where[0]}): use its include/cloze/ header, or move "
+                              "what is shared there")
         top = rel.split("/")[0]
-        if top in ("include", "src") and name != COMM:
-            for m in MPI_USE.finditer(code):
-                line = code.count("\n", 0, m.start()) + 1
-                errors.append(f"{rel}:{line}: uses MPI ({m.group(0).strip()}) outside the "
-                              f"communication module ({COMM}): go through include/cloze/comm.h")
         if top in ("include", "src") and "../shared" in text:
             line = text.count("\n", 0, text.index("../shared")) + 1
             errors.append(f"{rel}:{line}: refers to ../shared, which a user's clone does not have")
@@ -158,8 +215,12 @@ def check(root):
 
 
 def copy_tree(root, dest):
-    for part in ("include", "src", "corpus_tools"):
-        shutil.copytree(os.path.join(root, part), os.path.join(dest, part))
+    def only_c(base, names):  # tests/ and bench/: their C files are what is checked
+        return [n for n in names
+                if not n.endswith((".c", ".h")) and not os.path.isdir(os.path.join(base, n))]
+    for part in ("include", "src", "corpus_tools", "tests", "bench"):
+        shutil.copytree(os.path.join(root, part), os.path.join(dest, part),
+                        ignore=only_c if part in ("tests", "bench") else None)
     os.makedirs(os.path.join(dest, "docs"))
     shutil.copy(os.path.join(root, "docs", "architecture.md"), os.path.join(dest, "docs"))
 
@@ -204,6 +265,18 @@ def self_test(root):
          "/* planted */\n"), "include/cloze/planted.h:", "not in the module table"),
         ("a source folder missing from the table", lambda d: os.makedirs(
          os.path.join(d, "src", "planted")), "src/planted:", "not in the module table"),
+        ("a call to MPI in corpus_tools", add_line("corpus_tools/main.c",
+         '#include "vocab_learn.h"', 'static void planted(void) { MPI_Finalize(); }'),
+         "corpus_tools/main.c:", "uses MPI (MPI_Finalize)"),
+        ("<mpi.h> in a new folder with C sources", lambda d: (os.makedirs(
+         os.path.join(d, "tools")), new_file("tools/x.c", "#include <mpi.h>\n")(d)),
+         "tools/x.c:", "uses MPI (#include <mpi.h>)"),
+        ("MPI in a test that is not an exception", new_file("tests/planted.c",
+         "int planted(void) { return MPI_Barrier(MPI_COMM_WORLD); }\n"),
+         "tests/planted.c:", "uses MPI (MPI_Barrier)"),
+        ("a relative include of another module's private header", add_line(
+         "src/optim/adamw.c", '#include "optim_simd.h"', '#include "../kernels/nn_isa.h"'),
+         "src/optim/adamw.c:", "private header of module kernels"),
         ("a reference to ../shared", add_line("src/model/model.c",
          '#include "cloze/model.h"', '/* notes: ../shared/papers/x.txt */'),
          "src/model/model.c:", "refers to ../shared"),

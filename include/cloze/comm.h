@@ -72,6 +72,8 @@ int cz_comm_barrier(const cz_comm *c, cz_error *err);
 typedef enum { CZ_OP_SUM = 0, CZ_OP_MAX = 1 } cz_reduce_op;
 /* In place over n doubles; every rank gets the result (MPI_Allreduce). */
 int cz_comm_allreduce_doubles(const cz_comm *c, double *v, int n, cz_reduce_op op, cz_error *err);
+/* The same over n unsigned 64-bit counts (exact, where doubles stop at 2^53). */
+int cz_comm_allreduce_u64(const cz_comm *c, uint64_t *v, int n, cz_reduce_op op, cz_error *err);
 /* Root's `bytes` bytes at buf to every rank, in pieces of CZ_COMM_PIECE
  * bytes (MPI counts are int: a BERT-large parameter buffer is > 2^31 B). */
 #define CZ_COMM_PIECE ((size_t)1 << 30) /* 2^28 floats */

@@ -464,6 +464,12 @@ static int parse(const char *path, cz_ckpt *keep, cz_ckpt_blob_fn fn, void *ctx,
     int rc = -1;
     r.f = fopen(path, "rb");
     if (!r.f) return cz_fail(err, "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fileno(r.f), &st) == 0 && (S_ISDIR(st.st_mode) || st.st_size == 0)) {
+        fclose(r.f);
+        return cz_fail(err, "%s: %s, not a checkpoint", path,
+                       S_ISDIR(st.st_mode) ? "a directory" : "an empty file (0 bytes)");
+    }
     r.in = malloc(CKPT_IO);
     scratch = malloc(CKPT_IO);
     plain = keep ? NULL : malloc(CKPT_IO);
@@ -477,6 +483,11 @@ static int parse(const char *path, cz_ckpt *keep, cz_ckpt_blob_fn fn, void *ctx,
         goto out;
     }
     uint64_t limit = content_limit(&r);
+    static const unsigned char lz4_magic[4] = {0x04, 0x22, 0x4d, 0x18};
+    if (r.in_off == 0 && r.in_len >= 4 && memcmp(r.in, lz4_magic, 4) != 0) {
+        cz_fail(err, "%s: compressed offset 0: no LZ4 frame magic (not a cloze checkpoint)", path);
+        goto out;
+    }
     unsigned char head[16];
     if (rd(&r, head, 16, "header", err) != 0) goto out;
     int v2 = memcmp(head, CZ_CKPT_MAGIC, 8) == 0;

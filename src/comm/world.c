@@ -118,6 +118,16 @@ int cz_comm_allreduce_doubles(const cz_comm *c, double *v, int n, cz_reduce_op o
                    &r, what, err);
 }
 
+int cz_comm_allreduce_u64(const cz_comm *c, uint64_t *v, int n, cz_reduce_op op, cz_error *err) {
+    MPI_Request r;
+    char what[64];
+    snprintf(what, sizeof what, "all-reduce of %d counts", n);
+    return started(c,
+                   MPI_Iallreduce(MPI_IN_PLACE, v, n, MPI_UINT64_T,
+                                  op == CZ_OP_MAX ? MPI_MAX : MPI_SUM, c->mpi, &r),
+                   &r, what, err);
+}
+
 static int bcast_bytes(const cz_comm *c, void *buf, int len, int root, const char *what,
                        cz_error *err) {
     MPI_Request r;

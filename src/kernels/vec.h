@@ -1,5 +1,5 @@
 /* Portable short vectors for the kernels that are compiled once per
- * instruction set (nn_vec.c, ../optim/adamw_vec.c), private to src/.
+ * instruction set (nn_vec.c), private to src/kernels.
  *
  * The build compiles each such source several times with a different
  * CZ_VBYTES and target flags (CMakeLists.txt): 64 bytes with AVX-512, 32 with

@@ -4,8 +4,17 @@
  * optim_simd.h. */
 #include <stddef.h>
 
-#include "../kernels/vec.h"
 #include "optim_simd.h"
+
+/* The copy's names, as in the kernels' copies: CZ_ISA_FN(adamw) is
+ * adamw_avx512 in the AVX-512 object. (These loops use no explicit vectors:
+ * `#pragma omp simd` gives them the copy's width.) */
+#ifndef CZ_ISA_SUFFIX
+#error "adamw_vec.c: compile with -DCZ_ISA_SUFFIX=name (see CMakeLists.txt)"
+#endif
+#define CZ_CAT2(a, b) a##b
+#define CZ_CAT(a, b) CZ_CAT2(a, b)
+#define CZ_ISA_FN(name) CZ_CAT(CZ_CAT(name, _), CZ_ISA_SUFFIX)
 
 static void CZ_ISA_FN(adamw)(const cz_adam_coef *k, float pre, float wd, float *params,
                              const float *grads, float *m, float *v, size_t n) {

@@ -5,6 +5,8 @@
  *   cloze-ckpt dump-blob FILE NAME   one blob's raw bytes on stdout
  *   cloze-ckpt export-hf CKPT DIR    model.safetensors, config.json, tokenizer
  *   cloze-ckpt import-hf DIR OUT     a checkpoint to start training from */
+#include <errno.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -46,6 +48,29 @@ static void usage(FILE *out) {
         "else guessed from vocab.txt; --cased / --uncased force it.\n");
 }
 
+/* An argument error: one line naming the command and the argument, exit 2. */
+static int usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int usage_error(const char *cmd, const char *fmt, ...) {
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "cloze-ckpt%s%s: %s (see cloze-ckpt --help)\n", cmd ? " " : "", cmd ? cmd : "",
+            msg);
+    return 2;
+}
+
+/* argv[i], which no option of cmd took: an option of cmd that takes a
+ * value and came last is missing it; anything else is unknown. */
+static int bad_option(const char *cmd, const char *const *with_value, int argc, char **argv,
+                      int i) {
+    for (int k = 0; with_value[k] && i + 1 >= argc; k++)
+        if (!strcmp(argv[i], with_value[k])) return usage_error(cmd, "%s: needs a value", argv[i]);
+    if (argv[i][0] == '-') return usage_error(cmd, "unknown option '%s'", argv[i]);
+    return usage_error(cmd, "unexpected argument '%s'", argv[i]);
+}
+
 typedef struct info_ctx {
     int count;
     unsigned long long total;
@@ -72,18 +97,19 @@ static int dump_blob(const char *path, const char *name) {
     cz_error err;
     cz_ckpt *c = NULL;
     if (cz_ckpt_read(path, &c, &err) != 0) {
-        fprintf(stderr, "cloze-ckpt: %s\n", err.msg);
+        fprintf(stderr, "cloze-ckpt: error: %s\n", err.msg);
         return 1;
     }
     size_t size = 0;
     const void *data = cz_ckpt_get(c, name, &size);
     int rc = 0;
     if (!data) {
-        fprintf(stderr, "cloze-ckpt: %s: no blob named '%s' (cloze-ckpt info lists them)\n", path,
-                name);
+        fprintf(stderr, "cloze-ckpt: error: %s: no blob named '%s' (cloze-ckpt info lists them)\n",
+                path, name);
         rc = 1;
     } else if (fwrite(data, 1, size, stdout) != size || fflush(stdout) != 0) {
-        fprintf(stderr, "cloze-ckpt: writing blob '%s' to stdout failed\n", name);
+        fprintf(stderr, "cloze-ckpt: error: writing blob '%s' of %s to stdout: %s\n", name, path,
+                strerror(errno));
         rc = 1;
     }
     cz_ckpt_free(c);
@@ -226,8 +252,8 @@ static int export_hf(int argc, char **argv) {
         else if (!strcmp(argv[i], "--uncased"))
             lower = 1;
         else {
-            fprintf(stderr, "cloze-ckpt export-hf: unknown option %s (see --help)\n", argv[i]);
-            return 2;
+            static const char *const with_value[] = {"--vocab", "--merges", NULL};
+            return bad_option("export-hf", with_value, argc, argv, i);
         }
     }
     cz_error err;
@@ -262,7 +288,7 @@ static int export_hf(int argc, char **argv) {
            bert ? (v.lower_case ? ", uncased" : ", cased") : "", v.source);
     rc = 0;
 done:
-    if (rc) fprintf(stderr, "cloze-ckpt: %s\n", err.msg);
+    if (rc) fprintf(stderr, "cloze-ckpt: error: %s\n", err.msg);
     if (v.owned[0] || v.owned[1]) cz_hf_vocab_free(&v);
     cz_model_free(m);
     cz_ckpt_free(c);
@@ -301,10 +327,15 @@ static int import_hf(int argc, char **argv) {
     unsigned long long seed = 12345;
     for (int i = 4; i < argc; i++) {
         if (!strcmp(argv[i], "--seed") && i + 1 < argc) {
-            seed = strtoull(argv[++i], NULL, 10);
+            char *end;
+            const char *v = argv[++i];
+            errno = 0;
+            seed = strtoull(v, &end, 10);
+            if (end == v || *end || errno || v[0] == '-')
+                return usage_error("import-hf", "--seed %s: not a non-negative integer", v);
         } else {
-            fprintf(stderr, "cloze-ckpt import-hf: unknown option %s (see --help)\n", argv[i]);
-            return 2;
+            static const char *const with_value[] = {"--seed", NULL};
+            return bad_option("import-hf", with_value, argc, argv, i);
         }
     }
     cz_error err;
@@ -350,7 +381,7 @@ static int import_hf(int argc, char **argv) {
            has_vocab ? v.source : "none in the directory (export will need --vocab)");
     rc = 0;
 done:
-    if (rc) fprintf(stderr, "cloze-ckpt: %s\n", err.msg);
+    if (rc) fprintf(stderr, "cloze-ckpt: error: %s\n", err.msg);
     free(config_text);
     if (has_vocab > 0) cz_hf_vocab_free(&v);
     cz_model_free(m);
@@ -358,25 +389,55 @@ done:
 }
 
 int main(int argc, char **argv) {
-    if (argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
-        usage(stdout);
-        return 0;
-    }
-    if (argc == 4 && strcmp(argv[1], "dump-blob") == 0) return dump_blob(argv[2], argv[3]);
-    if (argc >= 4 && (!strcmp(argv[1], "export-hf") || !strcmp(argv[1], "import-hf"))) {
+    for (int i = 1; i < argc; i++) /* "cloze-ckpt verify --help" too */
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            usage(stdout);
+            return 0;
+        }
+    /* each command and its operands (export-hf and import-hf take options
+     * after them) */
+    static const struct {
+        const char *name, *operands;
+        int n;
+    } commands[] = {{"info", "FILE", 1},
+                    {"verify", "FILE", 1},
+                    {"dump-blob", "FILE NAME", 2},
+                    {"export-hf", "CKPT DIR", 2},
+                    {"import-hf", "DIR OUT.lz4", 2}};
+    if (argc < 2)
+        return usage_error(NULL,
+                           "no command: one of info, verify, dump-blob, export-hf, import-hf");
+    int cmd = -1;
+    for (int k = 0; k < (int)(sizeof commands / sizeof commands[0]); k++)
+        if (!strcmp(argv[1], commands[k].name)) cmd = k;
+    if (cmd < 0)
+        return usage_error(NULL,
+                           "%s '%s' (the commands: info, verify, dump-blob, export-hf, "
+                           "import-hf)",
+                           argv[1][0] == '-' ? "an option before the command:" : "unknown command",
+                           argv[1]);
+    const char *name = commands[cmd].name;
+    int n = commands[cmd].n;
+    for (int i = 2; i < argc && i < 2 + n; i++)
+        if (argv[i][0] == '-' && argv[i][1])
+            return usage_error(name, "%s: an option where %s is expected", argv[i],
+                               commands[cmd].operands);
+    if (argc < 2 + n) return usage_error(name, "needs %s", commands[cmd].operands);
+    if (cmd >= 3) {
         cz_log_setup(0, CZ_LOG_WARN);
-        return !strcmp(argv[1], "export-hf") ? export_hf(argc, argv) : import_hf(argc, argv);
+        return cmd == 3 ? export_hf(argc, argv) : import_hf(argc, argv);
     }
-    if (argc != 3 || (strcmp(argv[1], "info") != 0 && strcmp(argv[1], "verify") != 0)) {
-        usage(stderr);
-        return 2;
+    if (argc > 2 + n) {
+        static const char *const none[] = {NULL};
+        return bad_option(name, none, argc, argv, 2 + n);
     }
+    if (cmd == 2) return dump_blob(argv[2], argv[3]);
     cz_log_setup(0, CZ_LOG_WARN);
     const char *path = argv[2];
     cz_error err;
     if (strcmp(argv[1], "verify") == 0) {
         if (cz_ckpt_verify(path, &err) != 0) {
-            fprintf(stderr, "cloze-ckpt: %s\n", err.msg);
+            fprintf(stderr, "cloze-ckpt: error: %s\n", err.msg);
             return 1;
         }
         printf("%s: ok\n", path);
@@ -385,7 +446,7 @@ int main(int argc, char **argv) {
     info_ctx c = {0, 0, 0, 0};
     printf("%s:\n", path);
     if (cz_ckpt_scan(path, on_blob, &c, &err) != 0) {
-        fprintf(stderr, "cloze-ckpt: %s\n", err.msg);
+        fprintf(stderr, "cloze-ckpt: error: %s\n", err.msg);
         return 1;
     }
     struct stat st;

@@ -144,11 +144,14 @@ static int parse_args(int argc, char **argv, args *a) {
         } else if (!strcmp(s, "--quiet")) {
             a->quiet = 1;
         } else if (s[0] == '-') {
-            return fprintf(stderr,
-                           "cloze-sweep: unknown option '%s' (or it needs a value; try "
-                           "--help)\n",
-                           s),
-                   -1;
+            static const char *const with_value[] = {
+                "--set",        "--dir",   "-n",         "--ranks", "-t",
+                "--threads",    "--only",  "--progress", "--probe", "--max-parallel",
+                "--sbatch-arg", "--index", "--results",  "--out"};
+            for (size_t k = 0; !v && k < sizeof with_value / sizeof *with_value; k++)
+                if (!strcmp(s, with_value[k]))
+                    return fprintf(stderr, "cloze-sweep: %s: needs a value (try --help)\n", s), -1;
+            return fprintf(stderr, "cloze-sweep: unknown option '%s' (try --help)\n", s), -1;
         } else if (!a->command) {
             a->command = s;
         } else if (!a->spec) {
@@ -234,7 +237,8 @@ static int cmd_plan(cz_sweep *s, const cz_sweep_tools *t, const args *a) {
             if (!a->quiet)
                 fprintf(stderr, "cloze-sweep: probing %s (%d steps)...\n", p->name, a->probe);
             have = cz_sweep_probe(s, i, t, a->probe, &step_s, &startup_s, &err) == 0;
-            if (!have) fprintf(stderr, "cloze-sweep: %s\n", err.msg);
+            if (!have)
+                fprintf(stderr, "cloze-sweep: warning: %s\n", err.msg); /* not fatal: no estimate */
         }
         char b1[16], b2[16], b3[16], b4[32], b5[16], b6[16], est[32];
         if (have) {
@@ -336,7 +340,7 @@ static int cmd_run(cz_sweep *s, const cz_sweep_tools *t, const args *a) {
         return 2;
     }
     if (cz_sweep_materialize(s, &err) != 0 || cz_sweep_write_results(s, &err) != 0) {
-        fprintf(stderr, "cloze-sweep: %s\n", err.msg);
+        fprintf(stderr, "cloze-sweep: error: %s\n", err.msg);
         return 1;
     }
     cz_sweep_signals_install();
@@ -408,7 +412,7 @@ static int cmd_run(cz_sweep *s, const cz_sweep_tools *t, const args *a) {
         }
         fflush(stdout);
     }
-    if (cz_sweep_write_results(s, &err) != 0) fprintf(stderr, "cloze-sweep: %s\n", err.msg);
+    if (cz_sweep_write_results(s, &err) != 0) fprintf(stderr, "cloze-sweep: error: %s\n", err.msg);
     int sig = cz_sweep_stop_requested();
     printf("sweep %s: %d of %d point(s) done, %d failed%s; results in %s/results.csv\n", s->name,
            done, todo, failed, busy ? ", some running elsewhere" : "", s->dir);
@@ -519,7 +523,7 @@ static int cmd_report(cz_sweep *s, const args *a) {
     char results[CZ_PATH_MAX + 32], out[CZ_PATH_MAX + 32];
     if (s) {
         if (cz_sweep_write_results(s, &err) != 0) {
-            fprintf(stderr, "cloze-sweep: %s\n", err.msg);
+            fprintf(stderr, "cloze-sweep: error: %s\n", err.msg);
             return 1;
         }
         snprintf(results, sizeof results, "%s/results.csv", s->dir);
@@ -529,7 +533,7 @@ static int cmd_report(cz_sweep *s, const args *a) {
     if (a->out) snprintf(out, sizeof out, "%s", a->out);
     cz_report_options o = {results, out, s ? s->name : "results", NULL};
     if (cz_sweep_report(&o, &err) != 0) {
-        fprintf(stderr, "cloze-sweep: %s\n", err.msg);
+        fprintf(stderr, "cloze-sweep: error: %s\n", err.msg);
         return 1;
     }
     printf("report: %s/report.md (from %s)\n", out, results);
@@ -539,12 +543,12 @@ static int cmd_report(cz_sweep *s, const args *a) {
 static int cmd_submit(cz_sweep *s, const cz_sweep_tools *t, const args *a) {
     cz_error err = {{0}};
     if (cz_sweep_materialize(s, &err) != 0) {
-        fprintf(stderr, "cloze-sweep: %s\n", err.msg);
+        fprintf(stderr, "cloze-sweep: error: %s\n", err.msg);
         return 1;
     }
     cz_submit_options o = {a->max_parallel, a->sbatch_args, a->n_sbatch_args, NULL, a->dry_run};
     if (cz_sweep_submit(s, t, &o, &err) != 0) {
-        fprintf(stderr, "cloze-sweep: %s\n", err.msg);
+        fprintf(stderr, "cloze-sweep: error: %s\n", err.msg);
         return 1;
     }
     return 0;
@@ -562,7 +566,7 @@ static int cmd_task(cz_sweep *s, const cz_sweep_tools *t, const args *a) {
     }
     cz_sweep_signals_install();
     if (cz_sweep_prepare_point(s, i, &err) != 0) {
-        fprintf(stderr, "cloze-sweep task: %s\n", err.msg);
+        fprintf(stderr, "cloze-sweep task: error: %s\n", err.msg);
         return 1;
     }
     cz_sweep_point *p = &s->points[i];
@@ -613,7 +617,8 @@ int main(int argc, char **argv) {
     args a;
     if (parse_args(argc, argv, &a) != 0) return 2;
     if (!a.command) {
-        usage(stderr);
+        fprintf(stderr, "cloze-sweep: no command: cloze-sweep COMMAND SPEC [options], COMMAND "
+                        "one of plan, run, submit, status, report, task (try --help)\n");
         return 2;
     }
     static const char *const commands[] = {"plan", "run", "submit", "status", "report", "task"};
@@ -621,7 +626,8 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         known |= !strcmp(a.command, commands[i]);
     if (!known) {
-        fprintf(stderr, "cloze-sweep: unknown command '%s' (plan, run, submit, status, report)\n",
+        fprintf(stderr,
+                "cloze-sweep: unknown command '%s' (plan, run, submit, status, report, task)\n",
                 a.command);
         return 2;
     }
@@ -644,12 +650,12 @@ int main(int argc, char **argv) {
     cz_error err = {{0}};
     cz_sweep *s;
     if (cz_sweep_load(&s, a.spec, &a.cli, &err) != 0) {
-        fprintf(stderr, "cloze-sweep: %s\n", err.msg);
+        fprintf(stderr, "cloze-sweep: error: %s\n", err.msg);
         return 1;
     }
     cz_sweep_tools tools;
     if (cz_sweep_find_tools(&tools, &err) != 0) {
-        fprintf(stderr, "cloze-sweep: %s\n", err.msg);
+        fprintf(stderr, "cloze-sweep: error: %s\n", err.msg);
         cz_sweep_free(s);
         return 1;
     }

@@ -11,6 +11,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* ---- small helpers shared by the module ---- */
@@ -878,6 +879,12 @@ int cz_sweep_load(cz_sweep **out, const char *spec_path, const cz_sweep_cli *cli
         return -1;
     }
     snprintf(s->spec, sizeof s->spec, "%s", real);
+    struct stat st;
+    if (stat(real, &st) == 0 && S_ISDIR(st.st_mode)) {
+        cz_fail(err, "%s: a directory, not a sweep spec (conf/sweeps/ has examples)", spec_path);
+        cz_sweep_free(s);
+        return -1;
+    }
     config_t cfg;
     config_init(&cfg);
     int rc = 0;

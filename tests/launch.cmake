@@ -1,0 +1,5 @@
+# The launcher scripts in launch/: --help and -h print their usage and do
+# nothing else (no file, no apt-get, build or mpirun); an unknown option is
+# one line and exit 2 (seconds).
+cloze_add_script_test(test_launch_help COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_launch_help.sh
+                      LABELS "lint" TIMEOUT 120)
