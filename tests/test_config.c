@@ -392,11 +392,10 @@ static void test_resume_diff(void) {
     CHECK(n == 2 && !strcmp(buf, "train.seed 1 -> 7, optim.lr 0.001 -> 0.002"),
           "refused diff: %d: '%s'", n, buf);
     CHECK(cz_config_resume_diff(&a, &b, 0, buf, sizeof buf) == 0, "accepted diff: '%s'", buf);
-    /* the global batch, the schedule's horizon, the model, the data: refused */
-    const char *refused[] = {"train.global_batch=512", "train.steps=10",
-                             "optim.schedule=cosine",  "optim.warmup_fraction=0.5",
-                             "model.layers=3",         "data.train_manifest=/x.manifest",
-                             "data.masked_lm_prob=0.2"};
+    /* the global batch, the schedule, the model, the data: refused */
+    const char *refused[] = {"train.global_batch=512",          "optim.schedule=cosine",
+                             "optim.warmup_fraction=0.5",       "model.layers=3",
+                             "data.train_manifest=/x.manifest", "data.masked_lm_prob=0.2"};
     for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
         b = a;
         CHECK(cz_config_set(&b, refused[i], &err) == 0, "%s", err.msg);
@@ -409,11 +408,13 @@ static void test_resume_diff(void) {
     }
     /* where and how it runs, logs, stops: accepted (another rank count keeps the
      * global batch and may need another micro-batch) */
-    const char *accepted[] = {"train.log_every=7",         "train.eval_every=5",
-                              "train.ckpt_every=3",        "train.threads=2",
-                              "train.micro_batch=4",       "train.stop_after_steps=9",
-                              "train.run_dir=/elsewhere",  "dist.allreduce=mpi",
-                              "dist.placement=replicated", "model.recompute=layers"};
+    /* (train.steps too: a run is extended or shortened; the schedule
+     * follows the new horizon, and the log line says so) */
+    const char *accepted[] = {
+        "train.log_every=7",         "train.eval_every=5",       "train.steps=10",
+        "train.ckpt_every=3",        "train.threads=2",          "train.micro_batch=4",
+        "train.stop_after_steps=9",  "train.run_dir=/elsewhere", "dist.allreduce=mpi",
+        "dist.placement=replicated", "model.recompute=layers"};
     for (size_t i = 0; i < sizeof accepted / sizeof accepted[0]; i++) {
         b = a;
         CHECK(cz_config_set(&b, accepted[i], &err) == 0, "%s", err.msg);

@@ -260,6 +260,27 @@ static void test_dropout(void) {
     /* p = 0 is the identity */
     cz_dropout(y3, x, N, 0.0f, &s, 0);
     CHECK(memcmp(y3, x, sizeof x) == 0);
+    /* rows cut from a wider grid (attention probabilities of a batch padded
+     * to fewer positions): row r of a [R, C] block is the first C elements
+     * of row r of the [R, W] grid's mask, bit for bit, and the same as the
+     * reference rows; a row length that is no multiple of the vector width
+     * and a grid offset past 2^32 blocks too */
+    const int R = 37, W = 512, Cs[3] = {512, 45, 130};
+    const uint64_t offs[2] = {3 * (uint64_t)W * W, (1ULL << 34) + 3};
+    for (int t = 0; t < 6; t++) {
+        int C = Cs[t % 3];
+        uint64_t first = offs[t / 3];
+        cz_dropout_rows(y2, x, R, C, W, p, &s, first);
+        cz_dropout_rows_ref(y1, x, R, C, W, p, &s, first);
+        CHECK(memcmp(y1, y2, (size_t)R * C * sizeof *y1) == 0);
+        cz_dropout_ref(y3, x, (size_t)R * W, p, &s, first); /* the whole grid, x row-major */
+        for (int r = 0; r < R; r++)
+            for (int c = 0; c < C; c++) {
+                float want =
+                    y3[(size_t)r * W + c] == 0.0f ? 0.0f : x[(size_t)r * C + c] / (1.0f - p);
+                CHECK(fabsf(y2[(size_t)r * C + c] - want) <= 1e-6f * want);
+            }
+    }
 }
 
 /* ---- embeddings ---- */

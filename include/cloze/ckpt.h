@@ -39,6 +39,22 @@ typedef struct cz_blob {
     size_t size;
 } cz_blob;
 
+/* The blobs cloze's checkpoints hold, by name: every writer and reader
+ * uses these (docs/checkpoints.md describes each). A training run's: */
+#define CZ_BLOB_STEP "step"     /* int64 little-endian: optimizer steps done */
+#define CZ_BLOB_CONFIG "config" /* the configuration, as cz_config_to_string writes it */
+#define CZ_BLOB_STATE "state"   /* cz_run_state (train) */
+#define CZ_BLOB_PARAMS "params" /* float32 parameters, the model's flat layout */
+#define CZ_BLOB_ADAM_M "adam_m" /* AdamW moments, the same layout */
+#define CZ_BLOB_ADAM_V "adam_v"
+/* a fine-tuning run's, besides those (hf.h formats and reads them): */
+#define CZ_BLOB_FT_HEAD "finetune.head"
+#define CZ_BLOB_FT_TASK "finetune.task"
+/* the vocabulary a model was trained with (hf.h): */
+#define CZ_BLOB_VOCAB_META "vocab.meta"
+#define CZ_BLOB_VOCAB_FILE "vocab.file"
+#define CZ_BLOB_VOCAB_MERGES "vocab.merges"
+
 /* Streams the blobs (each through the filter that measured best, see the
  * format above) through the LZ4 frame compressor into "path.tmp.<pid>",
  * fsyncs, renames over path, fsyncs the directory. On any failure the tmp

@@ -88,4 +88,15 @@ int cz_hf_export(cz_model *m, const cz_hf_vocab *v, const char *dir, cz_error *e
 void cz_hf_head_text(const cz_model_config *mc, char *buf, size_t cap);
 int cz_hf_head_from_ckpt(const cz_ckpt *c, cz_model_config *mc);
 
+/* The task of a fine-tuned checkpoint (blob "finetune.task", "task NAME\n
+ * labels A B ...": the classes in the order of the head's logits), the
+ * one place that writes and reads it: cz_hf_task_text formats it;
+ * cz_hf_task_from_ckpt reads the task's name (32 bytes) and up to cap
+ * labels (32 bytes each) and returns how many, or -1 when the blob is
+ * absent or not in this format. */
+#define CZ_HF_LABEL_LEN 32
+void cz_hf_task_text(const char *task, char (*labels)[CZ_HF_LABEL_LEN], int n, char *buf,
+                     size_t cap);
+int cz_hf_task_from_ckpt(const cz_ckpt *c, char *task, char (*labels)[CZ_HF_LABEL_LEN], int cap);
+
 #endif

@@ -192,6 +192,15 @@ void cz_dropout(float *y, const float *x, size_t n, float p, const struct cz_rng
                 uint64_t first);
 void cz_dropout_ref(float *y, const float *x, size_t n, float p, const struct cz_rng_stream *s,
                     uint64_t first);
+/* The same over `rows` rows of `cols` contiguous elements, row r keyed by
+ * stream elements [first + r * stride, + cols) (cols <= stride): a
+ * [rows, cols] block cut from a [rows, stride] grid has the grid's mask
+ * whatever cols is (attention probabilities of a batch padded to fewer
+ * than max_positions tokens). Threads split the rows. */
+void cz_dropout_rows(float *y, const float *x, int rows, int cols, uint64_t stride, float p,
+                     const struct cz_rng_stream *s, uint64_t first);
+void cz_dropout_rows_ref(float *y, const float *x, int rows, int cols, uint64_t stride, float p,
+                         const struct cz_rng_stream *s, uint64_t first);
 
 /* out[i,:] = tok[ids[i]] + pos[i % t] (+ seg[segs[i]] when seg != NULL),
  * for n = rows tokens of sequences of length t. */

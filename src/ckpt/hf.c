@@ -329,17 +329,17 @@ int cz_hf_vocab_identity(const cz_hf_vocab *v, uint32_t *size, uint64_t *fingerp
 int cz_hf_vocab_blobs(const cz_hf_vocab *v, char *meta, size_t meta_cap, cz_blob blobs[3]) {
     snprintf(meta, meta_cap, "kind %s\nlower_case %d\nsource %s\n", v->kind, v->lower_case,
              v->source);
-    blobs[0] = (cz_blob){"vocab.meta", meta, strlen(meta)};
-    blobs[1] = (cz_blob){"vocab.file", v->vocab, v->vocab_len};
+    blobs[0] = (cz_blob){CZ_BLOB_VOCAB_META, meta, strlen(meta)};
+    blobs[1] = (cz_blob){CZ_BLOB_VOCAB_FILE, v->vocab, v->vocab_len};
     if (strcmp(v->kind, "bpe")) return 2;
-    blobs[2] = (cz_blob){"vocab.merges", v->merges, v->merges_len};
+    blobs[2] = (cz_blob){CZ_BLOB_VOCAB_MERGES, v->merges, v->merges_len};
     return 3;
 }
 
 int cz_hf_vocab_from_ckpt(cz_hf_vocab *v, const cz_ckpt *c, cz_error *err) {
     memset(v, 0, sizeof *v);
     size_t n = 0;
-    const char *meta = cz_ckpt_get(c, "vocab.meta", &n);
+    const char *meta = cz_ckpt_get(c, CZ_BLOB_VOCAB_META, &n);
     if (!meta) return 0;
     char text[1200];
     snprintf(text, sizeof text, "%.*s", (int)(n < sizeof text - 1 ? n : sizeof text - 1), meta);
@@ -351,8 +351,8 @@ int cz_hf_vocab_from_ckpt(cz_hf_vocab *v, const cz_ckpt *c, cz_error *err) {
         src[strcspn(src, "\n")] = 0;
         snprintf(v->source, sizeof v->source, "%s", src);
     }
-    v->vocab = cz_ckpt_get(c, "vocab.file", &v->vocab_len);
-    v->merges = cz_ckpt_get(c, "vocab.merges", &v->merges_len);
+    v->vocab = cz_ckpt_get(c, CZ_BLOB_VOCAB_FILE, &v->vocab_len);
+    v->merges = cz_ckpt_get(c, CZ_BLOB_VOCAB_MERGES, &v->merges_len);
     if (!v->vocab || (!strcmp(v->kind, "bpe") && !v->merges))
         return cz_fail(err, "vocab.meta says %s, but vocab.file%s is missing", v->kind,
                        strcmp(v->kind, "bpe") ? "" : " or vocab.merges");
@@ -407,7 +407,7 @@ void cz_hf_head_text(const cz_model_config *mc, char *buf, size_t cap) {
 
 int cz_hf_head_from_ckpt(const cz_ckpt *c, cz_model_config *mc) {
     size_t n = 0;
-    const char *h = cz_ckpt_get(c, "finetune.head", &n);
+    const char *h = cz_ckpt_get(c, CZ_BLOB_FT_HEAD, &n);
     char text[256];
     if (!h || n >= sizeof text) return 0;
     memcpy(text, h, n);
@@ -422,6 +422,28 @@ int cz_hf_head_from_ckpt(const cz_ckpt *c, cz_model_config *mc) {
     mc->lm_weight = lw;
     mc->vocab_size = vocab;
     return 1;
+}
+
+void cz_hf_task_text(const char *task, char (*labels)[CZ_HF_LABEL_LEN], int n, char *buf,
+                     size_t cap) {
+    size_t at = (size_t)snprintf(buf, cap, "task %s\nlabels", task);
+    for (int i = 0; i < n && at < cap; i++)
+        at += (size_t)snprintf(buf + at, cap - at, " %s", labels[i]);
+}
+
+int cz_hf_task_from_ckpt(const cz_ckpt *c, char *task, char (*labels)[CZ_HF_LABEL_LEN], int cap) {
+    size_t n = 0;
+    const char *blob = cz_ckpt_get(c, CZ_BLOB_FT_TASK, &n);
+    char text[4096], *save = NULL;
+    if (!blob || n >= sizeof text) return -1;
+    memcpy(text, blob, n);
+    text[n] = 0;
+    char *l = strstr(text, "\nlabels");
+    if (!l || sscanf(text, "task %31s", task) != 1) return -1;
+    int k = 0;
+    for (char *w = strtok_r(l + 7, " \n", &save); w && k < cap; w = strtok_r(NULL, " \n", &save))
+        snprintf(labels[k++], CZ_HF_LABEL_LEN, "%s", w);
+    return k;
 }
 
 /* ---- export ---- */

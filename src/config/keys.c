@@ -132,8 +132,9 @@ const cz_key cz_config_keys[] = {
      .meaning = "micro-batch in phase 2; 0 = train.micro_batch"},
 
     /* ---- train: the step loop ---- */
-    {KEY("train", "steps", CZ_KEY_LONG, train.steps), .resume = CZ_RESUME_REFUSED, .def = "1000000",
-     .min = 1, .max = 1e15, .meaning = "optimizer steps in the whole run (BERT: 1M)"},
+    {KEY("train", "steps", CZ_KEY_LONG, train.steps), .resume = CZ_RESUME_ACCEPTED,
+     .def = "1000000", .min = 1, .max = 1e15,
+     .meaning = "optimizer steps in the whole run (BERT: 1M)"},
     {KEY("train", "global_batch", CZ_KEY_INT, train.global_batch), .resume = CZ_RESUME_REFUSED,
      .def = "256", .min = 1, .max = NOMAX,
      .meaning = "sequences per optimizer step over all ranks (BERT: 256)"},

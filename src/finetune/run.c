@@ -86,7 +86,7 @@ static int base_load(ft_base *b, const char *init, cz_error *err) {
     }
     if (cz_ckpt_read(init, &b->ck, err)) return -1;
     size_t n = 0;
-    const char *text = cz_ckpt_get(b->ck, "config", &n);
+    const char *text = cz_ckpt_get(b->ck, CZ_BLOB_CONFIG, &n);
     if (!text) return cz_fail(err, "%s: no config blob: not a cloze checkpoint", init);
     char *t = strndup(text, n);
     cz_config cfg;
@@ -97,7 +97,7 @@ static int base_load(ft_base *b, const char *init, cz_error *err) {
     b->seq = cfg.data.seq;
     cz_hf_head_from_ckpt(b->ck, &b->mc); /* a fine-tuned checkpoint: its head */
     if (cz_model_create(&b->m, &b->mc, 1, 1, 1, NULL, err) ||
-        cz_ckpt_get_exact(b->ck, "params", cz_model_params(b->m),
+        cz_ckpt_get_exact(b->ck, CZ_BLOB_PARAMS, cz_model_params(b->m),
                           cz_model_num_params(b->m) * sizeof(float), err))
         return cz_fail_prefix(err, "%s", init);
     b->has_vocab = cz_hf_vocab_from_ckpt(&b->vocab, b->ck, err);
@@ -921,11 +921,9 @@ int cz_ft_run(const cz_comm *world, const cz_ft_options *o, cz_ft_result *res, c
     /* what a checkpoint of this run holds beside the train runtime's blobs:
      * its head (so that it can be exported or fine-tuned further) */
     cz_hf_head_text(&r.mc, r.head_blob, sizeof r.head_blob);
-    size_t tl = (size_t)snprintf(r.task_blob, sizeof r.task_blob, "task %s\nlabels", r.task.name);
-    for (int i = 0; i < r.task.n_labels && tl < sizeof r.task_blob; i++)
-        tl += (size_t)snprintf(r.task_blob + tl, sizeof r.task_blob - tl, " %s", r.task.labels[i]);
-    r.blobs[0] = (cz_blob){"finetune.head", r.head_blob, strlen(r.head_blob)};
-    r.blobs[1] = (cz_blob){"finetune.task", r.task_blob, strlen(r.task_blob)};
+    cz_hf_task_text(r.task.name, r.task.labels, r.task.n_labels, r.task_blob, sizeof r.task_blob);
+    r.blobs[0] = (cz_blob){CZ_BLOB_FT_HEAD, r.head_blob, strlen(r.head_blob)};
+    r.blobs[1] = (cz_blob){CZ_BLOB_FT_TASK, r.task_blob, strlen(r.task_blob)};
     cz_blob all[5] = {r.blobs[0], r.blobs[1]};
     char meta[1400];
     int nb = 2;
@@ -1128,24 +1126,15 @@ done:
  * blob): the logits' columns mean these labels, whatever order a new
  * reading of a training file would give. */
 static int task_from_ckpt(const ft_base *b, cz_ft_task *t, const char *init, cz_error *err) {
-    size_t n = 0;
-    const char *blob = b->ck ? cz_ckpt_get(b->ck, "finetune.task", &n) : NULL;
-    if (!blob)
+    char name[CZ_HF_LABEL_LEN];
+    int k = b->ck ? cz_hf_task_from_ckpt(b->ck, name, t->labels, CZ_FT_MAX_LABELS) : -1;
+    if (k < 0)
         return cz_fail(err,
                        "%s: not a fine-tuned checkpoint (no finetune.task blob); predict takes "
                        "the checkpoint of a cloze-finetune run (--init)",
                        init);
-    char text[4096], name[32] = "";
-    snprintf(text, sizeof text, "%.*s", (int)(n < sizeof text ? n : sizeof text - 1), blob);
-    if (sscanf(text, "task %31s", name) != 1 || !strstr(text, "\nlabels"))
-        return cz_fail(err, "%s: finetune.task: not \"task NAME\\nlabels ...\"", init);
     if (strcmp(name, t->name))
         return cz_fail(err, "--task %s, but %s was fine-tuned on %s", t->name, init, name);
-    int k = 0;
-    char *save = NULL;
-    for (char *w = strtok_r(strstr(text, "\nlabels") + 7, " \n", &save); w && k < CZ_FT_MAX_LABELS;
-         w = strtok_r(NULL, " \n", &save))
-        snprintf(t->labels[k++], sizeof t->labels[0], "%s", w);
     if (t->kind != CZ_FT_SPAN && k < 2)
         return cz_fail(err, "%s: finetune.task: %d label(s)", init, k);
     t->n_labels = k;

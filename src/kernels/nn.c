@@ -351,6 +351,26 @@ void cz_dropout(float *y, const float *x, size_t n, float p, const cz_rng_stream
     }
 }
 
+void cz_dropout_rows_ref(float *y, const float *x, int rows, int cols, uint64_t stride, float p,
+                         const cz_rng_stream *s, uint64_t first) {
+    for (int r = 0; r < rows; r++)
+        cz_dropout_ref(y + (size_t)r * cols, x + (size_t)r * cols, (size_t)cols, p, s,
+                       first + (uint64_t)r * stride);
+}
+
+void cz_dropout_rows(float *y, const float *x, int rows, int cols, uint64_t stride, float p,
+                     const cz_rng_stream *s, uint64_t first) {
+    if (p <= 0.0f) {
+        if (y != x) memcpy(y, x, (size_t)rows * (size_t)cols * sizeof *y);
+        return;
+    }
+    VEC(dropout_rows, y, x, rows, cols, stride, p, s, first);
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < rows; r++)
+        cz_dropout_ref(y + (size_t)r * cols, x + (size_t)r * cols, (size_t)cols, p, s,
+                       first + (uint64_t)r * stride);
+}
+
 /* ---- embeddings ---- */
 
 void cz_embedding_forward(float *out, const int32_t *ids, const int32_t *segs, const float *tok,

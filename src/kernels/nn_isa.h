@@ -32,6 +32,8 @@ typedef struct cz_nn_ops {
     void (*softmax_backward)(float *ds, const float *p, const float *dp, int rows, int cols);
     void (*dropout)(float *y, const float *x, size_t n, float p, const struct cz_rng_stream *s,
                     uint64_t first);
+    void (*dropout_rows)(float *y, const float *x, int rows, int cols, uint64_t stride, float p,
+                         const struct cz_rng_stream *s, uint64_t first);
     void (*embedding_forward)(float *out, const int32_t *ids, const int32_t *segs, const float *tok,
                               const float *pos, const float *seg, int n, int t, int c);
     void (*embedding_backward)(float *dtok, float *dpos, float *dseg, const float *dout,

@@ -446,8 +446,30 @@ static void dropout_one_by_one(float *y, const float *x, float p, float scale,
     }
 }
 
-static void CZ_ISA_FN(dropout)(float *y, const float *x, size_t n, float p, const cz_rng_stream *s,
-                               uint64_t first) {
+/* one group g of G = 4 VL whole elements inside [first, first + n) */
+static inline void dropout_group(float *y, const float *x, float p, float scale, uint32_t thr,
+                                 const cz_rng_stream *s, const philox_keys *keys, uint64_t first,
+                                 uint64_t g) {
+    const int G = 4 * VL;
+    uint64_t base = VL * g; /* first block */
+    size_t i0 = (size_t)(G * g - first);
+    if ((base >> 32) != ((base + VL - 1) >> 32)) { /* counter carry inside the group */
+        dropout_one_by_one(y, x, p, scale, s, first, G * g, G * g + G);
+        return;
+    }
+    vu e[4];
+    philox_v(s, keys, base, e);
+    for (int q = 0; q < 4; q++) {
+        vf v = vload(x + i0 + VL * q) * scale;
+        vstore(y + i0 + VL * q, vsel(e[q] >= thr, v, (vf){0}));
+    }
+}
+
+/* elements [first, first + n) of the stream; threads split the groups
+ * when par (one call over a large block), else this thread does all (one
+ * row of many, the caller's threads split the rows) */
+static void dropout_span(float *y, const float *x, size_t n, float p, const cz_rng_stream *s,
+                         uint64_t first, int par) {
     const int G = 4 * VL; /* elements per group */
     float scale = 1.0f / (1.0f - p);
     uint64_t end = first + n;
@@ -463,21 +485,25 @@ static void CZ_ISA_FN(dropout)(float *y, const float *x, size_t n, float p, cons
     dropout_one_by_one(y, x, p, scale, s, first, first, G * g0);
     dropout_one_by_one(y, x, p, scale, s, first, G * g1, end);
     const philox_keys keys = philox_schedule(s);
-#pragma omp parallel for schedule(static)
-    for (uint64_t g = g0; g < g1; g++) {
-        uint64_t base = VL * g; /* first block */
-        size_t i0 = (size_t)(G * g - first);
-        if ((base >> 32) != ((base + VL - 1) >> 32)) { /* counter carry inside the group */
-            dropout_one_by_one(y, x, p, scale, s, first, G * g, G * g + G);
-            continue;
-        }
-        vu e[4];
-        philox_v(s, &keys, base, e);
-        for (int q = 0; q < 4; q++) {
-            vf v = vload(x + i0 + VL * q) * scale;
-            vstore(y + i0 + VL * q, vsel(e[q] >= thr, v, (vf){0}));
-        }
+    if (!par) {
+        for (uint64_t g = g0; g < g1; g++) dropout_group(y, x, p, scale, thr, s, &keys, first, g);
+        return;
     }
+#pragma omp parallel for schedule(static)
+    for (uint64_t g = g0; g < g1; g++) dropout_group(y, x, p, scale, thr, s, &keys, first, g);
+}
+
+static void CZ_ISA_FN(dropout)(float *y, const float *x, size_t n, float p, const cz_rng_stream *s,
+                               uint64_t first) {
+    dropout_span(y, x, n, p, s, first, 1);
+}
+
+static void CZ_ISA_FN(dropout_rows)(float *y, const float *x, int rows, int cols, uint64_t stride,
+                                    float p, const cz_rng_stream *s, uint64_t first) {
+#pragma omp parallel for schedule(static)
+    for (int r = 0; r < rows; r++)
+        dropout_span(y + (size_t)r * cols, x + (size_t)r * cols, (size_t)cols, p, s,
+                     first + (uint64_t)r * stride, 0);
 }
 
 /* ---- embeddings ---- */
@@ -595,6 +621,6 @@ const cz_nn_ops CZ_CAT(cz_nn_ops_, CZ_ISA_SUFFIX) = {
     CZ_ISA_FN(layernorm_forward), CZ_ISA_FN(layernorm_backward), CZ_ISA_FN(gelu_forward),
     CZ_ISA_FN(gelu_backward),     CZ_ISA_FN(add_bias),           CZ_ISA_FN(bias_backward),
     CZ_ISA_FN(attn_softmax),      CZ_ISA_FN(softmax_backward),   CZ_ISA_FN(dropout),
-    CZ_ISA_FN(embedding_forward), CZ_ISA_FN(embedding_backward), CZ_ISA_FN(xent_forward),
-    CZ_ISA_FN(xent_backward),     CZ_ISA_FN(bf16_round),
+    CZ_ISA_FN(dropout_rows),      CZ_ISA_FN(embedding_forward),  CZ_ISA_FN(embedding_backward),
+    CZ_ISA_FN(xent_forward),      CZ_ISA_FN(xent_backward),      CZ_ISA_FN(bf16_round),
 };

@@ -649,12 +649,10 @@ static void attn_dropout(cz_model *m, const cz_batch *b, int l, float *y, const 
     size_t per = (size_t)A * T * T;
     for (int s = 0; s < b->batch; s++) {
         cz_rng_stream st = dropout_stream(b, s, l, SITE_ATTN_PROBS);
-        for (int h = 0; h < A; h++)
-            for (int q = 0; q < T; q++) {
-                size_t o = s * per + ((size_t)h * T + (size_t)q) * T;
-                cz_dropout(y + o, x + o, (size_t)T, m->cfg.attn_dropout, &st,
-                           ((uint64_t)h * P + (uint64_t)q) * P);
-            }
+        for (int h = 0; h < A; h++) {
+            size_t o = s * per + (size_t)h * T * T;
+            cz_dropout_rows(y + o, x + o, T, T, P, m->cfg.attn_dropout, &st, (uint64_t)h * P * P);
+        }
     }
 }
 

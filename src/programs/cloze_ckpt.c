@@ -84,7 +84,7 @@ static void on_blob(void *p, const char *name, size_t size, const void *data) {
     c->count++;
     c->total += size;
     /* the train loop stores "step" as a little-endian int64 (or int32) */
-    if (data && strcmp(name, "step") == 0 && (size == 8 || size == 4)) {
+    if (data && strcmp(name, CZ_BLOB_STEP) == 0 && (size == 8 || size == 4)) {
         const unsigned char *b = data;
         unsigned long long v = 0;
         for (size_t i = 0; i < size; i++) v |= (unsigned long long)b[i] << (8 * i);
@@ -122,7 +122,7 @@ static int dump_blob(const char *path, const char *name) {
 static int model_of_ckpt(const char *path, const cz_ckpt *c, cz_config *cfg, cz_model **m,
                          cz_error *err) {
     size_t n = 0;
-    const char *text = cz_ckpt_get(c, "config", &n);
+    const char *text = cz_ckpt_get(c, CZ_BLOB_CONFIG, &n);
     if (!text) return cz_fail(err, "%s: no config blob (not written by cloze?)", path);
     char *t = strndup(text, n);
     if (!t) return cz_fail(err, "out of memory");
@@ -132,7 +132,7 @@ static int model_of_ckpt(const char *path, const cz_ckpt *c, cz_config *cfg, cz_
     cz_hf_head_from_ckpt(c, &cfg->model); /* a cloze-finetune checkpoint: its task head */
     if (cz_model_create(m, &cfg->model, 1, 1, 1, NULL, err)) return cz_fail_prefix(err, "%s", path);
     size_t bytes = cz_model_num_params(*m) * sizeof(float);
-    if (cz_ckpt_get_exact(c, "params", cz_model_params(*m), bytes, err)) return -1;
+    if (cz_ckpt_get_exact(c, CZ_BLOB_PARAMS, cz_model_params(*m), bytes, err)) return -1;
     return 0;
 }
 
@@ -194,17 +194,9 @@ static int vocab_of_manifest(const cz_config *cfg, int lower, cz_hf_vocab *v, cz
  * that transformers' pipelines and model.config.id2label say "positive"
  * rather than LABEL_1. Nothing to do for other checkpoints. */
 static int add_label_names(const cz_ckpt *c, const char *dir, cz_error *err) {
-    size_t n = 0;
-    const char *blob = cz_ckpt_get(c, "finetune.task", &n);
-    if (!blob) return 0;
-    char text[4096];
-    snprintf(text, sizeof text, "%.*s", (int)(n < sizeof text ? n : sizeof text - 1), blob);
-    char *labels = strstr(text, "\nlabels");
-    if (!labels) return 0;
-    char *names[64];
-    int k = 0;
-    for (char *t = strtok(labels + 7, " \n"); t && k < 64; t = strtok(NULL, " \n")) names[k++] = t;
-    if (k == 0) return 0;
+    char task[CZ_HF_LABEL_LEN], names[64][CZ_HF_LABEL_LEN];
+    int k = cz_hf_task_from_ckpt(c, task, names, 64);
+    if (k <= 0) return 0;
     char path[1200];
     snprintf(path, sizeof path, "%s/config.json", dir);
     void *old;
@@ -363,8 +355,8 @@ static int import_hf(int argc, char **argv) {
     char source[1200], meta[1200];
     snprintf(source, sizeof source, "imported from %s (%s)\n", dir, arch[0] ? arch : "?");
     cz_blob blobs[6] = {
-        {"config", config_text, strlen(config_text)},
-        {"params", cz_model_params(m), cz_model_num_params(m) * sizeof(float)},
+        {CZ_BLOB_CONFIG, config_text, strlen(config_text)},
+        {CZ_BLOB_PARAMS, cz_model_params(m), cz_model_num_params(m) * sizeof(float)},
         {"source", source, strlen(source)},
     };
     int nb = 3;

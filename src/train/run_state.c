@@ -72,12 +72,12 @@ int cz_run_save_checkpoint(cz_run *r, cz_error *err) {
         int64_t step_le = r->step; /* little-endian hosts only (see shard.h) */
         enum { MAX_TASK_BLOBS = 8 };
         cz_blob blobs[6 + MAX_TASK_BLOBS] = {
-            {"step", &step_le, sizeof step_le},
-            {"config", config_text, config_text ? strlen(config_text) : 0},
-            {"state", &st, sizeof st},
-            {"params", cz_model_params(r->model), bytes},
-            {"adam_m", m, bytes},
-            {"adam_v", v, bytes},
+            {CZ_BLOB_STEP, &step_le, sizeof step_le},
+            {CZ_BLOB_CONFIG, config_text, config_text ? strlen(config_text) : 0},
+            {CZ_BLOB_STATE, &st, sizeof st},
+            {CZ_BLOB_PARAMS, cz_model_params(r->model), bytes},
+            {CZ_BLOB_ADAM_M, m, bytes},
+            {CZ_BLOB_ADAM_V, v, bytes},
         };
         int nb = 6; /* and what a task keeps beside them (cz_train_task.blobs) */
         for (int i = 0; r->task && i < r->task->n_blobs && i < MAX_TASK_BLOBS; i++)
@@ -91,7 +91,9 @@ int cz_run_save_checkpoint(cz_run *r, cz_error *err) {
          * its result. Otherwise the writer writes before it returns
          * (docs/checkpoints.md). */
         double t0 = cz_now();
-        int take[6 + MAX_TASK_BLOBS] = {[4] = 1, [5] = 1};
+        int take[6 + MAX_TASK_BLOBS] = {0}; /* the moments: this copy is not needed after */
+        for (int i = 0; i < nb; i++)
+            take[i] = blobs[i].data && (blobs[i].data == m || blobs[i].data == v);
         if (!r->ckpt_writer &&
             !(r->ckpt_writer = cz_ckpt_writer_create(!r->quiet, r->ckpt_background, err)))
             rc = -1;
@@ -272,7 +274,10 @@ static int check_config(cz_run *r, const char *path, const char *saved, size_t s
                        "--allow-config-change cannot load its weights into another shape",
                        path);
     if (cz_config_resume_diff(&old, &r->cfg, 0, diff, sizeof diff) > 0)
-        cz_info("%s: accepted changes from the checkpoint's run: %s", path, diff);
+        cz_info("%s: accepted changes from the checkpoint's run: %s%s", path, diff,
+                old.train.steps != r->cfg.train.steps
+                    ? " (the schedule's warm-up, decay and phase 2 follow the new train.steps)"
+                    : "");
     return 0;
 }
 
@@ -280,7 +285,7 @@ static int load_on_coordinator(cz_run *r, const char *path, cz_run_state *st, fl
                                cz_error *err) {
     cz_ckpt *c = NULL;
     if (cz_ckpt_read(path, &c, err) != 0) return -1;
-    int rc = cz_ckpt_get_exact(c, "state", st, sizeof *st, err);
+    int rc = cz_ckpt_get_exact(c, CZ_BLOB_STATE, st, sizeof *st, err);
     /* GPT's layout did not change with version 2 */
     if (rc == 0 && st->version != CZ_RUN_STATE_VERSION &&
         !(st->version == 1 && r->cfg.model.arch == CZ_ARCH_GPT))
@@ -294,17 +299,17 @@ static int load_on_coordinator(cz_run *r, const char *path, cz_run_state *st, fl
                      "with the model configuration the checkpoint was written with",
                      path, (unsigned long long)st->n_params, r->n_params);
     size_t saved_len = 0;
-    const char *saved = rc == 0 ? cz_ckpt_get(c, "config", &saved_len) : NULL;
+    const char *saved = rc == 0 ? cz_ckpt_get(c, CZ_BLOB_CONFIG, &saved_len) : NULL;
     if (rc == 0 && saved) rc = check_config(r, path, saved, saved_len, err);
     size_t bytes = sizeof(float) * r->n_params;
-    if (rc == 0) rc = cz_ckpt_get_exact(c, "params", cz_model_params(r->model), bytes, err);
+    if (rc == 0) rc = cz_ckpt_get_exact(c, CZ_BLOB_PARAMS, cz_model_params(r->model), bytes, err);
     if (rc == 0) {
         *m = cz_alloc(bytes, err);
         *v = *m ? cz_alloc(bytes, err) : NULL;
         if (!*v) rc = -1;
     }
-    if (rc == 0) rc = cz_ckpt_get_exact(c, "adam_m", *m, bytes, err);
-    if (rc == 0) rc = cz_ckpt_get_exact(c, "adam_v", *v, bytes, err);
+    if (rc == 0) rc = cz_ckpt_get_exact(c, CZ_BLOB_ADAM_M, *m, bytes, err);
+    if (rc == 0) rc = cz_ckpt_get_exact(c, CZ_BLOB_ADAM_V, *v, bytes, err);
     cz_ckpt_free(c);
     return rc;
 }
@@ -372,7 +377,7 @@ int cz_run_init_from(cz_run *r, cz_error *err) {
     cz_ckpt *c = NULL;
     if (cz_ckpt_read(from, &c, err) != 0) return -1;
     size_t n = 0;
-    const char *text = cz_ckpt_get(c, "config", &n);
+    const char *text = cz_ckpt_get(c, CZ_BLOB_CONFIG, &n);
     int rc = 0;
     if (text) {
         cz_config old;
@@ -386,7 +391,7 @@ int cz_run_init_from(cz_run *r, cz_error *err) {
         free(t);
     }
     if (rc == 0)
-        rc = cz_ckpt_get_exact(c, "params", cz_model_params(r->model),
+        rc = cz_ckpt_get_exact(c, CZ_BLOB_PARAMS, cz_model_params(r->model),
                                sizeof(float) * cz_model_num_params(r->model), err);
     cz_ckpt_free(c);
     if (rc == 0 && r->comm.rank == 0) cz_info("model.init_from %s: parameters loaded", from);
