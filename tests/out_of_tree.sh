@@ -16,7 +16,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 jobs=${1:-$(getconf _NPROCESSORS_ONLN)}
 tmp=$(mktemp -d /tmp/cloze-oot-XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
+trap '${CLOZE_KEEP_WORK:+:} rm -rf "$tmp"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 export OMPI_MCA_mpi_yield_when_idle=1
 
@@ -29,7 +29,9 @@ else
   cp -a "$here" "$tmp/src"
 fi
 cmake -S "$tmp/src" -B "$tmp/build" -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$tmp/build" -j"$jobs" >/dev/null
+# the programs are what the sweep tests and the install need
+cmake --build "$tmp/build" -j"$jobs" --target cloze-train cloze-finetune cloze-sweep cloze-ckpt \
+  cloze-prep >/dev/null
 ctest --test-dir "$tmp/build" --output-on-failure -j"$jobs" -R '^test_sweep'
 
 # ---- 2. install, remove the sources and the build, sweep from the prefix
@@ -42,8 +44,8 @@ rm -rf "$tmp/src" "$tmp/build"
 bin=$prefix/bin
 "$bin/cloze-prep" vocab --kind wordpiece --size 2000 --out "$data/vocab.txt" "$data/corpus.txt" \
   >/dev/null 2>&1
-"$bin/cloze-prep" shards --vocab "$data/vocab.txt" --out "$data/shards" --shards 2 --quiet \
-  "$data/corpus.txt"
+"$bin/cloze-prep" shards --vocab "$data/vocab.txt" --out "$data/shards" --shards 2 --heldout 0.1 \
+  --quiet "$data/corpus.txt"
 cat >"$tmp/one.cfg" <<EOF
 sweep:
 {
@@ -51,17 +53,19 @@ sweep:
   base = "$prefix/share/cloze/conf/bert-tiny.cfg";
   set = [ "data.seq=32", "data.max_pred=5", "train.global_batch=4", "train.micro_batch=2",
           "train.log_every=100", "train.peak_gflops=10", "model.hidden=32", "model.heads=2",
-          "model.intermediate=64" ];
+          "model.intermediate=64", "optim.warmup_steps=0", "optim.warmup_fraction=0.1" ];
   axes = ( { key = "model.layers"; values = [1]; } );
-  budget = { flops = [2e10]; };
+  budget = { flops = [1e10]; };
+  eval = { batches = 4; };
   ranks = 2;
   threads = 1;
 };
 EOF
 "$bin/cloze-sweep" run "$tmp/one.cfg" --dir "$tmp/sweep" --quiet \
   --set "model.vocab_size=$(grep -c '' "$data/vocab.txt")" \
-  --set "data.train_manifest=$data/shards/train.manifest" >"$tmp/sweep.out" 2>&1 ||
+  --set "data.train_manifest=$data/shards/train.manifest" \
+  --set "data.heldout_manifest=$data/shards/heldout.manifest" >"$tmp/sweep.out" 2>&1 ||
   { cat "$tmp/sweep.out"; echo "FAIL: the installed cloze-sweep could not run a point"; exit 1; }
 grep -q ',done,' "$tmp/sweep/results.csv" ||
   { cat "$tmp/sweep.out" "$tmp/sweep/results.csv"; echo "FAIL: the point did not finish"; exit 1; }
-echo "out of tree: sweep tests passed in $tmp/build; the installed cloze-sweep ran a point from $prefix"
+echo "out of tree: the sweep tests passed from a build directory outside the checkout; the installed cloze-sweep ran a point with the sources gone"

@@ -108,24 +108,23 @@ int cz_comm_barrier(const cz_comm *c, cz_error *err) {
     return started(c, MPI_Ibarrier(c->mpi, &r), &r, "barrier", err);
 }
 
-int cz_comm_allreduce_doubles(const cz_comm *c, double *v, int n, cz_reduce_op op, cz_error *err) {
+static int allreduce(const cz_comm *c, void *v, int n, MPI_Datatype type, cz_reduce_op op,
+                     const char *what, cz_error *err) {
     MPI_Request r;
-    char what[64];
-    snprintf(what, sizeof what, "all-reduce of %d numbers", n);
-    return started(c,
-                   MPI_Iallreduce(MPI_IN_PLACE, v, n, MPI_DOUBLE,
-                                  op == CZ_OP_MAX ? MPI_MAX : MPI_SUM, c->mpi, &r),
-                   &r, what, err);
+    char w[64];
+    snprintf(w, sizeof w, "all-reduce of %d %s", n, what);
+    return started(
+        c,
+        MPI_Iallreduce(MPI_IN_PLACE, v, n, type, op == CZ_OP_MAX ? MPI_MAX : MPI_SUM, c->mpi, &r),
+        &r, w, err);
+}
+
+int cz_comm_allreduce_doubles(const cz_comm *c, double *v, int n, cz_reduce_op op, cz_error *err) {
+    return allreduce(c, v, n, MPI_DOUBLE, op, "numbers", err);
 }
 
 int cz_comm_allreduce_u64(const cz_comm *c, uint64_t *v, int n, cz_reduce_op op, cz_error *err) {
-    MPI_Request r;
-    char what[64];
-    snprintf(what, sizeof what, "all-reduce of %d counts", n);
-    return started(c,
-                   MPI_Iallreduce(MPI_IN_PLACE, v, n, MPI_UINT64_T,
-                                  op == CZ_OP_MAX ? MPI_MAX : MPI_SUM, c->mpi, &r),
-                   &r, what, err);
+    return allreduce(c, v, n, MPI_UINT64_T, op, "counts", err);
 }
 
 static int bcast_bytes(const cz_comm *c, void *buf, int len, int root, const char *what,

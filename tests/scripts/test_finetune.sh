@@ -18,28 +18,7 @@
 #   * bad input: a label the task does not know is one line naming file:line
 #     (once on 2 ranks, without MPI_Abort), and so is invalid UTF-8;
 #   * docs/finetune.md's --help blocks are the binaries' --help.
-source "$(dirname "$0")/train_common.sh"
-work=$(mktemp -d /tmp/cloze-ft-XXXXXX)
-trap "${CLOZE_KEEP_WORK:+:} rm -rf \"$work\"" EXIT
-data=$CLOZE_BUILD_DIR/test-data/tutorial
-prepare_corpus "$data"
-fail() { echo "FAIL: $*"; exit 1; }
-FT=$BIN/cloze-finetune
-last_ckpt() { ls "$1"/ckpt-*.lz4 | tail -1; }
-
-# ---- pre-trained models (a few steps: the point is the plumbing)
-mpi 1 "$BIN/cloze-train" $(tiny_args "$data" "$work/bert") --set train.steps=10 \
-  --set train.global_batch=4 --set train.micro_batch=4 2>"$work/bert.log" ||
-  { cat "$work/bert.log"; fail "cloze-train BERT"; }
-bert=$(last_ckpt "$work/bert")
-$PY "$SRC/tests/finetune/make_tasks.py" "$data/corpus.txt" "$work/tasks"
-
-ft() { # np out args...
-  local np=$1 out=$2
-  shift 2
-  mpi "$np" "$FT" run --init "$bert" --out "$out" --threads 1 --quiet "$@" 2>"$out.log" ||
-    { cat "$out.log"; fail "cloze-finetune run $*"; }
-}
+FT_WORK=ft source "$(dirname "$0")/finetune_common.sh"
 cls=(--task tsv --text-a sentence --label label --train "$work/tasks/cls_train.tsv"
   --dev "$work/tasks/cls_dev.tsv" --max-seq 32 --batch 8 --epochs 6 --lr 1e-3 --seed 3)
 

@@ -16,28 +16,8 @@
 #     words lost are reported, and predicted O);
 #   * errors: a checkpoint that is not fine-tuned, another task, --lr 0 — one
 #     line, exit 1, no output directory left behind.
-source "$(dirname "$0")/train_common.sh"
-work=$(mktemp -d /tmp/cloze-ftp-XXXXXX)
-trap "${CLOZE_KEEP_WORK:+:} rm -rf \"$work\"" EXIT
-data=$CLOZE_BUILD_DIR/test-data/tutorial
-prepare_corpus "$data"
-fail() { echo "FAIL: $*"; exit 1; }
-FT=$BIN/cloze-finetune
-last_ckpt() { ls "$1"/ckpt-*.lz4 | tail -1; }
-
-mpi 1 "$BIN/cloze-train" $(tiny_args "$data" "$work/bert") --set train.steps=10 \
-  --set train.global_batch=4 --set train.micro_batch=4 2>"$work/bert.log" ||
-  { cat "$work/bert.log"; fail "cloze-train BERT"; }
-bert=$(last_ckpt "$work/bert")
+FT_WORK=ftp source "$(dirname "$0")/finetune_common.sh"
 T=$work/tasks
-$PY "$SRC/tests/finetune/make_tasks.py" "$data/corpus.txt" "$T"
-
-ft() { # np out args...
-  local np=$1 out=$2
-  shift 2
-  mpi "$np" "$FT" run --init "$bert" --out "$out" --threads 1 --quiet "$@" 2>"$out.log" ||
-    { cat "$out.log"; fail "cloze-finetune run $*"; }
-}
 predict() { # np out args...
   local np=$1 out=$2
   shift 2
