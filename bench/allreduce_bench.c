@@ -397,11 +397,12 @@ static int model_only(bench *B, const char *shape, const size_t *sizes, int ns) 
         double b = (double)sizes[k] * sizeof(float);
         char pick[48];
         printf("%12.0f %14.3f %14.3f %14.3f %12.3f %s\n", b,
-               1e3 * cz_model_allreduce(&B->net, &B->topo, &B->hosts, CZ_ALLREDUCE_RING, 0, b),
-               r > 1 ? 1e3 * cz_model_allreduce(&B->net, &B->topo, &B->hosts,
-                                                CZ_ALLREDUCE_HIERARCHICAL, 0, b)
+               1e3 * cz_net_allreduce_time(&B->net, &B->topo, &B->hosts, CZ_ALLREDUCE_RING, 0, b),
+               r > 1 ? 1e3 * cz_net_allreduce_time(&B->net, &B->topo, &B->hosts,
+                                                   CZ_ALLREDUCE_HIERARCHICAL, 0, b)
                      : NAN,
-               1e3 * cz_model_allreduce(&B->net, &B->topo, &B->hosts, CZ_ALLREDUCE_TORUS2D, gx, b),
+               1e3 *
+                   cz_net_allreduce_time(&B->net, &B->topo, &B->hosts, CZ_ALLREDUCE_TORUS2D, gx, b),
                1e3 * cz_model_bound(&B->net, &B->hosts, b), auto_pick(B, b, pick, sizeof pick));
     }
     cz_host_layout_free(&B->hosts);
@@ -560,8 +561,8 @@ int main(int argc, char **argv) {
         }
         for (int k = 0; k < B.n_algos; k++) {
             if (!B.a[k].own) continue;
-            double m = cz_model_allreduce(&B.net, &B.topo, &B.hosts, B.a[k].model, B.grid_x,
-                                          (double)bytes);
+            double m = cz_net_allreduce_time(&B.net, &B.topo, &B.hosts, B.a[k].model, B.grid_x,
+                                             (double)bytes);
             printf(" %12.3f %8.2f", m * 1e3, t[k] / m);
         }
         double bound = cz_model_bound(&B.net, &B.hosts, (double)bytes);

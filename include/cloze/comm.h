@@ -308,8 +308,9 @@ typedef struct cz_net_topology {
 } cz_net_topology;
 
 /* Model time of one all-reduce of `bytes` (grid_x used by torus2d). */
-double cz_model_allreduce(const cz_net_model *m, const cz_net_topology *t, const cz_host_layout *l,
-                          cz_allreduce_algo algo, int grid_x, double bytes);
+double cz_net_allreduce_time(const cz_net_model *m, const cz_net_topology *t,
+                             const cz_host_layout *l, cz_allreduce_algo algo, int grid_x,
+                             double bytes);
 /* Lower bound of any all-reduce across the hosts' links: every host must
  * send and receive 2(h-1)/h of the data (Patarasuk & Yuan 2009) and the
  * result needs ceil(log2 h) message latencies. */

@@ -112,8 +112,9 @@ static double phase_seconds(const phase_ctx *x, int inner_level, double bytes) {
     return (q - 1) * step;
 }
 
-double cz_model_allreduce(const cz_net_model *m, const cz_net_topology *t, const cz_host_layout *l,
-                          cz_allreduce_algo algo, int grid_x, double bytes) {
+double cz_net_allreduce_time(const cz_net_model *m, const cz_net_topology *t,
+                             const cz_host_layout *l, cz_allreduce_algo algo, int grid_x,
+                             double bytes) {
     if (l->p < 2) return 0;
     cz_net_topology star = {0};
     if (!t || (t->torus && t->tx * t->ty != l->n_hosts)) t = &star;

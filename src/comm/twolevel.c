@@ -528,19 +528,20 @@ static int square_grid(int p) {
  * win by more than 1 % (equal costs keep the simpler algorithm). */
 cz_allreduce_algo cz_allreduce_choose(const cz_coll_opts *o, const cz_host_layout *l, int *gx,
                                       char *why, size_t why_len) {
-    double best = cz_model_allreduce(&o->net, &o->topo, l, CZ_ALLREDUCE_RING, 0, o->bytes);
+    double best = cz_net_allreduce_time(&o->net, &o->topo, l, CZ_ALLREDUCE_RING, 0, o->bytes);
     cz_allreduce_algo algo = CZ_ALLREDUCE_RING;
     *gx = 0;
     char list[512];
     int len = snprintf(list, sizeof list, "ring %.3g ms", best * 1e3);
     if (l->ranks_per_host > 1 && l->n_hosts > 1) {
-        double t = cz_model_allreduce(&o->net, &o->topo, l, CZ_ALLREDUCE_HIERARCHICAL, 0, o->bytes);
+        double t =
+            cz_net_allreduce_time(&o->net, &o->topo, l, CZ_ALLREDUCE_HIERARCHICAL, 0, o->bytes);
         len += snprintf(list + len, sizeof list - (size_t)len, ", hierarchical %.3g ms", t * 1e3);
         if (t < 0.99 * best) best = t, algo = CZ_ALLREDUCE_HIERARCHICAL;
     }
     for (int x = 2; x <= l->p / 2; x++) {
         if (l->p % x != 0 || (o->grid_x > 0 && x != o->grid_x)) continue;
-        double t = cz_model_allreduce(&o->net, &o->topo, l, CZ_ALLREDUCE_TORUS2D, x, o->bytes);
+        double t = cz_net_allreduce_time(&o->net, &o->topo, l, CZ_ALLREDUCE_TORUS2D, x, o->bytes);
         if (len < (int)sizeof list - 40)
             len += snprintf(list + len, sizeof list - (size_t)len, ", torus2d %dx%d %.3g ms", x,
                             l->p / x, t * 1e3);
