@@ -249,7 +249,8 @@ typedef struct cz_ft_options {
     int eval_epochs;         /* 1: dev scores after every epoch, not only the last */
     long stop_after;         /* > 0: stop with a checkpoint after N steps (time slices) */
     char out_dir[1024];
-    const char *resume; /* NULL, "auto" or a checkpoint */
+    const char *resume;      /* NULL, "auto" or a checkpoint */
+    int allow_config_change; /* resume although the recipe changed (cz_train_options) */
     int quiet;
     char label[128]; /* names the run in results.jsonl (the grid's point) */
 } cz_ft_options;

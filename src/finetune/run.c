@@ -929,7 +929,8 @@ int cz_ft_run(const cz_comm *world, const cz_ft_options *o, cz_ft_result *res, c
     int nb = 2;
     if (r.base.has_vocab) nb += cz_hf_vocab_blobs(&r.base.vocab, meta, sizeof meta, all + 2);
     cz_train_task task = {&r, build_sample, init_model, evaluate, all, nb, !o->pad_max};
-    cz_train_options to = {.resume = o->resume, .quiet = o->quiet};
+    cz_train_options to = {
+        .resume = o->resume, .quiet = o->quiet, .allow_config_change = o->allow_config_change};
     rc = cz_train_run_task(world, &cfg, &to, &task, err);
     if (res) {
         res->steps = r.steps;

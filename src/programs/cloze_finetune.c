@@ -66,6 +66,8 @@ static const char HELP[] =
     "  --random-init        the architecture and vocabulary of MODEL, not its weights\n"
     "  --resume auto|PATH   run: continue a stopped run; grid: finished points are kept\n"
     "  --stop-after N       stop with a checkpoint after N steps (continue: --resume auto)\n"
+    "  --allow-config-change  with --resume: continue although the recipe changed what\n"
+    "                       the run means (lr, batch, seed, ...; refused otherwise)\n"
     "  --quiet              no progress lines\n"
     "grid: --lr, --batch, --epochs take comma lists (BERT's: 2e-5,3e-5,5e-5 16,32 2,3,4);\n"
     "      --restarts N seeds seed..seed+N-1 per point (1). Each point runs in\n"
@@ -203,6 +205,10 @@ static int parse(args *a, int argc, char **argv, cz_error *err) {
         }
         if (!strcmp(k, "--similarity")) {
             a->similarity = 1;
+            continue;
+        }
+        if (!strcmp(k, "--allow-config-change")) {
+            o->allow_config_change = 1;
             continue;
         }
         if (!strcmp(k, "--random-init")) {

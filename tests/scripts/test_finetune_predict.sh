@@ -15,7 +15,9 @@
 #   * truncation is counted for every file (tagging at a short --max-seq: the
 #     words lost are reported, and predicted O);
 #   * errors: a checkpoint that is not fine-tuned, another task, --lr 0 — one
-#     line, exit 1, no output directory left behind.
+#     line, exit 1, no output directory left behind; a resume with another
+#     --lr is refused (one line, the checkpoint untouched) unless
+#     --allow-config-change.
 FT_WORK=ftp source "$(dirname "$0")/finetune_common.sh"
 T=$work/tasks
 predict() { # np out args...
@@ -191,4 +193,15 @@ printf 'sentence\tlabel\nfine\t7\n' >"$work/badlabel.tsv"
 err_case bad_dev "badlabel.tsv:2" mpi 2 "$FT" run --init "$bert" "${cls[@]}" \
   --train "$T/cls_train.tsv" --dev "$work/badlabel.tsv" --out "$work/bad4" --threads 1
 [ -e "$work/bad4" ] && fail "a run refused for its dev file left its output directory (vocab/)"
+# a stopped run resumed with another --lr: refused naming optim.lr, its
+# checkpoint untouched; --allow-config-change continues it
+stop=(--task tsv --text-a sentence --label label --max-seq 32 --train "$T/cls_train.tsv"
+  --dev "$T/cls_dev.tsv" --batch 8 --epochs 1)
+ft 2 "$work/cls_stop" "${stop[@]}" --lr 1e-3 --stop-after 2
+sum_before=$(sha256sum "$work"/cls_stop/ckpt-*.lz4)
+err_case resume_lr "optim.lr 0.001 -> 0.002" mpi 2 "$FT" run --init "$bert" "${stop[@]}" --lr 2e-3 \
+  --out "$work/cls_stop" --threads 1 --quiet --resume auto
+[ "$(sha256sum "$work"/cls_stop/ckpt-*.lz4)" = "$sum_before" ] || fail "a refused resume changed the checkpoint"
+ft 2 "$work/cls_stop" "${stop[@]}" --lr 2e-3 --resume auto --allow-config-change
+grep -q '"final":true' "$work/cls_stop/results.jsonl" || fail "--allow-config-change did not finish the run"
 echo "predict: classification, tagging and SQuAD agree with run; errors said once"
