@@ -324,7 +324,7 @@ static void add_losses(cz_step_stats *s, const cz_losses *l) {
 /* Sums the step's figures over ranks (same result on every rank: the
  * non-finite verdict must be shared). Losses are means over micro-batches. */
 static int reduce_step_stats(cz_run *r, cz_step_stats *s, int micro_batches, cz_error *err) {
-    double v[11] = {s->loss,
+    double v[13] = {s->loss,
                     s->mlm_loss,
                     s->nsp_loss,
                     s->lm_loss,
@@ -334,8 +334,10 @@ static int reduce_step_stats(cz_run *r, cz_step_stats *s, int micro_batches, cz_
                     (double)s->nsp_count,
                     s->task_loss,
                     (double)s->task_correct,
-                    (double)s->task_count};
-    if (cz_comm_allreduce_doubles(&r->comm, v, 11, CZ_OP_SUM, err) != 0) return -1;
+                    (double)s->task_count,
+                    s->tokens,
+                    s->flops};
+    if (cz_comm_allreduce_doubles(&r->comm, v, 13, CZ_OP_SUM, err) != 0) return -1;
     s->loss = v[0] / micro_batches;
     s->mlm_loss = v[1] / micro_batches;
     s->nsp_loss = v[2] / micro_batches;
@@ -347,6 +349,8 @@ static int reduce_step_stats(cz_run *r, cz_step_stats *s, int micro_batches, cz_
     s->task_loss = v[8] / micro_batches;
     s->task_correct = (long)v[9];
     s->task_count = (long)v[10];
+    s->tokens = v[11]; /* over all ranks: global batch x seq, or less when padded to the longest */
+    s->flops = v[12];
     return 0;
 }
 
@@ -395,6 +399,10 @@ static int train_step(cz_run *r, cz_step_stats *s, cz_error *err) {
         cz_losses l;
         if (cz_model_forward(r->model, &b, &l, err) != 0) return -1;
         add_losses(s, &l);
+        /* what this micro-batch computed: b.seq is the padded length, less
+         * than ph->seq for a task padded to its longest sequence */
+        s->tokens += (double)b.batch * b.seq;
+        s->flops += 3.0 * cz_model_forward_flops(&r->cfg.model, b.seq, ph->max_pred) * b.batch;
         int last = a == ph->accum - 1;
         /* only the last micro-batch finishes gradients: overlap starts there */
         if (last) {
@@ -425,9 +433,6 @@ static int train_step(cz_run *r, cz_step_stats *s, cz_error *err) {
     s->seconds = cz_now() - t0;
     /* what the step waited for the communication backward did not hide */
     s->comm_wait = cz_grad_sync_wait_seconds(gs);
-    s->tokens = (double)ph->global_batch * ph->seq;
-    s->flops =
-        3.0 * cz_model_forward_flops(&r->cfg.model, ph->seq, ph->max_pred) * ph->global_batch;
     r->samples_done += (uint64_t)ph->global_batch;
     s->samples_done = r->samples_done;
     return 0;
