@@ -89,6 +89,12 @@ int cz_comm_share_verdict(const cz_comm *c, int root, int rc, cz_error *err);
  * all end alike (without MPI_Abort); -1 when the collective itself failed
  * (err says why). */
 int cz_comm_agree(const cz_comm *c, int rc, int *who, cz_error *err);
+/* The end of a program that found an error before MPI_Init on every rank
+ * (an argument) and let rank 0 say it: under a launcher (mpirun's
+ * environment) every rank joins MPI and meets the others at a barrier
+ * before it returns `code`, so that no rank's early exit makes the launcher
+ * end rank 0 before it has spoken. Without a launcher: code at once. */
+int cz_comm_end_early(int *argc, char ***argv, int code);
 
 /* Chunk c of p of a length-n range: [*off, *off + *count). The first n % p
  * chunks are one longer; chunks are empty when n < p. */

@@ -117,9 +117,10 @@ typedef struct args {
     const char *input, *out_file;
 } args;
 
-static int need(const char *opt, int i, int argc) {
+/* Whether option i has its value; else err says so (said by rank 0 alone). */
+static int need(const char *opt, int i, int argc, cz_error *err) {
     if (i + 1 >= argc) {
-        fprintf(stderr, "cloze-finetune: %s needs a value (see --help)\n", opt);
+        cz_fail(err, "%s needs a value (see --help)", opt);
         return 0;
     }
     return 1;
@@ -131,13 +132,13 @@ static int parse(args *a, int argc, char **argv, cz_error *err) {
         const char *k = argv[i];
 #define STR(flag, dst)                                                                             \
     if (!strcmp(k, flag)) {                                                                        \
-        if (!need(k, i, argc)) return -1;                                                          \
+        if (!need(k, i, argc, err)) return -1;                                                     \
         snprintf(dst, sizeof dst, "%s", argv[++i]);                                                \
         continue;                                                                                  \
     }
 #define NUM(flag, dst, conv)                                                                       \
     if (!strcmp(k, flag)) {                                                                        \
-        if (!need(k, i, argc)) return -1;                                                          \
+        if (!need(k, i, argc, err)) return -1;                                                     \
         char *end_;                                                                                \
         dst = conv(argv[++i], &end_);                                                              \
         if (*end_ || end_ == argv[i]) return cz_fail(err, "%s: not a number: %s", flag, argv[i]);  \
@@ -145,7 +146,7 @@ static int parse(args *a, int argc, char **argv, cz_error *err) {
     }
 #define LIST(flag, arr, n)                                                                         \
     if (!strcmp(k, flag)) {                                                                        \
-        if (!need(k, i, argc)) return -1;                                                          \
+        if (!need(k, i, argc, err)) return -1;                                                     \
         n = parse_list(argv[++i], arr, (int)(sizeof arr / sizeof arr[0]));                         \
         if (n < 1) return cz_fail(err, "%s: not a comma list of numbers: %s", flag, argv[i]);      \
         continue;                                                                                  \
@@ -180,11 +181,13 @@ static int parse(args *a, int argc, char **argv, cz_error *err) {
         LIST("--batch", a->batches, a->n_batch)
         LIST("--epochs", a->epochs, a->n_epochs)
         LIST("--layers", a->layers, a->n_layers)
-        if (!strcmp(k, "--input") && need(k, i, argc)) {
+        if (!strcmp(k, "--input")) {
+            if (!need(k, i, argc, err)) return -1;
             a->input = argv[++i];
             continue;
         }
-        if (!strcmp(k, "--resume") && need(k, i, argc)) {
+        if (!strcmp(k, "--resume")) {
+            if (!need(k, i, argc, err)) return -1;
             o->resume = argv[++i];
             continue;
         }
@@ -192,7 +195,8 @@ static int parse(args *a, int argc, char **argv, cz_error *err) {
             a->no_header = 1;
             continue;
         }
-        if (!strcmp(k, "--pad") && need(k, i, argc)) {
+        if (!strcmp(k, "--pad")) {
+            if (!need(k, i, argc, err)) return -1;
             const char *v = argv[++i];
             if (strcmp(v, "longest") && strcmp(v, "max"))
                 return cz_fail(err, "--pad %s: longest or max", v);
@@ -421,7 +425,7 @@ int main(int argc, char **argv) {
     int say = cz_launch_rank() == 0;
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         if (argc >= 2 || say) fputs(HELP, argc < 2 ? stderr : stdout);
-        return argc < 2 ? 2 : 0;
+        return argc < 2 ? cz_comm_end_early(&argc, &argv, 2) : 0;
     }
     const char *cmd = argv[1];
     if (strcmp(cmd, "run") && strcmp(cmd, "grid") && strcmp(cmd, "predict") &&
@@ -431,7 +435,7 @@ int main(int argc, char **argv) {
                     "cloze-finetune: unknown command '%s' (run, grid, predict, features; see "
                     "--help)\n",
                     cmd);
-        return 2;
+        return cz_comm_end_early(&argc, &argv, 2);
     }
     for (int i = 2; i < argc; i++)
         if (!strcmp(argv[i], "--help")) {
@@ -461,7 +465,7 @@ int main(int argc, char **argv) {
     if (rc == 0) rc = check_paths(&a, features, predict, &err);
     if (rc != 0) {
         if (say) fprintf(stderr, "cloze-finetune %s: %s\n", cmd, err.msg);
-        return 2;
+        return cz_comm_end_early(&argc, &argv, 2);
     }
     cz_comm world;
     if (cz_comm_init(&world, &argc, &argv, &err) != 0) {

@@ -50,7 +50,8 @@ int main(int argc, char **argv) {
     const char *overrides[MAX_OVERRIDES];
     int n_overrides = 0;
     cz_train_options opt = {0};
-    /* argument errors come before MPI_Init: rank 0 alone says them */
+    /* argument errors come before MPI_Init: rank 0 alone says them, and
+     * every rank ends after it has (cz_comm_end_early) */
     FILE *errs = cz_launch_rank() == 0 ? stderr : NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -63,7 +64,7 @@ int main(int argc, char **argv) {
         } else if ((!strcmp(a, "--set") && i + 1 < argc) || !strncmp(a, "--set=", 6)) {
             if (n_overrides == MAX_OVERRIDES) {
                 if (errs) fprintf(errs, "cloze-train: more than %d --set options\n", MAX_OVERRIDES);
-                return 2;
+                return cz_comm_end_early(&argc, &argv, 2);
             }
             overrides[n_overrides++] = a[5] == '=' ? a + 6 : argv[++i];
         } else if (!strcmp(a, "--resume") && i + 1 < argc) {
@@ -76,21 +77,21 @@ int main(int argc, char **argv) {
             opt.quiet = 1;
         } else if (a[0] == '-') {
             if (errs) fprintf(errs, "cloze-train: unknown option '%s' (try --help)\n", a);
-            return 2;
+            return cz_comm_end_early(&argc, &argv, 2);
         } else if (!config_path) {
             config_path = a;
         } else {
             if (errs) fprintf(errs, "cloze-train: unexpected argument '%s' (try --help)\n", a);
-            return 2;
+            return cz_comm_end_early(&argc, &argv, 2);
         }
     }
     if (!config_path) {
         if (errs) usage(errs);
-        return 2;
+        return cz_comm_end_early(&argc, &argv, 2);
     }
     if (opt.start_fresh && opt.resume) {
         if (errs) fprintf(errs, "cloze-train: --start-fresh and --resume exclude each other\n");
-        return 2;
+        return cz_comm_end_early(&argc, &argv, 2);
     }
 
     cz_comm world;
