@@ -32,33 +32,19 @@ static int die(const cz_error *err) {
     return 1;
 }
 
-/* Under mpirun (which sets these), the rank and the number of ranks before
- * MPI starts: argument errors are found before, by every rank alike, and
- * said by rank 0 alone. launch_size() is 0 without mpirun. */
-static int launch_rank(void) {
-    const char *v = getenv("OMPI_COMM_WORLD_RANK");
-    if (!v) v = getenv("PMIX_RANK");
-    if (!v) v = getenv("PMI_RANK");
-    return v ? atoi(v) : 0;
-}
-
-static int launch_size(void) {
-    const char *v = getenv("OMPI_COMM_WORLD_SIZE");
-    if (!v) v = getenv("PMI_SIZE");
-    if (v) return atoi(v) > 0 ? atoi(v) : 1;
-    return getenv("PMIX_RANK") ? 1 : 0;
-}
-
+/* Under mpirun, argument errors are found before MPI starts, by every rank
+ * alike (cz_launch_rank, cz_launch_size: 0 without mpirun), and said by
+ * rank 0 alone; every rank then ends after it has (cz_comm_end_early). */
 static int usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int usage_error(const char *cmd, const char *fmt, ...) {
-    if (launch_rank() != 0) return 2;
+    if (cz_launch_rank() != 0) return cz_comm_end_early(NULL, NULL, 2);
     char msg[512];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     fprintf(stderr, "cloze-prep %s: %s (see cloze-prep %s --help)\n", cmd, msg, cmd);
-    return 2;
+    return cz_comm_end_early(NULL, NULL, 2);
 }
 
 /* An option of some command that takes a value: given last, it is missing
@@ -211,7 +197,7 @@ static int cmd_shards(int argc, char **argv) {
         const char *a = argv[i];
         int more = i + 1 < argc;
         if (!strcmp(a, "--help")) {
-            if (launch_rank() == 0) fputs(SHARDS_HELP, stdout);
+            if (cz_launch_rank() == 0) fputs(SHARDS_HELP, stdout);
             return 0;
         }
         if (tok_arg(&ta, argc, argv, &i)) continue;
@@ -245,12 +231,12 @@ static int cmd_shards(int argc, char **argv) {
     if (o.threads < 1) return usage_error("shards", "--threads must be >= 1");
     if (!o.out_dir || o.n_shards < 1 || n_inputs == 0)
         return usage_error("shards", "need --vocab, --out, --shards >= 1 and inputs");
-    if (launch_size() > o.n_shards)
+    if (cz_launch_size() > o.n_shards)
         return usage_error("shards", "--shards %d: need at least one shard per rank (%d ranks)",
-                           o.n_shards, launch_size());
+                           o.n_shards, cz_launch_size());
 
     prep_world w = {.comm = NULL, .rank = 0};
-    if (launch_size() > 0) {
+    if (cz_launch_size() > 0) {
         if (cz_comm_init(&w.c, &argc, &argv, &err) != 0) return die(&err);
         w.comm = &w.c;
         w.rank = o.rank = w.c.rank;

@@ -375,6 +375,21 @@ static void test_set(void) {
 }
 
 /* Resuming: which keys differ, and in which class (cz_config_resume_diff). */
+/* cz_config_check_number: a program's option checked by its key's range */
+static void test_check_number(void) {
+    char r[128];
+    CHECK(cz_config_check_number("optim.lr", 1e-3, r, sizeof r) == 0, "lr 1e-3 refused: %s", r);
+    CHECK(cz_config_check_number("optim.lr", 0, r, sizeof r) == -1 && !strcmp(r, "in (0, 10]"),
+          "lr 0: '%s'", r);
+    CHECK(cz_config_check_number("optim.warmup_fraction", 1, r, sizeof r) == -1 &&
+              !strcmp(r, "in [0, 1)"),
+          "warmup_fraction 1: '%s'", r);
+    CHECK(cz_config_check_number("optim.lr", NAN, r, sizeof r) == -1, "lr NaN accepted");
+    CHECK(cz_config_check_number("optim.no_such", 1, r, sizeof r) == -1 && !strcmp(r, "not a key"),
+          "an unknown key: '%s'", r);
+    CHECK(cz_config_check_number("train.run_dir", 1, r, sizeof r) == -1, "a string key checked");
+}
+
 static void test_resume_diff(void) {
     cz_config a, b;
     cz_error err;
@@ -517,6 +532,7 @@ int main(int argc, char **argv) {
         test_file_errors();
         test_set();
         test_resume_diff();
+        test_check_number();
     }
     test_docs(update);
 

@@ -79,6 +79,13 @@ void cz_config_defaults(cz_config *c);
 int cz_config_load(cz_config *c, const char *path, const char *const *overrides, int n_overrides,
                    cz_error *err);
 
+/* Whether v keeps the range of numeric key `key` ("optim.lr"): 0, or -1
+ * with `range` its rule in words ("in (0, 10]"; "not a key" when there is
+ * no such numeric key). For a program whose options become keys
+ * (cloze-finetune's --lr), so that the range lives in the key table alone
+ * and the message can name the option the user typed. */
+int cz_config_check_number(const char *key, double v, char *range, size_t cap);
+
 /* Applies one "section.key=value" override: type and range of that key are
  * checked, cross-field rules and arch-dependent defaults are not. */
 int cz_config_set(cz_config *c, const char *assignment, cz_error *err);

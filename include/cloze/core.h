@@ -43,6 +43,9 @@ void cz_log(cz_log_level level, const char *fmt, ...) __attribute__((format(prin
  * (a process started alone). A program's argument errors, found before
  * MPI_Init, are printed by rank 0 alone, not once per rank. */
 int cz_launch_rank(void);
+/* The number of ranks the launcher started (OMPI_COMM_WORLD_SIZE, PMI_SIZE;
+ * 1 under PMIx alone), 0 when no launcher started this process. */
+int cz_launch_size(void);
 
 /* ---- time ---- */
 double cz_now(void); /* monotonic seconds */

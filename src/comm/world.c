@@ -129,7 +129,7 @@ int cz_comm_allreduce_u64(const cz_comm *c, uint64_t *v, int n, cz_reduce_op op,
 }
 
 int cz_comm_end_early(int *argc, char ***argv, int code) {
-    if (!getenv("OMPI_COMM_WORLD_SIZE") && !getenv("PMI_SIZE") && !getenv("PMIX_RANK")) return code;
+    if (cz_launch_size() == 0) return code;
     cz_comm c;
     cz_error e;
     if (cz_comm_init(&c, argc, argv, &e) == 0) {

@@ -127,6 +127,24 @@ static int check_range(const cz_key *k, double v, char *why) {
     return -1;
 }
 
+int cz_config_check_number(const char *key, double v, char *range, size_t cap) {
+    const char *dot = strchr(key, '.');
+    int i = dot ? find_key(key, (size_t)(dot - key), dot + 1) : -1;
+    const cz_key *k = i >= 0 ? &cz_config_keys[i] : NULL;
+    if (!k || k->type == CZ_KEY_STRING || k->type == CZ_KEY_BOOL || k->type == CZ_KEY_WORD_INDEX ||
+        k->type == CZ_KEY_LIST) {
+        snprintf(range, cap, "not a key");
+        return -1;
+    }
+    char why[WHY_MAX];
+    if (check_range(k, v, why) == 0) return 0;
+    if (!isfinite(v))
+        snprintf(range, cap, "a finite number");
+    else
+        cz_config_describe_range(k, range, cap);
+    return -1;
+}
+
 /* ---- storing typed values into the struct, with checks ---- */
 
 static int store_integer(const cz_key *k, cz_config *c, long long v, char *why) {

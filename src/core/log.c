@@ -41,3 +41,14 @@ int cz_launch_rank(void) {
     }
     return 0;
 }
+
+int cz_launch_size(void) {
+    static const char *vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        char *end;
+        long n = v && *v ? strtol(v, &end, 10) : -1;
+        if (v && *v && *end == '\0' && n >= 1 && n <= INT_MAX) return (int)n;
+    }
+    return getenv("PMIX_RANK") ? 1 : 0;
+}

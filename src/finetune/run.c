@@ -157,9 +157,14 @@ static int is_dir(const char *path) {
 /* What rank 0's set-up created: OUT, OUT/vocab (made[0], made[1]). A
  * set-up that fails later (a bad task file) takes them away again, so that
  * a failed run leaves nothing behind that it made. */
+/* The files of OUT/vocab/: WordPiece's, or BPE's encoder and merges. */
+#define VOCAB_WORDPIECE "vocab.txt"
+#define VOCAB_ENCODER "encoder.json"
+#define VOCAB_MERGES "vocab.bpe"
+
 static void undo_made(const char *out, const int made[2]) {
     char path[1200];
-    static const char *files[] = {"vocab.txt", "encoder.json", "vocab.bpe"};
+    static const char *files[] = {VOCAB_WORDPIECE, VOCAB_ENCODER, VOCAB_MERGES};
     if (made[1]) {
         for (int i = 0; i < 3; i++) {
             snprintf(path, sizeof path, "%s/vocab/%s", out, files[i]);
@@ -187,15 +192,15 @@ static int load_tokenizer(const cz_comm *world, const ft_base *b, const char *ou
         made[1] = !is_dir(dir);
         rc = cz_make_dirs(dir, err);
         if (rc == 0)
-            rc = write_bytes(dir, bpe ? "encoder.json" : "vocab.txt", b->vocab.vocab,
+            rc = write_bytes(dir, bpe ? VOCAB_ENCODER : VOCAB_WORDPIECE, b->vocab.vocab,
                              b->vocab.vocab_len, vp, sizeof vp, err);
         if (rc == 0 && bpe)
-            rc = write_bytes(dir, "vocab.bpe", b->vocab.merges, b->vocab.merges_len, mp, sizeof mp,
+            rc = write_bytes(dir, VOCAB_MERGES, b->vocab.merges, b->vocab.merges_len, mp, sizeof mp,
                              err);
     }
     if (cz_comm_share_verdict(world, 0, rc, err) < 0) return -1;
-    snprintf(vp, sizeof vp, "%s/%s", dir, bpe ? "encoder.json" : "vocab.txt");
-    snprintf(mp, sizeof mp, "%s/vocab.bpe", dir);
+    snprintf(vp, sizeof vp, "%s/%s", dir, bpe ? VOCAB_ENCODER : VOCAB_WORDPIECE);
+    snprintf(mp, sizeof mp, "%s/%s", dir, VOCAB_MERGES);
     if (bpe) return cz_tokenizer_load_bpe(tok, vp, mp, err);
     cz_tokenizer_options o;
     cz_tokenizer_options_default(&o);
@@ -536,14 +541,12 @@ static void put_split_result(FILE *f, const ft_run *r, ft_split split, const cz_
     fputs(",\"file\":", f);
     cz_json_write_string(f, d->path);
     fprintf(f, ",\"metric\":\"%s\",\"score\":", metric_name(r->task.metric));
-    if (d->labelled)
+    if (d->labelled) {
         fprintf(f, "%.6f,\"%s\":", score_of(r->task.metric, s), split_name(split));
-    else
-        fprintf(f, "null,\"%s\":", split_name(split));
-    if (d->labelled)
         put_scores(f, &r->task, s);
-    else
-        fprintf(f, "{\"examples\":%ld}", s->n);
+    } else {
+        fprintf(f, "null,\"%s\":{\"examples\":%ld}", split_name(split), s->n);
+    }
     if (split == FT_TEST) fprintf(f, ",\"step\":%ld", step);
     fprintf(f,
             ",\"max_seq\":%d,\"truncated\":%d,\"words_lost\":%d,"
@@ -781,18 +784,24 @@ static int prepare_data(ft_run *r, cz_error *err) {
     return 0;
 }
 
+/* An option that becomes a key of the train configuration is checked by
+ * that key's own range (the key table, src/config/keys.c), the message
+ * naming the option the user typed. */
+static int check_as_key(const char *option, const char *key, double v, cz_error *err) {
+    char range[128];
+    if (cz_config_check_number(key, v, range, sizeof range) == 0) return 0;
+    return cz_fail(err, "%s %g: must be %s", option, v, range);
+}
+
 /* The recipe's options, checked before anything is read or written, each
- * named as the user typed it (the train configuration they become is
- * checked again, in its own keys, by cz_config_validate). */
+ * named as the user typed it. */
 static int check_options(const cz_ft_options *o, int ranks, cz_error *err) {
-    if (!(o->lr > 0 && o->lr <= 10))
-        return cz_fail(err, "--lr %g: must be in (0, 10] (a peak learning rate)", o->lr);
+    if (check_as_key("--lr", "optim.lr", o->lr, err) ||
+        check_as_key("--warmup", "optim.warmup_fraction", o->warmup_fraction, err) ||
+        check_as_key("--weight-decay", "optim.weight_decay", o->weight_decay, err))
+        return -1;
     if (o->batch < 1) return cz_fail(err, "--batch %d: must be at least 1", o->batch);
     if (o->epochs < 1) return cz_fail(err, "--epochs %d: must be at least 1", o->epochs);
-    if (!(o->warmup_fraction >= 0 && o->warmup_fraction < 1))
-        return cz_fail(err, "--warmup %g: must be in [0, 1)", o->warmup_fraction);
-    if (!(o->weight_decay >= 0 && o->weight_decay <= 1))
-        return cz_fail(err, "--weight-decay %g: must be in [0, 1]", o->weight_decay);
     if (o->dropout >= 1) return cz_fail(err, "--dropout %g must be in [0, 1)", (double)o->dropout);
     if (!(o->lm_weight >= 0))
         return cz_fail(err, "--lm-weight %g: must be at least 0", (double)o->lm_weight);
