@@ -12,7 +12,7 @@
 # OLD_ARGS / NEW_ARGS add settings to one side (e.g. the same build twice
 # with "--set train.ckpt_writer=inline" and "...=thread"); THREADS sets
 # train.threads (default 0: every allowed CPU).
-# Rounds alternate the builds. Run under /work/helpers/bin/cz-cpu.
+# Rounds alternate the builds. Run under the machine-wide CPU lock (flock /tmp/cloze-cpu.lock).
 #   bench/ckpt_bench.sh OLD_BUILD NEW_BUILD [MODEL=bert-mini] [ROUNDS=3]
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)

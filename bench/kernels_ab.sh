@@ -9,7 +9,7 @@
 #   PATH is a CLOZE_KERNELS value (scalar|baseline|avx2|avx512; none: the
 #   widest the CPU has). Bench args default to "--threads 1 --reps 9".
 #   env ROUNDS (default 5), LOCK (default /tmp/cloze-cpu.lock; LOCK=none
-#   when the caller already holds it, e.g. under /work/helpers/bin/cz-cpu).
+#   when the caller already holds it, e.g. under flock /tmp/cloze-cpu.lock).
 # example: old build against new on the AVX-512 and AVX2 copies:
 #   bench/kernels_ab.sh old512=/tmp/old/build:avx512 new512=build:avx512 \
 #     old2=/tmp/old/build:avx2 new2=build:avx2 -- --threads 1 --reps 9

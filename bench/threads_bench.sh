@@ -8,7 +8,7 @@
 #            2 threads (what train.threads=0 picks, the mask allows both)
 #            default and PASSIVE, against 1 thread;
 #   idle     no other process: 2 threads against 1 (the reference).
-# Run under /work/helpers/bin/cz-cpu so nothing else runs.
+# Run under the machine-wide CPU lock (flock /tmp/cloze-cpu.lock) so nothing else timed runs.
 #   bench/threads_bench.sh BUILD_DIR [STEPS]
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
