@@ -34,6 +34,8 @@
  * softirq, steal, idle): on a simulated cluster every host shares them. */
 #include "cloze/comm.h"
 
+#include "../src/comm/comm_internal.h" /* comm's inside: cz_coll, host layouts, the cost model */
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,7 +91,7 @@ static void quiet_barrier(MPI_Comm comm) {
 /* Half the round trip of an 8-byte message between a and b: median of 9
  * batches of 200. */
 static double pingpong(const bench *B, int a, int b) {
-    MPI_Comm comm = B->d.mpi;
+    MPI_Comm comm = cz_comm_mpi(&B->d);
     double batch[9] = {0};
     char msg[8] = {0};
     if (B->d.rank == a || B->d.rank == b) {
@@ -118,7 +120,7 @@ static double pingpong(const bench *B, int a, int b) {
  * from the rank that sends to it, all at once (to[r] < 0: r takes no part);
  * best of 3, each timed as the slowest rank. */
 static double stream(const bench *B, const int *to, size_t bytes, char *buf) {
-    MPI_Comm comm = B->d.mpi;
+    MPI_Comm comm = cz_comm_mpi(&B->d);
     int me = B->d.rank, from = -1;
     for (int r = 0; r < B->d.size; r++)
         if (to[r] == me) from = r;
@@ -151,7 +153,7 @@ static void calibrate(bench *B, int want_net, int want_shm) {
     size_t bytes = 32u << 20;
     char *buf = malloc(2 * bytes);
     int *to = malloc((size_t)p * sizeof(int));
-    if (!buf || !to) MPI_Abort(B->d.mpi, 1);
+    if (!buf || !to) MPI_Abort(cz_comm_mpi(&B->d), 1);
     memset(buf, 1, 2 * bytes);
     if (want_net && l->n_hosts > 1) {
         int b = rank_at(l, 1, 0);
@@ -217,7 +219,7 @@ static void cpu_now(double out[CPU_KINDS]) {
 
 static double time_one(bench *B, algo *a, float *buf, size_t n, int iters) {
     cz_error err;
-    MPI_Barrier(B->d.mpi);
+    MPI_Barrier(cz_comm_mpi(&B->d));
     double c0[CPU_KINDS], c1[CPU_KINDS];
     if (B->d.rank == 0) cpu_now(c0);
     double t0 = cz_now();
@@ -229,7 +231,7 @@ static double time_one(bench *B, algo *a, float *buf, size_t n, int iters) {
                                 : cz_fail(&err, "MPI_Allreduce failed"));
         if (rc != 0) {
             fprintf(stderr, "%s: %s\n", a->name, err.msg);
-            MPI_Abort(B->d.mpi, 1);
+            MPI_Abort(cz_comm_mpi(&B->d), 1);
         }
     }
     double t = (cz_now() - t0) / iters;
@@ -237,7 +239,7 @@ static double time_one(bench *B, algo *a, float *buf, size_t n, int iters) {
         cpu_now(c1);
         for (int k = 0; k < CPU_KINDS; k++) a->cpu[k] += c1[k] - c0[k];
     }
-    MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, B->d.mpi);
+    MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, cz_comm_mpi(&B->d));
     return t;
 }
 
@@ -269,7 +271,7 @@ static void add_own(bench *B, cz_allreduce_algo which) {
     cz_error err;
     algo *a = &B->a[B->n_algos];
     memset(a, 0, sizeof *a);
-    if (cz_coll_create(&a->coll, B->d.mpi, &o, &err) != 0) {
+    if (cz_coll_create(&a->coll, cz_comm_mpi(&B->d), &o, &err) != 0) {
         if (B->d.rank == 0)
             fprintf(stderr, "skipping %s: %s\n", cz_allreduce_algo_name(which), err.msg);
         return;
@@ -289,7 +291,7 @@ static void add_forced(bench *B, const char *name, int tuned_algorithm) {
     /* coll/tuned reads the forced algorithm when a communicator is created */
     if ((tuned_algorithm >= 0 &&
          set_cvar("coll_tuned_allreduce_algorithm", tuned_algorithm) != 0) ||
-        MPI_Comm_dup(B->d.mpi, &a->forced) != MPI_SUCCESS) {
+        MPI_Comm_dup(cz_comm_mpi(&B->d), &a->forced) != MPI_SUCCESS) {
         if (B->d.rank == 0) fprintf(stderr, "skipping %s: cannot force it through MPI_T\n", name);
         return;
     }
@@ -343,14 +345,14 @@ static void overlap(const cz_comm *d, size_t n, double bucket_mib, double comput
     cfg.bucket_mb = bucket_mib;
     if (!g ||
         cz_grad_sync_create(&gs, d, &cfg, n, CZ_SYNC_ALLREDUCE, CZ_GRAD_DESCENDING, &err) != 0)
-        MPI_Abort(d->mpi, 1);
+        MPI_Abort(cz_comm_mpi(d), 1);
     double plain = 0, total = 0, wait = 0;
     for (int rep = 0; rep < 3; rep++) {
-        MPI_Barrier(d->mpi);
+        MPI_Barrier(cz_comm_mpi(d));
         double t0 = cz_now();
         cz_ring_allreduce(d, g, n, NULL, &err);
         plain += cz_now() - t0;
-        MPI_Barrier(d->mpi);
+        MPI_Barrier(cz_comm_mpi(d));
         t0 = cz_now();
         cz_grad_sync_begin(gs, g);
         size_t piece = n / 64;
@@ -360,7 +362,7 @@ static void overlap(const cz_comm *d, size_t n, double bucket_mib, double comput
             cz_grad_sync_ready(gs, lo, hi - lo);
         }
         double t1 = cz_now();
-        if (cz_grad_sync_finish(gs, &err) != 0) MPI_Abort(d->mpi, 1);
+        if (cz_grad_sync_finish(gs, &err) != 0) MPI_Abort(cz_comm_mpi(d), 1);
         wait += cz_now() - t1;
         total += cz_now() - t0;
     }
@@ -369,7 +371,7 @@ static void overlap(const cz_comm *d, size_t n, double bucket_mib, double comput
             "overlap: %zu bytes, buckets of %.1f MiB, backward %.1f ms: plain all-reduce %.1f ms, "
             "step with sync %.1f ms, finish waited %.1f ms (thread level %d)\n",
             n * sizeof(float), bucket_mib, compute * 1e3, plain / 3 * 1e3, total / 3 * 1e3,
-            wait / 3 * 1e3, d->thread_level);
+            wait / 3 * 1e3, cz_comm_thread_level(d));
     cz_grad_sync_free(gs);
     cz_free(g);
 }
@@ -476,16 +478,16 @@ int main(int argc, char **argv) {
         cz_comm_finalize(d);
         return rc;
     }
-    if (cz_host_layout_get(d->mpi, &B.hosts, &err) != 0) {
+    if (cz_host_layout_get(cz_comm_mpi(d), &B.hosts, &err) != 0) {
         fprintf(stderr, "%s\n", err.msg);
-        MPI_Abort(d->mpi, 1);
+        MPI_Abort(cz_comm_mpi(d), 1);
     }
     int p = d->size;
     if (B.topo.torus && B.topo.tx * B.topo.ty != B.hosts.n_hosts) {
         if (d->rank == 0)
             fprintf(stderr, "--topology %dx%d: the job has %d hosts\n", B.topo.tx, B.topo.ty,
                     B.hosts.n_hosts);
-        MPI_Abort(d->mpi, 2);
+        MPI_Abort(cz_comm_mpi(d), 2);
     }
     if (d->rank == 0)
         printf("%d ranks on %d hosts (%d per host); busbw = 2(p-1)/p * bytes / time\n", p,
@@ -538,7 +540,7 @@ int main(int argc, char **argv) {
     size_t max_n = 0;
     for (int k = 0; k < ns; k++) max_n = sizes[k] > max_n ? sizes[k] : max_n;
     float *buf = cz_alloc((max_n + 1) * sizeof(float), &err);
-    if (!buf) MPI_Abort(d->mpi, 1);
+    if (!buf) MPI_Abort(cz_comm_mpi(d), 1);
     for (int s = 0; s < ns; s++) {
         size_t n = sizes[s], bytes = n * sizeof(float);
         int iters = bytes < (1 << 20) ? 20 : bytes < (16 << 20) ? 3 : 1;

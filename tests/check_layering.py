@@ -14,12 +14,17 @@ Rules (each violation is one line naming the file and what is wrong):
     cloze headers of its own module or of modules on lower levels, and no
     private header of another module by a path ("../kernels/vec.h": what
     is not in include/cloze/ belongs to its folder);
-  - outside the communication module (comm: include/cloze/comm.h, src/comm)
-    nothing calls MPI: no <mpi.h>, no MPI_* name, no use of the raw
-    communicator (cz_comm's .mpi); comments and string literals do not
-    count. Every folder of the tree with C sources is scanned (include/,
-    src/, corpus_tools/, tests/, bench/, and any new one), less the few
-    files of MPI_EXCEPTIONS below, each with its reason;
+  - outside comm's sources (src/comm) nothing calls MPI: no <mpi.h>, no
+    MPI_* name, no use of a raw communicator (.mpi); comments and string
+    literals do not count. Every folder of the tree with C sources is
+    scanned (include/, src/, corpus_tools/, tests/, bench/, and any new
+    one), less the few files of MPI_EXCEPTIONS below, each with its reason;
+    no public header (include/cloze/, comm.h too) names an MPI type or
+    includes <mpi.h>;
+  - comm's own headers (src/comm/*.h) are included only inside src/comm,
+    but for its internal interface (COMM_INTERNAL: the MPI-typed API of
+    its algorithms, host layouts and cost model), which tests/ and bench/
+    may include too;
   - no file under include/ or src/ refers to ../shared (a user's clone has
     no such folder).
 """
@@ -30,6 +35,11 @@ import sys
 import tempfile
 
 COMM = "comm"
+COMM_DIR = "src/comm"
+# comm's header for its own tests and the benchmarks; its other headers
+# are its sources' alone
+COMM_INTERNAL = "comm_internal.h"
+COMM_INTERNAL_USERS = ("tests/", "bench/")
 TABLE_HEAD = re.compile(r"^\|\s*level\s*\|\s*module\s*\|\s*headers\s*\|\s*sources\s*\|")
 INCLUDE = re.compile(r'^\s*#\s*include\s*"cloze/([A-Za-z0-9_]+\.h)"', re.M)
 
@@ -102,16 +112,12 @@ def strip_c(text, strings=True):
 MPI_USE = re.compile(r"#\s*include\s*<mpi\.h>|\bMPI_[A-Za-z_]+|(?:\.|->)\s*mpi\b")
 LOCAL_INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
 
-# Files outside comm that may call MPI, and why. Everything else, in every
-# folder with C sources, goes through include/cloze/comm.h.
+# Files outside src/comm that may call MPI, and why. Everything else, in
+# every folder with C sources, goes through include/cloze/comm.h (comm's
+# own tests and benchmarks through src/comm/comm_internal.h as well).
 MPI_EXCEPTIONS = {
-    # the harness of the multi-rank tests: starts MPI and compares results
-    # across ranks, below the code it tests
-    "tests/mpi_main.h": "the MPI test harness",
-    # tests of comm that check it against MPI itself
-    "tests/test_comm_algos.c": "checks comm's algorithms against MPI",
-    "tests/test_grad_overlap.c": "checks the gradient sync against an MPI all-gather",
-    # measures comm's all-reduce algorithms against MPI_Allreduce's
+    # measures comm's all-reduce algorithms against MPI_Allreduce's (forced
+    # through MPI_T), and the links with MPI point-to-point
     "bench/allreduce_bench.c": "benchmarks comm against MPI_Allreduce",
 }
 SKIP_DIRS = {".git", "shared"}
@@ -161,15 +167,38 @@ def check(root):
                 if f.endswith((".c", ".h")):
                     files.append((os.path.relpath(os.path.join(base, f), root), name))
 
-    module_of = dict(files)
+    comm_dir = os.path.join(root, COMM_DIR)
+    comm_headers = {f for f in os.listdir(comm_dir) if f.endswith(".h")} \
+        if os.path.isdir(comm_dir) else set()
     for rel in c_files(root):
-        if module_of.get(rel) == COMM or rel in MPI_EXCEPTIONS:
+        if rel.startswith(COMM_DIR + "/"):
             continue
-        code = strip_c(read(os.path.join(root, rel)))
-        for m in MPI_USE.finditer(code):
-            line = code.count("\n", 0, m.start()) + 1
-            errors.append(f"{rel}:{line}: uses MPI ({m.group(0).strip()}) outside the "
-                          f"communication module ({COMM}): go through include/cloze/comm.h")
+        text = read(os.path.join(root, rel))
+        code = strip_c(text)
+        if rel.startswith("include/"):
+            for m in MPI_USE.finditer(code):
+                line = code.count("\n", 0, m.start()) + 1
+                errors.append(f"{rel}:{line}: MPI ({m.group(0).strip()}) in a public header: "
+                              f"no MPI type reaches comm's users; comm's MPI side is "
+                              f"{COMM_DIR}/{COMM_INTERNAL}")
+        elif rel not in MPI_EXCEPTIONS:
+            for m in MPI_USE.finditer(code):
+                line = code.count("\n", 0, m.start()) + 1
+                errors.append(f"{rel}:{line}: uses MPI ({m.group(0).strip()}) outside the "
+                              f"communication module ({COMM}): go through include/cloze/comm.h")
+        directives = strip_c(text, strings=False)
+        for m in LOCAL_INCLUDE.finditer(directives):
+            h = os.path.basename(m.group(1))
+            if m.group(1).startswith("cloze/") or h not in comm_headers:
+                continue
+            if h == COMM_INTERNAL and rel.startswith(COMM_INTERNAL_USERS):
+                continue
+            line = directives.count("\n", 0, m.start()) + 1
+            who = " and ".join(COMM_INTERNAL_USERS)
+            errors.append(f"{rel}:{line}: includes comm's {h}: only {COMM_DIR} may"
+                          + (f" (and {who}, comm's tests and benchmarks)"
+                             if h == COMM_INTERNAL else "")
+                          + "; use include/cloze/comm.h")
 
     def owner(path):
         """The module whose folder holds path (relative to root), or None."""
@@ -261,6 +290,21 @@ def self_test(root):
         ("<mpi.h> outside comm", add_line("src/programs/cloze_train.c",
          '#include "cloze/train.h"', '#include <mpi.h>'),
          "src/programs/cloze_train.c:", "uses MPI (#include <mpi.h>)"),
+        ("an MPI type in a public header", add_line("include/cloze/comm.h",
+         '#include "cloze/grads.h"', 'int planted(MPI_Comm c);'),
+         "include/cloze/comm.h:", "MPI (MPI_Comm) in a public header"),
+        ("<mpi.h> in a public header", add_line("include/cloze/comm.h",
+         '#include "cloze/grads.h"', '#include <mpi.h>'),
+         "include/cloze/comm.h:", "MPI (#include <mpi.h>) in a public header"),
+        ("comm's internal header in another module", add_line("src/train/train.c",
+         '#include "train_internal.h"', '#include "../comm/comm_internal.h"'),
+         "src/train/train.c:", "includes comm's comm_internal.h"),
+        ("comm's internal header on an include path", add_line("corpus_tools/main.c",
+         '#include "vocab_learn.h"', '#include "comm_internal.h"'),
+         "corpus_tools/main.c:", "includes comm's comm_internal.h"),
+        ("comm's private header in a test", new_file("tests/planted.c",
+         '#include "../src/comm/comm_private.h"\n'),
+         "tests/planted.c:", "includes comm's comm_private.h"),
         ("a header missing from the table", new_file("include/cloze/planted.h",
          "/* planted */\n"), "include/cloze/planted.h:", "not in the module table"),
         ("a source folder missing from the table", lambda d: os.makedirs(

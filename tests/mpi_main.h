@@ -22,10 +22,14 @@ static inline void mpi_test_begin(cz_comm *c, int *argc, char ***argv) {
 
 /* 1 when every rank holds the same bytes (FNV-1a fingerprints compared). */
 static inline int mpi_test_same_on_all_ranks(const cz_comm *c, const void *data, size_t bytes) {
-    uint64_t lo = cz_fnv1a64(data, bytes, CZ_FNV_SEED), hi = lo;
-    MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_UINT64_T, MPI_MIN, c->mpi);
-    MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_UINT64_T, MPI_MAX, c->mpi);
-    return lo == hi;
+    /* the largest fingerprint, and the smallest as the largest complement */
+    uint64_t h = cz_fnv1a64(data, bytes, CZ_FNV_SEED), v[2] = {h, ~h};
+    cz_error err;
+    if (cz_comm_allreduce_u64(c, v, 2, CZ_OP_MAX, &err) != 0) {
+        fprintf(stderr, "rank %d: %s\n", c->rank, err.msg);
+        return 0;
+    }
+    return v[0] == ~v[1];
 }
 
 /* Which of p chunks (cz_comm_chunk's split of a bucket of n floats) holds
@@ -48,7 +52,8 @@ static inline int mpi_test_end(cz_comm *c) {
         total = 1;
     }
     if (c->rank == 0 && total == 0)
-        printf("ok (%d ranks, thread level %d)\n", c->size, c->thread_level);
+        printf("ok (%d ranks, %s)\n", c->size,
+               cz_comm_threads_ok(c) ? "MPI_THREAD_MULTIPLE" : "one thread at a time");
     if (c->rank == 0 && total > 0) fprintf(stderr, "%.0f failure(s)\n", total);
     cz_comm_finalize(c);
     return total > 0 ? 1 : 0;

@@ -8,6 +8,8 @@
  *    recomputed here must match bit for bit, and a double sum within rounding;
  *  - every rank must hold the same bits (hashes gathered and compared). */
 #include "cloze/comm.h"
+
+#include "../src/comm/comm_internal.h" /* comm's inside: cz_ring_*, CZ_RING_PIPE */
 #include "cloze/rng.h"
 
 #include <math.h>

@@ -20,6 +20,8 @@
  *  - reduce-scatter alone leaves each rank its chunk of the sum, all-gather
  *    alone copies every rank's chunk to all. */
 #include "cloze/comm.h"
+
+#include "../src/comm/comm_internal.h" /* comm's inside: cz_coll, host layouts */
 #include "cloze/rng.h"
 
 #include "mpi_main.h"
@@ -114,7 +116,7 @@ static void run_case(const cz_comm *world, cz_allreduce_algo algo, int grid_x,
         CHECK(0, "%s: attach: %s", label, err.msg);
         return;
     }
-    c = bound.coll; /* the context itself, and the dispatch on it (cz_allreduce) */
+    c = cz_comm_coll(&bound); /* the context itself, and the dispatch on it (cz_allreduce) */
     CHECK(cz_coll_algo(c) == algo, "%s: got %s", label, cz_allreduce_algo_name(cz_coll_algo(c)));
     shape s;
     shape_of(&s, algo, p, grid_x, host_of);
@@ -255,7 +257,7 @@ int main(int argc, char **argv) {
     char label[128];
     if (real_hosts > 0) {
         cz_host_layout l;
-        if (cz_host_layout_get(d.mpi, &l, &err) != 0) {
+        if (cz_host_layout_get(cz_comm_mpi(&d), &l, &err) != 0) {
             CHECK(0, "%s", err.msg);
         } else {
             CHECK(l.n_hosts == real_hosts, "MPI reports %d hosts, expected %d", l.n_hosts,

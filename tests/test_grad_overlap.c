@@ -13,6 +13,8 @@
 #include "cloze/comm.h"
 #include "cloze/model.h"
 
+#include "../src/comm/comm_internal.h" /* cz_comm_set_single_thread */
+
 #include <time.h>
 
 #include "test_model_fixture.h"
@@ -128,13 +130,17 @@ static void run(const cz_comm *c, cz_arch arch, cz_sync_mode mode) {
           label, mode, hk.done_then, hk.before, hk.seconds);
 
     /* the synchronous path: the same step without the communication thread */
-    cz_comm single = *c;
-    single.thread_level = MPI_THREAD_SINGLE;
+    cz_comm single;
+    CHECK(cz_comm_dup(c, &single, &err) == 0, "%s", err.msg);
+    cz_comm_set_single_thread(&single);
     synced_grads(&single, m, &tb.b, mode, bucket_mb, NULL, sync);
+    cz_comm_finalize(&single);
 
     /* a double reference from every rank's local gradients */
+    /* (the library's all-gather, "mpi": rank r's n floats are chunk r of all) */
     local_grads(m, &tb.b, mine);
-    MPI_Allgather(mine, (int)n, MPI_FLOAT, all, (int)n, MPI_FLOAT, c->mpi);
+    memcpy(all + (size_t)c->rank * n, mine, n * sizeof(float));
+    CHECK(cz_allgather(c, CZ_ALLREDUCE_MPI, all, n * (size_t)c->size, &err) == 0, "%s", err.msg);
     size_t differ = 0, off_ref = 0, held = 0;
     for (int k = 0; k < l.n_buckets; k++)
         for (int ch = 0; ch < c->size; ch++) {
@@ -169,10 +175,10 @@ static void run(const cz_comm *c, cz_arch arch, cz_sync_mode mode) {
 int main(int argc, char **argv) {
     cz_comm c;
     mpi_test_begin(&c, &argc, &argv);
-    if (c.thread_level < MPI_THREAD_MULTIPLE || c.size < 2) {
+    if (!cz_comm_threads_ok(&c) || c.size < 2) {
         if (c.rank == 0)
             printf("SKIP: needs 2+ ranks and MPI_THREAD_MULTIPLE (have %d ranks, level %d)\n",
-                   c.size, c.thread_level);
+                   c.size, cz_comm_thread_level(&c));
         cz_comm_finalize(&c);
         return 77;
     }

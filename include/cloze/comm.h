@@ -23,18 +23,16 @@
 #include "cloze/core.h"
 #include "cloze/grads.h"
 
-#include <mpi.h>
-
+/* One context over a set of ranks. rank and size are this process's place
+ * in it; everything else (the MPI communicator, the thread level, the
+ * attached algorithm, the watch) is comm's own, behind impl
+ * (src/comm/comm_internal.h): no MPI type reaches a user of this header. A
+ * copy of the struct is the same context (it shares impl); only the one
+ * made by cz_comm_init or cz_comm_dup is given to cz_comm_finalize. */
+typedef struct cz_comm_impl cz_comm_impl;
 typedef struct cz_comm {
-    MPI_Comm mpi; /* our own duplicate: our messages never meet the caller's */
     int rank, size;
-    int thread_level;      /* MPI_THREAD_* actually provided */
-    int owns_mpi;          /* 1: cz_comm_init called MPI_Init_thread, finalize ends MPI */
-    struct cz_coll *coll;  /* the all-reduce bound to mpi (cz_comm_attach_coll), or NULL;
-                              freed by cz_comm_finalize; copies of the struct share it */
-    struct cz_coll *watch; /* borrowed (cz_comm_watch), or NULL: the context whose deadline
-                              (dist.timeout_s) and liveness probe bound the waits of the
-                              small collectives and the layout gather/scatter below */
+    cz_comm_impl *impl; /* NULL before init or dup and after finalize */
 } cz_comm;
 
 /* MPI_Init_thread asking for MPI_THREAD_MULTIPLE (the gradient thread needs
@@ -43,13 +41,14 @@ typedef struct cz_comm {
  * as a return code and then as a one-line cz_error. The caller sets up
  * logging (cz_log_setup) with c->rank. */
 int cz_comm_init(cz_comm *c, int *argc, char ***argv, cz_error *err);
-/* Wraps an existing communicator (tests, MPI already initialised). */
-int cz_comm_from_mpi(cz_comm *c, MPI_Comm comm, cz_error *err);
 /* A second context over the same ranks with its own message space (the
  * gradient thread's, a training run's inside a program). */
 int cz_comm_dup(const cz_comm *c, cz_comm *out, cz_error *err);
 /* Frees the communicator; ends MPI when cz_comm_init started it. */
 void cz_comm_finalize(cz_comm *c);
+/* 1 when comm may be called from a second thread while this one calls it
+ * too (MPI_THREAD_MULTIPLE): the gradient sync then overlaps backward. */
+int cz_comm_threads_ok(const cz_comm *c);
 /* Ends every rank of the job now, after an error this rank alone found (a
  * rank that fails alone must not leave the others waiting in a collective):
  * the caller prints its one line first; this process then exits with `code`
@@ -99,14 +98,13 @@ int cz_comm_end_early(int *argc, char ***argv, int code);
 /* Chunk c of p of a length-n range: [*off, *off + *count). The first n % p
  * chunks are one longer; chunks are empty when n < p. */
 void cz_comm_chunk(size_t n, int p, int c, size_t *off, size_t *count);
-/* All p chunks of n as MPI count and displacement tables (p entries each). */
-void cz_comm_chunk_table(size_t n, int p, int *counts, int *displs);
 
 /* ---- collectives on one float buffer, by algorithm ----
  * dist.allreduce: "ring" (ours, deterministic), "mpi" (MPI_Allreduce,
  * MPI_Reduce_scatter, MPI_Reduce, MPI_Allgatherv: for comparison; bitwise
  * agreement across placements is only promised for our own algorithms),
- * "hierarchical" and "torus2d" (two-level, below), "auto" (one of ours,
+ * "hierarchical" and "torus2d" (two-level: inner groups, then outer;
+ * src/comm/twolevel.c), "auto" (one of ours,
  * picked by the alpha-beta model when the gradient sync is created). The
  * value order is the word order of CZ_ALLREDUCE_WORDS (the config table
  * stores the word's index). A new algorithm adds a value here and a case to
@@ -138,10 +136,14 @@ typedef struct cz_comm_config {
 int cz_comm_grid_parse(const char *s, int *x, int *y, cz_error *err);
 
 /* scratch: at least ceil(n / p) floats, or NULL (allocated per call).
- * ring, hierarchical and torus2d run on c->coll when it was attached
- * (cz_comm_attach_coll: sub-communicators, bounded waits); without it ring
- * runs on a context made for the call, and the two-level algorithms can
- * only all-gather (as a ring: an all-gather copies, so the bits are the same). */
+ * ring, hierarchical and torus2d run on the algorithm's context when one
+ * was attached to c (the gradient sync's communicator, cz_grad_sync_comm:
+ * sub-communicators, bounded waits); without it ring runs on a context
+ * made for the call, and the two-level algorithms can only all-gather (as
+ * a ring: an all-gather copies, so the bits are the same). The algorithms
+ * themselves, their contexts, the host layouts and the cost model behind
+ * "auto" are comm's inside (src/comm/comm_internal.h; its tests and the
+ * benchmarks reach them there). */
 /* In place sum over ranks; identical bits on every rank with "ring". Any n. */
 int cz_allreduce(const cz_comm *c, cz_allreduce_algo algo, float *buf, size_t n, float *scratch,
                  cz_error *err);
@@ -154,15 +156,6 @@ int cz_allgather(const cz_comm *c, cz_allreduce_algo algo, float *buf, size_t n,
  * chunks gathered, so rank 0's bits equal cz_allreduce's); others: scratch. */
 int cz_reduce(const cz_comm *c, cz_allreduce_algo algo, float *buf, size_t n, float *scratch,
               cz_error *err);
-
-/* ---- ring collectives over MPI point-to-point (Patarasuk & Yuan 2009) ----
- * Pipelined: each ring step moves its chunk in pieces so that sending one
- * piece overlaps adding the last: about 1/32 of a chunk, at least
- * CZ_RING_PIPE floats, at most 16 * CZ_RING_PIPE (src/comm/twolevel.c). */
-#define CZ_RING_PIPE (1 << 16)
-int cz_ring_allreduce(const cz_comm *c, float *buf, size_t n, float *scratch, cz_error *err);
-int cz_ring_reduce_scatter(const cz_comm *c, float *buf, size_t n, float *scratch, cz_error *err);
-int cz_ring_allgather(const cz_comm *c, float *buf, size_t n, cz_error *err);
 
 /* ---- the bucket layout ---- */
 typedef struct cz_bucket_layout {
@@ -220,7 +213,8 @@ typedef struct cz_grad_sync cz_grad_sync;
 
 /* n floats of gradients; buckets of cfg->bucket_mb MiB, cfg->allreduce
  * (auto: chosen here for one bucket; cz_grad_sync_algo says which). The
- * gradient thread's communicator gets its own cz_coll (grid, dist.timeout_s);
+ * gradient thread's communicator gets its own context of that algorithm
+ * (grid, dist.timeout_s);
  * rank 0 logs which algorithm runs and why. */
 int cz_grad_sync_create(cz_grad_sync **out, const cz_comm *c, const cz_comm_config *cfg, size_t n,
                         cz_sync_mode mode, cz_grad_order order, cz_error *err);
@@ -251,123 +245,5 @@ int cz_grad_sync_finish(cz_grad_sync *gs, cz_error *err);
 double cz_grad_sync_wait_seconds(const cz_grad_sync *gs);
 /* Buckets reduced so far in this step (any thread may ask; tests). */
 int cz_grad_sync_buckets_done(cz_grad_sync *gs);
-
-/* ---- hosts, two-level all-reduce algorithms and their cost model ----
- * (src/comm/hosts.c, collectives.c, cost_model.c; docs/distributed.md)
- *
- * Every algorithm keeps the chunk ownership above: after a reduce-scatter,
- * rank c holds chunk c (cz_comm_chunk(n, p, c)) of the sum, so placements
- * and norms do not depend on the algorithm. The two-level algorithms
- * arrange the p ranks as `outer` groups of `inner` ranks, rank (o, i):
- *   hierarchical  inner = the ranks of one host (MPI_Comm_split_type
- *                 shared; i = index in the host, o = host), outer = the
- *                 ranks with the same i on every host (Horovod's
- *                 hierarchical all-reduce);
- *   torus2d XxY   rank g at (x, y) = (g % X, g / X); inner = a row (same
- *                 y, X ranks), outer = a column (same x, Y ranks) (the
- *                 TPU v3 pod's 2-D all-reduce, Ying et al. 2018, sec. 3).
- * All-reduce = ring reduce-scatter inside the inner groups (member i ends
- * with the inner sum of the chunks owned by (., i)), ring reduce-scatter of
- * those across the outer group (rank (o, i) ends with its own chunk, summed
- * everywhere), ring all-gather across the outer group, ring all-gather
- * inside the inner group. Summation order of chunk c, owned by (o, i):
- *   S_o' = ((g(o',i+1) + g(o',i+2)) + ...) + g(o',i)     inner, indices mod inner
- *   sum  = ((S_(o+1) + S_(o+2)) + ...) + S_o             outer, indices mod outer
- * fixed by the layout alone: the same bits on every rank and every run. The
- * flat ring is the case inner = p, outer = 1. */
-
-/* Which ranks share a host. Hosts are numbered by their lowest rank. */
-typedef struct cz_host_layout {
-    int p, n_hosts;
-    int ranks_per_host; /* 0 when hosts have different numbers of ranks */
-    int *host_of;       /* [p]: host of each rank */
-    int *local_of;      /* [p]: index of each rank among its host's ranks (by rank) */
-} cz_host_layout;
-/* Collective over comm (MPI_Comm_split_type MPI_COMM_TYPE_SHARED). */
-int cz_host_layout_get(MPI_Comm comm, cz_host_layout *l, cz_error *err);
-/* A layout given by hand (models of clusters that are not here): hosts of
- * r ranks each, ranks placed host by host (block) or round robin. */
-int cz_host_layout_make(cz_host_layout *l, int n_hosts, int ranks_per_host, int round_robin,
-                        cz_error *err);
-int cz_host_layout_copy(cz_host_layout *dst, const cz_host_layout *src, cz_error *err);
-void cz_host_layout_free(cz_host_layout *l);
-
-/* The alpha-beta model (Hockney): a message of m bytes costs alpha + m*beta.
- * Inside a host copies share the host's memory (beta_shm per byte copied by
- * all its ranks together); between hosts every message crosses its path's
- * links, each link direction carries beta_net per byte, shared by the
- * messages crossing it at once, plus alpha_hop per link after the first. */
-typedef struct cz_net_model {
-    double alpha_net; /* seconds per message between hosts (software + first hop) */
-    double alpha_hop; /* seconds per further link on the path (torus forwarding) */
-    double beta_net;  /* seconds per byte on one direction of one link */
-    double alpha_shm; /* seconds per message inside a host */
-    double beta_shm;  /* seconds per byte copied inside a host */
-} cz_net_model;
-/* Defaults: a 10 Gbit/s Ethernet cluster over TCP (docs/distributed.md). */
-void cz_net_model_default(cz_net_model *m);
-/* The network the hosts sit on: a non-blocking switch (star) or a 2-D torus
- * of tx*ty hosts, host h at (h % tx, h / tx), routed X first then Y. */
-typedef struct cz_net_topology {
-    int torus; /* 0: star */
-    int tx, ty;
-} cz_net_topology;
-
-/* Model time of one all-reduce of `bytes` (grid_x used by torus2d). */
-double cz_net_allreduce_time(const cz_net_model *m, const cz_net_topology *t,
-                             const cz_host_layout *l, cz_allreduce_algo algo, int grid_x,
-                             double bytes);
-/* Lower bound of any all-reduce across the hosts' links: every host must
- * send and receive 2(h-1)/h of the data (Patarasuk & Yuan 2009) and the
- * result needs ceil(log2 h) message latencies. */
-double cz_model_bound(const cz_net_model *m, const cz_host_layout *l, double bytes);
-
-/* One of our all-reduce algorithms (ring, hierarchical, torus2d) bound to
- * a communicator: its sub-communicators, scratch, every rank's host name
- * and the deadline of its waits. */
-typedef struct cz_coll cz_coll;
-typedef struct cz_coll_opts {
-    cz_allreduce_algo algo; /* AUTO: chosen by the model for `bytes`; not MPI */
-    int grid_x, grid_y;     /* torus2d shape; 0: the most square (torus2d), every grid (auto) */
-    double bytes;           /* typical message (a bucket), for AUTO */
-    cz_net_model net;
-    cz_net_topology topo; /* for AUTO's model; star unless known */
-    /* NULL: the hosts MPI reports (MPI_Comm_split_type). Else a layout given
-     * by hand, p ranks: tests run two-level shapes on one machine. */
-    const cz_host_layout *hosts;
-    /* A wait for a peer longer than this fails with a message naming the
-     * ranks (and hosts) that no longer answer; <= 0: wait forever. */
-    double timeout_s;
-} cz_coll_opts;
-void cz_coll_opts_default(cz_coll_opts *o);
-/* Options from the configuration, for messages of `bytes` (a bucket). */
-int cz_coll_opts_from_config(cz_coll_opts *o, const cz_comm_config *cfg, double bytes,
-                             cz_error *err);
-/* AUTO's rule: the cheapest algorithm under the model for o->bytes on
- * layout l (ties keep the simpler one); *grid_x for torus2d; `why` (may be
- * NULL) gets every candidate's model time. */
-cz_allreduce_algo cz_allreduce_choose(const cz_coll_opts *o, const cz_host_layout *l, int *grid_x,
-                                      char *why, size_t why_len);
-/* Collective over comm (duplicated: the context has its own messages).
- * describe() says what was chosen and why. */
-int cz_coll_create(cz_coll **out, MPI_Comm comm, const cz_coll_opts *o, cz_error *err);
-/* Collective: c->coll = a new context for c (MPI: nothing to attach). */
-int cz_comm_attach_coll(cz_comm *c, const cz_coll_opts *o, cz_error *err);
-void cz_coll_free(cz_coll *c);
-cz_allreduce_algo cz_coll_algo(const cz_coll *c);
-const char *cz_coll_describe(const cz_coll *c);
-const char *cz_allreduce_algo_name(cz_allreduce_algo a);
-/* In place, any n (0, < p): */
-int cz_coll_allreduce(cz_coll *c, float *buf, size_t n, cz_error *err);
-/* afterwards rank c's chunk c (cz_comm_chunk(n, p, c)) holds the sum */
-int cz_coll_reduce_scatter(cz_coll *c, float *buf, size_t n, cz_error *err);
-/* each rank provides its chunk; afterwards all of buf */
-int cz_coll_allgather(cz_coll *c, float *buf, size_t n, cz_error *err);
-/* Waits for one request at most the context's deadline (dist.timeout_s);
- * past it, the liveness probe's verdict, `what` naming the wait. */
-int cz_coll_wait(cz_coll *c, MPI_Request *req, const char *what, cz_error *err);
-/* The ring on comm as a context made for one call (ring.c's entry points). */
-int cz_coll_ring_once(MPI_Comm comm, int what, float *buf, size_t n, cz_error *err);
-enum { CZ_COLL_REDUCE_SCATTER = 1, CZ_COLL_ALLGATHER = 2, CZ_COLL_ALLREDUCE = 3 };
 
 #endif

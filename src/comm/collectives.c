@@ -2,7 +2,7 @@
  * sync and the optimizer call only these entry points; an algorithm added
  * to cz_allreduce_algo gets a case in each (include/cloze/comm.h states
  * what each must leave where). */
-#include "comm_internal.h"
+#include "comm_private.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -14,7 +14,7 @@
 /* Our algorithms run on the communicator's context when it has one for
  * `algo` (attached by the gradient sync: sub-communicators, bounded waits). */
 static cz_coll *bound(const cz_comm *c, cz_allreduce_algo algo) {
-    return c->coll && cz_coll_algo(c->coll) == algo ? c->coll : NULL;
+    return c->impl->coll && cz_coll_algo(c->impl->coll) == algo ? c->impl->coll : NULL;
 }
 
 static int no_context(const cz_comm *c, cz_allreduce_algo algo, cz_error *err) {
@@ -46,7 +46,7 @@ static int gather_chunks(const cz_comm *c, float *buf, size_t n, cz_error *err) 
     const char *what = "gather of the reduced chunks to rank 0";
     MPI_Request req;
     int rc = MPI_Igatherv(send, counts[c->rank], MPI_FLOAT, buf, counts, displs, MPI_FLOAT, 0,
-                          c->mpi, &req) == MPI_SUCCESS
+                          c->impl->mpi, &req) == MPI_SUCCESS
                  ? comm_wait(c, &req, what, err)
                  : mpi_failed(c, what, err);
     free(counts);
@@ -61,7 +61,7 @@ static int mpi_reduce_scatter(const cz_comm *c, float *buf, size_t n, float *scr
     int rc = 0;
     if (!counts || !out)
         rc = cz_fail(err, "comm: out of memory");
-    else if (MPI_Reduce_scatter(buf, out, counts, MPI_FLOAT, MPI_SUM, c->mpi) != MPI_SUCCESS)
+    else if (MPI_Reduce_scatter(buf, out, counts, MPI_FLOAT, MPI_SUM, c->impl->mpi) != MPI_SUCCESS)
         rc = mpi_failed(c, "MPI_Reduce_scatter", err);
     else
         memcpy(buf + displs[c->rank], out, mine * sizeof(float));
@@ -101,7 +101,7 @@ int cz_allgather(const cz_comm *c, cz_allreduce_algo algo, float *buf, size_t n,
         int *displs, *counts = chunk_tables(c, n, &displs);
         if (!counts) return cz_fail(err, "comm: out of memory");
         int rc = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_FLOAT, buf, counts, displs, MPI_FLOAT,
-                                c->mpi) == MPI_SUCCESS
+                                c->impl->mpi) == MPI_SUCCESS
                      ? 0
                      : mpi_failed(c, "MPI_Allgatherv", err);
         free(counts);
@@ -116,8 +116,9 @@ static int mpi_sum_pieces(const cz_comm *c, float *buf, size_t n, int root, cz_e
     for (size_t off = 0; off < n; off += MPI_PIECE) {
         int len = (int)(n - off < MPI_PIECE ? n - off : MPI_PIECE);
         void *send = root < 0 || c->rank == root ? MPI_IN_PLACE : (void *)(buf + off);
-        int rc = root < 0 ? MPI_Allreduce(MPI_IN_PLACE, buf + off, len, MPI_FLOAT, MPI_SUM, c->mpi)
-                          : MPI_Reduce(send, buf + off, len, MPI_FLOAT, MPI_SUM, root, c->mpi);
+        int rc = root < 0
+                     ? MPI_Allreduce(MPI_IN_PLACE, buf + off, len, MPI_FLOAT, MPI_SUM, c->impl->mpi)
+                     : MPI_Reduce(send, buf + off, len, MPI_FLOAT, MPI_SUM, root, c->impl->mpi);
         if (rc != MPI_SUCCESS)
             return cz_fail(err, "comm: rank %d: %s failed at offset %zu", c->rank,
                            root < 0 ? "MPI_Allreduce" : "MPI_Reduce", off);

@@ -1,27 +1,167 @@
-/* comm: the two-level shape shared by the collectives (collectives.c) and
- * their cost model (cost_model.c), so that what is modelled is what runs. */
+/* comm's inside, with MPI's types: what comm's sources share with its own
+ * tests (tests/) and the benchmarks (bench/), and nobody else may include
+ * (tests/check_layering.py). The library's users have include/cloze/comm.h,
+ * which carries no MPI type; train, optim and the programs reach the other
+ * ranks only through it.
+ *
+ * Here: the raw communicator of a cz_comm, the ring and the two-level
+ * algorithms as contexts of their own (cz_coll), which ranks share a host,
+ * and the alpha-beta cost model that "auto" chooses with. The details the
+ * sources alone share (the structs behind cz_comm_impl and cz_coll) are in
+ * comm_private.h. */
 #ifndef CLOZE_COMM_INTERNAL_H
 #define CLOZE_COMM_INTERNAL_H
 
 #include "cloze/comm.h"
 
-/* Ranks as `outer` groups of `inner`: member[o * inner + i] is the rank at
- * (o, i); it owns chunk member[o * inner + i] (its own rank) of a buffer.
- * ring: inner = p, outer = 1, member[i] = i. */
-typedef struct comm_shape {
-    int inner, outer;
-    int grid_x; /* torus2d: X (= inner); 0 otherwise */
-    int *member;
-} comm_shape;
+#include <mpi.h>
 
-/* The shape of algo (RING, HIERARCHICAL, TORUS2D) on layout l; grid_x for
- * TORUS2D (must divide p). Fails with a message naming the setting. */
-int comm_shape_make(comm_shape *s, const cz_host_layout *l, cz_allreduce_algo algo, int grid_x,
-                    cz_error *err);
-void comm_shape_free(comm_shape *s);
+/* ---- the MPI side of a cz_comm ---- */
 
-/* A started collective of c (MPI_I...) to its end: bounded by c->watch when
- * set (cz_coll_wait), else MPI_Wait; `what` names it in the error. */
-int comm_wait(const cz_comm *c, MPI_Request *req, const char *what, cz_error *err);
+/* Wraps an existing communicator (tests, MPI already initialised); freed by
+ * cz_comm_finalize, which then does not end MPI. */
+int cz_comm_from_mpi(cz_comm *c, MPI_Comm comm, cz_error *err);
+/* c's own duplicate communicator (our messages never meet the caller's). */
+MPI_Comm cz_comm_mpi(const cz_comm *c);
+/* MPI_THREAD_* that MPI provided to c. */
+int cz_comm_thread_level(const cz_comm *c);
+/* From now on c reports MPI_THREAD_SINGLE (a test's synchronous path: a
+ * gradient sync made on c then runs without its thread). c must be a
+ * context of its own (cz_comm_dup), not a copy of one in use. */
+void cz_comm_set_single_thread(cz_comm *c);
+/* All p chunks of n (cz_comm_chunk) as MPI count and displacement tables
+ * (p entries each). */
+void cz_comm_chunk_table(size_t n, int p, int *counts, int *displs);
+
+/* ---- the ring over MPI point-to-point (Patarasuk & Yuan 2009; ring.c) ----
+ * Pipelined: each ring step moves its chunk in pieces so that sending one
+ * piece overlaps adding the last: about 1/32 of a chunk, at least
+ * CZ_RING_PIPE floats, at most 16 * CZ_RING_PIPE. These run on a flat ring
+ * made for the call (no deadline); scratch is unused (the streamed ring
+ * keeps its own two blocks in flight). */
+#define CZ_RING_PIPE (1 << 16)
+int cz_ring_allreduce(const cz_comm *c, float *buf, size_t n, float *scratch, cz_error *err);
+int cz_ring_reduce_scatter(const cz_comm *c, float *buf, size_t n, float *scratch, cz_error *err);
+int cz_ring_allgather(const cz_comm *c, float *buf, size_t n, cz_error *err);
+
+/* ---- hosts (hosts.c) ----
+ * Every algorithm keeps the chunk ownership of comm.h: after a
+ * reduce-scatter, rank c holds chunk c (cz_comm_chunk(n, p, c)) of the sum,
+ * so placements and norms do not depend on the algorithm. The two-level
+ * algorithms (twolevel.c) arrange the p ranks as `outer` groups of `inner`
+ * ranks, rank (o, i):
+ *   hierarchical  inner = the ranks of one host (MPI_Comm_split_type
+ *                 shared; i = index in the host, o = host), outer = the
+ *                 ranks with the same i on every host (Horovod's
+ *                 hierarchical all-reduce);
+ *   torus2d XxY   rank g at (x, y) = (g % X, g / X); inner = a row (same
+ *                 y, X ranks), outer = a column (same x, Y ranks) (the
+ *                 TPU v3 pod's 2-D all-reduce, Ying et al. 2018, sec. 3).
+ * All-reduce = ring reduce-scatter inside the inner groups (member i ends
+ * with the inner sum of the chunks owned by (., i)), ring reduce-scatter of
+ * those across the outer group (rank (o, i) ends with its own chunk, summed
+ * everywhere), ring all-gather across the outer group, ring all-gather
+ * inside the inner group. Summation order of chunk c, owned by (o, i):
+ *   S_o' = ((g(o',i+1) + g(o',i+2)) + ...) + g(o',i)     inner, indices mod inner
+ *   sum  = ((S_(o+1) + S_(o+2)) + ...) + S_o             outer, indices mod outer
+ * fixed by the layout alone: the same bits on every rank and every run. The
+ * flat ring is the case inner = p, outer = 1. */
+
+/* Which ranks share a host. Hosts are numbered by their lowest rank. */
+typedef struct cz_host_layout {
+    int p, n_hosts;
+    int ranks_per_host; /* 0 when hosts have different numbers of ranks */
+    int *host_of;       /* [p]: host of each rank */
+    int *local_of;      /* [p]: index of each rank among its host's ranks (by rank) */
+} cz_host_layout;
+/* Collective over comm (MPI_Comm_split_type MPI_COMM_TYPE_SHARED). */
+int cz_host_layout_get(MPI_Comm comm, cz_host_layout *l, cz_error *err);
+/* A layout given by hand (models of clusters that are not here): hosts of
+ * r ranks each, ranks placed host by host (block) or round robin. */
+int cz_host_layout_make(cz_host_layout *l, int n_hosts, int ranks_per_host, int round_robin,
+                        cz_error *err);
+int cz_host_layout_copy(cz_host_layout *dst, const cz_host_layout *src, cz_error *err);
+void cz_host_layout_free(cz_host_layout *l);
+
+/* ---- the cost model (cost_model.c; docs/distributed.md) ----
+ * The alpha-beta model (Hockney): a message of m bytes costs alpha + m*beta.
+ * Inside a host copies share the host's memory (beta_shm per byte copied by
+ * all its ranks together); between hosts every message crosses its path's
+ * links, each link direction carries beta_net per byte, shared by the
+ * messages crossing it at once, plus alpha_hop per link after the first. */
+typedef struct cz_net_model {
+    double alpha_net; /* seconds per message between hosts (software + first hop) */
+    double alpha_hop; /* seconds per further link on the path (torus forwarding) */
+    double beta_net;  /* seconds per byte on one direction of one link */
+    double alpha_shm; /* seconds per message inside a host */
+    double beta_shm;  /* seconds per byte copied inside a host */
+} cz_net_model;
+/* Defaults: a 10 Gbit/s Ethernet cluster over TCP (docs/distributed.md). */
+void cz_net_model_default(cz_net_model *m);
+/* The network the hosts sit on: a non-blocking switch (star) or a 2-D torus
+ * of tx*ty hosts, host h at (h % tx, h / tx), routed X first then Y. */
+typedef struct cz_net_topology {
+    int torus; /* 0: star */
+    int tx, ty;
+} cz_net_topology;
+
+/* Model time of one all-reduce of `bytes` (grid_x used by torus2d). */
+double cz_net_allreduce_time(const cz_net_model *m, const cz_net_topology *t,
+                             const cz_host_layout *l, cz_allreduce_algo algo, int grid_x,
+                             double bytes);
+/* Lower bound of any all-reduce across the hosts' links: every host must
+ * send and receive 2(h-1)/h of the data (Patarasuk & Yuan 2009) and the
+ * result needs ceil(log2 h) message latencies. */
+double cz_model_bound(const cz_net_model *m, const cz_host_layout *l, double bytes);
+
+/* ---- an algorithm bound to a communicator (twolevel.c) ----
+ * One of our all-reduce algorithms (ring, hierarchical, torus2d) with its
+ * sub-communicators, scratch, every rank's host name and the deadline of
+ * its waits. */
+typedef struct cz_coll cz_coll;
+typedef struct cz_coll_opts {
+    cz_allreduce_algo algo; /* AUTO: chosen by the model for `bytes`; not MPI */
+    int grid_x, grid_y;     /* torus2d shape; 0: the most square (torus2d), every grid (auto) */
+    double bytes;           /* typical message (a bucket), for AUTO */
+    cz_net_model net;
+    cz_net_topology topo; /* for AUTO's model; star unless known */
+    /* NULL: the hosts MPI reports (MPI_Comm_split_type). Else a layout given
+     * by hand, p ranks: tests run two-level shapes on one machine. */
+    const cz_host_layout *hosts;
+    /* A wait for a peer longer than this fails with a message naming the
+     * ranks (and hosts) that no longer answer; <= 0: wait forever. */
+    double timeout_s;
+} cz_coll_opts;
+void cz_coll_opts_default(cz_coll_opts *o);
+/* Options from the configuration, for messages of `bytes` (a bucket). */
+int cz_coll_opts_from_config(cz_coll_opts *o, const cz_comm_config *cfg, double bytes,
+                             cz_error *err);
+/* AUTO's rule (cost_model.c): the cheapest algorithm under the model for
+ * o->bytes on layout l (ties keep the simpler one); *grid_x for torus2d;
+ * `why` (may be NULL) gets every candidate's model time. */
+cz_allreduce_algo cz_allreduce_choose(const cz_coll_opts *o, const cz_host_layout *l, int *grid_x,
+                                      char *why, size_t why_len);
+/* Collective over comm (duplicated: the context has its own messages).
+ * describe() says what was chosen and why. */
+int cz_coll_create(cz_coll **out, MPI_Comm comm, const cz_coll_opts *o, cz_error *err);
+/* Collective: a new context for c, which cz_allreduce & co. then run on
+ * (world.c; "mpi": nothing to attach). Freed by cz_comm_finalize. */
+int cz_comm_attach_coll(cz_comm *c, const cz_coll_opts *o, cz_error *err);
+/* c's attached context, or NULL. */
+cz_coll *cz_comm_coll(const cz_comm *c);
+void cz_coll_free(cz_coll *c);
+cz_allreduce_algo cz_coll_algo(const cz_coll *c);
+const char *cz_coll_describe(const cz_coll *c);
+const char *cz_allreduce_algo_name(cz_allreduce_algo a);
+/* In place, any n (0, < p): */
+int cz_coll_allreduce(cz_coll *c, float *buf, size_t n, cz_error *err);
+/* afterwards rank c's chunk c (cz_comm_chunk(n, p, c)) holds the sum */
+int cz_coll_reduce_scatter(cz_coll *c, float *buf, size_t n, cz_error *err);
+/* each rank provides its chunk; afterwards all of buf */
+int cz_coll_allgather(cz_coll *c, float *buf, size_t n, cz_error *err);
+/* Waits for one request at most the context's deadline (dist.timeout_s);
+ * past it, the liveness probe's verdict, `what` naming the wait
+ * (deadline.c). */
+int cz_coll_wait(cz_coll *c, MPI_Request *req, const char *what, cz_error *err);
 
 #endif

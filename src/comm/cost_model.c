@@ -1,5 +1,5 @@
 /* comm: the alpha-beta cost model of the all-reduce algorithms
- * (include/cloze/comm.h; figures and calibration in docs/distributed.md).
+ * (comm_internal.h; figures and calibration in docs/distributed.md).
  *
  * Hockney's model: a message of m bytes takes alpha + m*beta. An algorithm
  * here is a sequence of ring phases (comm_shape: reduce-scatter inside the
@@ -14,10 +14,12 @@
  * Links: on a star every host has one full-duplex link to the switch; on a
  * torus a message follows the dimension-order route (X first, the shorter
  * way round, + on a tie; an axis of 2 has one link), as launch/cloze-netsim
- * builds it. */
-#include "comm_internal.h"
+ * builds it. auto's choice is the cheapest algorithm under the model
+ * (cz_allreduce_choose). Calls only shape.c. */
+#include "comm_private.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -146,4 +148,37 @@ double cz_model_bound(const cz_net_model *m, const cz_host_layout *l, double byt
         return r < 2 ? 0 : 2.0 * (r - 1) / r * bytes * m->beta_shm + ceil(log2(r)) * m->alpha_shm;
     }
     return 2.0 * (h - 1) / h * bytes * m->beta_net + ceil(log2(h)) * m->alpha_net;
+}
+
+/* AUTO: the cheapest of ring, hierarchical and torus2d (every grid, or
+ * o->grid_x when given) for o->bytes under the model; a later candidate must
+ * win by more than 1 % (equal costs keep the simpler algorithm). */
+cz_allreduce_algo cz_allreduce_choose(const cz_coll_opts *o, const cz_host_layout *l, int *gx,
+                                      char *why, size_t why_len) {
+    double best = cz_net_allreduce_time(&o->net, &o->topo, l, CZ_ALLREDUCE_RING, 0, o->bytes);
+    cz_allreduce_algo algo = CZ_ALLREDUCE_RING;
+    *gx = 0;
+    char list[512];
+    int len = snprintf(list, sizeof list, "ring %.3g ms", best * 1e3);
+    if (l->ranks_per_host > 1 && l->n_hosts > 1) {
+        double t =
+            cz_net_allreduce_time(&o->net, &o->topo, l, CZ_ALLREDUCE_HIERARCHICAL, 0, o->bytes);
+        len += snprintf(list + len, sizeof list - (size_t)len, ", hierarchical %.3g ms", t * 1e3);
+        if (t < 0.99 * best) best = t, algo = CZ_ALLREDUCE_HIERARCHICAL;
+    }
+    for (int x = 2; x <= l->p / 2; x++) {
+        if (l->p % x != 0 || (o->grid_x > 0 && x != o->grid_x)) continue;
+        double t = cz_net_allreduce_time(&o->net, &o->topo, l, CZ_ALLREDUCE_TORUS2D, x, o->bytes);
+        if (len < (int)sizeof list - 40)
+            len += snprintf(list + len, sizeof list - (size_t)len, ", torus2d %dx%d %.3g ms", x,
+                            l->p / x, t * 1e3);
+        if (t < 0.99 * best) best = t, algo = CZ_ALLREDUCE_TORUS2D, *gx = x;
+    }
+    if (why)
+        snprintf(why, why_len,
+                 "picked by the alpha-beta model for %.3g MB messages (%.3g Gbit/s links, %.3g us "
+                 "per message; %.3g GB/s, %.3g us inside a host): %s",
+                 o->bytes / 1e6, 8e-9 / o->net.beta_net, o->net.alpha_net * 1e6,
+                 1e-9 / o->net.beta_shm, o->net.alpha_shm * 1e6, list);
+    return algo;
 }

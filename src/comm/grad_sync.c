@@ -10,7 +10,7 @@
  * in (no deadlock), and each bucket's bits come from the fixed ring order.
  * Without MPI_THREAD_MULTIPLE, cz_grad_sync_finish reduces all buckets
  * itself, in the same order. */
-#include "cloze/comm.h"
+#include "comm_private.h"
 
 #include <limits.h>
 #include <pthread.h>
@@ -97,7 +97,6 @@ int cz_grad_sync_create(cz_grad_sync **out, const cz_comm *c, const cz_comm_conf
     *out = NULL;
     cz_grad_sync *gs = calloc(1, sizeof *gs);
     if (!gs) return cz_fail(err, "grad sync: out of memory");
-    gs->comm.mpi = MPI_COMM_NULL;
     gs->mode = mode;
     gs->algo = cfg->allreduce;
     gs->order = order;
@@ -127,14 +126,15 @@ int cz_grad_sync_create(cz_grad_sync **out, const cz_comm *c, const cz_comm_conf
         cz_grad_sync_free(gs);
         return cz_fail_prefix(err, "grad sync");
     }
-    if (gs->comm.coll) gs->algo = cz_coll_algo(gs->comm.coll);
+    if (gs->comm.impl->coll) gs->algo = cz_coll_algo(gs->comm.impl->coll);
     if (c->rank == 0 && c->size > 1)
-        cz_info("gradient all-reduce: %s", gs->comm.coll ? cz_coll_describe(gs->comm.coll)
-                                                         : "mpi (Open MPI's own collectives)");
+        cz_info("gradient all-reduce: %s", gs->comm.impl->coll
+                                               ? cz_coll_describe(gs->comm.impl->coll)
+                                               : "mpi (Open MPI's own collectives)");
     pthread_mutex_init(&gs->mu, NULL);
     pthread_cond_init(&gs->cv, NULL);
     gs->sync_ok = 1;
-    gs->use_thread = c->thread_level >= MPI_THREAD_MULTIPLE && c->size > 1;
+    gs->use_thread = cz_comm_threads_ok(c) && c->size > 1;
     if (gs->use_thread && pthread_create(&gs->thread, NULL, comm_thread, gs) != 0)
         gs->use_thread = 0; /* still correct, just not overlapped */
     *out = gs;
@@ -177,7 +177,7 @@ const cz_comm *cz_grad_sync_comm(const cz_grad_sync *gs) {
 }
 
 void cz_comm_watch(cz_comm *c, const cz_grad_sync *gs) {
-    c->watch = gs ? gs->comm.coll : NULL;
+    c->impl->watch = gs ? gs->comm.impl->coll : NULL;
 }
 
 void cz_grad_sync_begin(cz_grad_sync *gs, float *grads) {

@@ -1,9 +1,10 @@
-/* comm: which ranks share a host (include/cloze/comm.h, "hosts").
+/* comm: which ranks share a host (comm_internal.h, "hosts"). Calls nothing
+ * else of comm.
  *
  * MPI_Comm_split_type(MPI_COMM_TYPE_SHARED) groups the ranks that can share
  * memory, which is what a host is to the collectives: inside it messages are
  * memory copies, between hosts they cross the network. */
-#include "cloze/comm.h"
+#include "comm_internal.h"
 
 #include <stdlib.h>
 #include <string.h>

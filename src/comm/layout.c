@@ -1,7 +1,7 @@
 /* comm: the bucket/chunk layout shared by every bucketed collective and
  * every optimizer placement, and the collectives over a whole layout
  * (include/cloze/comm.h). */
-#include "comm_internal.h"
+#include "comm_private.h"
 
 #include <stdlib.h>
 
@@ -75,9 +75,9 @@ static int move_owned(const cz_comm *c, const cz_bucket_layout *l, float *owned,
         float *mine = owned + packed;
         MPI_Request req;
         int r = gather ? MPI_Igatherv(mine, counts[c->rank], MPI_FLOAT, root, counts, displs,
-                                      MPI_FLOAT, 0, c->mpi, &req)
+                                      MPI_FLOAT, 0, c->impl->mpi, &req)
                        : MPI_Iscatterv(root, counts, displs, MPI_FLOAT, mine, counts[c->rank],
-                                       MPI_FLOAT, 0, c->mpi, &req);
+                                       MPI_FLOAT, 0, c->impl->mpi, &req);
         char what[64];
         snprintf(what, sizeof what,
                  gather ? "gather of bucket %d to rank 0" : "scatter of bucket %d from rank 0", k);

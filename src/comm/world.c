@@ -1,54 +1,91 @@
-/* comm: the MPI world, the small collectives of the control path, and the
- * chunk arithmetic shared by every collective (see include/cloze/comm.h). */
-#include "comm_internal.h"
+/* comm: the MPI world (cz_comm and what is behind it, comm_private.h), the
+ * small collectives of the control path, and attaching an algorithm's
+ * context (twolevel.c) to a communicator (see include/cloze/comm.h). */
+#include "comm_private.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-int cz_comm_from_mpi(cz_comm *c, MPI_Comm comm, cz_error *err) {
+/* c from a fresh impl over a duplicate of comm. */
+static int wrap(cz_comm *c, MPI_Comm comm, cz_error *err) {
     memset(c, 0, sizeof *c);
-    c->mpi = MPI_COMM_NULL;
+    cz_comm_impl *m = calloc(1, sizeof *m);
+    if (!m) return cz_fail(err, "comm: out of memory");
+    m->mpi = MPI_COMM_NULL;
     int provided = MPI_THREAD_SINGLE;
     MPI_Query_thread(&provided);
-    c->thread_level = provided;
+    m->thread_level = provided;
     /* our own duplicate: our tags can never match the caller's messages */
-    if (MPI_Comm_dup(comm, &c->mpi) != MPI_SUCCESS) {
-        c->mpi = MPI_COMM_NULL;
+    if (MPI_Comm_dup(comm, &m->mpi) != MPI_SUCCESS) {
+        free(m);
         return cz_fail(err, "comm: MPI_Comm_dup failed");
     }
-    MPI_Comm_rank(c->mpi, &c->rank);
-    MPI_Comm_size(c->mpi, &c->size);
+    MPI_Comm_rank(m->mpi, &c->rank);
+    MPI_Comm_size(m->mpi, &c->size);
+    c->impl = m;
     return 0;
 }
 
+int cz_comm_from_mpi(cz_comm *c, MPI_Comm comm, cz_error *err) {
+    return wrap(c, comm, err);
+}
+
 int cz_comm_dup(const cz_comm *c, cz_comm *out, cz_error *err) {
-    if (cz_comm_from_mpi(out, c->mpi, err) != 0) return -1;
-    out->thread_level = c->thread_level; /* a test may have lowered it */
+    if (wrap(out, c->impl->mpi, err) != 0) return -1;
+    out->impl->thread_level = c->impl->thread_level; /* a test may have lowered it */
     return 0;
 }
 
 int cz_comm_init(cz_comm *c, int *argc, char ***argv, cz_error *err) {
     memset(c, 0, sizeof *c);
-    c->mpi = MPI_COMM_NULL;
     int provided = MPI_THREAD_SINGLE;
     if (MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS)
         return cz_fail(err, "comm: MPI_Init_thread failed");
     /* errors come back as return codes, so that they carry our message;
      * communicators duplicated from the world inherit the handler */
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-    if (cz_comm_from_mpi(c, MPI_COMM_WORLD, err) != 0) return -1;
-    c->owns_mpi = 1;
+    if (wrap(c, MPI_COMM_WORLD, err) != 0) return -1;
+    c->impl->owns_mpi = 1;
     return 0;
 }
 
 void cz_comm_finalize(cz_comm *c) {
-    cz_coll_free(c->coll);
-    c->coll = NULL;
-    if (c->mpi != MPI_COMM_NULL && c->mpi != 0) MPI_Comm_free(&c->mpi);
-    c->mpi = MPI_COMM_NULL;
-    if (c->owns_mpi) MPI_Finalize();
-    c->owns_mpi = 0;
+    cz_comm_impl *m = c->impl;
+    if (!m) return;
+    cz_coll_free(m->coll);
+    if (m->mpi != MPI_COMM_NULL) MPI_Comm_free(&m->mpi);
+    if (m->owns_mpi) MPI_Finalize();
+    free(m);
+    c->impl = NULL;
+}
+
+int cz_comm_threads_ok(const cz_comm *c) {
+    return c->impl->thread_level >= MPI_THREAD_MULTIPLE;
+}
+
+MPI_Comm cz_comm_mpi(const cz_comm *c) {
+    return c->impl->mpi;
+}
+
+int cz_comm_thread_level(const cz_comm *c) {
+    return c->impl->thread_level;
+}
+
+void cz_comm_set_single_thread(cz_comm *c) {
+    c->impl->thread_level = MPI_THREAD_SINGLE;
+}
+
+int cz_comm_attach_coll(cz_comm *c, const cz_coll_opts *o, cz_error *err) {
+    cz_comm_impl *m = c->impl;
+    cz_coll_free(m->coll);
+    m->coll = NULL;
+    if (o->algo == CZ_ALLREDUCE_MPI) return 0;
+    return cz_coll_create(&m->coll, m->mpi, o, err);
+}
+
+cz_coll *cz_comm_coll(const cz_comm *c) {
+    return c->impl->coll;
 }
 
 void cz_comm_abort(const cz_comm *c, int code) {
@@ -67,7 +104,8 @@ void cz_comm_abort(const cz_comm *c, int code) {
 int cz_comm_node_ranks(const cz_comm *c, int *ranks, cz_error *err) {
     MPI_Comm node;
     *ranks = 1;
-    if (MPI_Comm_split_type(c->mpi, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) != MPI_SUCCESS)
+    if (MPI_Comm_split_type(c->impl->mpi, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) !=
+        MPI_SUCCESS)
         return cz_fail(err, "comm: rank %d: cannot group the ranks of its node", c->rank);
     MPI_Comm_size(node, ranks);
     MPI_Comm_free(&node);
@@ -77,7 +115,8 @@ int cz_comm_node_ranks(const cz_comm *c, int *ranks, cz_error *err) {
 int cz_comm_node_allgather(const cz_comm *c, const void *mine, size_t bytes, void *all, int *index,
                            cz_error *err) {
     MPI_Comm node;
-    if (MPI_Comm_split_type(c->mpi, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) != MPI_SUCCESS)
+    if (MPI_Comm_split_type(c->impl->mpi, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) !=
+        MPI_SUCCESS)
         return cz_fail(err, "comm: rank %d: cannot group the ranks of its node", c->rank);
     MPI_Comm_rank(node, index);
     int rc = MPI_Allgather(mine, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, node);
@@ -93,7 +132,7 @@ int cz_comm_node_allgather(const cz_comm *c, const void *mine, size_t bytes, voi
  * (cz_comm_watch) no wait outlasts dist.timeout_s. */
 
 int comm_wait(const cz_comm *c, MPI_Request *req, const char *what, cz_error *err) {
-    if (c->watch) return cz_coll_wait(c->watch, req, what, err);
+    if (c->impl->watch) return cz_coll_wait(c->impl->watch, req, what, err);
     if (MPI_Wait(req, MPI_STATUS_IGNORE) != MPI_SUCCESS)
         return cz_fail(err, "comm: rank %d: %s failed", c->rank, what);
     return 0;
@@ -106,7 +145,7 @@ static int started(const cz_comm *c, int rc, MPI_Request *req, const char *what,
 
 int cz_comm_barrier(const cz_comm *c, cz_error *err) {
     MPI_Request r;
-    return started(c, MPI_Ibarrier(c->mpi, &r), &r, "barrier", err);
+    return started(c, MPI_Ibarrier(c->impl->mpi, &r), &r, "barrier", err);
 }
 
 static int allreduce(const cz_comm *c, void *v, int n, MPI_Datatype type, cz_reduce_op op,
@@ -114,10 +153,10 @@ static int allreduce(const cz_comm *c, void *v, int n, MPI_Datatype type, cz_red
     MPI_Request r;
     char w[64];
     snprintf(w, sizeof w, "all-reduce of %d %s", n, what);
-    return started(
-        c,
-        MPI_Iallreduce(MPI_IN_PLACE, v, n, type, op == CZ_OP_MAX ? MPI_MAX : MPI_SUM, c->mpi, &r),
-        &r, w, err);
+    return started(c,
+                   MPI_Iallreduce(MPI_IN_PLACE, v, n, type, op == CZ_OP_MAX ? MPI_MAX : MPI_SUM,
+                                  c->impl->mpi, &r),
+                   &r, w, err);
 }
 
 int cz_comm_allreduce_doubles(const cz_comm *c, double *v, int n, cz_reduce_op op, cz_error *err) {
@@ -142,7 +181,7 @@ int cz_comm_end_early(int *argc, char ***argv, int code) {
 static int bcast_bytes(const cz_comm *c, void *buf, int len, int root, const char *what,
                        cz_error *err) {
     MPI_Request r;
-    return started(c, MPI_Ibcast(buf, len, MPI_BYTE, root, c->mpi, &r), &r, what, err);
+    return started(c, MPI_Ibcast(buf, len, MPI_BYTE, root, c->impl->mpi, &r), &r, what, err);
 }
 
 int cz_comm_bcast(const cz_comm *c, void *buf, size_t bytes, int root, cz_error *err) {
@@ -187,21 +226,4 @@ int cz_comm_agree(const cz_comm *c, int rc, int *who, cz_error *err) {
     if (cz_comm_share_verdict(c, root, -1, err) != -1) return -1;
     if (who) *who = root;
     return 1;
-}
-
-/* ---- chunks ---- */
-
-void cz_comm_chunk(size_t n, int p, int c, size_t *off, size_t *count) {
-    size_t base = n / (size_t)p, extra = n % (size_t)p, uc = (size_t)c;
-    *off = uc * base + (uc < extra ? uc : extra);
-    *count = base + (uc < extra ? 1 : 0);
-}
-
-void cz_comm_chunk_table(size_t n, int p, int *counts, int *displs) {
-    for (int c = 0; c < p; c++) {
-        size_t off, count;
-        cz_comm_chunk(n, p, c, &off, &count);
-        counts[c] = (int)count;
-        displs[c] = (int)off;
-    }
 }
