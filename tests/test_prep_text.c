@@ -6,9 +6,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "prep_input.h"
-#include "prep_text.h"
-#include "unicode.h"
+#include "cloze/prep.h"
+#include "cloze/text.h"
 
 #include "check.h"
 

@@ -6,9 +6,9 @@
  * ids of its bytes. */
 #include "fuzz.h"
 
-#include "prep_shards.h"
-#include "tokenizer.h"
-#include "tokenizer_internal.h"
+#include "../../src/text/text_internal.h" /* BPE of one piece */
+#include "cloze/prep.h"
+#include "cloze/text.h"
 
 static cz_tokenizer *tok;
 

@@ -5,7 +5,7 @@
  * the text back. */
 #include "fuzz.h"
 
-#include "tokenizer.h"
+#include "cloze/text.h"
 
 static const char SAMPLE[] = "The quick  brown fox\n\tjumped over 13 lazy dogs' tails: "
                              "\xC3\xA9t\xC3\xA9, \xE4\xB8\xAD\xE6\x96\x87 \xF0\x9F\x98\x80 ok.";

@@ -7,8 +7,8 @@
  * text is valid UTF-8 without control characters or double spaces. */
 #include "fuzz.h"
 
-#include "prep_shards.h"
-#include "tokenizer.h"
+#include "cloze/prep.h"
+#include "cloze/text.h"
 
 static cz_tokenizer *tok[2];
 

@@ -18,14 +18,10 @@
 #include <sys/stat.h>
 
 #include "cloze/comm.h"
+#include "cloze/prep.h"
 #include "cloze/sha256.h"
 #include "cloze/shard.h"
-#include "prep_input.h"
-#include "prep_set.h"
-#include "prep_shards.h"
-#include "prep_text.h"
-#include "tokenizer.h"
-#include "vocab_learn.h"
+#include "cloze/text.h"
 
 static int die(const cz_error *err) {
     fprintf(stderr, "cloze-prep: error: %s\n", err->msg);
@@ -260,7 +256,7 @@ static int cmd_shards(int argc, char **argv) {
     if (agree(&w, bad, &err)) goto done;
     /* Rank 0 locks the directory and makes the staging directory every rank
      * writes into; the set replaces the current one only once complete
-     * (prep_set.h). */
+     * (cloze/prep.h). */
     char staging[PATH_MAX] = "";
     if (rank0_verdict(&w, o.rank == 0 ? cz_prep_set_begin(&set, o.out_dir, &err) : 0, &err))
         goto done;
