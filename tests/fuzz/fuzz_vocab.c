@@ -1,4 +1,4 @@
-/* The vocabulary loaders (corpus_tools): WordPiece vocab.txt and GPT-2
+/* The vocabulary loaders (src/text): WordPiece vocab.txt and GPT-2
  * encoder.json + vocab.bpe (merges). The first byte picks which; for BPE the
  * input is encoder.json, a NUL, then the merges. A vocabulary that loads
  * tokenizes a fixed text into ids below its size, and its BPE decode gives

@@ -1,4 +1,4 @@
-/* WordPiece on arbitrary input (corpus_tools/wordpiece.c: BERT's
+/* WordPiece on arbitrary input (src/text/wordpiece.c: BERT's
  * BasicTokenizer and greedy longest match), uncased and cased, with the
  * vocabulary our learner made (tests/golden/cased_vocab.txt), and
  * cloze-prep's BERT-mode document path (normalise, split into sentences,
