@@ -23,8 +23,7 @@
 #include <string.h>
 
 #include "cloze/finetune.h"
-#include "prep_text.h"
-#include "tokenizer.h"
+#include "cloze/text.h"
 
 void cz_ft_features_free(cz_ft_features *f) {
     free(f->tokens);

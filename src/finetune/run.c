@@ -29,8 +29,8 @@
 #include "cloze/hf.h"
 #include "cloze/json.h"
 #include "cloze/safetensors.h"
+#include "cloze/text.h"
 #include "cloze/train.h"
-#include "tokenizer.h"
 
 void cz_ft_options_default(cz_ft_options *o) {
     memset(o, 0, sizeof *o);

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # cloze-prep shards into a directory that already holds a good shard set: the
-# new set replaces it only when complete (corpus_tools/prep_set.h), so every
+# new set replaces it only when complete (corpus_tools/prep_set.c), so every
 # failure leaves the old set byte-identical and verifiable.
 #   corpus_prep_swap.sh PREP swap       an error (no text), kill -9 mid-run, a
 #                                       second run on a locked directory, a
