@@ -207,10 +207,8 @@ static int setup(cz_run *r, const cz_comm *world, const cz_config *cfg, const cz
     /* every rank opened the same manifests: a missing or empty manifest, a
      * vocabulary mismatch or a bad shard is said once, by the lowest rank
      * that found it, and every rank ends alike */
-    int who = 0, agreed = cz_comm_agree(&r->comm, rc, &who, err);
-    if (agreed != 0) {
-        r->err_shared = agreed > 0;
-        if (agreed > 0 && who != 0) cz_fail_prefix(err, "rank %d", who); /* (rank 0's: no prefix) */
+    if ((rc = cz_comm_agree_setup(&r->comm, rc, err)) != 0) {
+        r->err_shared = rc == CZ_COMM_ERR_ALL_RANKS;
         return -1;
     }
 
