@@ -88,8 +88,8 @@ int cz_comm_share_verdict(const cz_comm *c, int root, int rc, cz_error *err);
  * all end alike (without MPI_Abort); -1 when the collective itself failed
  * (err says why). */
 int cz_comm_agree(const cz_comm *c, int rc, int *who, cz_error *err);
-/* What cz_comm_agree_setup returns when some rank failed (the value of
- * CZ_TRAIN_ERR_ALL_RANKS, train.h, which passes it on). */
+/* What cz_comm_agree_setup returns when some rank failed: an error every
+ * rank holds alike (callers above pass it on as their own code). */
 #define CZ_COMM_ERR_ALL_RANKS (-2)
 /* The set-up-failure rule in one call, for a step every rank took alike
  * (each read the same configuration, model or files): 0 when rc == 0 on
