@@ -21,6 +21,7 @@
 # already used; it had no case.
 # (CLOZE_TEST_KEEP_GOING=1: report every failing case, to see which fail on
 # old code.)
+set -euo pipefail
 source "$(dirname "$0")/train_common.sh"
 work=$(mktemp -d /tmp/cloze-errors-XXXXXX)
 cleanup() {
