@@ -1,3 +1,5 @@
+# results.csv's one reader and writer (src/sweep/csv.c), malformed text included.
+cloze_add_unit_test(test_sweep_csv LIBS cloze_sweep LABELS sweep TIMEOUT 60)
 # Scaling-study sweeps (cloze-sweep): real 2-rank cloze-train jobs of a tiny
 # 2 x 2 grid, interrupted and resumed; failures; the report's fits and images;
 # the same sweep as a Slurm job array.

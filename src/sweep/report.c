@@ -24,139 +24,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* ---- results.csv ---- */
+/* ---- results.csv (read by csv.c) ---- */
 
-typedef struct csv {
-    int ncol, nrow;
-    char **head;
-    char ***cell; /* [nrow][ncol] */
-} csv;
-
-static void csv_free(csv *c) {
-    for (int r = 0; r < c->nrow; r++) {
-        for (int k = 0; k < c->ncol; k++) free(c->cell[r][k]);
-        free(c->cell[r]);
-    }
-    for (int k = 0; k < c->ncol; k++) free(c->head[k]);
-    free(c->cell);
-    free(c->head);
-    memset(c, 0, sizeof *c);
-}
-
-/* Room for one more byte (and the NUL) in a field being read; 0 when
- * memory runs out (the field is freed). */
-static int field_room(char **buf, size_t len, size_t *cap) {
-    if (len + 2 <= *cap) return 1;
-    char *b = realloc(*buf, *cap * 2);
-    if (!b) {
-        free(*buf);
-        *buf = NULL;
-        return 0;
-    }
-    *buf = b;
-    *cap *= 2;
-    return 1;
-}
-
-static void free_fields(char **f, int n) {
-    for (int k = 0; k < n; k++) free(f[k]);
-    free(f);
-}
-
-/* One record from *p (RFC 4180 quoting); returns its fields, NULL when
- * memory runs out. */
-static char **csv_record(const char **p, int *nfields) {
-    int cap = 16, n = 0;
-    char **f = malloc(sizeof *f * (size_t)cap);
-    if (!f) return NULL;
-    const char *s = *p;
-    for (;;) {
-        size_t len = 0, fcap = 64;
-        char *buf = malloc(fcap);
-        if (!buf) return free_fields(f, n), NULL;
-        if (*s == '"') {
-            s++;
-            while (*s && !(*s == '"' && s[1] != '"')) {
-                if (*s == '"') s++;
-                if (!field_room(&buf, len, &fcap)) return free_fields(f, n), NULL;
-                buf[len++] = *s++;
-            }
-            if (*s == '"') s++;
-        }
-        while (*s && *s != ',' && *s != '\n' && *s != '\r') {
-            if (!field_room(&buf, len, &fcap)) return free_fields(f, n), NULL;
-            buf[len++] = *s++;
-        }
-        buf[len] = 0;
-        if (n == cap) {
-            char **g = realloc(f, sizeof *f * (size_t)(cap * 2));
-            if (!g) return free(buf), free_fields(f, n), NULL;
-            f = g;
-            cap *= 2;
-        }
-        f[n++] = buf;
-        if (*s == ',') {
-            s++;
-            continue;
-        }
-        while (*s == '\r' || *s == '\n') s++;
-        break;
-    }
-    *p = s;
-    *nfields = n;
-    return f;
-}
-
-static int csv_read(const char *path, csv *c, cz_error *err) {
-    memset(c, 0, sizeof *c);
-    void *data;
-    size_t len;
-    if (cz_read_file(path, &data, &len, err) != 0) return -1;
-    const char *p = data;
-    if (!*p) {
-        cz_free(data);
-        return cz_fail(err, "%s: empty (no header)", path);
-    }
-    c->head = csv_record(&p, &c->ncol);
-    int cap = 64;
-    c->cell = c->head ? malloc(sizeof *c->cell * (size_t)cap) : NULL;
-    int line = 1;
-    while (c->cell && *p) {
-        line++;
-        int n = 0;
-        char **f = csv_record(&p, &n);
-        if (f && n != c->ncol) {
-            free_fields(f, n);
-            cz_free(data);
-            int ncol = c->ncol;
-            csv_free(c);
-            return cz_fail(err, "%s:%d: %d fields, the header has %d", path, line, n, ncol);
-        }
-        char ***g =
-            f && c->nrow == cap ? realloc(c->cell, sizeof *c->cell * (size_t)(cap * 2)) : c->cell;
-        if (!f || !g) {
-            if (f) free_fields(f, n);
-            cz_free(data);
-            csv_free(c);
-            return cz_fail(err, "%s:%d: out of memory", path, line);
-        }
-        if (g != c->cell) cap *= 2;
-        c->cell = g;
-        c->cell[c->nrow++] = f;
-    }
-    if (!c->cell) {
-        cz_free(data);
-        csv_free(c);
-        return cz_fail(err, "%s: out of memory", path);
-    }
-    cz_free(data);
-    return 0;
-}
+typedef cz_sweep_csv csv;
 
 static int col(const csv *c, const char *name) {
-    for (int k = 0; k < c->ncol; k++)
-        if (!strcmp(c->head[k], name)) return k;
-    return -1;
+    return cz_sweep_csv_col(c, name);
 }
 
 static double num(const csv *c, int r, int k) {
@@ -206,7 +79,7 @@ static int cmp_double(const void *a, const void *b) {
 
 static int load_report(report *R, const char *path, cz_error *err) {
     memset(R, 0, sizeof *R);
-    if (csv_read(path, &R->c, err) != 0) return -1;
+    if (cz_sweep_csv_read(path, &R->c, err) != 0) return -1;
     csv *c = &R->c;
     const char *need[] = {"status", "params_nonemb", "eval_loss"};
     for (size_t i = 0; i < sizeof need / sizeof need[0]; i++)
@@ -290,7 +163,7 @@ static int load_report(report *R, const char *path, cz_error *err) {
 }
 
 static void free_report(report *R) {
-    csv_free(&R->c);
+    cz_sweep_csv_free(&R->c);
     free(R->r);
 }
 
@@ -1017,6 +890,7 @@ int cz_sweep_report(const cz_report_options *o, cz_error *err) {
     char *md_text = NULL;
     size_t md_len = 0;
     FILE *md = rc == 0 ? open_memstream(&md_text, &md_len) : NULL;
+    if (rc == 0 && !md) rc = cz_fail(err, "%s: out of memory", path);
     if (md) {
         fprintf(md, "# Sweep report: %s\n\n", o->title ? o->title : "sweep");
         fprintf(md,

@@ -14,19 +14,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* ---- small helpers shared by the module ---- */
-
-void sw_join(char *buf, size_t len, const char *dir, const char *name) {
-    if (name[0] == '/' || !dir[0])
-        snprintf(buf, len, "%s", name);
-    else
-        snprintf(buf, len, "%s/%s", dir, name);
-}
-
-int sw_file_exists(const char *path) {
-    return access(path, F_OK) == 0;
-}
-
 /* The shortest "%.{p}g" text that reads back to v. */
 static void shortest_g(double v, char *buf, size_t len) {
     char t[64];
@@ -37,34 +24,6 @@ static void shortest_g(double v, char *buf, size_t len) {
             snprintf(buf, len, "%s", t);
     }
     if (!buf[0]) snprintf(buf, len, "%.17g", v);
-}
-
-void sw_format_number(double v, char *buf, size_t len) {
-    /* whole numbers below a million as they are (1000 steps, not 1e3) */
-    if (v == floor(v) && fabs(v) < 1e6) {
-        snprintf(buf, len, "%.0f", v);
-        return;
-    }
-    /* else the shortest of the texts after 1e+13 -> 1e13, 1e-05 -> 1e-5 */
-    char best[64] = "";
-    for (int p = 1; p <= 17; p++) {
-        char t[64], out[64];
-        snprintf(t, sizeof t, "%.*g", p, v);
-        if (strtod(t, NULL) != v) continue;
-        size_t o = 0;
-        for (const char *c = t; *c && o + 1 < sizeof out; c++) {
-            out[o++] = *c;
-            if (*c == 'e') {
-                if (c[1] == '+') c++;
-                if (c[1] == '-') out[o++] = *++c;
-                while (c[1] == '0' && c[2]) c++;
-            }
-        }
-        out[o] = 0;
-        if (!best[0] || strlen(out) < strlen(best)) snprintf(best, sizeof best, "%s", out);
-    }
-    if (!best[0]) snprintf(best, sizeof best, "%.17g", v);
-    snprintf(buf, len, "%s", best);
 }
 
 /* An absolute path for `path`, relative to `dir` (or the working directory
