@@ -22,3 +22,6 @@ cloze_add_script_test(test_sweep_slurm_finetune
                       COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_sweep_slurm_finetune.sh
                       LABELS "mpi;sweep;slurm;finetune" TIMEOUT 600)
 set_tests_properties(test_sweep_slurm_finetune PROPERTIES RESOURCE_LOCK slurm)
+# The spec reader's messages for malformed specs (no training run).
+cloze_add_script_test(test_sweep_spec COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_sweep_spec.sh
+                      LABELS "sweep" TIMEOUT 120)
