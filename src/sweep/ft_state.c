@@ -1,11 +1,13 @@
-/* sweep: what a point's fine-tuning directories say (ft_run.c runs them). BERT's Table 6 reports,
- * beside the held-out MLM perplexity, each model's dev accuracy averaged over 5 random restarts of
- * fine-tuning (Devlin et al. 2018, Sec. 5.2), the hyperparameters chosen on dev from a small grid
- * (Sec. 4.1, App. A.3). cloze-finetune's `grid` command is that protocol; the sweep runs it once
- * per task on each point's final checkpoint and reads back its grid.jsonl (the stable format of
- * docs/finetune.md): the selected configuration's mean and sample std over
- * its restarts become the point's ft_NAME, ft_NAME_std and ft_NAME_n (NAME: the
- * entry's name, else its task). */
+/* sweep: what a point's fine-tuning directories say (ft_run.c runs them).
+ * BERT's Table 6 reports, beside the held-out MLM perplexity, each model's
+ * dev accuracy averaged over 5 random restarts of fine-tuning (Devlin et al.
+ * 2018, Sec. 5.2), the hyperparameters chosen on dev from a small grid
+ * (Sec. 4.1, App. A.3). cloze-finetune's `grid` command is that protocol;
+ * the sweep runs it once per task on each point's final checkpoint and
+ * reads its grid.jsonl back through finetune's cz_ft_grid_read: the
+ * selected configuration's mean and sample std over its restarts become the
+ * point's ft_NAME, ft_NAME_std and ft_NAME_n (NAME: the entry's name, else
+ * its task). */
 #include "sweep_internal.h"
 
 #include "cloze/finetune.h"
