@@ -27,7 +27,7 @@ int main(int argc, char **argv) {
     for (int i = 0; i < n && blobs; i++) {
         blobs[i].name = cz_ckpt_name(c, i);
         blobs[i].data = cz_ckpt_get(c, blobs[i].name, &blobs[i].size);
-        if (!strcmp(blobs[i].name, "state") && blobs[i].size >= sizeof version) {
+        if (!strcmp(blobs[i].name, CZ_BLOB_STATE) && blobs[i].size >= sizeof version) {
             state = malloc(blobs[i].size);
             memcpy(state, blobs[i].data, blobs[i].size);
             memcpy(state, &version, sizeof version); /* little-endian host */

@@ -69,7 +69,7 @@ int main(int argc, char **argv) {
     cz_ckpt *c;
     if (cz_ckpt_read(argv[1], &c, &err)) die(argv[1], &err);
     size_t n = 0;
-    const char *text = cz_ckpt_get(c, "config", &n);
+    const char *text = cz_ckpt_get(c, CZ_BLOB_CONFIG, &n);
     char *t = text ? strndup(text, n) : NULL;
     cz_config cfg;
     if (!t || cz_config_from_string(&cfg, t, argv[1], &err)) die("config", &err);

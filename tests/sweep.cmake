@@ -1,3 +1,5 @@
+# results.csv's one reader and writer (src/sweep/csv.c), malformed text included.
+cloze_add_unit_test(test_sweep_csv LIBS cloze_sweep LABELS sweep TIMEOUT 60)
 # Scaling-study sweeps (cloze-sweep): real 2-rank cloze-train jobs of a tiny
 # 2 x 2 grid, interrupted and resumed; failures; the report's fits and images;
 # the same sweep as a Slurm job array.
@@ -20,3 +22,6 @@ cloze_add_script_test(test_sweep_slurm_finetune
                       COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_sweep_slurm_finetune.sh
                       LABELS "mpi;sweep;slurm;finetune" TIMEOUT 600)
 set_tests_properties(test_sweep_slurm_finetune PROPERTIES RESOURCE_LOCK slurm)
+# The spec reader's messages for malformed specs (no training run).
+cloze_add_script_test(test_sweep_spec COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_sweep_spec.sh
+                      LABELS "sweep" TIMEOUT 120)

@@ -13,8 +13,9 @@
  *   metrics   accuracy, F1, Matthews correlation, SQuAD EM/F1 with the
  *             official answer normalisation, conlleval's entity F1;
  *   runs      one fine-tuning run on MPI ranks (the train runtime),
- *             predictions on a test file, feature extraction (run.c; the
- *             grid of runs is cloze-finetune's, src/programs).
+ *             predictions on a test file, feature extraction (run.c);
+ *   grid      BERT App. A.3's grid of runs and its file grid.jsonl, written
+ *             and read back in one place (grid.c).
  * The tokenizer is the text module's (cloze/text.h). */
 #ifndef CLOZE_FINETUNE_H
 #define CLOZE_FINETUNE_H
@@ -295,5 +296,47 @@ int cz_ft_predict(const cz_comm *world, const cz_ft_options *o, cz_ft_result *re
  * Ranks split the sequences; rank 0 writes. */
 int cz_ft_extract(const cz_comm *world, const cz_ft_options *o, const int *layers, int n_layers,
                   const char *out_path, cz_error *err);
+
+/* ---- the grid (grid.c): BERT App. A.3, and its file grid.jsonl ---- */
+
+/* cloze-finetune grid: every lr x batch x epochs configuration, restarts
+ * with seeds o->seed .. o->seed + restarts - 1, each run in
+ * OUT/lr<X>-b<N>-e<N>-s<N>/ (resumed there: a finished run is kept). */
+typedef struct cz_ft_grid {
+    const double *lr;
+    const int *batch, *epochs;
+    int n_lr, n_batch, n_epochs;
+    int restarts; /* <= 0: 1 */
+} cz_ft_grid;
+
+/* One run of the grid: a "point" record of grid.jsonl. */
+typedef struct cz_ft_grid_point {
+    double lr;
+    int batch, epochs;
+    unsigned long long seed;
+    double score; /* the run's final dev score (percent) */
+    char dir[CZ_PATH_MAX + 64];
+} cz_ft_grid_point;
+
+/* Runs the grid on the ranks of world, then rank 0 prints the table and
+ * writes OUT/grid.jsonl: a "point" record per run, a "config" record per
+ * configuration (mean and sample std over its restarts) and the "selected"
+ * configuration (best dev mean; docs/finetune.md). A grid stopped by a
+ * signal returns 0 without grid.jsonl: the same call resumes it. Returns as
+ * cz_ft_run. */
+int cz_ft_grid_run(const cz_comm *world, const cz_ft_options *o, const cz_ft_grid *g,
+                   cz_error *err);
+
+/* What grid.jsonl says of the selected configuration. */
+typedef struct cz_ft_grid_selection {
+    double mean, std; /* dev score (percent): mean and sample std over its restarts */
+    int restarts;
+    char metric[32]; /* the task's selection figure: accuracy, f1, mcc, ... */
+} cz_ft_grid_selection;
+
+/* Reads DIR/grid.jsonl: 0 with the selection, 1 when the grid has not
+ * finished (no grid.jsonl, or no selected configuration in it), -1 with
+ * err when memory runs out. */
+int cz_ft_grid_read(const char *dir, cz_ft_grid_selection *out, cz_error *err);
 
 #endif

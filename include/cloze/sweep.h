@@ -165,7 +165,9 @@ typedef struct cz_point_metrics {
     double last_step_seconds;
 } cz_point_metrics;
 
-int cz_point_read_metrics(const cz_sweep_point *p, cz_point_metrics *m);
+/* 0 with m filled, 1 when the point has no metrics.jsonl yet, -1 with err
+ * when memory runs out. */
+int cz_point_read_metrics(const cz_sweep_point *p, cz_point_metrics *m, cz_error *err);
 cz_point_state cz_point_get_state(const cz_sweep_point *p, char *why, size_t len);
 /* Wall seconds of the invocations recorded in attempts.jsonl. */
 double cz_point_wall_seconds(const cz_sweep_point *p);
@@ -273,6 +275,26 @@ int cz_sweep_write_results(const cz_sweep *s, cz_error *err);
 
 /* The timing columns, which differ between two runs of the same sweep. */
 extern const char *const cz_sweep_timing_columns[];
+
+/* results.csv as text (RFC 4180 quoting; csv.c): the one writer and reader
+ * of the file. A table of strings, cell[row][column], the header apart. */
+typedef struct cz_sweep_csv {
+    int ncol, nrow;
+    char **head;
+    char ***cell;
+} cz_sweep_csv;
+
+/* Parses text (name: the file, for messages). 0; -1 with err "name:line:
+ * ..." for an empty text, a quoted field not closed, a row whose field
+ * count is not the header's, or memory running out (c is then empty). */
+int cz_sweep_csv_parse(const char *text, const char *name, cz_sweep_csv *c, cz_error *err);
+int cz_sweep_csv_read(const char *path, cz_sweep_csv *c, cz_error *err);
+void cz_sweep_csv_free(cz_sweep_csv *c);
+/* The index of the column named name, or -1. */
+int cz_sweep_csv_col(const cz_sweep_csv *c, const char *name);
+/* Appends one field (quoted when it holds a comma, quote or line break; a
+ * line break inside becomes a space), preceded by a comma unless first. */
+void cz_sweep_csv_field(FILE *f, const char *text, int first);
 
 /* ---- Slurm ---- */
 typedef struct cz_submit_options {

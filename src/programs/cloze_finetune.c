@@ -10,11 +10,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "cloze/comm.h"
 #include "cloze/finetune.h"
-#include "cloze/json.h"
 #include "cloze/train.h"
 
 static const char HELP[] =
@@ -254,169 +252,24 @@ static int check_paths(const args *a, int features, int predict, cz_error *err) 
 
 /* ---- grid ---- */
 
-/* The final score of a point already run (its results.jsonl), or NAN. */
-static double finished_score(const char *dir) {
-    char path[1200];
-    snprintf(path, sizeof path, "%s/results.jsonl", dir);
-    FILE *f = fopen(path, "r");
-    if (!f) return NAN;
-    char line[8192];
-    double score = NAN;
-    while (fgets(line, sizeof line, f)) {
-        cz_json *v = NULL;
-        cz_error e;
-        if (cz_json_parse(line, strlen(line), &v, &e) == 0) {
-            const cz_json *fin = cz_json_get(v, "final");
-            if (fin && fin->type == CZ_JSON_BOOL && fin->boolean)
-                score = cz_json_get_number(v, "score", NAN);
-        }
-        cz_json_free(v);
-    }
-    fclose(f);
-    return score;
-}
-
-typedef struct point {
-    double lr;
-    int batch, epochs;
-    unsigned long long seed;
-    double score;
-    char dir[1100];
-} point;
-
-static int run_grid(const cz_comm *world, args *a, cz_error *err) {
-    int rank = world->rank;
-    cz_ft_options base = a->o;
-    static const double bert_lr[3] = {2e-5, 3e-5, 5e-5}, bert_b[2] = {16, 32},
-                        bert_e[3] = {2, 3, 4};
-    if (!a->n_lr) memcpy(a->lrs, bert_lr, sizeof bert_lr), a->n_lr = 3;
-    if (!a->n_batch) memcpy(a->batches, bert_b, sizeof bert_b), a->n_batch = 2;
-    if (!a->n_epochs) memcpy(a->epochs, bert_e, sizeof bert_e), a->n_epochs = 3;
-    int restarts = a->restarts > 0 ? a->restarts : 1;
-    int n = a->n_lr * a->n_batch * a->n_epochs * restarts;
-    point *pts = calloc((size_t)n, sizeof *pts);
-    if (!pts) return cz_fail(err, "out of memory");
-    if (rank == 0) mkdir(base.out_dir, 0755);
-    int k = 0;
-    for (int i = 0; i < a->n_lr; i++)
-        for (int j = 0; j < a->n_batch; j++)
-            for (int e = 0; e < a->n_epochs; e++)
-                for (int s = 0; s < restarts; s++, k++) {
-                    point *p = &pts[k];
-                    p->lr = a->lrs[i];
-                    p->batch = (int)a->batches[j];
-                    p->epochs = (int)a->epochs[e];
-                    p->seed = base.seed + (unsigned long long)s;
-                    snprintf(p->dir, sizeof p->dir, "%s/lr%g-b%d-e%d-s%llu", base.out_dir, p->lr,
-                             p->batch, p->epochs, p->seed);
-                    p->score = finished_score(p->dir);
-                    if (!isnan(p->score)) {
-                        if (rank == 0)
-                            cz_info("grid point %d/%d %s: done before (%g), kept", k + 1, n, p->dir,
-                                    p->score);
-                        continue;
-                    }
-                    cz_ft_options o = base;
-                    o.lr = p->lr;
-                    o.batch = p->batch;
-                    o.epochs = p->epochs;
-                    o.seed = p->seed;
-                    o.resume = "auto"; /* a point stopped half-way continues */
-                    snprintf(o.out_dir, sizeof o.out_dir, "%s", p->dir);
-                    snprintf(o.label, sizeof o.label, "lr%g-b%d-e%d", p->lr, p->batch, p->epochs);
-                    if (rank == 0)
-                        cz_info("grid point %d/%d: lr %g, batch %d, epochs %d, seed %llu", k + 1, n,
-                                p->lr, p->batch, p->epochs, p->seed);
-                    cz_ft_result res;
-                    int rc = cz_ft_run(world, &o, &res, err);
-                    if (rc != 0) {
-                        cz_fail_prefix(err, "grid point %s", p->dir);
-                        free(pts);
-                        return rc;
-                    }
-                    if (!res.finished) { /* stopped by a signal: the grid resumes later */
-                        if (rank == 0)
-                            cz_info("grid stopped at point %s; run the same command again to "
-                                    "continue",
-                                    p->dir);
-                        free(pts);
-                        return 0;
-                    }
-                    /* the grid's figures are what each point's results.jsonl
-                     * says (6 decimals), for a point run now as for one kept
-                     * from an earlier, interrupted call: an interrupted grid
-                     * writes the grid.jsonl of an uninterrupted one. Rank 0
-                     * wrote and closed it; only rank 0 writes the figures */
-                    p->score = rank == 0 ? finished_score(p->dir) : res.score;
-                }
-    if (rank == 0) {
-        char path[1200];
-        snprintf(path, sizeof path, "%s/grid.jsonl", base.out_dir);
-        FILE *f = fopen(path, "w");
-        printf("%-10s %5s %6s | %-28s | %8s %6s\n", "lr", "batch", "epochs", "dev scores (seeds)",
-               "mean", "std");
-        double best = -INFINITY;
-        int best_c = -1;
-        for (int c = 0; c < n; c += restarts) {
-            double sum = 0, sq = 0;
-            char list[256] = "";
-            for (int s = 0; s < restarts; s++) {
-                const point *p = &pts[c + s];
-                sum += p->score;
-                snprintf(list + strlen(list), sizeof list - strlen(list), "%s%.2f", s ? " " : "",
-                         p->score);
-                if (f) {
-                    fprintf(f,
-                            "{\"kind\":\"point\",\"lr\":%.9g,\"batch\":%d,\"epochs\":%d,"
-                            "\"seed\":%llu,\"score\":%.6f,\"dir\":",
-                            p->lr, p->batch, p->epochs, p->seed, p->score);
-                    cz_json_write_string(f, p->dir);
-                    fputs("}\n", f);
-                }
-            }
-            double mean = sum / restarts;
-            for (int s = 0; s < restarts; s++)
-                sq += (pts[c + s].score - mean) * (pts[c + s].score - mean);
-            double sd = restarts > 1 ? sqrt(sq / (restarts - 1)) : 0.0;
-            printf("%-10g %5d %6d | %-28s | %8.2f %6.2f\n", pts[c].lr, pts[c].batch, pts[c].epochs,
-                   list, mean, sd);
-            if (f)
-                fprintf(f,
-                        "{\"kind\":\"config\",\"lr\":%.9g,\"batch\":%d,\"epochs\":%d,"
-                        "\"restarts\":%d,\"mean\":%.6f,\"std\":%.6f}\n",
-                        pts[c].lr, pts[c].batch, pts[c].epochs, restarts, mean, sd);
-            if (mean > best) {
-                best = mean;
-                best_c = c;
-            }
-        }
-        if (best_c < 0) { /* every configuration's mean is NaN: nothing to select */
-            if (f) fclose(f);
-            free(pts);
-            return cz_fail(err, "grid: no configuration has a dev score to select on");
-        }
-        int best_run = best_c;
-        for (int s = 1; s < restarts; s++)
-            if (pts[best_c + s].score > pts[best_run].score) best_run = best_c + s;
-        printf("selected (best dev mean): lr %g, batch %d, epochs %d: %.2f; its best restart: seed "
-               "%llu %.2f (%s)\n",
-               pts[best_c].lr, pts[best_c].batch, pts[best_c].epochs, best, pts[best_run].seed,
-               pts[best_run].score, pts[best_run].dir);
-        if (f) {
-            fputs("{\"kind\":\"selected\",\"task\":", f);
-            cz_json_write_string(f, base.task.name);
-            fprintf(f,
-                    ",\"metric_mean\":%.6f,\"lr\":%.9g,\"batch\":%d,\"epochs\":%d,"
-                    "\"best_seed\":%llu,\"best_score\":%.6f,\"best_dir\":",
-                    best, pts[best_c].lr, pts[best_c].batch, pts[best_c].epochs, pts[best_run].seed,
-                    pts[best_run].score);
-            cz_json_write_string(f, pts[best_run].dir);
-            fputs("}\n", f);
-            fclose(f);
-        }
-    }
-    free(pts);
-    return 0;
+/* BERT App. A.3's lists where none are given: lr 2e-5, 3e-5, 5e-5; batch
+ * 16, 32; epochs 2, 3, 4. The grid itself is src/finetune/grid.c. */
+static int run_grid(const cz_comm *world, const args *a, cz_error *err) {
+    static const double bert_lr[3] = {2e-5, 3e-5, 5e-5};
+    static const int bert_b[2] = {16, 32}, bert_e[3] = {2, 3, 4};
+    int batch[16], epochs[16];
+    for (int i = 0; i < a->n_batch; i++) batch[i] = (int)a->batches[i];
+    for (int i = 0; i < a->n_epochs; i++) epochs[i] = (int)a->epochs[i];
+    cz_ft_grid g = {
+        .lr = a->n_lr ? a->lrs : bert_lr,
+        .n_lr = a->n_lr ? a->n_lr : 3,
+        .batch = a->n_batch ? batch : bert_b,
+        .n_batch = a->n_batch ? a->n_batch : 2,
+        .epochs = a->n_epochs ? epochs : bert_e,
+        .n_epochs = a->n_epochs ? a->n_epochs : 3,
+        .restarts = a->restarts,
+    };
+    return cz_ft_grid_run(world, &a->o, &g, err);
 }
 
 int main(int argc, char **argv) {

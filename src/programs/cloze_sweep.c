@@ -279,7 +279,8 @@ static int cmd_plan(cz_sweep *s, const cz_sweep_tools *t, const args *a) {
 
 static void print_point_result(const cz_sweep_point *p, double wall) {
     cz_point_metrics m;
-    if (cz_point_read_metrics(p, &m) != 0) return;
+    cz_error e; /* the summary line is left out when the metrics cannot be read */
+    if (cz_point_read_metrics(p, &m, &e) != 0) return;
     char w[32];
     printf("  done in %s: held-out loss %.4f (ppl %.2f)", cz_format_duration(wall, w, sizeof w),
            m.eval_loss, exp(m.eval_loss));
@@ -435,10 +436,24 @@ static int cmd_status(cz_sweep *s, const cz_sweep_tools *t, const args *a) {
     cz_point_state *st = calloc((size_t)s->n_points, sizeof *st);
     cz_point_metrics *m = calloc((size_t)s->n_points, sizeof *m);
     char(*why)[CZ_ERROR_MAX] = calloc((size_t)s->n_points, sizeof *why);
+    if (!st || !m || !why) {
+        free(st);
+        free(m);
+        free(why);
+        fprintf(stderr, "cloze-sweep: error: out of memory for %d points\n", s->n_points);
+        return 1;
+    }
     for (int i = 0; i < s->n_points; i++) {
         st[i] = cz_point_get_state(&s->points[i], why[i], sizeof why[i]);
         count[st[i]]++;
-        cz_point_read_metrics(&s->points[i], &m[i]);
+        cz_error e;
+        if (cz_point_read_metrics(&s->points[i], &m[i], &e) < 0) {
+            fprintf(stderr, "cloze-sweep: error: %s\n", e.msg);
+            free(st);
+            free(m);
+            free(why);
+            return 1;
+        }
         if (st[i] == CZ_POINT_DONE && m[i].train_s > 0) {
             done_flops += s->points[i].flops_total;
             done_s += m[i].train_s;

@@ -85,10 +85,18 @@ static int write_point_config(const cz_sweep_point *p, cz_error *err) {
     int rc = 0;
     if (sw_file_exists(path)) {
         cz_config *old = malloc(sizeof *old);
+        if (!old) {
+            free(want);
+            return cz_fail(err, "%s: out of memory", path);
+        }
         cz_error e = {{0}};
-        char *have = NULL;
-        if (old && cz_config_load(old, path, NULL, 0, &e) == 0) have = canonical_text(old);
+        int loaded = cz_config_load(old, path, NULL, 0, &e) == 0;
+        char *have = loaded ? canonical_text(old) : NULL;
         free(old);
+        if (loaded && !have) {
+            free(want);
+            return cz_fail(err, "%s: out of memory", path);
+        }
         int same = have && !strcmp(have, want);
         free(have);
         if (!same && has_run(p->dir, 1))
@@ -211,13 +219,13 @@ static int whole_record(const char *line) {
     return n >= 2 && line[0] == '{' && line[n - 1] == '}' && !strchr(line + 1, '{');
 }
 
-int cz_point_read_metrics(const cz_sweep_point *p, cz_point_metrics *m) {
+int cz_point_read_metrics(const cz_sweep_point *p, cz_point_metrics *m, cz_error *err) {
     memset(m, 0, sizeof *m);
     m->eval_loss = m->eval_mlm_acc = m->eval_nsp_acc = NAN;
     char path[CZ_PATH_MAX + 32];
     sw_join(path, sizeof path, p->dir, "metrics.jsonl");
     FILE *f = fopen(path, "r");
-    if (!f) return -1;
+    if (!f) return 1;
     long steps = p->cfg.train.steps;
     double *sec = calloc((size_t)steps + 1, sizeof *sec);
     double *mfu = calloc((size_t)steps + 1, sizeof *mfu);
@@ -225,7 +233,7 @@ int cz_point_read_metrics(const cz_sweep_point *p, cz_point_metrics *m) {
         free(sec);
         free(mfu);
         fclose(f);
-        return -1;
+        return cz_fail(err, "%s: out of memory for %ld steps", path, steps);
     }
     for (long i = 0; i <= steps; i++) sec[i] = NAN;
     int final_eval = 0;

@@ -24,139 +24,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* ---- results.csv ---- */
+/* ---- results.csv (read by csv.c) ---- */
 
-typedef struct csv {
-    int ncol, nrow;
-    char **head;
-    char ***cell; /* [nrow][ncol] */
-} csv;
-
-static void csv_free(csv *c) {
-    for (int r = 0; r < c->nrow; r++) {
-        for (int k = 0; k < c->ncol; k++) free(c->cell[r][k]);
-        free(c->cell[r]);
-    }
-    for (int k = 0; k < c->ncol; k++) free(c->head[k]);
-    free(c->cell);
-    free(c->head);
-    memset(c, 0, sizeof *c);
-}
-
-/* Room for one more byte (and the NUL) in a field being read; 0 when
- * memory runs out (the field is freed). */
-static int field_room(char **buf, size_t len, size_t *cap) {
-    if (len + 2 <= *cap) return 1;
-    char *b = realloc(*buf, *cap * 2);
-    if (!b) {
-        free(*buf);
-        *buf = NULL;
-        return 0;
-    }
-    *buf = b;
-    *cap *= 2;
-    return 1;
-}
-
-static void free_fields(char **f, int n) {
-    for (int k = 0; k < n; k++) free(f[k]);
-    free(f);
-}
-
-/* One record from *p (RFC 4180 quoting); returns its fields, NULL when
- * memory runs out. */
-static char **csv_record(const char **p, int *nfields) {
-    int cap = 16, n = 0;
-    char **f = malloc(sizeof *f * (size_t)cap);
-    if (!f) return NULL;
-    const char *s = *p;
-    for (;;) {
-        size_t len = 0, fcap = 64;
-        char *buf = malloc(fcap);
-        if (!buf) return free_fields(f, n), NULL;
-        if (*s == '"') {
-            s++;
-            while (*s && !(*s == '"' && s[1] != '"')) {
-                if (*s == '"') s++;
-                if (!field_room(&buf, len, &fcap)) return free_fields(f, n), NULL;
-                buf[len++] = *s++;
-            }
-            if (*s == '"') s++;
-        }
-        while (*s && *s != ',' && *s != '\n' && *s != '\r') {
-            if (!field_room(&buf, len, &fcap)) return free_fields(f, n), NULL;
-            buf[len++] = *s++;
-        }
-        buf[len] = 0;
-        if (n == cap) {
-            char **g = realloc(f, sizeof *f * (size_t)(cap * 2));
-            if (!g) return free(buf), free_fields(f, n), NULL;
-            f = g;
-            cap *= 2;
-        }
-        f[n++] = buf;
-        if (*s == ',') {
-            s++;
-            continue;
-        }
-        while (*s == '\r' || *s == '\n') s++;
-        break;
-    }
-    *p = s;
-    *nfields = n;
-    return f;
-}
-
-static int csv_read(const char *path, csv *c, cz_error *err) {
-    memset(c, 0, sizeof *c);
-    void *data;
-    size_t len;
-    if (cz_read_file(path, &data, &len, err) != 0) return -1;
-    const char *p = data;
-    if (!*p) {
-        cz_free(data);
-        return cz_fail(err, "%s: empty (no header)", path);
-    }
-    c->head = csv_record(&p, &c->ncol);
-    int cap = 64;
-    c->cell = c->head ? malloc(sizeof *c->cell * (size_t)cap) : NULL;
-    int line = 1;
-    while (c->cell && *p) {
-        line++;
-        int n = 0;
-        char **f = csv_record(&p, &n);
-        if (f && n != c->ncol) {
-            free_fields(f, n);
-            cz_free(data);
-            int ncol = c->ncol;
-            csv_free(c);
-            return cz_fail(err, "%s:%d: %d fields, the header has %d", path, line, n, ncol);
-        }
-        char ***g =
-            f && c->nrow == cap ? realloc(c->cell, sizeof *c->cell * (size_t)(cap * 2)) : c->cell;
-        if (!f || !g) {
-            if (f) free_fields(f, n);
-            cz_free(data);
-            csv_free(c);
-            return cz_fail(err, "%s:%d: out of memory", path, line);
-        }
-        if (g != c->cell) cap *= 2;
-        c->cell = g;
-        c->cell[c->nrow++] = f;
-    }
-    if (!c->cell) {
-        cz_free(data);
-        csv_free(c);
-        return cz_fail(err, "%s: out of memory", path);
-    }
-    cz_free(data);
-    return 0;
-}
+typedef cz_sweep_csv csv;
 
 static int col(const csv *c, const char *name) {
-    for (int k = 0; k < c->ncol; k++)
-        if (!strcmp(c->head[k], name)) return k;
-    return -1;
+    return cz_sweep_csv_col(c, name);
 }
 
 static double num(const csv *c, int r, int k) {
@@ -206,7 +79,7 @@ static int cmp_double(const void *a, const void *b) {
 
 static int load_report(report *R, const char *path, cz_error *err) {
     memset(R, 0, sizeof *R);
-    if (csv_read(path, &R->c, err) != 0) return -1;
+    if (cz_sweep_csv_read(path, &R->c, err) != 0) return -1;
     csv *c = &R->c;
     const char *need[] = {"status", "params_nonemb", "eval_loss"};
     for (size_t i = 0; i < sizeof need / sizeof need[0]; i++)
@@ -290,7 +163,7 @@ static int load_report(report *R, const char *path, cz_error *err) {
 }
 
 static void free_report(report *R) {
-    csv_free(&R->c);
+    cz_sweep_csv_free(&R->c);
     free(R->r);
 }
 
@@ -710,36 +583,60 @@ static void emit_plot(FILE *gp, const char *name, const char *settings, const ch
             name, settings, name, plot, name);
 }
 
-static int open_pair(const char *out_dir, const char *dat_name, FILE **dat, char **plot_text,
-                     size_t *plot_len, FILE **plot, cz_error *err) {
+/* A figure being written: its data file (x y blocks) and its plot command. */
+typedef struct figure {
+    const char *name; /* NAME.dat, NAME.png, NAME.svg */
+    char dat_name[64];
+    FILE *dat, *plot;
+    char *plot_text;
+    size_t plot_len;
+    series_writer w;
+} figure;
+
+static int figure_open(figure *g, const char *out_dir, const char *name, cz_error *err) {
+    memset(g, 0, sizeof *g);
+    g->name = name;
+    snprintf(g->dat_name, sizeof g->dat_name, "%s.dat", name);
     char path[CZ_PATH_MAX + 64];
-    sw_join(path, sizeof path, out_dir, dat_name);
-    *dat = fopen(path, "w");
-    if (!*dat) return cz_fail(err, "%s: cannot write: %s", path, strerror(errno));
-    *plot = open_memstream(plot_text, plot_len);
-    return *plot ? 0 : cz_fail(err, "out of memory");
+    sw_join(path, sizeof path, out_dir, g->dat_name);
+    g->dat = fopen(path, "w");
+    if (!g->dat) return cz_fail(err, "%s: cannot write: %s", path, strerror(errno));
+    g->plot = open_memstream(&g->plot_text, &g->plot_len);
+    if (!g->plot) {
+        fclose(g->dat);
+        return cz_fail(err, "%s: out of memory", name);
+    }
+    g->w = (series_writer){g->dat, g->plot, 0, 0};
+    return 0;
 }
 
-static int write_figures(const report *R, const fits *F, const char *out_dir, FILE *gp,
-                         cz_error *err) {
-    const char *loss_label = "held-out loss (nats per predicted token)";
+/* Starts data block `title` and its plot clause with style. */
+static void figure_series(figure *g, const char *title, const char *style) {
+    series(&g->w, g->dat_name, title, style);
+}
+
+/* Ends the figure; its settings and plot command go to the gnuplot script
+ * when it has a series. */
+static int figure_close(figure *g, FILE *gp, const char *settings, cz_error *err) {
+    int ok = (fclose(g->dat) == 0) & (fclose(g->plot) == 0);
+    if (ok && g->w.count) emit_plot(gp, g->name, settings, g->plot_text);
+    free(g->plot_text);
+    return ok ? 0 : cz_fail(err, "%s: cannot write its data", g->name);
+}
+
+static const char loss_label[] = "held-out loss (nats per predicted token)";
+
+/* Loss against N: a line per depth, a dashed line per width (the largest
+ * budget's points), and the fitted L(N). */
+static int figure_loss_vs_params(const report *R, const fits *F, const char *out_dir, FILE *gp,
+                                 double *xy, cz_error *err) {
     int ls[64], hs[64];
     int nl = distinct(R, 0, ls, 64), nh = distinct(R, 1, hs, 64);
-    double *xy = malloc(sizeof *xy * 3 * (size_t)(R->n + 1));
-    if (!xy) return cz_fail(err, "report: out of memory");
-    char title[160], *plot_text;
-    size_t plot_len;
-    FILE *dat, *plot;
-    double nlo, nhi, clo, chi;
+    double nlo, nhi;
     range_of(R, 0, &nlo, &nhi);
-    range_of(R, 1, &clo, &chi);
-
-    /* loss against N: a line per depth, a dashed line per width */
-    if (open_pair(out_dir, "loss_vs_params.dat", &dat, &plot_text, &plot_len, &plot, err)) {
-        free(xy);
-        return -1;
-    }
-    series_writer w = {dat, plot, 0, 0};
+    figure g;
+    if (figure_open(&g, out_dir, "loss_vs_params", err)) return -1;
+    char title[160];
     match_arg a = {R, 0, 0, F->ln_budget, NULL};
     for (int which = 0; which < 2; which++) /* depth lines, then width lines */
         for (int i = 0; i < (which ? nh : nl); i++) {
@@ -750,14 +647,12 @@ static int write_figures(const report *R, const fits *F, const char *out_dir, FI
             int n = collect(R, xy, R->n, which ? m_hidden : m_layers, &a, 0);
             if (n == 0) continue;
             snprintf(title, sizeof title, "%s=%d", which ? "H" : "L", which ? hs[i] : ls[i]);
-            series(&w, "loss_vs_params.dat", title,
-                   which ? "with linespoints lw 1 dt 2 pt 6 ps 1.2"
-                         : "with linespoints lw 2 pt 7 ps 1.2");
-            write_points(dat, xy, n);
+            figure_series(&g, title,
+                          which ? "with linespoints lw 1 dt 2 pt 6 ps 1.2"
+                                : "with linespoints lw 2 pt 7 ps 1.2");
+            write_points(g.dat, xy, n);
         }
-    if (F->have_ln) fit_series(&w, "loss_vs_params.dat", "N", &F->ln, nlo, nhi);
-    fclose(dat);
-    fclose(plot);
+    if (F->have_ln) fit_series(&g.w, g.dat_name, "N", &F->ln, nlo, nhi);
     char settings[1024], bl[64] = "";
     if (isfinite(F->ln_budget)) budget_label(R, F->ln_budget, bl, sizeof bl);
     snprintf(settings, sizeof settings,
@@ -765,110 +660,113 @@ static int write_figures(const report *R, const fits *F, const char *out_dir, FI
              "set xlabel \"non-embedding parameters N\"\nset ylabel \"%s\"\n"
              "set logscale xy\nset grid\nset key outside right\nset format x \"%%.0s%%c\"\n",
              bl[0] ? ", budget " : "", bl, loss_label);
-    if (w.count) emit_plot(gp, "loss_vs_params", settings, plot_text);
-    free(plot_text);
+    return figure_close(&g, gp, settings, err);
+}
 
-    /* loss against compute: a line per model across budgets, the frontier */
-    if (open_pair(out_dir, "loss_vs_compute.dat", &dat, &plot_text, &plot_len, &plot, err)) {
-        free(xy);
-        return -1;
-    }
-    series_writer w2 = {dat, plot, 0, 0};
+/* Loss against compute: a line per model across budgets, the compute
+ * frontier, and the fitted L(C). */
+static int figure_loss_vs_compute(const report *R, const fits *F, const char *out_dir, FILE *gp,
+                                  double *xy, cz_error *err) {
+    double clo, chi;
+    range_of(R, 1, &clo, &chi);
+    figure g;
+    if (figure_open(&g, out_dir, "loss_vs_compute", err)) return -1;
     for (int i = 0; i < R->n; i++) {
         int first = 1;
         for (int j = 0; j < i && first; j++) first = strcmp(R->r[j].model, R->r[i].model) != 0;
         if (!first) continue;
         match_arg b = {R, 0, 0, NAN, R->r[i].model};
         int n = collect(R, xy, R->n, m_model, &b, 1);
-        series(&w2, "loss_vs_compute.dat", R->r[i].model, "with linespoints lw 2 pt 7 ps 1.2");
-        write_points(dat, xy, n);
+        figure_series(&g, R->r[i].model, "with linespoints lw 2 pt 7 ps 1.2");
+        write_points(g.dat, xy, n);
     }
     if (F->n_front > 0) {
-        series(&w2, "loss_vs_compute.dat", "compute frontier",
-               "with points pt 4 ps 2.5 lw 2 lc rgb \"black\"");
+        figure_series(&g, "compute frontier", "with points pt 4 ps 2.5 lw 2 lc rgb \"black\"");
         for (int k = 0; k < F->n_front; k++)
-            fprintf(dat, "%.10g %.10g\n", F->front_c[k], F->front_l[k]);
+            fprintf(g.dat, "%.10g %.10g\n", F->front_c[k], F->front_l[k]);
     }
-    if (F->have_lc) fit_series(&w2, "loss_vs_compute.dat", "C", &F->lc, clo, chi);
-    fclose(dat);
-    fclose(plot);
+    if (F->have_lc) fit_series(&g.w, g.dat_name, "C", &F->lc, clo, chi);
+    char settings[1024];
     snprintf(settings, sizeof settings,
              "set title \"Held-out loss against training compute\"\n"
              "set xlabel \"training compute C (FLOPs, 3 x forward)\"\nset ylabel \"%s\"\n"
              "set logscale xy\nset grid\nset key outside right\nset format x \"%%.0e\"\n",
              loss_label);
-    if (w2.count) emit_plot(gp, "loss_vs_compute", settings, plot_text);
-    free(plot_text);
+    return figure_close(&g, gp, settings, err);
+}
 
-    /* IsoFLOP: loss against N per FLOPs budget, with each budget's parabola */
-    if (F->n_iso > 0) {
-        if (open_pair(out_dir, "isoflop.dat", &dat, &plot_text, &plot_len, &plot, err)) {
-            free(xy);
-            return -1;
+/* IsoFLOP: loss against N per FLOPs budget, with each budget's parabola. */
+static int figure_isoflop(const report *R, const fits *F, const char *out_dir, FILE *gp, double *xy,
+                          cz_error *err) {
+    if (F->n_iso == 0) return 0;
+    figure g;
+    if (figure_open(&g, out_dir, "isoflop", err)) return -1;
+    char title[160], style[96], bl[64];
+    for (int b = 0; b < F->n_iso; b++) {
+        match_arg c = {R, 0, 0, F->iso_budget[b], NULL};
+        int n = collect(R, xy, R->n, m_budget, &c, 0);
+        snprintf(title, sizeof title, "C = %s", budget_label(R, F->iso_budget[b], bl, sizeof bl));
+        snprintf(style, sizeof style, "with points pt 7 ps 1.4 lc %d", b + 1);
+        figure_series(&g, title, style);
+        write_points(g.dat, xy, n);
+        if (F->iso_ok[b]) {
+            snprintf(style, sizeof style, "with lines lw 2 lc %d", b + 1);
+            snprintf(title, sizeof title, "parabola, N_opt = %.3g", F->iso[b].x_min);
+            figure_series(&g, title, style);
+            write_curve(g.dat, xy[0] / 1.2, xy[3 * (n - 1)] * 1.2, parabola_curve, &F->iso[b]);
         }
-        series_writer w3 = {dat, plot, 0, 0};
-        for (int b = 0; b < F->n_iso; b++) {
-            match_arg c = {R, 0, 0, F->iso_budget[b], NULL};
-            int n = collect(R, xy, R->n, m_budget, &c, 0);
-            char bl2[64];
-            snprintf(title, sizeof title, "C = %s",
-                     budget_label(R, F->iso_budget[b], bl2, sizeof bl2));
-            char style[96];
-            snprintf(style, sizeof style, "with points pt 7 ps 1.4 lc %d", b + 1);
-            series(&w3, "isoflop.dat", title, style);
-            write_points(dat, xy, n);
-            if (F->iso_ok[b]) {
-                snprintf(style, sizeof style, "with lines lw 2 lc %d", b + 1);
-                snprintf(title, sizeof title, "parabola, N_opt = %.3g", F->iso[b].x_min);
-                series(&w3, "isoflop.dat", title, style);
-                write_curve(dat, xy[0] / 1.2, xy[3 * (n - 1)] * 1.2, parabola_curve, &F->iso[b]);
-            }
-        }
-        fclose(dat);
-        fclose(plot);
-        snprintf(settings, sizeof settings,
-                 "set title \"IsoFLOP curves (Chinchilla approach 2)\"\n"
-                 "set xlabel \"non-embedding parameters N\"\nset ylabel \"%s\"\n"
-                 "set logscale x\nset grid\nset key outside right\nset format x \"%%.0s%%c\"\n",
-                 loss_label);
-        emit_plot(gp, "isoflop", settings, plot_text);
-        free(plot_text);
     }
+    char settings[1024];
+    snprintf(settings, sizeof settings,
+             "set title \"IsoFLOP curves (Chinchilla approach 2)\"\n"
+             "set xlabel \"non-embedding parameters N\"\nset ylabel \"%s\"\n"
+             "set logscale x\nset grid\nset key outside right\nset format x \"%%.0s%%c\"\n",
+             loss_label);
+    return figure_close(&g, gp, settings, err);
+}
 
-    /* the compute-optimal size per budget */
+/* The compute-optimal size per budget, and the fitted N_opt = k C^a. */
+static int figure_optimal_size(const report *R, const fits *F, const char *out_dir, FILE *gp,
+                               cz_error *err) {
     int n_opt = 0;
     for (int b = 0; b < F->n_iso; b++) n_opt += F->iso_ok[b];
-    if (n_opt > 0) {
-        if (open_pair(out_dir, "optimal_size.dat", &dat, &plot_text, &plot_len, &plot, err)) {
-            free(xy);
-            return -1;
+    if (n_opt == 0) return 0;
+    figure g;
+    if (figure_open(&g, out_dir, "optimal_size", err)) return -1;
+    figure_series(&g, "N_opt (parabola minimum)", "with points pt 7 ps 1.6");
+    double lo = INFINITY, hi = 0;
+    for (int b = 0; b < F->n_iso; b++)
+        if (F->iso_ok[b]) {
+            fprintf(g.dat, "%.10g %.10g\n", F->iso_budget[b], F->iso[b].x_min);
+            if (F->iso_budget[b] < lo) lo = F->iso_budget[b];
+            if (F->iso_budget[b] > hi) hi = F->iso_budget[b];
         }
-        series_writer w4 = {dat, plot, 0, 0};
-        series(&w4, "optimal_size.dat", "N_opt (parabola minimum)", "with points pt 7 ps 1.6");
-        double lo = INFINITY, hi = 0;
-        for (int b = 0; b < F->n_iso; b++)
-            if (F->iso_ok[b]) {
-                fprintf(dat, "%.10g %.10g\n", F->iso_budget[b], F->iso[b].x_min);
-                if (F->iso_budget[b] < lo) lo = F->iso_budget[b];
-                if (F->iso_budget[b] > hi) hi = F->iso_budget[b];
-            }
-        if (F->have_growth) {
-            snprintf(title, sizeof title, "fit N_opt = %.3g C^%.3f", F->growth.k, F->growth.e);
-            series(&w4, "optimal_size.dat", title, "with lines lw 2 lc rgb \"black\"");
-            write_curve(dat, lo / 1.5, hi * 1.5, growth_curve, &F->growth);
-        }
-        fclose(dat);
-        fclose(plot);
-        snprintf(settings, sizeof settings,
-                 "set title \"Compute-optimal model size per budget\"\n"
-                 "set xlabel \"training compute C (FLOPs)\"\nset ylabel \"N_opt (non-embedding)\"\n"
-                 "set logscale xy\nset grid\nset key top left\nset format x \"%%.0e\"\n"
-                 "set format y \"%%.0s%%c\"\n");
-        emit_plot(gp, "optimal_size", settings, plot_text);
-        free(plot_text);
+    if (F->have_growth) {
+        char title[160];
+        snprintf(title, sizeof title, "fit N_opt = %.3g C^%.3f", F->growth.k, F->growth.e);
+        figure_series(&g, title, "with lines lw 2 lc rgb \"black\"");
+        write_curve(g.dat, lo / 1.5, hi * 1.5, growth_curve, &F->growth);
     }
+    return figure_close(&g, gp,
+                        "set title \"Compute-optimal model size per budget\"\n"
+                        "set xlabel \"training compute C (FLOPs)\"\nset ylabel \"N_opt "
+                        "(non-embedding)\"\n"
+                        "set logscale xy\nset grid\nset key top left\nset format x \"%.0e\"\n"
+                        "set format y \"%.0s%c\"\n",
+                        err);
+}
+
+/* The four figures: data files, and their commands in the gnuplot script. */
+static int write_figures(const report *R, const fits *F, const char *out_dir, FILE *gp,
+                         cz_error *err) {
+    double *xy = malloc(sizeof *xy * 3 * (size_t)(R->n + 1));
+    if (!xy) return cz_fail(err, "report: out of memory");
+    int rc = figure_loss_vs_params(R, F, out_dir, gp, xy, err);
+    if (rc == 0) rc = figure_loss_vs_compute(R, F, out_dir, gp, xy, err);
+    if (rc == 0) rc = figure_isoflop(R, F, out_dir, gp, xy, err);
+    if (rc == 0) rc = figure_optimal_size(R, F, out_dir, gp, err);
     free(xy);
-    return 0;
+    return rc;
 }
 
 /* ---- gnuplot ---- */
@@ -965,6 +863,107 @@ static void write_fit_text(FILE *md, const report *R, const fits *F, const char 
     }
 }
 
+/* fits.json, then the gnuplot script with the figures' data files. */
+static int write_fits_and_figures(const cz_report_options *o, const report *R, const fits *F,
+                                  cz_error *err) {
+    char path[CZ_PATH_MAX + 64];
+    sw_join(path, sizeof path, o->out_dir, "fits.json");
+    FILE *fj = fopen(path, "w");
+    if (!fj) return cz_fail(err, "%s: cannot write: %s", path, strerror(errno));
+    write_fits_json(fj, F);
+    fclose(fj);
+    sw_join(path, sizeof path, o->out_dir, "plots.gp");
+    FILE *gp = fopen(path, "w");
+    if (!gp) return cz_fail(err, "%s: cannot write: %s", path, strerror(errno));
+    fprintf(gp,
+            "# Figures of the sweep report, from results.csv (%s);\n"
+            "# written by cloze-sweep report. Run: gnuplot plots.gp\n",
+            o->results);
+    int rc = R->n > 0 ? write_figures(R, F, o->out_dir, gp, err) : 0;
+    fclose(gp);
+    return rc;
+}
+
+/* Draws the figures with gnuplot: 1, or 0 with why (not found, failed). */
+static int draw_figures(const cz_report_options *o, char *why, size_t len) {
+    char gnuplot[CZ_PATH_MAX];
+    if (!find_on_path(o->gnuplot ? o->gnuplot : "gnuplot", gnuplot, sizeof gnuplot)) {
+        snprintf(why, len,
+                 "gnuplot not found: plots skipped (Debian: apt-get install gnuplot-nox), "
+                 "then run `gnuplot plots.gp` in %s",
+                 o->out_dir);
+        return 0;
+    }
+    return run_gnuplot(gnuplot, o->out_dir, why, len) == 0;
+}
+
+/* report.md's sections after the tables: the scaling laws, a figure each
+ * (embedded when drawn) with its fitted law. */
+static void write_laws(FILE *md, const cz_report_options *o, const report *R, const fits *F,
+                       int plotted, const char *plots_why) {
+    fprintf(md, "\n## Scaling laws\n");
+    if (!plotted) fprintf(md, "\n*Figures not drawn: %s.*\n", plots_why);
+    const char *figs[] = {"loss_vs_params", "loss_vs_compute", "isoflop", "optimal_size"};
+    const char *caps[] = {"Held-out loss against non-embedding parameters",
+                          "Held-out loss against training compute", "IsoFLOP curves",
+                          "Compute-optimal model size"};
+    for (int i = 0; i < 4; i++) {
+        char dat_name[64], dat[CZ_PATH_MAX + 64];
+        snprintf(dat_name, sizeof dat_name, "%s.dat", figs[i]);
+        sw_join(dat, sizeof dat, o->out_dir, dat_name);
+        if (!sw_file_exists(dat)) {
+            if (i == 2)
+                fprintf(md,
+                        "\n### %s\n\nNot drawn: IsoFLOP curves need a budget in "
+                        "FLOPs (`budget = { flops = [...]; }`).\n",
+                        caps[i]);
+            continue;
+        }
+        fprintf(md, "\n### %s\n", caps[i]);
+        if (plotted) fprintf(md, "\n![%s](%s.png) ([SVG](%s.svg))\n", caps[i], figs[i], figs[i]);
+        write_fit_text(md, R, F, figs[i]);
+    }
+}
+
+/* report.md, written atomically. */
+static int write_markdown(const cz_report_options *o, const report *R, const fits *F, int plotted,
+                          const char *plots_why, cz_error *err) {
+    char path[CZ_PATH_MAX + 64];
+    sw_join(path, sizeof path, o->out_dir, "report.md");
+    char *md_text = NULL;
+    size_t md_len = 0;
+    FILE *md = open_memstream(&md_text, &md_len);
+    if (!md) return cz_fail(err, "%s: out of memory", path);
+    fprintf(md, "# Sweep report: %s\n\n", o->title ? o->title : "sweep");
+    fprintf(md,
+            "Made by `cloze-sweep report` from `%s` alone: %d point(s) done, %d failed or "
+            "invalid. Held-out loss is the MLM loss for BERT and the LM loss for GPT (nats); "
+            "LM (ppl) is its exponential. N counts parameters without the token, position and "
+            "segment embeddings and the vocabulary-sized output bias; FLOPs are training "
+            "FLOPs (3 x forward matrix products, the count MFU uses). With several seeds a "
+            "cell is mean ± standard deviation.\n",
+            o->results, R->n, R->n_failed);
+    fprintf(md, "\n## Results (the layout of BERT's Table 6)\n");
+    int rc = 0;
+    if (R->n > 0)
+        rc = write_tables(md, R, err);
+    else
+        fprintf(md, "\nNo point has finished yet.\n");
+    if (R->n_failed > 0) {
+        fprintf(md, "\nFailed or invalid points:\n\n");
+        int k_name = col(&R->c, "name"), k_err = col(&R->c, "error"),
+            k_status = col(&R->c, "status");
+        for (int r = 0; r < R->c.nrow; r++)
+            if (strcmp(text(&R->c, r, k_status), "done"))
+                fprintf(md, "- `%s`: %s\n", text(&R->c, r, k_name), text(&R->c, r, k_err));
+    }
+    if (R->n > 0) write_laws(md, o, R, F, plotted, plots_why);
+    if (fclose(md) != 0 && rc == 0) rc = cz_fail(err, "%s: out of memory", path);
+    if (rc == 0) rc = cz_write_file_atomic(path, md_text, md_len, err);
+    free(md_text);
+    return rc;
+}
+
 int cz_sweep_report(const cz_report_options *o, cz_error *err) {
     report R;
     if (load_report(&R, o->results, err) != 0) {
@@ -982,93 +981,10 @@ int cz_sweep_report(const cz_report_options *o, cz_error *err) {
         free_report(&R);
         return -1;
     }
-    char path[CZ_PATH_MAX + 64];
-    int rc = 0;
-    sw_join(path, sizeof path, o->out_dir, "fits.json");
-    FILE *fj = fopen(path, "w");
-    if (!fj) rc = cz_fail(err, "%s: cannot write: %s", path, strerror(errno));
-    if (fj) {
-        write_fits_json(fj, F);
-        fclose(fj);
-    }
-    sw_join(path, sizeof path, o->out_dir, "plots.gp");
-    FILE *gp = rc == 0 ? fopen(path, "w") : NULL;
-    if (rc == 0 && !gp) rc = cz_fail(err, "%s: cannot write: %s", path, strerror(errno));
-    if (gp) {
-        fprintf(gp,
-                "# Figures of the sweep report, from results.csv (%s);\n"
-                "# written by cloze-sweep report. Run: gnuplot plots.gp\n",
-                o->results);
-        if (R.n > 0) rc = write_figures(&R, F, o->out_dir, gp, err);
-        fclose(gp);
-    }
-    char gnuplot[CZ_PATH_MAX], plots_why[CZ_ERROR_MAX] = "";
-    int plotted = 0;
-    if (rc == 0 && R.n > 0) {
-        if (!find_on_path(o->gnuplot ? o->gnuplot : "gnuplot", gnuplot, sizeof gnuplot))
-            snprintf(plots_why, sizeof plots_why,
-                     "gnuplot not found: plots skipped (Debian: apt-get install gnuplot-nox), "
-                     "then run `gnuplot plots.gp` in %s",
-                     o->out_dir);
-        else if (run_gnuplot(gnuplot, o->out_dir, plots_why, sizeof plots_why) == 0)
-            plotted = 1;
-    }
-    sw_join(path, sizeof path, o->out_dir, "report.md");
-    char *md_text = NULL;
-    size_t md_len = 0;
-    FILE *md = rc == 0 ? open_memstream(&md_text, &md_len) : NULL;
-    if (md) {
-        fprintf(md, "# Sweep report: %s\n\n", o->title ? o->title : "sweep");
-        fprintf(md,
-                "Made by `cloze-sweep report` from `%s` alone: %d point(s) done, %d failed or "
-                "invalid. Held-out loss is the MLM loss for BERT and the LM loss for GPT (nats); "
-                "LM (ppl) is its exponential. N counts parameters without the token, position and "
-                "segment embeddings and the vocabulary-sized output bias; FLOPs are training "
-                "FLOPs (3 x forward matrix products, the count MFU uses). With several seeds a "
-                "cell is mean ± standard deviation.\n",
-                o->results, R.n, R.n_failed);
-        fprintf(md, "\n## Results (the layout of BERT's Table 6)\n");
-        if (R.n > 0)
-            rc = write_tables(md, &R, err);
-        else
-            fprintf(md, "\nNo point has finished yet.\n");
-        if (R.n_failed > 0) {
-            fprintf(md, "\nFailed or invalid points:\n\n");
-            int k_name = col(&R.c, "name"), k_err = col(&R.c, "error"),
-                k_status = col(&R.c, "status");
-            for (int r = 0; r < R.c.nrow; r++)
-                if (strcmp(text(&R.c, r, k_status), "done"))
-                    fprintf(md, "- `%s`: %s\n", text(&R.c, r, k_name), text(&R.c, r, k_err));
-        }
-        if (R.n > 0) {
-            fprintf(md, "\n## Scaling laws\n");
-            if (!plotted) fprintf(md, "\n*Figures not drawn: %s.*\n", plots_why);
-            const char *figs[] = {"loss_vs_params", "loss_vs_compute", "isoflop", "optimal_size"};
-            const char *caps[] = {"Held-out loss against non-embedding parameters",
-                                  "Held-out loss against training compute", "IsoFLOP curves",
-                                  "Compute-optimal model size"};
-            for (int i = 0; i < 4; i++) {
-                char dat_name[64], dat[CZ_PATH_MAX + 64];
-                snprintf(dat_name, sizeof dat_name, "%s.dat", figs[i]);
-                sw_join(dat, sizeof dat, o->out_dir, dat_name);
-                if (!sw_file_exists(dat)) {
-                    if (i == 2)
-                        fprintf(md,
-                                "\n### %s\n\nNot drawn: IsoFLOP curves need a budget in "
-                                "FLOPs (`budget = { flops = [...]; }`).\n",
-                                caps[i]);
-                    continue;
-                }
-                fprintf(md, "\n### %s\n", caps[i]);
-                if (plotted)
-                    fprintf(md, "\n![%s](%s.png) ([SVG](%s.svg))\n", caps[i], figs[i], figs[i]);
-                write_fit_text(md, &R, F, figs[i]);
-            }
-        }
-        fclose(md);
-        if (rc == 0) rc = cz_write_file_atomic(path, md_text, md_len, err);
-        free(md_text);
-    }
+    char plots_why[CZ_ERROR_MAX] = "";
+    int rc = write_fits_and_figures(o, &R, F, err), plotted = 0;
+    if (rc == 0 && R.n > 0) plotted = draw_figures(o, plots_why, sizeof plots_why);
+    if (rc == 0) rc = write_markdown(o, &R, F, plotted, plots_why, err);
     if (rc == 0 && !plotted && plots_why[0])
         fprintf(stderr, "cloze-sweep: warning: %s\n", plots_why);
     free(F);

@@ -1,5 +1,5 @@
-/* sweep: results.csv and results.jsonl, one row per finished (done or
- * failed) point in spec order, rebuilt from the point directories each time
+/* sweep: results.csv (written through csv.c) and results.jsonl, one row per
+ * finished (done or failed) point in spec order, rebuilt from the point directories each time
  * a point ends, so that a rerun or another array task can never leave a
  * stale or duplicated row. The columns are described in docs/sweeps.md. */
 #include "sweep_internal.h"
@@ -67,8 +67,10 @@ static void put_key_int(row *r, const cz_sweep_point *p, const char *key, long l
     put_key(r, p, key, text);
 }
 
-static void build_row(const cz_sweep *s, const cz_sweep_point *p, cz_point_state st,
-                      const char *why, row *r) {
+/* The row of point p in state st (why: a failed point's reason); -1 with
+ * err when its metrics cannot be read. */
+static int build_row(const cz_sweep *s, const cz_sweep_point *p, cz_point_state st, const char *why,
+                     row *r, cz_error *err) {
     const cz_config *c = &p->cfg;
     char v[64];
     r->n = 0;
@@ -109,7 +111,9 @@ static void build_row(const cz_sweep *s, const cz_sweep_point *p, cz_point_state
         for (size_t k = 0; k < sizeof cols / sizeof cols[0]; k++) put(r, cols[k], 0, "%s", "");
     }
     cz_point_metrics m;
-    int have = valid && st == CZ_POINT_DONE && cz_point_read_metrics(p, &m) == 0;
+    int rc = valid && st == CZ_POINT_DONE ? cz_point_read_metrics(p, &m, err) : 1;
+    if (rc < 0) return -1;
+    int have = rc == 0;
     if (!have) {
         memset(&m, 0, sizeof m);
         m.eval_loss = m.eval_mlm_acc = m.eval_nsp_acc = m.mfu = m.train_s = NAN;
@@ -142,20 +146,7 @@ static void build_row(const cz_sweep *s, const cz_sweep_point *p, cz_point_state
         put_num(r, col, ok ? f.n : NAN);
     }
     put(r, "error", 1, "%s", st == CZ_POINT_DONE ? ft_errors : why);
-}
-
-void sw_csv_field(FILE *f, const char *text, int first) {
-    if (!first) fputc(',', f);
-    if (!strpbrk(text, ",\"\n\r")) {
-        fputs(text, f);
-        return;
-    }
-    fputc('"', f);
-    for (const char *c = text; *c; c++) {
-        if (*c == '"') fputc('"', f);
-        fputc(*c == '\n' || *c == '\r' ? ' ' : *c, f);
-    }
-    fputc('"', f);
+    return 0;
 }
 
 static void json_field(FILE *f, const row *r, int k) {
@@ -203,30 +194,34 @@ int cz_sweep_write_results(const cz_sweep *s, cz_error *err) {
         sw_unlock(lock);
         return cz_fail(err, "out of memory");
     }
-    int header = 0;
-    for (int i = 0; i < s->n_points; i++) {
+    int header = 0, rc = 0;
+    for (int i = 0; i < s->n_points && rc == 0; i++) {
         const cz_sweep_point *p = &s->points[i];
         char why[CZ_ERROR_MAX];
         cz_point_state st = cz_point_get_state(p, why, sizeof why);
         if (!header) {
             /* the header from any row: every row has the same columns */
-            build_row(s, p, CZ_POINT_DONE, "", r);
-            for (int k = 0; k < r->n; k++) sw_csv_field(c, r->name[k], k == 0);
+            if ((rc = build_row(s, p, CZ_POINT_DONE, "", r, err)) != 0) break;
+            for (int k = 0; k < r->n; k++) cz_sweep_csv_field(c, r->name[k], k == 0);
             fputc('\n', c);
             header = 1;
         }
         if (st != CZ_POINT_DONE && st != CZ_POINT_FAILED && st != CZ_POINT_INVALID) continue;
-        build_row(s, p, st, why, r);
-        for (int k = 0; k < r->n; k++) sw_csv_field(c, r->value[k], k == 0);
+        if ((rc = build_row(s, p, st, why, r, err)) != 0) break;
+        for (int k = 0; k < r->n; k++) cz_sweep_csv_field(c, r->value[k], k == 0);
         fputc('\n', c);
         fputc('{', j);
         for (int k = 0; k < r->n; k++) json_field(j, r, k);
         fputs("}\n", j);
     }
     free(r);
-    fclose(c);
-    fclose(j);
-    int rc = flush_to(csv, ctext, csize, err);
+    /* a memory stream's last flush happens here, and can run out of memory */
+    int closed = (fclose(c) == 0) & (fclose(j) == 0);
+    if (rc == 0 && !closed) rc = cz_fail(err, "%s: out of memory", csv);
+    if (rc == 0)
+        rc = flush_to(csv, ctext, csize, err);
+    else
+        free(ctext);
     if (rc == 0)
         rc = flush_to(jsonl, jtext, jsize, err);
     else

@@ -9,23 +9,11 @@
 #include <libconfig.h>
 #include <limits.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-/* ---- small helpers shared by the module ---- */
-
-void sw_join(char *buf, size_t len, const char *dir, const char *name) {
-    if (name[0] == '/' || !dir[0])
-        snprintf(buf, len, "%s", name);
-    else
-        snprintf(buf, len, "%s/%s", dir, name);
-}
-
-int sw_file_exists(const char *path) {
-    return access(path, F_OK) == 0;
-}
 
 /* The shortest "%.{p}g" text that reads back to v. */
 static void shortest_g(double v, char *buf, size_t len) {
@@ -37,34 +25,6 @@ static void shortest_g(double v, char *buf, size_t len) {
             snprintf(buf, len, "%s", t);
     }
     if (!buf[0]) snprintf(buf, len, "%.17g", v);
-}
-
-void sw_format_number(double v, char *buf, size_t len) {
-    /* whole numbers below a million as they are (1000 steps, not 1e3) */
-    if (v == floor(v) && fabs(v) < 1e6) {
-        snprintf(buf, len, "%.0f", v);
-        return;
-    }
-    /* else the shortest of the texts after 1e+13 -> 1e13, 1e-05 -> 1e-5 */
-    char best[64] = "";
-    for (int p = 1; p <= 17; p++) {
-        char t[64], out[64];
-        snprintf(t, sizeof t, "%.*g", p, v);
-        if (strtod(t, NULL) != v) continue;
-        size_t o = 0;
-        for (const char *c = t; *c && o + 1 < sizeof out; c++) {
-            out[o++] = *c;
-            if (*c == 'e') {
-                if (c[1] == '+') c++;
-                if (c[1] == '-') out[o++] = *++c;
-                while (c[1] == '0' && c[2]) c++;
-            }
-        }
-        out[o] = 0;
-        if (!best[0] || strlen(out) < strlen(best)) snprintf(best, sizeof best, "%s", out);
-    }
-    if (!best[0]) snprintf(best, sizeof best, "%.17g", v);
-    snprintf(buf, len, "%s", best);
 }
 
 /* An absolute path for `path`, relative to `dir` (or the working directory
@@ -84,10 +44,47 @@ static void absolute(char *buf, size_t len, const char *dir, const char *path) {
     sw_join(buf, len, dir, path);
 }
 
-/* ---- reading settings ---- */
+/* ---- reading the spec ----
+ * Training keys are not read here as settings: sweep.set and the axes'
+ * keys and values are kept as "key=value" text and go through the config
+ * module's key table (cz_config_set in check_keys, cz_config_load for each
+ * point), which owns their names, types, ranges and messages. What is read
+ * here are the sweep's own keys (the axes' shape, budget, seeds, eval,
+ * ranks, threads, slurm, finetune), which the key table has no place for,
+ * through the few checked helpers below: each one either fills its field or
+ * says "spec:line: setting: what is wrong". */
+
+static int line_of(const config_setting_t *v) {
+    return (int)config_setting_source_line(v);
+}
+
+/* cz_fail with the "spec:line: " of setting at in front. */
+static int bad(const char *spec, const config_setting_t *at, cz_error *err, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int bad(const char *spec, const config_setting_t *at, cz_error *err, const char *fmt, ...) {
+    char msg[CZ_ERROR_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return cz_fail(err, "%s:%d: %s", spec, line_of(at), msg);
+}
+
+static int is_list(const config_setting_t *v) {
+    int t = config_setting_type(v);
+    return t == CONFIG_TYPE_ARRAY || t == CONFIG_TYPE_LIST;
+}
+
+/* Number of elements of a scalar-or-list setting, with element i. */
+static int count_of(const config_setting_t *v) {
+    return is_list(v) ? config_setting_length(v) : 1;
+}
+static config_setting_t *elem_of(config_setting_t *v, int i) {
+    return is_list(v) ? config_setting_get_elem(v, (unsigned)i) : v;
+}
 
 /* A scalar setting as --set text: 12, 1e-3, true, text. */
-static int scalar_text(config_setting_t *v, char *buf, size_t len) {
+static int scalar_text(const config_setting_t *v, char *buf, size_t len) {
     switch (config_setting_type(v)) {
     case CONFIG_TYPE_INT:
     case CONFIG_TYPE_INT64:
@@ -107,24 +104,7 @@ static int scalar_text(config_setting_t *v, char *buf, size_t len) {
     return -1;
 }
 
-static int is_list(config_setting_t *v) {
-    int t = config_setting_type(v);
-    return t == CONFIG_TYPE_ARRAY || t == CONFIG_TYPE_LIST;
-}
-
-static int line_of(config_setting_t *v) {
-    return (int)config_setting_source_line(v);
-}
-
-/* Number of elements of a scalar-or-list setting, with element i. */
-static int count_of(config_setting_t *v) {
-    return is_list(v) ? config_setting_length(v) : 1;
-}
-static config_setting_t *elem_of(config_setting_t *v, int i) {
-    return is_list(v) ? config_setting_get_elem(v, (unsigned)i) : v;
-}
-
-static int read_number(config_setting_t *v, double *out) {
+static int read_number(const config_setting_t *v, double *out) {
     int t = config_setting_type(v);
     if (t == CONFIG_TYPE_INT || t == CONFIG_TYPE_INT64)
         *out = (double)config_setting_get_int64(v);
@@ -135,133 +115,64 @@ static int read_number(config_setting_t *v, double *out) {
     return 0;
 }
 
-/* "sweep.set" style lists of strings. */
-static int read_strings(const char *spec, config_setting_t *v, const char *what, int max,
-                        char (*dst)[CZ_SWEEP_TEXT], int *n, cz_error *err) {
+/* Member name of group grp, when given, into *out (NULL when absent);
+ * -1 with err "WHAT: expected SHAPE" (shape: the message) when it is given
+ * but is not a group. */
+static int opt_group(const char *spec, config_setting_t *grp, const char *name, const char *shape,
+                     config_setting_t **out, cz_error *err) {
+    *out = config_setting_get_member(grp, name);
+    if (*out && !config_setting_is_group(*out)) return bad(spec, *out, err, "%s", shape);
+    return 0;
+}
+
+/* String member name of grp into dst (cap bytes): 1 given, 0 absent, -1
+ * with err when it is not a string or does not fit. what names it. */
+static int opt_string(const char *spec, config_setting_t *grp, const char *name, const char *what,
+                      char *dst, size_t cap, cz_error *err) {
+    config_setting_t *v = config_setting_get_member(grp, name);
+    if (!v) return 0;
+    const char *str = config_setting_get_string(v);
+    if (!str || strlen(str) >= cap)
+        return bad(spec, v, err, "%s: a string of fewer than %zu characters", what, cap);
+    snprintf(dst, cap, "%s", str);
+    return 1;
+}
+
+/* A path member, made absolute against dir (NULL: the working directory):
+ * as opt_string. */
+static int opt_path(const char *spec, config_setting_t *grp, const char *name, const char *what,
+                    const char *dir, char *dst, size_t cap, cz_error *err) {
+    char rel[CZ_PATH_MAX];
+    int rc = opt_string(spec, grp, name, what, rel, sizeof rel, err);
+    if (rc == 1 && rel[0]) absolute(dst, cap, dir, rel);
+    return rc;
+}
+
+/* An integer member in [lo, hi] into *out, untouched when absent. */
+static int opt_int(const char *spec, config_setting_t *grp, const char *name, int lo, int hi,
+                   int *out, cz_error *err) {
+    config_setting_t *v = config_setting_get_member(grp, name);
+    if (!v) return 0;
+    double d;
+    if (read_number(v, &d) != 0 || d != floor(d) || d < lo || d > hi)
+        return bad(spec, v, err, "%s: an integer in [%d, %d]", name, lo, hi);
+    *out = (int)d;
+    return 0;
+}
+
+/* "sweep.set" style lists of strings, appended to dst[*n..max). */
+static int opt_strings(const char *spec, config_setting_t *v, const char *what, int max,
+                       char (*dst)[CZ_SWEEP_TEXT], int *n, cz_error *err) {
     if (!v) return 0;
     for (int i = 0; i < count_of(v); i++) {
         config_setting_t *e = elem_of(v, i);
         if (config_setting_type(e) != CONFIG_TYPE_STRING)
-            return cz_fail(err, "%s:%d: sweep.%s: element %d is not a string", spec, line_of(e),
-                           what, i);
-        if (*n == max)
-            return cz_fail(err, "%s:%d: sweep.%s: more than %d entries", spec, line_of(e), what,
-                           max);
+            return bad(spec, e, err, "sweep.%s: element %d is not a string", what, i);
+        if (*n == max) return bad(spec, e, err, "sweep.%s: more than %d entries", what, max);
         const char *str = config_setting_get_string(e);
         if (strlen(str) >= CZ_SWEEP_TEXT)
-            return cz_fail(err, "%s:%d: sweep.%s: \"%.40s...\" is too long", spec, line_of(e), what,
-                           str);
+            return bad(spec, e, err, "sweep.%s: \"%.40s...\" is too long", what, str);
         snprintf(dst[(*n)++], CZ_SWEEP_TEXT, "%s", str);
-    }
-    return 0;
-}
-
-/* A key the sweep itself sets for every point: not for axes or --set. */
-static const char *reserved_key(const char *assignment_or_key) {
-    static const char *const keys[] = {"train.run_dir"};
-    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
-        size_t n = strlen(keys[i]);
-        if (!strncmp(assignment_or_key, keys[i], n) &&
-            (assignment_or_key[n] == 0 || assignment_or_key[n] == '=' ||
-             assignment_or_key[n] == ' '))
-            return keys[i];
-    }
-    return NULL;
-}
-
-static int parse_axis(cz_sweep *s, config_setting_t *a, int idx, cz_error *err) {
-    const char *spec = s->spec;
-    cz_sweep_axis *ax = &s->axes[s->n_axes];
-    memset(ax, 0, sizeof *ax);
-    ax->line = line_of(a);
-    if (!config_setting_is_group(a))
-        return cz_fail(err, "%s:%d: sweep.axes[%d]: expected { key = \"...\"; values = [...]; }",
-                       spec, ax->line, idx);
-    config_setting_t *key = config_setting_get_member(a, "key");
-    config_setting_t *keys = config_setting_get_member(a, "keys");
-    config_setting_t *values = config_setting_get_member(a, "values");
-    if (!!key == !!keys)
-        return cz_fail(err,
-                       "%s:%d: sweep.axes[%d]: give either key = \"section.key\" or keys = "
-                       "[\"...\", ...]",
-                       spec, ax->line, idx);
-    if (!values || !is_list(values) || config_setting_length(values) < 1)
-        return cz_fail(err, "%s:%d: sweep.axes[%d]: values must be a non-empty list", spec,
-                       ax->line, idx);
-    config_setting_t *kl = key ? key : keys;
-    ax->n_keys = count_of(kl);
-    if (ax->n_keys < 1 || ax->n_keys > CZ_SWEEP_MAX_KEYS)
-        return cz_fail(err, "%s:%d: sweep.axes[%d]: 1 to %d keys", spec, ax->line, idx,
-                       CZ_SWEEP_MAX_KEYS);
-    for (int k = 0; k < ax->n_keys; k++) {
-        config_setting_t *e = elem_of(kl, k);
-        if (config_setting_type(e) != CONFIG_TYPE_STRING ||
-            strlen(config_setting_get_string(e)) >= CZ_SWEEP_KEY)
-            return cz_fail(err, "%s:%d: sweep.axes[%d]: keys are strings like \"model.layers\"",
-                           spec, line_of(e), idx);
-        snprintf(ax->keys[k], CZ_SWEEP_KEY, "%s", config_setting_get_string(e));
-        if (reserved_key(ax->keys[k]))
-            return cz_fail(err, "%s:%d: sweep.axes[%d]: %s is set by the sweep for each point",
-                           spec, line_of(e), idx, ax->keys[k]);
-        for (int b = 0; b < s->n_axes; b++)
-            for (int bk = 0; bk < s->axes[b].n_keys; bk++)
-                if (!strcmp(s->axes[b].keys[bk], ax->keys[k]))
-                    return cz_fail(err, "%s:%d: sweep.axes[%d]: %s is already an axis", spec,
-                                   line_of(e), idx, ax->keys[k]);
-    }
-    ax->n_values = config_setting_length(values);
-    if (ax->n_values > CZ_SWEEP_MAX_VALUES)
-        return cz_fail(err, "%s:%d: sweep.axes[%d]: more than %d values", spec, line_of(values),
-                       idx, CZ_SWEEP_MAX_VALUES);
-    for (int v = 0; v < ax->n_values; v++) {
-        config_setting_t *e = config_setting_get_elem(values, (unsigned)v);
-        if (ax->n_keys > 1 && (!is_list(e) || config_setting_length(e) != ax->n_keys))
-            return cz_fail(err,
-                           "%s:%d: sweep.axes[%d]: value %d must be a list of %d values (one "
-                           "per key)",
-                           spec, line_of(e), idx, v, ax->n_keys);
-        for (int k = 0; k < ax->n_keys; k++) {
-            config_setting_t *x = ax->n_keys > 1 ? config_setting_get_elem(e, (unsigned)k) : e;
-            if (scalar_text(x, ax->values[v][k], CZ_SWEEP_VALUE) != 0)
-                return cz_fail(err,
-                               "%s:%d: sweep.axes[%d]: value %d: expected a number, string "
-                               "or boolean (of fewer than %d characters)",
-                               spec, line_of(x), idx, v, CZ_SWEEP_VALUE);
-        }
-    }
-    s->n_axes++;
-    return 0;
-}
-
-static int parse_budget(cz_sweep *s, config_setting_t *b, cz_error *err) {
-    static const char *const names[] = {"", "steps", "tokens", "flops"};
-    if (!config_setting_is_group(b))
-        return cz_fail(err, "%s:%d: sweep.budget: expected { flops = [...]; } (or steps, tokens)",
-                       s->spec, line_of(b));
-    for (int k = 1; k <= 3; k++) {
-        config_setting_t *v = config_setting_get_member(b, names[k]);
-        if (!v) continue;
-        if (s->budget_kind)
-            return cz_fail(err, "%s:%d: sweep.budget: give one of steps, tokens, flops", s->spec,
-                           line_of(v));
-        s->budget_kind = (cz_budget_kind)k;
-        s->n_budgets = count_of(v);
-        if (s->n_budgets < 1 || s->n_budgets > CZ_SWEEP_MAX_VALUES)
-            return cz_fail(err, "%s:%d: sweep.budget.%s: 1 to %d values", s->spec, line_of(v),
-                           names[k], CZ_SWEEP_MAX_VALUES);
-        for (int i = 0; i < s->n_budgets; i++) {
-            config_setting_t *e = elem_of(v, i);
-            if (read_number(e, &s->budgets[i]) != 0 || !(s->budgets[i] >= 1) ||
-                !isfinite(s->budgets[i]))
-                return cz_fail(err, "%s:%d: sweep.budget.%s: value %d must be a number >= 1",
-                               s->spec, line_of(e), names[k], i);
-        }
-    }
-    for (int i = 0; i < config_setting_length(b); i++) {
-        const char *n = config_setting_name(config_setting_get_elem(b, (unsigned)i));
-        if (strcmp(n, "steps") && strcmp(n, "tokens") && strcmp(n, "flops"))
-            return cz_fail(err, "%s:%d: sweep.budget.%s: unknown (steps, tokens or flops)", s->spec,
-                           line_of(config_setting_get_elem(b, (unsigned)i)), n);
     }
     return 0;
 }
@@ -277,163 +188,322 @@ static config_setting_t *unknown_member(config_setting_t *grp, const char *const
     return NULL;
 }
 
-static int parse_finetune(cz_sweep *s, config_setting_t *list, cz_error *err) {
-    if (!is_list(list))
-        return cz_fail(err, "%s:%d: sweep.finetune: expected ( { task = ...; }, ... )", s->spec,
-                       line_of(list));
-    for (int i = 0; i < config_setting_length(list); i++) {
-        config_setting_t *t = config_setting_get_elem(list, (unsigned)i);
-        if (s->n_finetune == CZ_SWEEP_MAX_TASKS)
-            return cz_fail(err, "%s:%d: sweep.finetune: more than %d tasks", s->spec, line_of(t),
-                           CZ_SWEEP_MAX_TASKS);
-        cz_sweep_finetune *ft = &s->finetune[s->n_finetune];
-        memset(ft, 0, sizeof *ft);
-        const char *task = NULL, *data = NULL;
-        if (!config_setting_is_group(t) || !config_setting_lookup_string(t, "task", &task) ||
-            !task[0] || strlen(task) >= sizeof ft->task)
-            return cz_fail(err, "%s:%d: sweep.finetune[%d]: needs task = \"name\" (e.g. \"sst2\")",
-                           s->spec, line_of(t), i);
-        snprintf(ft->task, sizeof ft->task, "%s", task);
-        const char *name = task;
-        if (config_setting_lookup_string(t, "name", &name) &&
-            (!name[0] || strlen(name) >= sizeof ft->name))
-            return cz_fail(err, "%s:%d: sweep.finetune[%d].name: 1 to %d characters", s->spec,
-                           line_of(t), i, (int)sizeof ft->name - 1);
-        snprintf(ft->name, sizeof ft->name, "%s", name);
-        for (const char *c = name; *c; c++)
-            if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
-                  (*c >= '0' && *c <= '9') || *c == '-' || *c == '_'))
-                return cz_fail(err,
-                               "%s:%d: sweep.finetune[%d].%s: letters, digits, - and _ only (it "
-                               "names columns and a directory)",
-                               s->spec, line_of(t), i, name == task ? "task" : "name");
-        static const char *const members[] = {"name", "task",     "data", "train",
-                                              "dev",  "restarts", "grid", "args"};
-        config_setting_t *m = unknown_member(t, members, sizeof members / sizeof members[0]);
-        if (m)
-            return cz_fail(err,
-                           "%s:%d: sweep.finetune[%d].%s: unknown (name, task, data, train, "
-                           "dev, restarts, grid, args)",
-                           s->spec, line_of(m), i, config_setting_name(m));
-        if (config_setting_lookup_string(t, "data", &data))
-            absolute(ft->data, sizeof ft->data, NULL, data);
-        const char *train = NULL, *dev = NULL;
-        if (config_setting_lookup_string(t, "train", &train))
-            absolute(ft->train, sizeof ft->train, NULL, train);
-        else if (data)
-            absolute(ft->train, sizeof ft->train, ft->data, "train.tsv");
-        if (config_setting_lookup_string(t, "dev", &dev))
-            absolute(ft->dev, sizeof ft->dev, NULL, dev);
-        else if (data)
-            absolute(ft->dev, sizeof ft->dev, ft->data, "dev.tsv");
-        if (!ft->train[0] || !ft->dev[0])
-            return cz_fail(err,
-                           "%s:%d: sweep.finetune[%d]: needs data = \"DIR\" (DIR/train.tsv, "
-                           "DIR/dev.tsv) or train = \"FILE\"; dev = \"FILE\"",
-                           s->spec, line_of(t), i);
-        config_setting_t *xa = config_setting_get_member(t, "args");
-        if (xa) {
-            if (!is_list(xa) || config_setting_length(xa) > 16)
-                return cz_fail(err,
-                               "%s:%d: sweep.finetune[%d].args: a list of at most 16 strings "
-                               "(cloze-finetune options)",
-                               s->spec, line_of(xa), i);
-            for (int j = 0; j < config_setting_length(xa); j++) {
-                config_setting_t *e = config_setting_get_elem(xa, (unsigned)j);
-                if (scalar_text(e, ft->args[j], sizeof ft->args[j]) != 0)
-                    return cz_fail(err, "%s:%d: sweep.finetune[%d].args: strings or numbers",
-                                   s->spec, line_of(e), i);
-                static const char *const owned[] = {"--init",   "--task",     "--train", "--dev",
-                                                    "--out",    "--restarts", "--lr",    "--batch",
-                                                    "--epochs", "--resume"};
-                for (size_t k = 0; k < sizeof owned / sizeof owned[0]; k++)
-                    if (!strcmp(ft->args[j], owned[k]))
-                        return cz_fail(err,
-                                       "%s:%d: sweep.finetune[%d].args: %s is the sweep's "
-                                       "(task, data, grid, restarts)",
-                                       s->spec, line_of(e), i, owned[k]);
-            }
-            ft->n_args = config_setting_length(xa);
-        }
-        ft->restarts = 1;
-        config_setting_t *r = config_setting_get_member(t, "restarts");
-        if (r) {
-            double v;
-            if (read_number(r, &v) != 0 || v < 1 || v > 100 || v != floor(v))
-                return cz_fail(err, "%s:%d: sweep.finetune[%d].restarts: an integer in [1, 100]",
-                               s->spec, line_of(r), i);
-            ft->restarts = (int)v;
-        }
-        config_setting_t *g = config_setting_get_member(t, "grid");
-        if (g) {
-            if (!config_setting_is_group(g))
-                return cz_fail(err, "%s:%d: sweep.finetune[%d].grid: expected { lr = [...]; ... }",
-                               s->spec, line_of(g), i);
-            for (int j = 0; j < config_setting_length(g); j++) {
-                config_setting_t *p = config_setting_get_elem(g, (unsigned)j);
-                if (ft->n_grid == CZ_SWEEP_MAX_GRID || count_of(p) > 16 ||
-                    strlen(config_setting_name(p)) >= sizeof ft->grid[0].name)
-                    return cz_fail(err,
-                                   "%s:%d: sweep.finetune[%d].grid: at most %d parameters of "
-                                   "16 values",
-                                   s->spec, line_of(p), i, CZ_SWEEP_MAX_GRID);
-                const char *gn = config_setting_name(p);
-                if (strcmp(gn, "lr") && strcmp(gn, "batch") && strcmp(gn, "epochs"))
-                    return cz_fail(err,
-                                   "%s:%d: sweep.finetune[%d].grid.%s: unknown (lr, batch, "
-                                   "epochs: cloze-finetune grid's lists)",
-                                   s->spec, line_of(p), i, gn);
-                cz_sweep_grid_param *gp = &ft->grid[ft->n_grid++];
-                snprintf(gp->name, sizeof gp->name, "%s", gn);
-                gp->n = count_of(p);
-                for (int k = 0; k < gp->n; k++)
-                    if (scalar_text(elem_of(p, k), gp->values[k], sizeof gp->values[k]) != 0)
-                        return cz_fail(err, "%s:%d: sweep.finetune[%d].grid.%s: numbers only",
-                                       s->spec, line_of(p), i, gp->name);
-            }
-        }
-        for (int j = 0; j < s->n_finetune; j++)
-            if (!strcmp(s->finetune[j].name, ft->name))
-                return cz_fail(err,
-                               "%s:%d: sweep.finetune[%d]: %s is listed twice (give the runs of "
-                               "one task different names)",
-                               s->spec, line_of(t), i, ft->name);
-        s->n_finetune++;
+/* A key the sweep itself sets for every point: not for axes or --set. */
+static const char *reserved_key(const char *assignment_or_key) {
+    static const char *const keys[] = {"train.run_dir"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        size_t n = strlen(keys[i]);
+        if (!strncmp(assignment_or_key, keys[i], n) &&
+            (assignment_or_key[n] == 0 || assignment_or_key[n] == '=' ||
+             assignment_or_key[n] == ' '))
+            return keys[i];
+    }
+    return NULL;
+}
+
+/* ---- the axes ---- */
+
+/* The keys of axis idx (key = "..." or keys = [...]) into ax: strings
+ * naming no reserved key and no key of an earlier axis. */
+static int parse_axis_keys(const cz_sweep *s, config_setting_t *kl, int idx, cz_sweep_axis *ax,
+                           cz_error *err) {
+    const char *spec = s->spec;
+    ax->n_keys = count_of(kl);
+    if (ax->n_keys < 1 || ax->n_keys > CZ_SWEEP_MAX_KEYS)
+        return cz_fail(err, "%s:%d: sweep.axes[%d]: 1 to %d keys", spec, ax->line, idx,
+                       CZ_SWEEP_MAX_KEYS);
+    for (int k = 0; k < ax->n_keys; k++) {
+        config_setting_t *e = elem_of(kl, k);
+        if (config_setting_type(e) != CONFIG_TYPE_STRING ||
+            strlen(config_setting_get_string(e)) >= CZ_SWEEP_KEY)
+            return bad(spec, e, err, "sweep.axes[%d]: keys are strings like \"model.layers\"", idx);
+        snprintf(ax->keys[k], CZ_SWEEP_KEY, "%s", config_setting_get_string(e));
+        if (reserved_key(ax->keys[k]))
+            return bad(spec, e, err, "sweep.axes[%d]: %s is set by the sweep for each point", idx,
+                       ax->keys[k]);
+        for (int b = 0; b < s->n_axes; b++)
+            for (int bk = 0; bk < s->axes[b].n_keys; bk++)
+                if (!strcmp(s->axes[b].keys[bk], ax->keys[k]))
+                    return bad(spec, e, err, "sweep.axes[%d]: %s is already an axis", idx,
+                               ax->keys[k]);
     }
     return 0;
 }
 
-static int read_int(const char *spec, config_setting_t *grp, const char *name, int lo, int hi,
-                    int *out, cz_error *err) {
-    config_setting_t *v = config_setting_get_member(grp, name);
-    if (!v) return 0;
-    double d;
-    if (read_number(v, &d) != 0 || d != floor(d) || d < lo || d > hi)
-        return cz_fail(err, "%s:%d: %s: an integer in [%d, %d]", spec, line_of(v), name, lo, hi);
-    *out = (int)d;
+/* The values of axis idx as --set text: a scalar per value, or a list of
+ * one per key when the axis has several keys. */
+static int parse_axis_values(const char *spec, config_setting_t *values, int idx, cz_sweep_axis *ax,
+                             cz_error *err) {
+    ax->n_values = config_setting_length(values);
+    if (ax->n_values > CZ_SWEEP_MAX_VALUES)
+        return bad(spec, values, err, "sweep.axes[%d]: more than %d values", idx,
+                   CZ_SWEEP_MAX_VALUES);
+    for (int v = 0; v < ax->n_values; v++) {
+        config_setting_t *e = config_setting_get_elem(values, (unsigned)v);
+        if (ax->n_keys > 1 && (!is_list(e) || config_setting_length(e) != ax->n_keys))
+            return bad(spec, e, err,
+                       "sweep.axes[%d]: value %d must be a list of %d values (one per key)", idx, v,
+                       ax->n_keys);
+        for (int k = 0; k < ax->n_keys; k++) {
+            config_setting_t *x = ax->n_keys > 1 ? config_setting_get_elem(e, (unsigned)k) : e;
+            if (scalar_text(x, ax->values[v][k], CZ_SWEEP_VALUE) != 0)
+                return bad(spec, x, err,
+                           "sweep.axes[%d]: value %d: expected a number, string or boolean (of "
+                           "fewer than %d characters)",
+                           idx, v, CZ_SWEEP_VALUE);
+        }
+    }
     return 0;
 }
+
+static int parse_axis(cz_sweep *s, config_setting_t *a, int idx, cz_error *err) {
+    const char *spec = s->spec;
+    cz_sweep_axis *ax = &s->axes[s->n_axes];
+    memset(ax, 0, sizeof *ax);
+    ax->line = line_of(a);
+    if (!config_setting_is_group(a))
+        return bad(spec, a, err, "sweep.axes[%d]: expected { key = \"...\"; values = [...]; }",
+                   idx);
+    config_setting_t *key = config_setting_get_member(a, "key");
+    config_setting_t *keys = config_setting_get_member(a, "keys");
+    config_setting_t *values = config_setting_get_member(a, "values");
+    if (!!key == !!keys)
+        return bad(spec, a, err,
+                   "sweep.axes[%d]: give either key = \"section.key\" or keys = [\"...\", ...]",
+                   idx);
+    if (!values || !is_list(values) || config_setting_length(values) < 1)
+        return bad(spec, a, err, "sweep.axes[%d]: values must be a non-empty list", idx);
+    if (parse_axis_keys(s, key ? key : keys, idx, ax, err) ||
+        parse_axis_values(spec, values, idx, ax, err))
+        return -1;
+    s->n_axes++;
+    return 0;
+}
+
+static int parse_axes(cz_sweep *s, config_setting_t *axes, cz_error *err) {
+    if (!axes) return 0;
+    if (!is_list(axes))
+        return bad(s->spec, axes, err,
+                   "sweep.axes: expected ( { key = ...; values = [...]; }, ... )");
+    if (config_setting_length(axes) > CZ_SWEEP_MAX_AXES)
+        return bad(s->spec, axes, err, "sweep.axes: at most %d axes", CZ_SWEEP_MAX_AXES);
+    for (int i = 0; i < config_setting_length(axes); i++)
+        if (parse_axis(s, config_setting_get_elem(axes, (unsigned)i), i, err)) return -1;
+    return 0;
+}
+
+/* ---- budget and seeds ---- */
+
+static int parse_budget(cz_sweep *s, config_setting_t *b, cz_error *err) {
+    static const char *const names[] = {"", "steps", "tokens", "flops"};
+    if (!b) return 0;
+    if (!config_setting_is_group(b))
+        return bad(s->spec, b, err, "sweep.budget: expected { flops = [...]; } (or steps, tokens)");
+    for (int k = 1; k <= 3; k++) {
+        config_setting_t *v = config_setting_get_member(b, names[k]);
+        if (!v) continue;
+        if (s->budget_kind)
+            return bad(s->spec, v, err, "sweep.budget: give one of steps, tokens, flops");
+        s->budget_kind = (cz_budget_kind)k;
+        s->n_budgets = count_of(v);
+        if (s->n_budgets < 1 || s->n_budgets > CZ_SWEEP_MAX_VALUES)
+            return bad(s->spec, v, err, "sweep.budget.%s: 1 to %d values", names[k],
+                       CZ_SWEEP_MAX_VALUES);
+        for (int i = 0; i < s->n_budgets; i++) {
+            config_setting_t *e = elem_of(v, i);
+            if (read_number(e, &s->budgets[i]) != 0 || !(s->budgets[i] >= 1) ||
+                !isfinite(s->budgets[i]))
+                return bad(s->spec, e, err, "sweep.budget.%s: value %d must be a number >= 1",
+                           names[k], i);
+        }
+    }
+    config_setting_t *m = unknown_member(b, names + 1, 3);
+    if (m)
+        return bad(s->spec, m, err, "sweep.budget.%s: unknown (steps, tokens or flops)",
+                   config_setting_name(m));
+    return 0;
+}
+
+static int parse_seeds(cz_sweep *s, config_setting_t *seeds, cz_error *err) {
+    if (!seeds) return 0;
+    s->n_seeds = count_of(seeds);
+    if (s->n_seeds > CZ_SWEEP_MAX_VALUES)
+        return bad(s->spec, seeds, err, "sweep.seeds: at most %d", CZ_SWEEP_MAX_VALUES);
+    for (int i = 0; i < s->n_seeds; i++) {
+        config_setting_t *e = elem_of(seeds, i);
+        int t = config_setting_type(e);
+        if ((t != CONFIG_TYPE_INT && t != CONFIG_TYPE_INT64) || config_setting_get_int64(e) < 0)
+            return bad(s->spec, e, err, "sweep.seeds: non-negative integers");
+        s->seeds[i] = config_setting_get_int64(e);
+    }
+    for (int a = 0; a < s->n_axes; a++)
+        for (int k = 0; k < s->axes[a].n_keys; k++)
+            if (!strcmp(s->axes[a].keys[k], "train.seed"))
+                return bad(s->spec, seeds, err, "sweep.seeds and an axis on train.seed: give one");
+    return 0;
+}
+
+/* ---- fine-tuning tasks ---- */
+
+/* task, and name (default: the task): letters, digits, - and _. */
+static int parse_ft_names(const char *spec, config_setting_t *t, int i, cz_sweep_finetune *ft,
+                          cz_error *err) {
+    const char *task = NULL;
+    if (!config_setting_is_group(t) || !config_setting_lookup_string(t, "task", &task) ||
+        !task[0] || strlen(task) >= sizeof ft->task)
+        return bad(spec, t, err, "sweep.finetune[%d]: needs task = \"name\" (e.g. \"sst2\")", i);
+    snprintf(ft->task, sizeof ft->task, "%s", task);
+    const char *name = task;
+    if (config_setting_lookup_string(t, "name", &name) &&
+        (!name[0] || strlen(name) >= sizeof ft->name))
+        return bad(spec, t, err, "sweep.finetune[%d].name: 1 to %d characters", i,
+                   (int)sizeof ft->name - 1);
+    snprintf(ft->name, sizeof ft->name, "%s", name);
+    for (const char *c = name; *c; c++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+              *c == '-' || *c == '_'))
+            return bad(spec, t, err,
+                       "sweep.finetune[%d].%s: letters, digits, - and _ only (it names columns "
+                       "and a directory)",
+                       i, name == task ? "task" : "name");
+    return 0;
+}
+
+/* data = DIR (DIR/train.tsv, DIR/dev.tsv), or train and dev files. */
+static int parse_ft_files(const char *spec, config_setting_t *t, int i, cz_sweep_finetune *ft,
+                          cz_error *err) {
+    char what[64];
+    snprintf(what, sizeof what, "sweep.finetune[%d].data", i);
+    int data = opt_path(spec, t, "data", what, NULL, ft->data, sizeof ft->data, err);
+    snprintf(what, sizeof what, "sweep.finetune[%d].train", i);
+    int train = opt_path(spec, t, "train", what, NULL, ft->train, sizeof ft->train, err);
+    snprintf(what, sizeof what, "sweep.finetune[%d].dev", i);
+    int dev = opt_path(spec, t, "dev", what, NULL, ft->dev, sizeof ft->dev, err);
+    if (data < 0 || train < 0 || dev < 0) return -1;
+    if (!train && ft->data[0]) absolute(ft->train, sizeof ft->train, ft->data, "train.tsv");
+    if (!dev && ft->data[0]) absolute(ft->dev, sizeof ft->dev, ft->data, "dev.tsv");
+    if (!ft->train[0] || !ft->dev[0])
+        return bad(spec, t, err,
+                   "sweep.finetune[%d]: needs data = \"DIR\" (DIR/train.tsv, DIR/dev.tsv) or "
+                   "train = \"FILE\"; dev = \"FILE\"",
+                   i);
+    return 0;
+}
+
+/* More cloze-finetune options, verbatim, none of those the sweep gives. */
+static int parse_ft_args(const char *spec, config_setting_t *xa, int i, cz_sweep_finetune *ft,
+                         cz_error *err) {
+    if (!xa) return 0;
+    if (!is_list(xa) || config_setting_length(xa) > 16)
+        return bad(spec, xa, err,
+                   "sweep.finetune[%d].args: a list of at most 16 strings (cloze-finetune "
+                   "options)",
+                   i);
+    static const char *const owned[] = {"--init",     "--task", "--train", "--dev",    "--out",
+                                        "--restarts", "--lr",   "--batch", "--epochs", "--resume"};
+    for (int j = 0; j < config_setting_length(xa); j++) {
+        config_setting_t *e = config_setting_get_elem(xa, (unsigned)j);
+        if (scalar_text(e, ft->args[j], sizeof ft->args[j]) != 0)
+            return bad(spec, e, err, "sweep.finetune[%d].args: strings or numbers", i);
+        for (size_t k = 0; k < sizeof owned / sizeof owned[0]; k++)
+            if (!strcmp(ft->args[j], owned[k]))
+                return bad(spec, e, err,
+                           "sweep.finetune[%d].args: %s is the sweep's (task, data, grid, "
+                           "restarts)",
+                           i, owned[k]);
+    }
+    ft->n_args = config_setting_length(xa);
+    return 0;
+}
+
+/* restarts (1 to 100), and the grid's lists: lr, batch, epochs. */
+static int parse_ft_grid(const char *spec, config_setting_t *t, int i, cz_sweep_finetune *ft,
+                         cz_error *err) {
+    ft->restarts = 1;
+    config_setting_t *r = config_setting_get_member(t, "restarts");
+    if (r) {
+        double v;
+        if (read_number(r, &v) != 0 || v < 1 || v > 100 || v != floor(v))
+            return bad(spec, r, err, "sweep.finetune[%d].restarts: an integer in [1, 100]", i);
+        ft->restarts = (int)v;
+    }
+    char shape[96];
+    snprintf(shape, sizeof shape, "sweep.finetune[%d].grid: expected { lr = [...]; ... }", i);
+    config_setting_t *g;
+    if (opt_group(spec, t, "grid", shape, &g, err)) return -1;
+    for (int j = 0; g && j < config_setting_length(g); j++) {
+        config_setting_t *p = config_setting_get_elem(g, (unsigned)j);
+        const char *gn = config_setting_name(p);
+        if (ft->n_grid == CZ_SWEEP_MAX_GRID || count_of(p) > 16 ||
+            strlen(gn) >= sizeof ft->grid[0].name)
+            return bad(spec, p, err, "sweep.finetune[%d].grid: at most %d parameters of 16 values",
+                       i, CZ_SWEEP_MAX_GRID);
+        if (strcmp(gn, "lr") && strcmp(gn, "batch") && strcmp(gn, "epochs"))
+            return bad(spec, p, err,
+                       "sweep.finetune[%d].grid.%s: unknown (lr, batch, epochs: cloze-finetune "
+                       "grid's lists)",
+                       i, gn);
+        cz_sweep_grid_param *gp = &ft->grid[ft->n_grid++];
+        snprintf(gp->name, sizeof gp->name, "%s", gn);
+        gp->n = count_of(p);
+        for (int k = 0; k < gp->n; k++) {
+            double v;
+            if (read_number(elem_of(p, k), &v) != 0 ||
+                scalar_text(elem_of(p, k), gp->values[k], sizeof gp->values[k]) != 0)
+                return bad(spec, p, err, "sweep.finetune[%d].grid.%s: numbers only", i, gp->name);
+        }
+    }
+    return 0;
+}
+
+static int parse_ft_task(cz_sweep *s, config_setting_t *t, int i, cz_error *err) {
+    const char *spec = s->spec;
+    if (s->n_finetune == CZ_SWEEP_MAX_TASKS)
+        return bad(spec, t, err, "sweep.finetune: more than %d tasks", CZ_SWEEP_MAX_TASKS);
+    cz_sweep_finetune *ft = &s->finetune[s->n_finetune];
+    memset(ft, 0, sizeof *ft);
+    if (parse_ft_names(spec, t, i, ft, err)) return -1;
+    static const char *const members[] = {"name", "task",     "data", "train",
+                                          "dev",  "restarts", "grid", "args"};
+    config_setting_t *m = unknown_member(t, members, sizeof members / sizeof members[0]);
+    if (m)
+        return bad(spec, m, err,
+                   "sweep.finetune[%d].%s: unknown (name, task, data, train, dev, restarts, "
+                   "grid, args)",
+                   i, config_setting_name(m));
+    if (parse_ft_files(spec, t, i, ft, err) ||
+        parse_ft_args(spec, config_setting_get_member(t, "args"), i, ft, err) ||
+        parse_ft_grid(spec, t, i, ft, err))
+        return -1;
+    for (int j = 0; j < s->n_finetune; j++)
+        if (!strcmp(s->finetune[j].name, ft->name))
+            return bad(spec, t, err,
+                       "sweep.finetune[%d]: %s is listed twice (give the runs of one task "
+                       "different names)",
+                       i, ft->name);
+    s->n_finetune++;
+    return 0;
+}
+
+static int parse_finetune(cz_sweep *s, config_setting_t *list, cz_error *err) {
+    if (!list) return 0;
+    if (!is_list(list))
+        return bad(s->spec, list, err, "sweep.finetune: expected ( { task = ...; }, ... )");
+    for (int i = 0; i < config_setting_length(list); i++)
+        if (parse_ft_task(s, config_setting_get_elem(list, (unsigned)i), i, err)) return -1;
+    return 0;
+}
+
+/* ---- the sweep group ---- */
 
 static const char *const known_members[] = {"name",  "base",    "dir",   "set",
                                             "axes",  "budget",  "seeds", "eval",
                                             "ranks", "threads", "slurm", "finetune"};
 
-static int parse_spec(cz_sweep *s, config_t *cfg, cz_error *err) {
+/* sweep.base, relative to the spec's folder, resolved to a real path. */
+static int parse_base(cz_sweep *s, config_setting_t *sw, cz_error *err) {
     const char *spec = s->spec;
-    config_setting_t *sw = config_lookup(cfg, "sweep");
-    if (!sw || !config_setting_is_group(sw))
-        return cz_fail(err,
-                       "%s: no sweep: { ... } group (is this a training configuration? "
-                       "cloze-sweep takes a sweep spec, see conf/sweeps/)",
-                       spec);
-    config_setting_t *m =
-        unknown_member(sw, known_members, sizeof known_members / sizeof known_members[0]);
-    if (m)
-        return cz_fail(err, "%s:%d: sweep.%s: unknown setting (docs/sweeps.md lists them)", spec,
-                       line_of(m), config_setting_name(m));
     const char *str;
-    if (config_setting_lookup_string(sw, "name", &str))
-        snprintf(s->name, sizeof s->name, "%s", str);
     if (!config_setting_lookup_string(sw, "base", &str))
         return cz_fail(err,
                        "%s: sweep.base: missing (the training configuration every point "
@@ -448,71 +518,65 @@ static int parse_spec(cz_sweep *s, config_t *cfg, cz_error *err) {
     if (!realpath(s->base, real))
         return cz_fail(err, "%s: sweep.base: %s: %s", spec, s->base, strerror(errno));
     snprintf(s->base, sizeof s->base, "%s", real);
-    if (config_setting_lookup_string(sw, "dir", &str)) absolute(s->dir, sizeof s->dir, NULL, str);
+    return 0;
+}
 
-    if (read_strings(spec, config_setting_get_member(sw, "set"), "set", CZ_SWEEP_MAX_SET, s->set,
-                     &s->n_set, err))
+/* eval = { manifest, batches, every }. */
+static int parse_eval(cz_sweep *s, config_setting_t *sw, cz_error *err) {
+    const char *spec = s->spec;
+    config_setting_t *ev;
+    if (opt_group(spec, sw, "eval", "sweep.eval: expected { manifest = ...; batches = N; }", &ev,
+                  err))
         return -1;
-    config_setting_t *axes = config_setting_get_member(sw, "axes");
-    if (axes) {
-        if (!is_list(axes))
-            return cz_fail(err,
-                           "%s:%d: sweep.axes: expected ( { key = ...; values = [...]; }, "
-                           "... )",
-                           spec, line_of(axes));
-        if (config_setting_length(axes) > CZ_SWEEP_MAX_AXES)
-            return cz_fail(err, "%s:%d: sweep.axes: at most %d axes", spec, line_of(axes),
-                           CZ_SWEEP_MAX_AXES);
-        for (int i = 0; i < config_setting_length(axes); i++)
-            if (parse_axis(s, config_setting_get_elem(axes, (unsigned)i), i, err)) return -1;
-    }
-    config_setting_t *b = config_setting_get_member(sw, "budget");
-    if (b && parse_budget(s, b, err)) return -1;
-    config_setting_t *seeds = config_setting_get_member(sw, "seeds");
-    if (seeds) {
-        s->n_seeds = count_of(seeds);
-        if (s->n_seeds > CZ_SWEEP_MAX_VALUES)
-            return cz_fail(err, "%s:%d: sweep.seeds: at most %d", spec, line_of(seeds),
-                           CZ_SWEEP_MAX_VALUES);
-        for (int i = 0; i < s->n_seeds; i++) {
-            config_setting_t *e = elem_of(seeds, i);
-            int t = config_setting_type(e);
-            if ((t != CONFIG_TYPE_INT && t != CONFIG_TYPE_INT64) || config_setting_get_int64(e) < 0)
-                return cz_fail(err, "%s:%d: sweep.seeds: non-negative integers", spec, line_of(e));
-            s->seeds[i] = config_setting_get_int64(e);
-        }
-        for (int a = 0; a < s->n_axes; a++)
-            for (int k = 0; k < s->axes[a].n_keys; k++)
-                if (!strcmp(s->axes[a].keys[k], "train.seed"))
-                    return cz_fail(err, "%s:%d: sweep.seeds and an axis on train.seed: give one",
-                                   spec, line_of(seeds));
-    }
-    config_setting_t *ev = config_setting_get_member(sw, "eval");
-    if (ev) {
-        if (!config_setting_is_group(ev))
-            return cz_fail(err, "%s:%d: sweep.eval: expected { manifest = ...; batches = N; }",
-                           spec, line_of(ev));
-        if (config_setting_lookup_string(ev, "manifest", &str) && str[0])
-            absolute(s->eval_manifest, sizeof s->eval_manifest, NULL, str);
-        if (read_int(spec, ev, "batches", 1, 1 << 20, &s->eval_batches, err) ||
-            read_int(spec, ev, "every", 0, INT_MAX, &s->eval_every, err))
-            return -1;
-    }
-    if (read_int(spec, sw, "ranks", 1, 1 << 16, &s->ranks, err) ||
-        read_int(spec, sw, "threads", 0, 1024, &s->threads, err))
+    if (!ev) return 0;
+    if (opt_path(spec, ev, "manifest", "sweep.eval.manifest", NULL, s->eval_manifest,
+                 sizeof s->eval_manifest, err) < 0 ||
+        opt_int(spec, ev, "batches", 1, 1 << 20, &s->eval_batches, err) ||
+        opt_int(spec, ev, "every", 0, INT_MAX, &s->eval_every, err))
         return -1;
-    config_setting_t *sl = config_setting_get_member(sw, "slurm");
-    if (sl) {
-        if (!config_setting_is_group(sl))
-            return cz_fail(err, "%s:%d: sweep.slurm: expected { max_parallel = K; args = [...]; }",
-                           spec, line_of(sl));
-        if (read_int(spec, sl, "max_parallel", 1, 1 << 20, &s->slurm_max_parallel, err) ||
-            read_strings(spec, config_setting_get_member(sl, "args"), "slurm.args", 16,
-                         s->slurm_args, &s->n_slurm_args, err))
-            return -1;
-    }
-    config_setting_t *ft = config_setting_get_member(sw, "finetune");
-    if (ft && parse_finetune(s, ft, err)) return -1;
+    return 0;
+}
+
+/* slurm = { max_parallel, args }. */
+static int parse_slurm(cz_sweep *s, config_setting_t *sw, cz_error *err) {
+    const char *spec = s->spec;
+    config_setting_t *sl;
+    if (opt_group(spec, sw, "slurm", "sweep.slurm: expected { max_parallel = K; args = [...]; }",
+                  &sl, err))
+        return -1;
+    if (!sl) return 0;
+    if (opt_int(spec, sl, "max_parallel", 1, 1 << 20, &s->slurm_max_parallel, err) ||
+        opt_strings(spec, config_setting_get_member(sl, "args"), "slurm.args", 16, s->slurm_args,
+                    &s->n_slurm_args, err))
+        return -1;
+    return 0;
+}
+
+static int parse_spec(cz_sweep *s, config_t *cfg, cz_error *err) {
+    const char *spec = s->spec;
+    config_setting_t *sw = config_lookup(cfg, "sweep");
+    if (!sw || !config_setting_is_group(sw))
+        return cz_fail(err,
+                       "%s: no sweep: { ... } group (is this a training configuration? "
+                       "cloze-sweep takes a sweep spec, see conf/sweeps/)",
+                       spec);
+    config_setting_t *m =
+        unknown_member(sw, known_members, sizeof known_members / sizeof known_members[0]);
+    if (m)
+        return bad(spec, m, err, "sweep.%s: unknown setting (docs/sweeps.md lists them)",
+                   config_setting_name(m));
+    if (opt_string(spec, sw, "name", "sweep.name", s->name, sizeof s->name, err) < 0 ||
+        parse_base(s, sw, err) ||
+        opt_path(spec, sw, "dir", "sweep.dir", NULL, s->dir, sizeof s->dir, err) < 0 ||
+        opt_strings(spec, config_setting_get_member(sw, "set"), "set", CZ_SWEEP_MAX_SET, s->set,
+                    &s->n_set, err) ||
+        parse_axes(s, config_setting_get_member(sw, "axes"), err) ||
+        parse_budget(s, config_setting_get_member(sw, "budget"), err) ||
+        parse_seeds(s, config_setting_get_member(sw, "seeds"), err) || parse_eval(s, sw, err) ||
+        opt_int(spec, sw, "ranks", 1, 1 << 16, &s->ranks, err) ||
+        opt_int(spec, sw, "threads", 0, 1024, &s->threads, err) || parse_slurm(s, sw, err) ||
+        parse_finetune(s, config_setting_get_member(sw, "finetune"), err))
+        return -1;
     return 0;
 }
 

@@ -1,4 +1,22 @@
-/* sweep: helpers shared by the files of the module (not a public header). */
+/* sweep: helpers shared by the files of the module (not a public header).
+ *
+ * The files call one way, each only the ones before it (and util.c, csv.c,
+ * which call none):
+ *
+ *   spec.c      the spec file, its points, each point's configuration and costs
+ *   point.c     a point's directory: point.cfg, state, metrics.jsonl, attempts
+ *   proc.c      child processes: the tools, spawning, waiting, stop signals
+ *   ft_state.c  what a point's fine-tuning directories say (grid.jsonl read
+ *               through finetune's cz_ft_grid_read)
+ *   results.c   results.csv and results.jsonl from the point directories
+ *   exec.c      running a point and its probe, then rewriting the results
+ *   ft_run.c    running a point's fine-tuning, then rewriting the results
+ *   slurm.c     the job array and the report job
+ *   fit.c       least-squares fits
+ *   report.c    report.md, fits.json and the figures from results.csv alone
+ *
+ * Every allocation is checked: running out of memory is a cz_error that
+ * travels up to cloze-sweep's main like any other. */
 #ifndef CLOZE_SWEEP_INTERNAL_H
 #define CLOZE_SWEEP_INTERNAL_H
 
@@ -29,10 +47,17 @@ void sw_unlock(int fd);
  * configuration's first phase: what MFU counts. */
 double sw_flops_per_step(const cz_config *c);
 
-/* Appends a CSV field (quoted when it holds a comma, quote or newline). */
-void sw_csv_field(FILE *f, const char *text, int first);
+void sw_json_escape(const char *s, char *buf, size_t len);
+int sw_append_line(const char *path, const char *line);
 
-/* ---- child processes (exec.c) ---- */
+/* The whole file as a NUL-terminated string (free it with cz_free), or
+ * NULL when it cannot be read. */
+char *sw_slurp(const char *path);
+
+/* DIR/points/NAME/finetune/TASK: where task ft of point p runs. */
+void sw_ft_task_dir(const cz_sweep_point *p, const cz_sweep_finetune *ft, char *buf, size_t len);
+
+/* ---- child processes (proc.c) ---- */
 int sw_executable(const char *path);
 /* Starts argv with stdout and stderr appended to log, in its own process
  * group, env_name=env_value set when env_name is not NULL. */
@@ -49,7 +74,5 @@ int sw_launcher_argv(char **argv, char *ranks, char *threads, const cz_sweep *s,
                      const cz_sweep_tools *t);
 /* The line of log that best says why a run failed. */
 void sw_last_error_line(const char *log, char *buf, size_t len);
-void sw_json_escape(const char *s, char *buf, size_t len);
-int sw_append_line(const char *path, const char *line);
 
 #endif

@@ -1,181 +1,17 @@
-/* sweep: fine-tuning per point. BERT's Table 6 reports, beside the held-out
- * MLM perplexity, each model's dev accuracy averaged over 5 random restarts
- * of fine-tuning (Devlin et al. 2018, Sec. 5.2), the hyperparameters chosen
- * on dev from a small grid (Sec. 4.1, App. A.3). cloze-finetune's `grid`
- * command is that protocol; the sweep runs it once per task on each point's
- * final checkpoint and reads back its grid.jsonl (the stable format of
- * docs/finetune.md): the selected configuration's mean and sample std over
- * its restarts become the point's ft_NAME, ft_NAME_std and ft_NAME_n (NAME: the
- * entry's name, else its task). */
+/* sweep: running a point's fine-tuning tasks, each one `cloze-finetune grid`
+ * (src/finetune/grid.c: BERT's grid, restarts and selection on dev) on the
+ * point's final checkpoint through launch/cloze-mpirun, resumed where a
+ * signal stopped it; ft_state.c reads what it leaves behind. */
 #define _GNU_SOURCE
 #include "sweep_internal.h"
 
 #include "cloze/ckpt.h"
-#include "cloze/json.h"
+#include "cloze/finetune.h"
 
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-static void task_dir(const cz_sweep_point *p, const cz_sweep_finetune *ft, char *buf, size_t len) {
-    char sub[CZ_PATH_MAX + 16];
-    sw_join(sub, sizeof sub, p->dir, "finetune");
-    sw_join(buf, len, sub, ft->name);
-}
-
-int cz_sweep_ft_runs(const cz_sweep_finetune *ft) {
-    int n = ft->restarts;
-    int have[3] = {0, 0, 0}; /* cloze-finetune's defaults: BERT's 3 x 2 x 3 grid */
-    static const char *const names[3] = {"lr", "batch", "epochs"};
-    static const int defaults[3] = {3, 2, 3};
-    for (int g = 0; g < ft->n_grid; g++)
-        for (int k = 0; k < 3; k++)
-            if (!strcmp(ft->grid[g].name, names[k])) have[k] = ft->grid[g].n;
-    for (int k = 0; k < 3; k++) n *= have[k] ? have[k] : defaults[k];
-    return n;
-}
-
-/* The whole file as a NUL-terminated string (cz_read_file ends it with a
- * NUL; free it with cz_free), or NULL when it cannot be read. */
-static char *slurp(const char *path) {
-    void *data = NULL;
-    size_t len = 0;
-    cz_error e;
-    return cz_read_file(path, &data, &len, &e) == 0 ? data : NULL;
-}
-
-/* The next line of a NUL-terminated text, cut off at its newline, and
- * *cur moved past it; NULL at the end (or for a NULL text). */
-static char *take_line(char **cur) {
-    char *line = *cur;
-    if (!line || !*line) return NULL;
-    char *nl = strchr(line, '\n');
-    *cur = nl ? (*nl = 0, nl + 1) : line + strlen(line);
-    return line;
-}
-
-/* The selection figure's name ("accuracy", "f1", ...) from the last record
- * of the grid's run in dir that names one (its results.jsonl). */
-static void read_metric(const char *run, char *buf, size_t len) {
-    char path[CZ_PATH_MAX + 64];
-    sw_join(path, sizeof path, run, "results.jsonl");
-    char *text = slurp(path);
-    buf[0] = 0;
-    for (char *cur = text, *line; (line = take_line(&cur));) {
-        cz_json *v = NULL;
-        cz_error e;
-        if (!line[0] || cz_json_parse(line, strlen(line), &v, &e) != 0) continue;
-        const char *m = cz_json_get_string(v, "metric");
-        if (m && strlen(m) < len) snprintf(buf, len, "%s", m);
-        cz_json_free(v);
-    }
-    cz_free(text);
-}
-
-/* The selected configuration of a finished grid: its mean, and the std and
- * restarts of the matching "config" record. 0, or -1 when grid.jsonl has no
- * selection (the grid has not finished). */
-static int read_grid(const char *dir, cz_ft_summary *out) {
-    char path[CZ_PATH_MAX + 64];
-    sw_join(path, sizeof path, dir, "grid.jsonl");
-    char *text = slurp(path);
-    if (!text) return -1;
-    cz_json *sel = NULL;
-    int n_cfg = 0;
-    cz_json *cfg[4096];
-    for (char *cur = text, *line; (line = take_line(&cur));) {
-        cz_json *v = NULL;
-        cz_error e;
-        if (!line[0] || cz_json_parse(line, strlen(line), &v, &e) != 0) continue;
-        const char *kind = cz_json_get_string(v, "kind");
-        if (kind && !strcmp(kind, "selected") && !sel)
-            sel = v;
-        else if (kind && !strcmp(kind, "config") && n_cfg < 4096)
-            cfg[n_cfg++] = v;
-        else {
-            const char *run = cz_json_get_string(v, "dir");
-            if (kind && !strcmp(kind, "point") && run && !out->metric[0])
-                read_metric(run, out->metric, sizeof out->metric);
-            cz_json_free(v);
-        }
-    }
-    cz_free(text);
-    int rc = -1;
-    for (int k = 0; sel && k < n_cfg && rc != 0; k++) {
-        const cz_json *c = cfg[k];
-        if (cz_json_get_number(c, "lr", NAN) == cz_json_get_number(sel, "lr", NAN) &&
-            cz_json_get_number(c, "batch", NAN) == cz_json_get_number(sel, "batch", NAN) &&
-            cz_json_get_number(c, "epochs", NAN) == cz_json_get_number(sel, "epochs", NAN)) {
-            out->mean = cz_json_get_number(sel, "metric_mean", NAN);
-            out->std = cz_json_get_number(c, "std", NAN);
-            out->n = (int)cz_json_get_number(c, "restarts", 0);
-            rc = 0;
-        }
-    }
-    for (int k = 0; k < n_cfg; k++) cz_json_free(cfg[k]);
-    if (sel) cz_json_free(sel);
-    return rc;
-}
-
-cz_ft_state cz_sweep_ft_read(const cz_sweep *s, const cz_sweep_point *p, int k,
-                             cz_ft_summary *out) {
-    const cz_sweep_finetune *ft = &s->finetune[k];
-    memset(out, 0, sizeof *out);
-    out->mean = out->std = NAN;
-    char dir[CZ_PATH_MAX + 128], path[CZ_PATH_MAX + 192];
-    task_dir(p, ft, dir, sizeof dir);
-    sw_join(path, sizeof path, dir, "state.json");
-    char *text = slurp(path);
-    if (!text) {
-        struct stat st;
-        out->state = stat(dir, &st) == 0 ? CZ_FT_INTERRUPTED : CZ_FT_PENDING;
-        return out->state;
-    }
-    cz_json *v = NULL;
-    cz_error e;
-    out->state = CZ_FT_FAILED;
-    if (cz_json_parse(text, strlen(text), &v, &e) != 0) {
-        snprintf(out->error, sizeof out->error, "%s: %s", path, e.msg);
-    } else {
-        const char *status = cz_json_get_string(v, "status");
-        const char *why = cz_json_get_string(v, "error");
-        if (status && !strcmp(status, "done")) {
-            if (read_grid(dir, out) == 0) {
-                out->state = CZ_FT_DONE;
-            } else {
-                snprintf(out->error, sizeof out->error, "%s/grid.jsonl: no selected configuration",
-                         dir);
-            }
-        } else {
-            snprintf(out->error, sizeof out->error, "%s", why ? why : "failed");
-        }
-        cz_json_free(v);
-    }
-    cz_free(text);
-    return out->state;
-}
-
-int cz_sweep_ft_finished(const cz_sweep *s, const cz_sweep_point *p, int *done) {
-    int finished = 0;
-    *done = 0;
-    for (int k = 0; k < s->n_finetune; k++) {
-        cz_ft_summary f;
-        cz_ft_state st = cz_sweep_ft_read(s, p, k, &f);
-        finished += st == CZ_FT_DONE || st == CZ_FT_FAILED;
-        *done += st == CZ_FT_DONE;
-    }
-    return finished;
-}
-
-int cz_sweep_ft_left(const cz_sweep *s, const cz_sweep_point *p, cz_point_state st) {
-    if (st != CZ_POINT_DONE) return -1;
-    int done;
-    cz_sweep_ft_finished(s, p, &done);
-    return s->n_finetune - done;
-}
 
 /* The cloze-finetune argument vector of task ft on checkpoint ckpt:
  * launch/cloze-mpirun -n R [-t T] cloze-finetune grid --init CKPT --task TASK
@@ -262,7 +98,7 @@ static int run_task(cz_sweep *s, cz_sweep_point *p, int k, const cz_sweep_tools 
                     const cz_run_options *o, char *ckpt) {
     const cz_sweep_finetune *ft = &s->finetune[k];
     char dir[CZ_PATH_MAX + 128], path[CZ_PATH_MAX + 192], log[CZ_PATH_MAX + 192];
-    task_dir(p, ft, dir, sizeof dir);
+    sw_ft_task_dir(p, ft, dir, sizeof dir);
     sw_join(log, sizeof log, dir, "finetune.log");
     cz_error err = {{0}};
     char why[CZ_ERROR_MAX + 256];
@@ -277,7 +113,7 @@ static int run_task(cz_sweep *s, cz_sweep_point *p, int k, const cz_sweep_tools 
     }
     /* a task run with other arguments (the spec changed) is not continued */
     sw_join(path, sizeof path, dir, "args.txt");
-    char *have = slurp(path);
+    char *have = sw_slurp(path);
     if (have && strcmp(have, want)) {
         snprintf(why, sizeof why,
                  "%s: fine-tuning %s ran with other arguments (the spec's finetune changed); "
@@ -312,9 +148,8 @@ static int run_task(cz_sweep *s, cz_sweep_point *p, int k, const cz_sweep_tools 
     int forwarded = 0;
     int status = sw_wait_child(pid, p, &quiet, t0, &forwarded);
     int exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    cz_ft_summary f;
-    memset(&f, 0, sizeof f);
-    int selected = read_grid(dir, &f) == 0;
+    cz_ft_grid_selection sel;
+    int selected = cz_ft_grid_read(dir, &sel, &err) == 0;
     if (exit_code == 0 && selected) {
         write_state(dir, NULL, &err);
         return 0;
@@ -367,7 +202,7 @@ cz_run_outcome cz_sweep_finetune_point(cz_sweep *s, int i, const cz_sweep_tools 
         }
         if (st == CZ_FT_FAILED) {
             char dir[CZ_PATH_MAX + 128], state[CZ_PATH_MAX + 192];
-            task_dir(p, &s->finetune[k], dir, sizeof dir);
+            sw_ft_task_dir(p, &s->finetune[k], dir, sizeof dir);
             sw_join(state, sizeof state, dir, "state.json");
             unlink(state); /* a rerun retries it */
         }
