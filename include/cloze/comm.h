@@ -58,6 +58,16 @@ int cz_comm_threads_ok(const cz_comm *c);
  * by dist.timeout_s (cz_comm_watch) end. Errors every rank finds alike are agreed instead
  * (cz_comm_agree) and end with cz_comm_finalize. */
 void cz_comm_abort(const cz_comm *c, int code);
+/* A rank or host lost (its link cut, its host down, its process gone): a
+ * bounded wait (dist.timeout_s) ran out and the liveness probe found ranks
+ * that do not answer. No collective can finish any more, so comm ends the
+ * process itself with this status (EX_TEMPFAIL of sysexits.h: try again
+ * later, which launch/cloze.sbatch takes as "requeue"): the lowest rank
+ * that answered says one line naming the lost hosts and their ranks, the
+ * others end silently, and a launcher that asked for it (CLOZE_LAUNCHER_PID,
+ * launch/cloze-mpirun) is told to end mpirun at once (docs/reliability.md). */
+#define CZ_EXIT_HOST_LOST 75
+
 /* Ranks of c that share this rank's node (memory), this one included. */
 int cz_comm_node_ranks(const cz_comm *c, int *ranks, cz_error *err);
 /* Gathers `bytes` from every rank of this rank's node into all[] (the node's

@@ -79,7 +79,9 @@ struct cz_coll {
  * deadline (1, *waited set), answering liveness pings meanwhile. */
 int comm_poll_deadline(cz_coll *c, int n, MPI_Request *req, double *waited);
 /* The probe after a wait of `waited` s in `where` (peer: the rank waited
- * for, or -1 for a collective of everyone): the one-line verdict (-1). */
+ * for, or -1 for a collective of everyone): when some rank does not answer,
+ * the process ends (CZ_EXIT_HOST_LOST, comm.h) and this does not return;
+ * when every rank answers, the one-line verdict (-1). */
 int comm_stalled(cz_coll *c, const char *where, int peer, double waited, cz_error *err);
 
 /* ---- ring.c: one ring of c at a level ---- */
