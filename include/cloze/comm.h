@@ -130,9 +130,17 @@ typedef enum {
 } cz_allreduce_algo;
 #define CZ_ALLREDUCE_WORDS "ring|mpi|hierarchical|torus2d|auto"
 
+/* dist.grad_wire: the gradients' format on the wire in our algorithms. bf16:
+ * every partial sum sent is rounded to bfloat16 (nearest even) and added in
+ * fp32 by the receiver, half the bytes; the weight all-gather stays fp32.
+ * Order in CZ_WIRE_WORDS. */
+typedef enum { CZ_WIRE_FP32 = 0, CZ_WIRE_BF16 = 1 } cz_grad_wire;
+#define CZ_WIRE_WORDS "fp32|bf16"
+
 /* The dist section of the configuration that belongs to comm (keys
  * dist.allreduce, dist.bucket_mb, dist.grid, dist.link_gbit,
- * dist.link_latency_us; docs/config.md). */
+ * dist.link_latency_us, dist.timeout_s, dist.grad_wire;
+ * docs/config.md). */
 typedef struct cz_comm_config {
     cz_allreduce_algo allreduce;
     double bucket_mb;       /* gradient bucket size in MiB */
@@ -140,6 +148,7 @@ typedef struct cz_comm_config {
     double link_gbit;       /* auto's model: one host's network link, Gbit/s per direction */
     double link_latency_us; /* auto's model: one message between hosts */
     double timeout_s;       /* longest wait for a peer before the job stops */
+    cz_grad_wire grad_wire; /* gradients on the wire: fp32 or bf16 */
 } cz_comm_config;
 
 /* dist.grid: "" (0 x 0) or "XxY" with X, Y >= 1. */
