@@ -139,7 +139,7 @@ typedef enum { CZ_WIRE_FP32 = 0, CZ_WIRE_BF16 = 1 } cz_grad_wire;
 
 /* The dist section of the configuration that belongs to comm (keys
  * dist.allreduce, dist.bucket_mb, dist.grid, dist.link_gbit,
- * dist.link_latency_us, dist.timeout_s, dist.grad_wire;
+ * dist.link_latency_us, dist.timeout_s, dist.grad_wire, dist.overlap;
  * docs/config.md). */
 typedef struct cz_comm_config {
     cz_allreduce_algo allreduce;
@@ -149,6 +149,7 @@ typedef struct cz_comm_config {
     double link_latency_us; /* auto's model: one message between hosts */
     double timeout_s;       /* longest wait for a peer before the job stops */
     cz_grad_wire grad_wire; /* gradients on the wire: fp32 or bf16 */
+    int overlap;            /* 1: buckets reduced while backward runs; 0: after it */
 } cz_comm_config;
 
 /* dist.grid: "" (0 x 0) or "XxY" with X, Y >= 1. */
@@ -192,8 +193,21 @@ void cz_bucket_range(const cz_bucket_layout *l, int k, size_t *off, size_t *coun
 void cz_piece_range(const cz_bucket_layout *l, int k, int c, size_t *off, size_t *count);
 /* Floats owned by rank c (sum of its chunk in every bucket). */
 size_t cz_layout_owned(const cz_bucket_layout *l, int c);
-/* The i-th bucket to complete when ranges become final in `order`. */
+/* The bucket schedule (what the gradient sync does, and what a model of it
+ * needs): buckets are reduced strictly in the order they complete, one at a
+ * time on the communication thread. The i-th bucket to complete when ranges
+ * become final in `order` (i = 0 .. n_buckets-1): */
 int cz_layout_bucket_at(const cz_bucket_layout *l, cz_grad_order order, int i);
+/* ... and when: it is complete once this many floats of the buffer, counted
+ * in `order` (from offset 0 upwards for ASCENDING, from the end downwards for
+ * DESCENDING), are final. Its reduction starts then, or when the (i-1)-th
+ * one's ends, whichever is later. Increasing in i; the last is n. */
+size_t cz_layout_ready_after(const cz_bucket_layout *l, cz_grad_order order, int i);
+/* The gradient sync's bucket size in bytes for n floats of gradients:
+ * dist.bucket_mb, or with 0 (the default) 1/16 of the gradient within
+ * [1, 25] MiB. cz_bucket_layout_make(l, n, cz_grad_bucket_bytes(cfg, n), p)
+ * is the gradient sync's layout. */
+double cz_grad_bucket_bytes(const cz_comm_config *cfg, size_t n);
 
 /* Collectives over a whole layout, bucket by bucket. "Owned" arrays hold a
  * rank's pieces packed in bucket order (cz_layout_owned(l, rank) floats).

@@ -240,8 +240,12 @@ const cz_key cz_config_keys[] = {
                 "weight all-gather) that waits this long for a rank stops the job, naming the "
                 "ranks and hosts that no longer answer; 0 = wait forever"},
     {KEY("dist", "bucket_mb", CZ_KEY_DOUBLE, dist.bucket_mb), .resume = CZ_RESUME_ACCEPTED,
-     .def = "25", .min = 0, .max = 1e6, .flags = CZ_MIN_EXCL,
-     .meaning = "gradient bucket size in MiB (overlap with backward)"},
+     .def = "0", .min = 0, .max = 1e6,
+     .meaning = "gradient bucket size in MiB (overlap with backward); 0 = sized from the "
+                "model: 1/16 of the gradient, within [1, 25] MiB (docs/distributed.md)"},
+    {KEY("dist", "overlap", CZ_KEY_BOOL, dist.overlap), .resume = CZ_RESUME_ACCEPTED, .def = "true",
+     .meaning = "reduce each gradient bucket while backward still runs (false: all of them "
+                "after backward, the same bits; for measuring the overlap)"},
     {KEY("dist", "grad_wire", CZ_KEY_WORD_INDEX, dist.grad_wire), .resume = CZ_RESUME_ACCEPTED,
      .def = "fp32", .choices = CZ_WIRE_WORDS,
      .meaning = "gradients on the wire (ring, hierarchical, torus2d): bf16 sends every partial "
