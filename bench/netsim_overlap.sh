@@ -48,19 +48,8 @@ while [ $# -gt 0 ]; do
 done
 [ ${#cases[@]} -ge 1 ] || { echo "netsim_overlap.sh: no CASE given (--help)" >&2; exit 2; }
 NETSIM=$SRC/launch/cloze-netsim
-if ! why=$("$NETSIM" check); then echo "netsim_overlap.sh: $why" >&2; exit 2; fi
-work=$(mktemp -d /tmp/cloze-netsim-overlap-XXXXXX)
-name="ovb$$"
-name=${name:0:8}
-trap '"$NETSIM" --name "$name" down >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
-trap 'exit 130' INT TERM
-source "$(dirname "$0")/bench_corpus.sh"
-[ -n "$manifest" ] || manifest=$(bench_corpus "$BUILD" "$SRC" "$work")
-vocab_size=$(awk '$1 == "vocab" { print $3 }' "$manifest")
-hyp=$(lscpu | sed -n 's/^Hypervisor vendor: *//p')
-cpu() { lscpu | sed -n "s/^$1: *//p" | sed -n 1p; }
-echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), cloze $(git -C "$SRC" rev-parse --short HEAD 2>/dev/null || echo '?')"
-echo "# CPU: $(cpu 'Model name') (family $(cpu 'CPU family') model $(cpu Model)${hyp:+, $hyp guest}), $(nproc) cores; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+source "$(dirname "$0")/netsim_bench.sh"
+netsim_bench_begin netsim_overlap.sh overlap ovb
 echo "# $hosts hosts x $rph rank(s), star, $rate per link direction, seq $seq, vocabulary $vocab_size"
 "$NETSIM" up --hosts "$hosts" --ranks-per-host "$rph" --rate "$rate" --name "$name" \
   --ttl $(((limit + 60) * ${#cases[@]} + 300)) >/dev/null

@@ -129,16 +129,31 @@ static void fill(float *b, size_t n, int integer, int r, int t) {
     for (size_t i = 0; i < n; i++) b[i] = input(integer, r, i, t);
 }
 
+/* A case's context options and the order's shape, built here. */
+static void case_setup(cz_coll_opts *o, shape *s, cz_allreduce_algo algo, int grid_x,
+                       const cz_host_layout *hosts, const int *host_of, int p) {
+    cz_coll_opts_default(o);
+    o->algo = algo;
+    o->grid_x = grid_x;
+    o->hosts = hosts;
+    shape_of(s, algo, p, grid_x, host_of);
+    shape_index(s);
+}
+
+static size_t max_size(const size_t *sizes, int n_sizes) {
+    size_t max_n = 0;
+    for (int k = 0; k < n_sizes; k++) max_n = sizes[k] > max_n ? sizes[k] : max_n;
+    return max_n;
+}
+
 /* One algorithm on one layout, every size. */
 static void run_case(const cz_comm *world, cz_allreduce_algo algo, int grid_x,
                      const cz_host_layout *hosts, const int *host_of, const size_t *sizes,
                      int n_sizes, const char *label) {
     int p = world->size, rank = world->rank;
     cz_coll_opts o;
-    cz_coll_opts_default(&o);
-    o.algo = algo;
-    o.grid_x = grid_x;
-    o.hosts = hosts;
+    shape s;
+    case_setup(&o, &s, algo, grid_x, hosts, host_of, p);
     cz_coll *c;
     cz_error err;
     /* the dispatch entry points on a communicator with the context attached */
@@ -149,11 +164,7 @@ static void run_case(const cz_comm *world, cz_allreduce_algo algo, int grid_x,
     }
     c = cz_comm_coll(&bound); /* the context itself, and the dispatch on it (cz_allreduce) */
     CHECK(cz_coll_algo(c) == algo, "%s: got %s", label, cz_allreduce_algo_name(cz_coll_algo(c)));
-    shape s;
-    shape_of(&s, algo, p, grid_x, host_of);
-    shape_index(&s);
-    size_t max_n = 0;
-    for (int k = 0; k < n_sizes; k++) max_n = sizes[k] > max_n ? sizes[k] : max_n;
+    size_t max_n = max_size(sizes, n_sizes);
     float *buf = malloc((max_n + 1) * sizeof(float)), *again = malloc((max_n + 1) * sizeof(float));
     for (int k = 0; k < n_sizes; k++) {
         size_t n = sizes[k];
@@ -210,10 +221,8 @@ static void run_bf16(const cz_comm *world, cz_allreduce_algo algo, int grid_x,
                      int n_sizes, const char *label) {
     int p = world->size, rank = world->rank;
     cz_coll_opts o;
-    cz_coll_opts_default(&o);
-    o.algo = algo;
-    o.grid_x = grid_x;
-    o.hosts = hosts;
+    shape s;
+    case_setup(&o, &s, algo, grid_x, hosts, host_of, p);
     o.wire_bf16 = 1;
     cz_coll *c;
     cz_error err;
@@ -221,11 +230,7 @@ static void run_bf16(const cz_comm *world, cz_allreduce_algo algo, int grid_x,
         CHECK(0, "%s bf16: create: %s", label, err.msg);
         return;
     }
-    shape s;
-    shape_of(&s, algo, p, grid_x, host_of);
-    shape_index(&s);
-    size_t max_n = 0, differs = 0, total = 0;
-    for (int k = 0; k < n_sizes; k++) max_n = sizes[k] > max_n ? sizes[k] : max_n;
+    size_t max_n = max_size(sizes, n_sizes), differs = 0, total = 0;
     float *buf = malloc((max_n + 1) * sizeof(float));
     for (int k = 0; k < n_sizes; k++) {
         size_t n = sizes[k], bad = 0;
