@@ -287,7 +287,7 @@ static void test_bucket_order(void) {
  * when the floats counted in the order reach its far end (checked against
  * the buckets' ranges, float by float), increasing, the last one at n; and
  * the default bucket size from the model. */
-static void test_bucket_schedule(void) {
+static void test_bucket_schedule(const cz_comm *d) {
     cz_bucket_layout l;
     cz_bucket_layout_make(&l, 10007, 4000.0, 3);
     for (int order = 0; order < 2; order++) {
@@ -316,6 +316,15 @@ static void test_bucket_schedule(void) {
     CHECK(cz_grad_bucket_bytes(&cfg, 1000) == mib, "tiny: %.0f", cz_grad_bucket_bytes(&cfg, 1000));
     CHECK(cz_grad_bucket_bytes(&cfg, 110000000) == 25 * mib, "BERT-base: %.0f",
           cz_grad_bucket_bytes(&cfg, 110000000));
+    /* bf16 on the wire is ours alone: with "mpi" a one-line refusal */
+    cz_comm_config mpi_bf16 = {.allreduce = CZ_ALLREDUCE_MPI, .grad_wire = CZ_WIRE_BF16};
+    cz_grad_sync *gs = NULL;
+    cz_error err = {{0}};
+    CHECK(cz_grad_sync_create(&gs, d, &mpi_bf16, 1000, CZ_SYNC_ALLREDUCE, CZ_GRAD_ASCENDING,
+                              &err) != 0 &&
+              strstr(err.msg, "dist.grad_wire") != NULL,
+          "mpi with bf16 on the wire: accepted (%s)", err.msg);
+    cz_grad_sync_free(gs);
     cfg.bucket_mb = 3;
     CHECK(cz_grad_bucket_bytes(&cfg, 110000000) == 3 * mib, "dist.bucket_mb = 3: %.0f",
           cz_grad_bucket_bytes(&cfg, 110000000));
@@ -351,7 +360,7 @@ int main(int argc, char **argv) {
     test_layout_moves(&d);
     test_verdict(&d);
     test_bucket_order();
-    test_bucket_schedule();
+    test_bucket_schedule(&d);
     for (int order = 0; order < 2; order++) {
         test_grad_sync(&d, CZ_ALLREDUCE_RING, (cz_grad_order)order);
         test_grad_sync(&d, CZ_ALLREDUCE_MPI, (cz_grad_order)order);

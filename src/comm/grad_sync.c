@@ -109,6 +109,9 @@ double cz_grad_bucket_bytes(const cz_comm_config *cfg, size_t n) {
 int cz_grad_sync_create(cz_grad_sync **out, const cz_comm *c, const cz_comm_config *cfg, size_t n,
                         cz_sync_mode mode, cz_grad_order order, cz_error *err) {
     *out = NULL;
+    if (cfg->grad_wire == CZ_WIRE_BF16 && cfg->allreduce == CZ_ALLREDUCE_MPI)
+        return cz_fail(err, "dist.grad_wire = \"bf16\" needs one of our all-reduce algorithms "
+                            "(dist.allreduce = ring, hierarchical, torus2d or auto), not \"mpi\"");
     cz_grad_sync *gs = calloc(1, sizeof *gs);
     if (!gs) return cz_fail(err, "grad sync: out of memory");
     gs->mode = mode;
@@ -155,7 +158,7 @@ int cz_grad_sync_create(cz_grad_sync **out, const cz_comm *c, const cz_comm_conf
                 gs->use_thread  ? "overlapped with backward"
                 : !cfg->overlap ? "after backward (dist.overlap = false)"
                                 : "after backward (no MPI_THREAD_MULTIPLE)",
-                cfg->grad_wire == CZ_WIRE_BF16 && gs->comm.impl->coll ? "bf16" : "fp32");
+                cfg->grad_wire == CZ_WIRE_BF16 ? "bf16" : "fp32");
     if (gs->use_thread && pthread_create(&gs->thread, NULL, comm_thread, gs) != 0)
         gs->use_thread = 0; /* still correct, just not overlapped */
     *out = gs;
