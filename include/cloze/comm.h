@@ -254,6 +254,11 @@ int cz_grad_sync_create(cz_grad_sync **out, const cz_comm *c, const cz_comm_conf
 void cz_grad_sync_free(cz_grad_sync *gs);
 const cz_bucket_layout *cz_grad_sync_layout(const cz_grad_sync *gs);
 cz_sync_mode cz_grad_sync_mode(const cz_grad_sync *gs);
+/* 1 when buckets are reduced by the communication thread while backward
+ * runs (dist.overlap, MPI_THREAD_MULTIPLE, more than one rank): a second
+ * thread may then use cz_grad_sync_comm between finish and the next begin
+ * (the sharded optimizer's weight all-gather, overlapped with its update). */
+int cz_grad_sync_overlaps(const cz_grad_sync *gs);
 cz_allreduce_algo cz_grad_sync_algo(const cz_grad_sync *gs);
 /* The gradient thread's communicator, with its algorithm's context (the
  * two-level rings, waits bounded by dist.timeout_s). It is idle between

@@ -188,6 +188,10 @@ const cz_bucket_layout *cz_grad_sync_layout(const cz_grad_sync *gs) {
     return &gs->layout;
 }
 
+int cz_grad_sync_overlaps(const cz_grad_sync *gs) {
+    return gs->use_thread;
+}
+
 cz_sync_mode cz_grad_sync_mode(const cz_grad_sync *gs) {
     return gs->mode;
 }
