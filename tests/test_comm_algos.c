@@ -146,6 +146,20 @@ static size_t max_size(const size_t *sizes, int n_sizes) {
     return max_n;
 }
 
+/* All-gather alone: each rank provides its chunk, the rest is garbage;
+ * afterwards every chunk is its owner's input, copied bit for bit. */
+static void check_allgather(cz_coll *c, float *buf, size_t n, int p, int rank, int k,
+                            const char *label) {
+    size_t off, cnt, bad = 0;
+    cz_error err;
+    cz_comm_chunk(n, p, rank, &off, &cnt);
+    for (size_t i = 0; i < n; i++) buf[i] = NAN;
+    for (size_t i = off; i < off + cnt; i++) buf[i] = input(0, rank, i, k);
+    CHECK(cz_coll_allgather(c, buf, n, &err) == 0, "%s: %s", label, err.msg);
+    for (size_t i = 0; i < n; i++) bad += buf[i] != input(0, mpi_test_chunk_owner(n, p, i), i, k);
+    CHECK(bad == 0, "%s all-gather n=%zu: %zu wrong", label, n, bad);
+}
+
 /* One algorithm on one layout, every size. */
 static void run_case(const cz_comm *world, cz_allreduce_algo algo, int grid_x,
                      const cz_host_layout *hosts, const int *host_of, const size_t *sizes,
@@ -201,14 +215,7 @@ static void run_case(const cz_comm *world, cz_allreduce_algo algo, int grid_x,
         cz_comm_chunk(n, p, rank, &off, &cnt);
         for (size_t i = off; i < off + cnt; i++) bad += buf[i] != order_sum(&s, 0, rank, i, k);
         CHECK(bad == 0, "%s reduce-scatter n=%zu: %zu wrong", label, n, bad);
-        /* all-gather: each rank provides its chunk, the rest is garbage */
-        for (size_t i = 0; i < n; i++) buf[i] = NAN;
-        for (size_t i = off; i < off + cnt; i++) buf[i] = input(0, rank, i, k);
-        CHECK(cz_coll_allgather(c, buf, n, &err) == 0, "%s: %s", label, err.msg);
-        bad = 0;
-        for (size_t i = 0; i < n; i++)
-            bad += buf[i] != input(0, mpi_test_chunk_owner(n, p, i), i, k);
-        CHECK(bad == 0, "%s all-gather n=%zu: %zu wrong", label, n, bad);
+        check_allgather(c, buf, n, p, rank, k, label);
     }
     free(buf);
     free(again);
@@ -256,13 +263,7 @@ static void run_bf16(const cz_comm *world, cz_allreduce_algo algo, int grid_x,
         for (size_t i = off; i < off + cnt; i++) bad += buf[i] != order_sum_bf16(&s, rank, i, k);
         CHECK(bad == 0, "%s bf16 reduce-scatter n=%zu: %zu wrong", label, n, bad);
         /* a plain all-gather (the optimizer's weights) copies fp32 */
-        for (size_t i = 0; i < n; i++) buf[i] = NAN;
-        for (size_t i = off; i < off + cnt; i++) buf[i] = input(0, rank, i, k);
-        CHECK(cz_coll_allgather(c, buf, n, &err) == 0, "%s: %s", label, err.msg);
-        bad = 0;
-        for (size_t i = 0; i < n; i++)
-            bad += buf[i] != input(0, mpi_test_chunk_owner(n, p, i), i, k);
-        CHECK(bad == 0, "%s bf16 context, fp32 all-gather n=%zu: %zu wrong", label, n, bad);
+        check_allgather(c, buf, n, p, rank, k, label);
     }
     /* most sums of random floats are not bf16 numbers: the wire must show */
     if (p > 1)
