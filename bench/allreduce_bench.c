@@ -343,6 +343,7 @@ static void overlap(const cz_comm *d, size_t n, double bucket_mib, double comput
     cz_comm_config cfg = {0};
     cfg.allreduce = CZ_ALLREDUCE_RING;
     cfg.bucket_mb = bucket_mib;
+    cfg.overlap = 1;
     if (!g ||
         cz_grad_sync_create(&gs, d, &cfg, n, CZ_SYNC_ALLREDUCE, CZ_GRAD_DESCENDING, &err) != 0)
         MPI_Abort(cz_comm_mpi(d), 1);

@@ -57,21 +57,10 @@ done
 NETSIM=$SRC/launch/cloze-netsim
 BENCH=$BUILD/bench/bench-allreduce_bench
 [ -x "$BENCH" ] || { echo "netsim_train.sh: $BENCH is missing (build the benches)" >&2; exit 2; }
-if ! why=$("$NETSIM" check); then echo "netsim_train.sh: $why" >&2; exit 2; fi
-work=$(mktemp -d /tmp/cloze-netsim-train-XXXXXX)
-name="czw$$"
-name=${name:0:8}
-trap '"$NETSIM" --name "$name" down >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
-trap 'exit 130' INT TERM
-source "$(dirname "$0")/bench_corpus.sh"
-[ -n "$manifest" ] || manifest=$(bench_corpus "$BUILD" "$SRC" "$work")
-vocab_size=$(awk '$1 == "vocab" { print $3 }' "$manifest")
+source "$(dirname "$0")/netsim_bench.sh"
+netsim_bench_begin netsim_train.sh train czw
 gbit=$(echo "$rate" | sed -n 's/gbit$//p')
 gbit=${gbit:-1}
-hyp=$(lscpu | sed -n 's/^Hypervisor vendor: *//p')
-cpu() { lscpu | sed -n "s/^$1: *//p" | sed -n 1p; }
-echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), cloze $(git -C "$SRC" rev-parse --short HEAD 2>/dev/null || echo '?')"
-echo "# CPU: $(cpu 'Model name') (family $(cpu 'CPU family') model $(cpu Model)${hyp:+, $hyp guest}), $(nproc) cores; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "# $(basename "$config"), micro-batch $micro x seq $seq per rank, $steps steps, dist.allreduce=$allreduce, $rph rank(s) per host, star, $rate per link direction"
 : >"$work/rows"
 for h in $hosts_list; do

@@ -127,6 +127,7 @@ int main(int argc, char **argv) {
     memset(&dc, 0, sizeof dc);
     dc.allreduce = CZ_ALLREDUCE_RING;
     dc.bucket_mb = 25;
+    dc.overlap = 1;
     cz_optimizer *o;
     cz_grad_sync *gs;
     float *w = cz_alloc(n * sizeof(float), &err), *g = w ? cz_alloc(n * sizeof(float), &err) : NULL;

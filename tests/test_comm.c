@@ -204,7 +204,8 @@ static void test_grad_sync(const cz_comm *d, cz_allreduce_algo algo, cz_grad_ord
     float *g = malloc(n * sizeof(float));
     float *plain = malloc(n * sizeof(float));
     cz_comm_config cfg = {.allreduce = algo,
-                          .bucket_mb = 4000.0 / (1024 * 1024)}; /* 1000 floats per bucket */
+                          .bucket_mb = 4000.0 / (1024 * 1024), /* 1000 floats per bucket */
+                          .overlap = 1};
     for (int mode = 0; mode < 3; mode++) {
         cz_grad_sync *gs;
         if (cz_grad_sync_create(&gs, d, &cfg, n, (cz_sync_mode)mode, order, &err) != 0) {
@@ -282,6 +283,53 @@ static void test_bucket_order(void) {
     CHECK(off + cnt == l.n, "descending: first bucket ends at %zu", off + cnt);
 }
 
+/* The schedule's times: the i-th bucket to complete is complete exactly
+ * when the floats counted in the order reach its far end (checked against
+ * the buckets' ranges, float by float), increasing, the last one at n; and
+ * the default bucket size from the model. */
+static void test_bucket_schedule(const cz_comm *d) {
+    cz_bucket_layout l;
+    cz_bucket_layout_make(&l, 10007, 4000.0, 3);
+    for (int order = 0; order < 2; order++) {
+        size_t prev = 0;
+        for (int i = 0; i < l.n_buckets; i++) {
+            size_t at = cz_layout_ready_after(&l, (cz_grad_order)order, i), off, cnt;
+            cz_bucket_range(&l, cz_layout_bucket_at(&l, (cz_grad_order)order, i), &off, &cnt);
+            /* floats final after `at` in this order: [0, at) or [n - at, n) */
+            size_t lo = order == CZ_GRAD_ASCENDING ? 0 : l.n - at;
+            size_t hi = order == CZ_GRAD_ASCENDING ? at : l.n;
+            CHECK(off >= lo && off + cnt <= hi, "order %d bucket #%d: not complete at %zu", order,
+                  i, at);
+            size_t lo1 = order == CZ_GRAD_ASCENDING ? 0 : l.n - (at - 1);
+            size_t hi1 = order == CZ_GRAD_ASCENDING ? at - 1 : l.n;
+            CHECK(!(off >= lo1 && off + cnt <= hi1), "order %d bucket #%d: complete before %zu",
+                  order, i, at);
+            CHECK(at > prev, "order %d bucket #%d: at %zu after %zu", order, i, at, prev);
+            prev = at;
+        }
+        CHECK(prev == l.n, "order %d: the last bucket is complete at %zu of %zu", order, prev, l.n);
+    }
+    const double mib = 1024.0 * 1024.0;
+    cz_comm_config cfg = {.bucket_mb = 0};
+    CHECK(cz_grad_bucket_bytes(&cfg, 11270000) == 11270000 * 4.0 / 16, "BERT-mini: %.0f",
+          cz_grad_bucket_bytes(&cfg, 11270000));
+    CHECK(cz_grad_bucket_bytes(&cfg, 1000) == mib, "tiny: %.0f", cz_grad_bucket_bytes(&cfg, 1000));
+    CHECK(cz_grad_bucket_bytes(&cfg, 110000000) == 25 * mib, "BERT-base: %.0f",
+          cz_grad_bucket_bytes(&cfg, 110000000));
+    /* bf16 on the wire is ours alone: with "mpi" a one-line refusal */
+    cz_comm_config mpi_bf16 = {.allreduce = CZ_ALLREDUCE_MPI, .grad_wire = CZ_WIRE_BF16};
+    cz_grad_sync *gs = NULL;
+    cz_error err = {{0}};
+    CHECK(cz_grad_sync_create(&gs, d, &mpi_bf16, 1000, CZ_SYNC_ALLREDUCE, CZ_GRAD_ASCENDING,
+                              &err) != 0 &&
+              strstr(err.msg, "dist.grad_wire") != NULL,
+          "mpi with bf16 on the wire: accepted (%s)", err.msg);
+    cz_grad_sync_free(gs);
+    cfg.bucket_mb = 3;
+    CHECK(cz_grad_bucket_bytes(&cfg, 110000000) == 3 * mib, "dist.bucket_mb = 3: %.0f",
+          cz_grad_bucket_bytes(&cfg, 110000000));
+}
+
 /* Chunks over 32 * CZ_RING_PIPE floats are cut into pieces longer than
  * CZ_RING_PIPE, the last one short: integer values, so the sum is exact
  * whatever the order (2 ranks: 17 MiB; the cheap input keeps it fast). */
@@ -312,6 +360,7 @@ int main(int argc, char **argv) {
     test_layout_moves(&d);
     test_verdict(&d);
     test_bucket_order();
+    test_bucket_schedule(&d);
     for (int order = 0; order < 2; order++) {
         test_grad_sync(&d, CZ_ALLREDUCE_RING, (cz_grad_order)order);
         test_grad_sync(&d, CZ_ALLREDUCE_MPI, (cz_grad_order)order);

@@ -18,7 +18,13 @@
  *  - every rank holds the same bits (hashes compared), and a second run
  *    gives the same bits;
  *  - reduce-scatter alone leaves each rank its chunk of the sum, all-gather
- *    alone copies every rank's chunk to all. */
+ *    alone copies every rank's chunk to all;
+ *  - with bf16 on the wire (dist.grad_wire): the same order recomputed here
+ *    with every sent partial sum rounded to bf16 (nearest even, rounded here
+ *    by bit arithmetic, not by the library) and fp32 additions, bit for bit;
+ *    the all-reduce ends with that sum in bf16 on every rank, the
+ *    reduce-scatter with it in fp32; it differs from the fp32 result (so the
+ *    wire really is bf16) and a plain all-gather still copies fp32. */
 #include "cloze/comm.h"
 
 #include "../src/comm/comm_internal.h" /* comm's inside: cz_coll, host layouts */
@@ -27,6 +33,7 @@
 #include "mpi_main.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 static float input(int integer, int r, size_t i, int t) {
@@ -94,8 +101,63 @@ static float order_sum(const shape *s, int integer, int c, size_t i, int t) {
     return outer_acc;
 }
 
+/* bfloat16, round to nearest even (finite inputs) */
+static float bf16(float x) {
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+/* order_sum with bf16 on the wire: what a member sends (its own value at a
+ * ring's first step, its partial sum later) is rounded; what it adds is not. */
+static float order_sum_bf16(const shape *s, int c, size_t i, int t) {
+    int oc = s->o_of[c], ic = s->i_of[c];
+    float outer_acc = 0;
+    for (int j = 1; j <= s->outer; j++) {
+        int o = (oc + j) % s->outer;
+        float acc = X(0, s->member[o * s->inner + (ic + 1) % s->inner], i, t);
+        for (int k = 2; k <= s->inner; k++)
+            acc = bf16(acc) + X(0, s->member[o * s->inner + (ic + k) % s->inner], i, t);
+        outer_acc = j == 1 ? acc : bf16(outer_acc) + acc;
+    }
+    return outer_acc;
+}
+
 static void fill(float *b, size_t n, int integer, int r, int t) {
     for (size_t i = 0; i < n; i++) b[i] = input(integer, r, i, t);
+}
+
+/* A case's context options and the order's shape, built here. */
+static void case_setup(cz_coll_opts *o, shape *s, cz_allreduce_algo algo, int grid_x,
+                       const cz_host_layout *hosts, const int *host_of, int p) {
+    cz_coll_opts_default(o);
+    o->algo = algo;
+    o->grid_x = grid_x;
+    o->hosts = hosts;
+    shape_of(s, algo, p, grid_x, host_of);
+    shape_index(s);
+}
+
+static size_t max_size(const size_t *sizes, int n_sizes) {
+    size_t max_n = 0;
+    for (int k = 0; k < n_sizes; k++) max_n = sizes[k] > max_n ? sizes[k] : max_n;
+    return max_n;
+}
+
+/* All-gather alone: each rank provides its chunk, the rest is garbage;
+ * afterwards every chunk is its owner's input, copied bit for bit. */
+static void check_allgather(cz_coll *c, float *buf, size_t n, int p, int rank, int k,
+                            const char *label) {
+    size_t off, cnt, bad = 0;
+    cz_error err;
+    cz_comm_chunk(n, p, rank, &off, &cnt);
+    for (size_t i = 0; i < n; i++) buf[i] = NAN;
+    for (size_t i = off; i < off + cnt; i++) buf[i] = input(0, rank, i, k);
+    CHECK(cz_coll_allgather(c, buf, n, &err) == 0, "%s: %s", label, err.msg);
+    for (size_t i = 0; i < n; i++) bad += buf[i] != input(0, mpi_test_chunk_owner(n, p, i), i, k);
+    CHECK(bad == 0, "%s all-gather n=%zu: %zu wrong", label, n, bad);
 }
 
 /* One algorithm on one layout, every size. */
@@ -104,10 +166,8 @@ static void run_case(const cz_comm *world, cz_allreduce_algo algo, int grid_x,
                      int n_sizes, const char *label) {
     int p = world->size, rank = world->rank;
     cz_coll_opts o;
-    cz_coll_opts_default(&o);
-    o.algo = algo;
-    o.grid_x = grid_x;
-    o.hosts = hosts;
+    shape s;
+    case_setup(&o, &s, algo, grid_x, hosts, host_of, p);
     cz_coll *c;
     cz_error err;
     /* the dispatch entry points on a communicator with the context attached */
@@ -118,11 +178,7 @@ static void run_case(const cz_comm *world, cz_allreduce_algo algo, int grid_x,
     }
     c = cz_comm_coll(&bound); /* the context itself, and the dispatch on it (cz_allreduce) */
     CHECK(cz_coll_algo(c) == algo, "%s: got %s", label, cz_allreduce_algo_name(cz_coll_algo(c)));
-    shape s;
-    shape_of(&s, algo, p, grid_x, host_of);
-    shape_index(&s);
-    size_t max_n = 0;
-    for (int k = 0; k < n_sizes; k++) max_n = sizes[k] > max_n ? sizes[k] : max_n;
+    size_t max_n = max_size(sizes, n_sizes);
     float *buf = malloc((max_n + 1) * sizeof(float)), *again = malloc((max_n + 1) * sizeof(float));
     for (int k = 0; k < n_sizes; k++) {
         size_t n = sizes[k];
@@ -159,18 +215,62 @@ static void run_case(const cz_comm *world, cz_allreduce_algo algo, int grid_x,
         cz_comm_chunk(n, p, rank, &off, &cnt);
         for (size_t i = off; i < off + cnt; i++) bad += buf[i] != order_sum(&s, 0, rank, i, k);
         CHECK(bad == 0, "%s reduce-scatter n=%zu: %zu wrong", label, n, bad);
-        /* all-gather: each rank provides its chunk, the rest is garbage */
-        for (size_t i = 0; i < n; i++) buf[i] = NAN;
-        for (size_t i = off; i < off + cnt; i++) buf[i] = input(0, rank, i, k);
-        CHECK(cz_coll_allgather(c, buf, n, &err) == 0, "%s: %s", label, err.msg);
-        bad = 0;
-        for (size_t i = 0; i < n; i++)
-            bad += buf[i] != input(0, mpi_test_chunk_owner(n, p, i), i, k);
-        CHECK(bad == 0, "%s all-gather n=%zu: %zu wrong", label, n, bad);
+        check_allgather(c, buf, n, p, rank, k, label);
     }
     free(buf);
     free(again);
     cz_comm_finalize(&bound);
+}
+
+/* bf16 on the wire: one algorithm on one layout, every size, random floats. */
+static void run_bf16(const cz_comm *world, cz_allreduce_algo algo, int grid_x,
+                     const cz_host_layout *hosts, const int *host_of, const size_t *sizes,
+                     int n_sizes, const char *label) {
+    int p = world->size, rank = world->rank;
+    cz_coll_opts o;
+    shape s;
+    case_setup(&o, &s, algo, grid_x, hosts, host_of, p);
+    o.wire_bf16 = 1;
+    cz_coll *c;
+    cz_error err;
+    if (cz_coll_create(&c, cz_comm_mpi(world), &o, &err) != 0) {
+        CHECK(0, "%s bf16: create: %s", label, err.msg);
+        return;
+    }
+    size_t max_n = max_size(sizes, n_sizes), differs = 0, total = 0;
+    float *buf = malloc((max_n + 1) * sizeof(float));
+    for (int k = 0; k < n_sizes; k++) {
+        size_t n = sizes[k], bad = 0;
+        fill(buf, n, 0, rank, k);
+        CHECK(cz_coll_allreduce(c, buf, n, &err) == 0, "%s bf16 n=%zu: %s", label, n, err.msg);
+        for (size_t i = 0; i < n; i++) {
+            int owner = mpi_test_chunk_owner(n, p, i);
+            float want = order_sum_bf16(&s, owner, i, k);
+            bad += buf[i] != (p > 1 ? bf16(want) : want);
+            differs += buf[i] != order_sum(&s, 0, owner, i, k);
+            total++;
+        }
+        CHECK(bad == 0, "%s bf16 all-reduce n=%zu: %zu elements not the bf16-wire order", label, n,
+              bad);
+        CHECK(mpi_test_same_on_all_ranks(world, buf, n * sizeof(float)),
+              "%s bf16 n=%zu: ranks hold different bits", label, n);
+        /* reduce-scatter: my chunk, the last addition in fp32 */
+        fill(buf, n, 0, rank, k);
+        CHECK(cz_coll_reduce_scatter(c, buf, n, &err) == 0, "%s: %s", label, err.msg);
+        size_t off, cnt;
+        cz_comm_chunk(n, p, rank, &off, &cnt);
+        bad = 0;
+        for (size_t i = off; i < off + cnt; i++) bad += buf[i] != order_sum_bf16(&s, rank, i, k);
+        CHECK(bad == 0, "%s bf16 reduce-scatter n=%zu: %zu wrong", label, n, bad);
+        /* a plain all-gather (the optimizer's weights) copies fp32 */
+        check_allgather(c, buf, n, p, rank, k, label);
+    }
+    /* most sums of random floats are not bf16 numbers: the wire must show */
+    if (p > 1)
+        CHECK(differs > total / 2, "%s bf16: only %zu of %zu elements differ from fp32's", label,
+              differs, total);
+    free(buf);
+    cz_coll_free(c);
 }
 
 /* "mpi" keeps the chunk ownership: reduce-scatter and all-gather semantics
@@ -288,10 +388,15 @@ int main(int argc, char **argv) {
                 }
                 snprintf(label, sizeof label, "hierarchical %dx%d%s", h, p / h, rr ? " rr" : "");
                 run_case(&d, CZ_ALLREDUCE_HIERARCHICAL, 0, &l, l.host_of, sizes, ns, label);
+                /* bf16: the two-level rings once per shape (torus2d and round
+                 * robin run the same rings on other members) */
+                if (!rr && h > 1 && h < p)
+                    run_bf16(&d, CZ_ALLREDUCE_HIERARCHICAL, 0, &l, l.host_of, sizes, ns, label);
                 cz_host_layout_free(&l);
             }
         }
         run_case(&d, CZ_ALLREDUCE_RING, 0, NULL, NULL, sizes, ns, "ring");
+        run_bf16(&d, CZ_ALLREDUCE_RING, 0, NULL, NULL, sizes, ns, "ring");
         for (int x = 1; x <= p; x++) {
             if (p % x) continue;
             snprintf(label, sizeof label, "torus2d %dx%d", x, p / x);

@@ -273,6 +273,8 @@ static void test_file_errors(void) {
                       ":1: model.type_vocab_size: BERT needs 2 segment types");
     expect_file_error("optim: { warmup_steps = 10L;\n warmup_fraction = 0.1; };\n",
                       ":1: optim.warmup_steps: set only one of");
+    expect_file_error("dist: { allreduce = \"mpi\";\n grad_wire = \"bf16\"; };\n",
+                      ":2: dist.grad_wire: dist.grad_wire = \"bf16\" needs one of our");
 
     cz_config c;
     cz_error err;

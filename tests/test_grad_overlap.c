@@ -63,7 +63,7 @@ static void local_grads(cz_model *m, const cz_batch *b, float *g) {
 static void synced_grads(const cz_comm *c, cz_model *m, const cz_batch *b, cz_sync_mode mode,
                          double bucket_mb, overlap_hook *hk, float *out) {
     size_t n = cz_model_num_params(m);
-    cz_comm_config cfg = {.allreduce = CZ_ALLREDUCE_RING, .bucket_mb = bucket_mb};
+    cz_comm_config cfg = {.allreduce = CZ_ALLREDUCE_RING, .bucket_mb = bucket_mb, .overlap = 1};
     cz_grad_sync *gs;
     cz_error err;
     if (cz_grad_sync_create(&gs, c, &cfg, n, mode, cz_model_grad_order(m), &err) != 0) {

@@ -131,6 +131,7 @@ static void run(const cz_comm *d, const char *opt, const char *algo) {
         dc.allreduce = strcmp(algo, "ring") == 0 ? CZ_ALLREDUCE_RING : CZ_ALLREDUCE_MPI;
         c.placement = place_of[j];
         dc.bucket_mb = 1200.0 * 4 / (1024 * 1024); /* 1200 floats: 5 buckets */
+        dc.overlap = 1;
         if (make(d, &c, &dc, &gs[j], &o[j], &err) != 0) {
             CHECK(0, "%s", err.msg);
             return;
@@ -199,6 +200,7 @@ static void run(const cz_comm *d, const char *opt, const char *algo) {
     dc.allreduce = strcmp(algo, "ring") == 0 ? CZ_ALLREDUCE_RING : CZ_ALLREDUCE_MPI;
     c.placement = CZ_PLACE_SHARDED;
     dc.bucket_mb = 1200.0 * 4 / (1024 * 1024);
+    dc.overlap = 1;
     if (make(d, &c, &dc, &fresh_gs, &fresh, &err) == 0) {
         CHECK(cz_optimizer_scatter_moments(fresh, mm[1], vv[1], &err) == 0, "%s", err.msg);
         cz_optimizer_set_steps_done(fresh, cz_optimizer_steps_done(o[1]));

@@ -171,6 +171,7 @@ static int run_steps(const cz_comm *d, const char *opt, const char *place, int t
     memset(&dc, 0, sizeof dc);
     dc.allreduce = CZ_ALLREDUCE_RING;
     dc.bucket_mb = 30000.0 * 4 / (1024 * 1024); /* buckets cut tensors into pieces */
+    dc.overlap = 1;
     cz_error err;
     cz_optimizer *o = NULL;
     cz_grad_sync *gs = NULL;

@@ -58,6 +58,16 @@ int cz_comm_threads_ok(const cz_comm *c);
  * by dist.timeout_s (cz_comm_watch) end. Errors every rank finds alike are agreed instead
  * (cz_comm_agree) and end with cz_comm_finalize. */
 void cz_comm_abort(const cz_comm *c, int code);
+/* A rank or host lost (its link cut, its host down, its process gone): a
+ * bounded wait (dist.timeout_s) ran out and the liveness probe found ranks
+ * that do not answer. No collective can finish any more, so comm ends the
+ * process itself with this status (EX_TEMPFAIL of sysexits.h: try again
+ * later, which launch/cloze.sbatch takes as "requeue"): the lowest rank
+ * that answered says one line naming the lost hosts and their ranks, the
+ * others end silently, and a launcher that asked for it (CLOZE_LAUNCHER_PID,
+ * launch/cloze-mpirun) is told to end mpirun at once (docs/reliability.md). */
+#define CZ_EXIT_HOST_LOST 75
+
 /* Ranks of c that share this rank's node (memory), this one included. */
 int cz_comm_node_ranks(const cz_comm *c, int *ranks, cz_error *err);
 /* Gathers `bytes` from every rank of this rank's node into all[] (the node's
@@ -132,9 +142,17 @@ typedef enum {
 } cz_allreduce_algo;
 #define CZ_ALLREDUCE_WORDS "ring|mpi|hierarchical|torus2d|auto"
 
+/* dist.grad_wire: the gradients' format on the wire in our algorithms. bf16:
+ * every partial sum sent is rounded to bfloat16 (nearest even) and added in
+ * fp32 by the receiver, half the bytes; the weight all-gather stays fp32.
+ * Order in CZ_WIRE_WORDS. */
+typedef enum { CZ_WIRE_FP32 = 0, CZ_WIRE_BF16 = 1 } cz_grad_wire;
+#define CZ_WIRE_WORDS "fp32|bf16"
+
 /* The dist section of the configuration that belongs to comm (keys
  * dist.allreduce, dist.bucket_mb, dist.grid, dist.link_gbit,
- * dist.link_latency_us; docs/config.md). */
+ * dist.link_latency_us, dist.timeout_s, dist.grad_wire, dist.overlap;
+ * docs/config.md). */
 typedef struct cz_comm_config {
     cz_allreduce_algo allreduce;
     double bucket_mb;       /* gradient bucket size in MiB */
@@ -142,6 +160,8 @@ typedef struct cz_comm_config {
     double link_gbit;       /* auto's model: one host's network link, Gbit/s per direction */
     double link_latency_us; /* auto's model: one message between hosts */
     double timeout_s;       /* longest wait for a peer before the job stops */
+    cz_grad_wire grad_wire; /* gradients on the wire: fp32 or bf16 */
+    int overlap;            /* 1: buckets reduced while backward runs; 0: after it */
 } cz_comm_config;
 
 /* dist.grid: "" (0 x 0) or "XxY" with X, Y >= 1. */
@@ -185,8 +205,21 @@ void cz_bucket_range(const cz_bucket_layout *l, int k, size_t *off, size_t *coun
 void cz_piece_range(const cz_bucket_layout *l, int k, int c, size_t *off, size_t *count);
 /* Floats owned by rank c (sum of its chunk in every bucket). */
 size_t cz_layout_owned(const cz_bucket_layout *l, int c);
-/* The i-th bucket to complete when ranges become final in `order`. */
+/* The bucket schedule (what the gradient sync does, and what a model of it
+ * needs): buckets are reduced strictly in the order they complete, one at a
+ * time on the communication thread. The i-th bucket to complete when ranges
+ * become final in `order` (i = 0 .. n_buckets-1): */
 int cz_layout_bucket_at(const cz_bucket_layout *l, cz_grad_order order, int i);
+/* ... and when: it is complete once this many floats of the buffer, counted
+ * in `order` (from offset 0 upwards for ASCENDING, from the end downwards for
+ * DESCENDING), are final. Its reduction starts then, or when the (i-1)-th
+ * one's ends, whichever is later. Increasing in i; the last is n. */
+size_t cz_layout_ready_after(const cz_bucket_layout *l, cz_grad_order order, int i);
+/* The gradient sync's bucket size in bytes for n floats of gradients:
+ * dist.bucket_mb, or with 0 (the default) 1/16 of the gradient within
+ * [1, 25] MiB. cz_bucket_layout_make(l, n, cz_grad_bucket_bytes(cfg, n), p)
+ * is the gradient sync's layout. */
+double cz_grad_bucket_bytes(const cz_comm_config *cfg, size_t n);
 
 /* Collectives over a whole layout, bucket by bucket. "Owned" arrays hold a
  * rank's pieces packed in bucket order (cz_layout_owned(l, rank) floats).
@@ -233,6 +266,11 @@ int cz_grad_sync_create(cz_grad_sync **out, const cz_comm *c, const cz_comm_conf
 void cz_grad_sync_free(cz_grad_sync *gs);
 const cz_bucket_layout *cz_grad_sync_layout(const cz_grad_sync *gs);
 cz_sync_mode cz_grad_sync_mode(const cz_grad_sync *gs);
+/* 1 when buckets are reduced by the communication thread while backward
+ * runs (dist.overlap, MPI_THREAD_MULTIPLE, more than one rank): a second
+ * thread may then use cz_grad_sync_comm between finish and the next begin
+ * (the sharded optimizer's weight all-gather, overlapped with its update). */
+int cz_grad_sync_overlaps(const cz_grad_sync *gs);
 cz_allreduce_algo cz_grad_sync_algo(const cz_grad_sync *gs);
 /* The gradient thread's communicator, with its algorithm's context (the
  * two-level rings, waits bounded by dist.timeout_s). It is idle between

@@ -131,6 +131,9 @@ typedef struct cz_coll_opts {
     /* A wait for a peer longer than this fails with a message naming the
      * ranks (and hosts) that no longer answer; <= 0: wait forever. */
     double timeout_s;
+    /* 1: reduce-scatter and all-reduce send bf16 and add in fp32 at each hop
+     * (dist.grad_wire = "bf16", ring.c); a plain all-gather stays fp32 */
+    int wire_bf16;
 } cz_coll_opts;
 void cz_coll_opts_default(cz_coll_opts *o);
 /* Options from the configuration, for messages of `bytes` (a bucket). */

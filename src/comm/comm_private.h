@@ -70,7 +70,10 @@ struct cz_coll {
     size_t req_len;
     comm_piece *pieces;
     size_t pieces_len;
-    size_t piece; /* floats per message of the current call (ring.c) */
+    size_t piece;   /* floats per message of the current call (ring.c) */
+    int wire_bf16;  /* reduce-scatter and the all-reduce send bf16 (dist.grad_wire) */
+    uint16_t *wire; /* bf16 staging, indexed like the buffer (ring.c) */
+    size_t wire_len;
     char why[768];
 };
 
@@ -79,7 +82,9 @@ struct cz_coll {
  * deadline (1, *waited set), answering liveness pings meanwhile. */
 int comm_poll_deadline(cz_coll *c, int n, MPI_Request *req, double *waited);
 /* The probe after a wait of `waited` s in `where` (peer: the rank waited
- * for, or -1 for a collective of everyone): the one-line verdict (-1). */
+ * for, or -1 for a collective of everyone): when some rank does not answer,
+ * the process ends (CZ_EXIT_HOST_LOST, comm.h) and this does not return;
+ * when every rank answers, the one-line verdict (-1). */
 int comm_stalled(cz_coll *c, const char *where, int peer, double waited, cz_error *err);
 
 /* ---- ring.c: one ring of c at a level ---- */
@@ -88,7 +93,9 @@ enum { COMM_LEVEL_INNER = 0, COMM_LEVEL_OUTER = 1 };
  * outer: its column) over n floats. Reduce-scatter leaves block b complete
  * at member b; all-gather copies every member's block to all. */
 int comm_ring_reduce_scatter(cz_coll *c, int level, float *buf, size_t n, cz_error *err);
-int comm_ring_allgather(cz_coll *c, int level, float *buf, size_t n, cz_error *err);
+/* bf16: on a context with wire_bf16, the all-reduce's all-gather sends bf16
+ * (the owner's block is rounded in place first, so all end alike); 0: fp32. */
+int comm_ring_allgather(cz_coll *c, int level, float *buf, size_t n, int bf16, cz_error *err);
 
 /* ---- world.c ---- */
 /* A started collective of c (MPI_I...) to its end: bounded by c's watch

@@ -92,15 +92,32 @@ static void *comm_thread(void *arg) {
     return NULL;
 }
 
+/* dist.bucket_mb = 0: 1/16 of the gradient, within [1, 25] MiB. Buckets
+ * must be small enough that the first ones are final early in backward
+ * (each bucket waits for its last float), and large enough that each
+ * ring's 2(p-1) message latencies stay small beside its transfer; 25 MiB is
+ * the size that earlier runs used (and PyTorch DDP's default), kept for
+ * models of 400 MiB of gradients and more, so that their bits do not change
+ * (docs/distributed.md, "Buckets"). */
+double cz_grad_bucket_bytes(const cz_comm_config *cfg, size_t n) {
+    const double mib = 1024.0 * 1024.0;
+    if (cfg->bucket_mb > 0) return cfg->bucket_mb * mib;
+    double b = (double)n * sizeof(float) / 16;
+    return b < mib ? mib : b > 25 * mib ? 25 * mib : b;
+}
+
 int cz_grad_sync_create(cz_grad_sync **out, const cz_comm *c, const cz_comm_config *cfg, size_t n,
                         cz_sync_mode mode, cz_grad_order order, cz_error *err) {
     *out = NULL;
+    if (cfg->grad_wire == CZ_WIRE_BF16 && cfg->allreduce == CZ_ALLREDUCE_MPI)
+        return cz_fail(err, "dist.grad_wire = \"bf16\" needs one of our all-reduce algorithms "
+                            "(dist.allreduce = ring, hierarchical, torus2d or auto), not \"mpi\"");
     cz_grad_sync *gs = calloc(1, sizeof *gs);
     if (!gs) return cz_fail(err, "grad sync: out of memory");
     gs->mode = mode;
     gs->algo = cfg->allreduce;
     gs->order = order;
-    cz_bucket_layout_make(&gs->layout, n, cfg->bucket_mb * 1024.0 * 1024.0, c->size);
+    cz_bucket_layout_make(&gs->layout, n, cz_grad_bucket_bytes(cfg, n), c->size);
     if (gs->layout.bucket > (size_t)INT_MAX) {
         free(gs);
         return cz_fail(err, "dist.bucket_mb: buckets of %zu floats exceed MPI's int counts",
@@ -127,14 +144,21 @@ int cz_grad_sync_create(cz_grad_sync **out, const cz_comm *c, const cz_comm_conf
         return cz_fail_prefix(err, "grad sync");
     }
     if (gs->comm.impl->coll) gs->algo = cz_coll_algo(gs->comm.impl->coll);
-    if (c->rank == 0 && c->size > 1)
-        cz_info("gradient all-reduce: %s", gs->comm.impl->coll
-                                               ? cz_coll_describe(gs->comm.impl->coll)
-                                               : "mpi (Open MPI's own collectives)");
     pthread_mutex_init(&gs->mu, NULL);
     pthread_cond_init(&gs->cv, NULL);
     gs->sync_ok = 1;
-    gs->use_thread = cz_comm_threads_ok(c) && c->size > 1;
+    gs->use_thread = cfg->overlap && cz_comm_threads_ok(c) && c->size > 1;
+    if (c->rank == 0 && c->size > 1)
+        cz_info("gradient all-reduce: %s; %d bucket(s) of %.2f MiB (%s), %s, gradients on the "
+                "wire: %s",
+                gs->comm.impl->coll ? cz_coll_describe(gs->comm.impl->coll)
+                                    : "mpi (Open MPI's own collectives)",
+                gs->layout.n_buckets, (double)gs->layout.bucket * sizeof(float) / (1024.0 * 1024.0),
+                cfg->bucket_mb > 0 ? "dist.bucket_mb" : "sized from the model",
+                gs->use_thread  ? "overlapped with backward"
+                : !cfg->overlap ? "after backward (dist.overlap = false)"
+                                : "after backward (no MPI_THREAD_MULTIPLE)",
+                cfg->grad_wire == CZ_WIRE_BF16 ? "bf16" : "fp32");
     if (gs->use_thread && pthread_create(&gs->thread, NULL, comm_thread, gs) != 0)
         gs->use_thread = 0; /* still correct, just not overlapped */
     *out = gs;
@@ -162,6 +186,10 @@ void cz_grad_sync_free(cz_grad_sync *gs) {
 
 const cz_bucket_layout *cz_grad_sync_layout(const cz_grad_sync *gs) {
     return &gs->layout;
+}
+
+int cz_grad_sync_overlaps(const cz_grad_sync *gs) {
+    return gs->use_thread;
 }
 
 cz_sync_mode cz_grad_sync_mode(const cz_grad_sync *gs) {

@@ -46,6 +46,14 @@ int cz_layout_bucket_at(const cz_bucket_layout *l, cz_grad_order order, int i) {
     return order == CZ_GRAD_DESCENDING ? i : l->n_buckets - 1 - i;
 }
 
+/* The i-th bucket to complete is complete once its float nearest the end
+ * of the order is final. */
+size_t cz_layout_ready_after(const cz_bucket_layout *l, cz_grad_order order, int i) {
+    size_t off, count;
+    cz_bucket_range(l, cz_layout_bucket_at(l, order, i), &off, &count);
+    return order == CZ_GRAD_ASCENDING ? off + count : l->n - off;
+}
+
 /* ---- collectives over the layout ---- */
 
 int cz_layout_allgather(const cz_comm *c, cz_allreduce_algo algo, const cz_bucket_layout *l,

@@ -17,12 +17,24 @@
  * pieces (ring_piece), all receives of a step are posted first, and each
  * piece is added as soon as it has arrived.
  *
+ * bf16 on the wire (dist.grad_wire, c->wire_bf16): every partial sum a
+ * member sends is rounded to bfloat16 (round to nearest even, the kernels'
+ * cz_bf16_round) and the receiver adds it to its own fp32 values in fp32,
+ * so block b ends at member b as
+ *   x_b + bf16(x_(b-1) + bf16(... + bf16(x_(b+2) + bf16(x_(b+1)))))
+ * fixed by the layout alone, like the fp32 order. An all-gather in bf16
+ * (the gradient all-reduce's second half) first rounds the owner's block in
+ * place, so every member ends with the same bits. Half the bytes of fp32.
+ *
  * cz_ring_* run the flat ring on a context made for the call; a
  * communicator with a context attached (cz_comm_attach_coll: the gradient
  * thread's) runs the same code through twolevel.c, with its scratch kept
  * and its waits bounded (deadline.c). */
 #include "comm_private.h"
 
+#include "cloze/kernels.h"
+
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -80,6 +92,12 @@ static int ensure_space(cz_coll *c, int q, size_t n, cz_error *err) {
         c->tmp_len = c->tmp ? 2 * block : 0;
         if (!c->tmp) return -1;
     }
+    if (c->wire_bf16 && n > c->wire_len) {
+        cz_free(c->wire);
+        c->wire = cz_alloc((n + 1) * sizeof(uint16_t), err);
+        c->wire_len = c->wire ? n : 0;
+        if (!c->wire) return -1;
+    }
     if (reqs > c->req_len || 2 * pieces > c->pieces_len) {
         free(c->req);
         free(c->pieces);
@@ -95,6 +113,38 @@ static int ensure_space(cz_coll *c, int q, size_t n, cz_error *err) {
 
 static const char *level_name(int level) {
     return level == COMM_LEVEL_INNER ? "inner" : "outer";
+}
+
+/* x[0..len) rounded to bf16 in place (the kernels' vector path), and their
+ * upper halves into w: the bf16 bits. */
+static void to_wire(uint16_t *w, float *x, int len) {
+    cz_bf16_round_n(x, x, (size_t)len);
+    for (int e = 0; e < len; e++) {
+        uint32_t u;
+        memcpy(&u, &x[e], sizeof u);
+        w[e] = (uint16_t)(u >> 16);
+    }
+}
+
+static float from_wire(uint16_t w) {
+    uint32_t u = (uint32_t)w << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* Where a piece packed at `packed` lands in a receive buffer of fp32 or bf16. */
+static void *recv_at(float *t, size_t packed, int bf16) {
+    return bf16 ? (void *)((uint16_t *)t + packed) : (void *)(t + packed);
+}
+
+/* One piece out: fp32 as it is, or rounded to bf16 (x is then rounded in
+ * place: what is sent is what stays). */
+static int send_piece(cz_coll *c, float *buf, const comm_piece *pc, int bf16, int dest, int tag,
+                      MPI_Comm comm, MPI_Request *req) {
+    if (!bf16) return MPI_Isend(buf + pc->off, pc->len, MPI_FLOAT, dest, tag, comm, req);
+    to_wire(c->wire + pc->off, buf + pc->off, pc->len);
+    return MPI_Isend(c->wire + pc->off, pc->len, MPI_UINT16_T, dest, tag, comm, req);
 }
 
 typedef struct ring {
@@ -136,12 +186,12 @@ static int fail_step(cz_coll *c, int level, const char *what, int s, int peer, c
  * sent at least RING_WINDOW + (pieces it received) of its own. */
 enum { RING_WINDOW = 16 };
 
-static int send_window(cz_coll *c, int level, const ring *r, const float *buf, const comm_piece *pc,
-                       int k, int *sent, int upto, MPI_Request *sreq, long *ns, const char *what,
-                       cz_error *err) {
+static int send_window(cz_coll *c, int level, const ring *r, float *buf, const comm_piece *pc,
+                       int k, int *sent, int upto, int bf16, MPI_Request *sreq, long *ns,
+                       const char *what, cz_error *err) {
     for (; *sent < k && *sent < upto; (*sent)++)
-        if (MPI_Isend(buf + pc[*sent].off, pc[*sent].len, MPI_FLOAT, r->next, 0, r->comm,
-                      &sreq[(*ns)++]) != MPI_SUCCESS)
+        if (send_piece(c, buf, &pc[*sent], bf16, r->next, 0, r->comm, &sreq[(*ns)++]) !=
+            MPI_SUCCESS)
             return fail_step(c, level, what, 0, r->next, err);
     return 0;
 }
@@ -169,7 +219,8 @@ int comm_ring_reduce_scatter(cz_coll *c, int level, float *buf, size_t n, cz_err
     ring r = ring_at(c, level);
     if (r.q == 1 || n == 0) return 0;
     if (ensure_space(c, r.q, n, err) != 0) return -1;
-    int q = r.q, m = r.m, steps = q - 1;
+    int q = r.q, m = r.m, steps = q - 1, bf16 = c->wire_bf16;
+    MPI_Datatype type = bf16 ? MPI_UINT16_T : MPI_FLOAT;
     size_t half = c->tmp_len / 2, per = c->pieces_len / 2;
     comm_piece *pr = c->pieces, *ps = c->pieces + per;
     MPI_Request *rreq = c->req, *sreq = c->req + 2 * per; /* rreq: 2 halves of `per` */
@@ -179,14 +230,14 @@ int comm_ring_reduce_scatter(cz_coll *c, int level, float *buf, size_t n, cz_err
         int rb = ((m - 2 - s) % q + 2 * q) % q, k = block_pieces(c, level, rb, n, pr);
         float *t = c->tmp + (size_t)(s % 2) * half;
         for (int j = 0; j < k; j++)
-            if (MPI_Irecv(t + pr[j].packed, pr[j].len, MPI_FLOAT, r.prev, s, r.comm,
+            if (MPI_Irecv(recv_at(t, pr[j].packed, bf16), pr[j].len, type, r.prev, s, r.comm,
                           &rreq[(size_t)(s % 2) * per + j]) != MPI_SUCCESS)
                 return fail_step(c, level, "reduce-scatter", s, r.prev, err);
     }
     /* step 0 sends this member's own values of block m-1, in a window */
     int k0 = block_pieces(c, level, ((m - 1) % q + q) % q, n, ps), sent0 = 0;
     const char *rs = "reduce-scatter";
-    if (send_window(c, level, &r, buf, ps, k0, &sent0, RING_WINDOW, sreq, &ns, rs, err) != 0)
+    if (send_window(c, level, &r, buf, ps, k0, &sent0, RING_WINDOW, bf16, sreq, &ns, rs, err) != 0)
         return -1;
     for (int s = 0; s < steps; s++) {
         int rb = ((m - 2 - s) % q + 2 * q) % q, k = block_pieces(c, level, rb, n, pr);
@@ -196,23 +247,29 @@ int comm_ring_reduce_scatter(cz_coll *c, int level, float *buf, size_t n, cz_err
                              r.prev, err) != 0)
                 return -1;
             float *acc = buf + pr[j].off;
-            const float *in = t + pr[j].packed;
-            for (int e = 0; e < pr[j].len; e++) acc[e] = in[e] + acc[e];
+            if (bf16) {
+                const uint16_t *in = (const uint16_t *)t + pr[j].packed;
+                for (int e = 0; e < pr[j].len; e++) acc[e] = from_wire(in[e]) + acc[e];
+            } else {
+                const float *in = t + pr[j].packed;
+                for (int e = 0; e < pr[j].len; e++) acc[e] = in[e] + acc[e];
+            }
             /* block rb is what step s+1 sends */
-            if (s + 1 < steps && MPI_Isend(acc, pr[j].len, MPI_FLOAT, r.next, s + 1, r.comm,
-                                           &sreq[ns++]) != MPI_SUCCESS)
+            if (s + 1 < steps &&
+                send_piece(c, buf, &pr[j], bf16, r.next, s + 1, r.comm, &sreq[ns++]) != MPI_SUCCESS)
                 return fail_step(c, level, "reduce-scatter", s + 1, r.next, err);
-            if (s == 0 && send_window(c, level, &r, buf, ps, k0, &sent0, RING_WINDOW + j + 1, sreq,
-                                      &ns, rs, err) != 0)
+            if (s == 0 && send_window(c, level, &r, buf, ps, k0, &sent0, RING_WINDOW + j + 1, bf16,
+                                      sreq, &ns, rs, err) != 0)
                 return -1;
         }
-        if (s == 0 && send_window(c, level, &r, buf, ps, k0, &sent0, k0, sreq, &ns, rs, err) != 0)
+        if (s == 0 &&
+            send_window(c, level, &r, buf, ps, k0, &sent0, k0, bf16, sreq, &ns, rs, err) != 0)
             return -1;
         if (s + 2 < steps) {
             int rb2 = ((m - 4 - s) % q + 4 * q) % q, k2 = block_pieces(c, level, rb2, n, pr);
             for (int j = 0; j < k2; j++)
-                if (MPI_Irecv(t + pr[j].packed, pr[j].len, MPI_FLOAT, r.prev, s + 2, r.comm,
-                              &rreq[(size_t)(s % 2) * per + j]) != MPI_SUCCESS)
+                if (MPI_Irecv(recv_at(t, pr[j].packed, bf16), pr[j].len, type, r.prev, s + 2,
+                              r.comm, &rreq[(size_t)(s % 2) * per + j]) != MPI_SUCCESS)
                     return fail_step(c, level, "reduce-scatter", s + 2, r.prev, err);
         }
     }
@@ -223,26 +280,31 @@ int comm_ring_reduce_scatter(cz_coll *c, int level, float *buf, size_t n, cz_err
 
 /* All-gather, streamed: every receive goes to its place in buf, so all are
  * posted at once, and each arriving piece is forwarded at once. */
-int comm_ring_allgather(cz_coll *c, int level, float *buf, size_t n, cz_error *err) {
+int comm_ring_allgather(cz_coll *c, int level, float *buf, size_t n, int bf16, cz_error *err) {
     ring r = ring_at(c, level);
     if (r.q == 1 || n == 0) return 0;
+    bf16 = bf16 && c->wire_bf16;
     if (ensure_space(c, r.q, n, err) != 0) return -1;
     int q = r.q, m = r.m, steps = q - 1;
     size_t per = c->pieces_len / 2;
     comm_piece *pc = c->pieces, *ps = c->pieces + per;
     MPI_Request *rreq = c->req, *sreq = c->req + (size_t)steps * per;
+    MPI_Datatype type = bf16 ? MPI_UINT16_T : MPI_FLOAT;
     long ns = 0;
+    /* bf16: pieces arrive in the wire buffer at their offsets, are forwarded
+     * from there as they are, and widened into buf at the end */
     for (int s = 0; s < steps; s++) {
         int k = block_pieces(c, level, ((m - s - 1) % q + q) % q, n, pc);
         for (int j = 0; j < k; j++)
-            if (MPI_Irecv(buf + pc[j].off, pc[j].len, MPI_FLOAT, r.prev, s, r.comm,
+            if (MPI_Irecv(bf16 ? (void *)(c->wire + pc[j].off) : (void *)(buf + pc[j].off),
+                          pc[j].len, type, r.prev, s, r.comm,
                           &rreq[(size_t)s * per + j]) != MPI_SUCCESS)
                 return fail_step(c, level, "all-gather", s, r.prev, err);
     }
     /* step 0 sends this member's own block, in a window */
     int k0 = block_pieces(c, level, m, n, ps), sent0 = 0;
     const char *ag = "all-gather";
-    if (send_window(c, level, &r, buf, ps, k0, &sent0, RING_WINDOW, sreq, &ns, ag, err) != 0)
+    if (send_window(c, level, &r, buf, ps, k0, &sent0, RING_WINDOW, bf16, sreq, &ns, ag, err) != 0)
         return -1;
     for (int s = 0; s < steps; s++) {
         int k = block_pieces(c, level, ((m - s - 1) % q + q) % q, n, pc);
@@ -250,17 +312,25 @@ int comm_ring_allgather(cz_coll *c, int level, float *buf, size_t n, cz_error *e
             if (wait_bounded(c, 1, &rreq[(size_t)s * per + j], level, "all-gather", s, r.prev,
                              err) != 0)
                 return -1;
-            if (s + 1 < steps && MPI_Isend(buf + pc[j].off, pc[j].len, MPI_FLOAT, r.next, s + 1,
-                                           r.comm, &sreq[ns++]) != MPI_SUCCESS)
+            void *fwd = bf16 ? (void *)(c->wire + pc[j].off) : (void *)(buf + pc[j].off);
+            if (s + 1 < steps &&
+                MPI_Isend(fwd, pc[j].len, type, r.next, s + 1, r.comm, &sreq[ns++]) != MPI_SUCCESS)
                 return fail_step(c, level, "all-gather", s + 1, r.next, err);
-            if (s == 0 && send_window(c, level, &r, buf, ps, k0, &sent0, RING_WINDOW + j + 1, sreq,
-                                      &ns, ag, err) != 0)
+            if (s == 0 && send_window(c, level, &r, buf, ps, k0, &sent0, RING_WINDOW + j + 1, bf16,
+                                      sreq, &ns, ag, err) != 0)
                 return -1;
         }
-        if (s == 0 && send_window(c, level, &r, buf, ps, k0, &sent0, k0, sreq, &ns, ag, err) != 0)
+        if (s == 0 &&
+            send_window(c, level, &r, buf, ps, k0, &sent0, k0, bf16, sreq, &ns, ag, err) != 0)
             return -1;
     }
     if (wait_bounded(c, (int)ns, sreq, level, "all-gather", steps - 1, r.next, err) != 0) return -1;
+    for (int s = 0; bf16 && s < steps; s++) {
+        int k = block_pieces(c, level, ((m - s - 1) % q + q) % q, n, pc);
+        for (int j = 0; j < k; j++)
+            for (int e = 0; e < pc[j].len; e++)
+                buf[pc[j].off + e] = from_wire(c->wire[pc[j].off + e]);
+    }
     return 0;
 }
 
@@ -289,9 +359,10 @@ static int ring_once(MPI_Comm comm, int what, float *buf, size_t n, cz_error *er
     if (what & ONCE_REDUCE_SCATTER)
         rc = comm_ring_reduce_scatter(&t, COMM_LEVEL_INNER, buf, n, err);
     if (rc == 0 && (what & ONCE_ALLGATHER))
-        rc = comm_ring_allgather(&t, COMM_LEVEL_INNER, buf, n, err);
+        rc = comm_ring_allgather(&t, COMM_LEVEL_INNER, buf, n, 0, err);
     free(t.shape.member);
     cz_free(t.tmp);
+    cz_free(t.wire);
     free(t.req);
     free(t.pieces);
     return rc;

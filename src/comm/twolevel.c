@@ -20,15 +20,21 @@ int cz_coll_reduce_scatter(cz_coll *c, float *buf, size_t n, cz_error *err) {
     return comm_ring_reduce_scatter(c, COMM_LEVEL_OUTER, buf, n, err);
 }
 
-int cz_coll_allgather(cz_coll *c, float *buf, size_t n, cz_error *err) {
+/* bf16: the gradient all-reduce's second half on a bf16 wire; an
+ * all-gather of its own (the optimizer's weights) stays fp32 */
+static int allgather(cz_coll *c, float *buf, size_t n, int bf16, cz_error *err) {
     if (c->p == 1 || n == 0) return 0;
-    if (comm_ring_allgather(c, COMM_LEVEL_OUTER, buf, n, err) != 0) return -1;
-    return comm_ring_allgather(c, COMM_LEVEL_INNER, buf, n, err);
+    if (comm_ring_allgather(c, COMM_LEVEL_OUTER, buf, n, bf16, err) != 0) return -1;
+    return comm_ring_allgather(c, COMM_LEVEL_INNER, buf, n, bf16, err);
+}
+
+int cz_coll_allgather(cz_coll *c, float *buf, size_t n, cz_error *err) {
+    return allgather(c, buf, n, 0, err);
 }
 
 int cz_coll_allreduce(cz_coll *c, float *buf, size_t n, cz_error *err) {
     if (cz_coll_reduce_scatter(c, buf, n, err) != 0) return -1;
-    return cz_coll_allgather(c, buf, n, err);
+    return allgather(c, buf, n, 1, err);
 }
 
 /* ---- creation ---- */
@@ -49,6 +55,7 @@ int cz_coll_opts_from_config(cz_coll_opts *o, const cz_comm_config *cfg, double 
     if (cfg->link_gbit > 0) o->net.beta_net = 8.0 / (cfg->link_gbit * 1e9);
     if (cfg->link_latency_us > 0) o->net.alpha_net = cfg->link_latency_us * 1e-6;
     o->timeout_s = cfg->timeout_s;
+    o->wire_bf16 = cfg->grad_wire == CZ_WIRE_BF16;
     return 0;
 }
 
@@ -113,6 +120,7 @@ int cz_coll_create(cz_coll **out, MPI_Comm comm, const cz_coll_opts *o, cz_error
         goto fail;
     }
     c->timeout = o->timeout_s;
+    c->wire_bf16 = o->wire_bf16;
     c->host = calloc((size_t)c->p, sizeof *c->host);
     char name[MPI_MAX_PROCESSOR_NAME + 1] = "";
     int name_len = 0;
@@ -150,6 +158,7 @@ void cz_coll_free(cz_coll *c) {
     free(c->host);
     comm_shape_free(&c->shape);
     cz_free(c->tmp);
+    cz_free(c->wire);
     free(c->req);
     free(c->pieces);
     free(c);

@@ -703,6 +703,11 @@ static int validate_cross(const cz_config *c, const load_ctx *ctx, cz_error *err
         return fail_key(ctx, KEY_INDEX("optim", "warmup_steps"), err,
                         "optim.warmup_steps = %ld exceeds train.steps = %ld", o->warmup_steps,
                         t->steps);
+    /* Open MPI's collectives reduce fp32 in their own order: no bf16 wire */
+    if (c->dist.grad_wire == CZ_WIRE_BF16 && c->dist.allreduce == CZ_ALLREDUCE_MPI)
+        return fail_key(ctx, KEY_INDEX("dist", "grad_wire"), err,
+                        "dist.grad_wire = \"bf16\" needs one of our all-reduce algorithms "
+                        "(dist.allreduce = ring, hierarchical, torus2d or auto), not \"mpi\"");
     return 0;
 }
 

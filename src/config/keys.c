@@ -35,6 +35,7 @@ _Static_assert(sizeof(cz_optim_kind) == sizeof(int), "cz_optim_kind must be int-
 _Static_assert(sizeof(cz_schedule) == sizeof(int), "cz_schedule must be int-sized");
 _Static_assert(sizeof(cz_placement) == sizeof(int), "cz_placement must be int-sized");
 _Static_assert(sizeof(cz_allreduce_algo) == sizeof(int), "cz_allreduce_algo must be int-sized");
+_Static_assert(sizeof(cz_grad_wire) == sizeof(int), "cz_grad_wire must be int-sized");
 /* train.gemm offers the first three cz_gemm_choice values, in value order */
 _Static_assert(CZ_GEMM_AUTO == 0 && CZ_GEMM_BLIS_DEFAULT == 1 && CZ_GEMM_REFERENCE == 2,
                "train.gemm words are auto|blis|reference");
@@ -239,8 +240,17 @@ const cz_key cz_config_keys[] = {
                 "weight all-gather) that waits this long for a rank stops the job, naming the "
                 "ranks and hosts that no longer answer; 0 = wait forever"},
     {KEY("dist", "bucket_mb", CZ_KEY_DOUBLE, dist.bucket_mb), .resume = CZ_RESUME_ACCEPTED,
-     .def = "25", .min = 0, .max = 1e6, .flags = CZ_MIN_EXCL,
-     .meaning = "gradient bucket size in MiB (overlap with backward)"},
+     .def = "0", .min = 0, .max = 1e6,
+     .meaning = "gradient bucket size in MiB (overlap with backward); 0 = sized from the "
+                "model: 1/16 of the gradient, within [1, 25] MiB (docs/distributed.md)"},
+    {KEY("dist", "overlap", CZ_KEY_BOOL, dist.overlap), .resume = CZ_RESUME_ACCEPTED, .def = "true",
+     .meaning = "reduce each gradient bucket while backward still runs (false: all of them "
+                "after backward, the same bits; for measuring the overlap)"},
+    {KEY("dist", "grad_wire", CZ_KEY_WORD_INDEX, dist.grad_wire), .resume = CZ_RESUME_ACCEPTED,
+     .def = "fp32", .choices = CZ_WIRE_WORDS,
+     .meaning = "gradients on the wire (ring, hierarchical, torus2d): bf16 sends every partial "
+                "sum rounded to bfloat16 and adds it in fp32 at each hop, half the bytes; the "
+                "weight all-gather stays fp32"},
     /* the optimizer owns its placement: stored in cz_optim_config */
     {KEY("dist", "placement", CZ_KEY_WORD_INDEX, optim.placement), .resume = CZ_RESUME_ACCEPTED,
      .def = "sharded", .choices = CZ_PLACEMENT_WORDS,

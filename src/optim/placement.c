@@ -20,6 +20,7 @@
 #include "cloze/optim.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,6 +46,7 @@ struct cz_optimizer {
     cz_optim_kind kind;
     cz_placement place;
     cz_allreduce_algo algo;
+    int overlap; /* sharded AdamW: bucket k gathered while k+1 is updated */
     size_t n;
     cz_param_range *ranges;
     int n_ranges;
@@ -170,6 +172,9 @@ int cz_optimizer_create(cz_optimizer **out, const cz_comm *c, const cz_optim_con
     o->kind = ocfg->kind;
     o->place = ocfg->placement;
     o->algo = cz_grad_sync_algo(gs);
+    /* the update of sharded AdamW overlaps the weight all-gather when the
+     * grad sync overlaps backward (dist.overlap, MPI_THREAD_MULTIPLE) */
+    o->overlap = o->place == CZ_PLACE_SHARDED && cz_grad_sync_overlaps(gs) && c->size > 1;
     size_t n = o->n;
     if (cz_grad_sync_mode(gs) != cz_placement_sync_mode(o->place) || o->layout.p != c->size) {
         cz_fail(err,
@@ -331,6 +336,77 @@ static int lamb_update(cz_optimizer *o, const cz_adam_coef *k, float scale, floa
     return 0;
 }
 
+/* The sharded AdamW step with the weight all-gather overlapped (the grad
+ * sync's thread model: a second thread on the grad sync's communicator,
+ * idle between finish and the next begin): the main thread updates this
+ * rank's blocks bucket by bucket (blocks are in bucket order, bucket 0
+ * first), and a gather thread all-gathers bucket k as soon as it is
+ * updated, while bucket k+1 is. The same calls in the same order as
+ * cz_layout_allgather, so the same bits. */
+typedef struct gather_job {
+    cz_optimizer *o;
+    float *params;
+    int updated; /* buckets whose blocks are updated */
+    int rc;
+    cz_error err;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+} gather_job;
+
+static void *gather_thread(void *arg) {
+    gather_job *j = arg;
+    const cz_bucket_layout *l = &j->o->layout;
+    for (int k = 0; k < l->n_buckets && j->rc == 0; k++) {
+        pthread_mutex_lock(&j->mu);
+        while (j->updated <= k) pthread_cond_wait(&j->cv, &j->mu);
+        pthread_mutex_unlock(&j->mu);
+        size_t off, count;
+        cz_bucket_range(l, k, &off, &count);
+        if (cz_allgather(&j->o->sync_comm, j->o->algo, j->params + off, count, &j->err) != 0)
+            j->rc = cz_fail_prefix(&j->err, "bucket %d of %d", k, l->n_buckets);
+    }
+    return NULL;
+}
+
+static int adamw_update_gathered(cz_optimizer *o, const cz_adam_coef *k, float scale, float *params,
+                                 const float *grads, cz_error *err) {
+    gather_job j = {.o = o, .params = params};
+    pthread_mutex_init(&j.mu, NULL);
+    pthread_cond_init(&j.cv, NULL);
+    pthread_t t;
+    if (pthread_create(&t, NULL, gather_thread, &j) != 0) {
+        pthread_mutex_destroy(&j.mu);
+        pthread_cond_destroy(&j.cv);
+        adamw_update(o, k, scale, params, grads);
+        return cz_layout_allgather(&o->sync_comm, o->algo, &o->layout, params, err);
+    }
+    const block *blk = o->blk;
+    int b0 = 0;
+    for (int kb = 0; kb < o->layout.n_buckets; kb++) {
+        size_t off, count;
+        cz_bucket_range(&o->layout, kb, &off, &count);
+        int b1 = b0;
+        while (b1 < o->n_blk && blk[b1].off >= off && blk[b1].off < off + count) b1++;
+#pragma omp parallel for schedule(static)
+        for (int b = b0; b < b1; b++)
+            cz_optim_adamw_block(k, scale, decay_of(o, k, &blk[b]), params + blk[b].off,
+                                 grads + blk[b].off, o->m + blk[b].moff, o->v + blk[b].moff,
+                                 blk[b].count, 1);
+        b0 = b1;
+        pthread_mutex_lock(&j.mu);
+        j.updated = kb + 1;
+        pthread_cond_signal(&j.cv);
+        pthread_mutex_unlock(&j.mu);
+    }
+    pthread_join(t, NULL);
+    pthread_mutex_destroy(&j.mu);
+    pthread_cond_destroy(&j.cv);
+    if (b0 != o->n_blk)
+        return cz_fail(err, "optim: %d of %d blocks outside the buckets", o->n_blk - b0, o->n_blk);
+    if (j.rc != 0 && err) *err = j.err;
+    return j.rc;
+}
+
 /* New weights from their updaters to every rank. */
 static int distribute_params(cz_optimizer *o, float *params, cz_error *err) {
     if (o->comm.size == 1 || o->place == CZ_PLACE_REPLICATED) return 0;
@@ -362,6 +438,11 @@ int cz_optimizer_step(cz_optimizer *o, float *params, float *grads, int micro_ba
     make_coef(o, lr, (float)rep->clip_scale, &k);
     if (o->kind == CZ_OPT_LAMB) {
         if (lamb_update(o, &k, scale, params, grads, err) != 0) return -1;
+    } else if (o->overlap) {
+        o->t++;
+        return adamw_update_gathered(o, &k, scale, params, grads, err) == 0
+                   ? 0
+                   : cz_fail_prefix(err, "optim: weights to every rank");
     } else {
         adamw_update(o, &k, scale, params, grads);
     }

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Faults across hosts on a simulated cluster (launch/cloze-netsim): 2 hosts x
 # 2 ranks, BERT-tiny, hierarchical all-reduce, dist.timeout_s = 3.
-#  1. host 1's link goes down mid-run (`cloze-netsim link 1 down`): the job
-#     ends non-zero within a bound, and a rank on host 0 says in one line
-#     that it waited (for a rank on host 1, or in a collective) and that
-#     ranks 2 and 3 (host 1) do not answer (the bounded waits of the gradient sync and of every
-#     collective of the run; without them only Open MPI's "lost communication
-#     with a remote daemon" would end the job, naming no rank: check with
+#  1. host 1's link goes down mid-run (`cloze-netsim link 1 down`), the job
+#     started by launch/cloze-mpirun: it ends within dist.timeout_s + the
+#     probe + a few seconds with exit 75 (CZ_EXIT_HOST_LOST) and exactly one
+#     error line, which names host 1 and its ranks 2 and 3, and no banner of
+#     mpirun (the bounded waits of the gradient sync and of every collective
+#     of the run; without them only Open MPI's "lost communication with a
+#     remote daemon" would end the job, naming no rank: check with
 #     CLOZE_TEST_TIMEOUT_S=0, dist.timeout_s = 0, which must fail);
 #  2. a rank on host 1 killed with SIGKILL: the job ends non-zero within a
 #     bound, with a line naming that rank and host 1;
@@ -19,6 +20,10 @@ NAME_PREFIX=czf source "$(dirname "$0")/netsim_common.sh"
 # the cluster removes itself after 5 minutes whatever happens to this script
 "$NETSIM" up --hosts 2 --ranks-per-host 2 --rate 1gbit --name "$name" --ttl 300 >/dev/null
 ns() { timeout 120 "$NETSIM" --name "$name" mpirun -x OMP_NUM_THREADS=1 -x BLIS_NUM_THREADS=1 "$@"; }
+# the user's launcher on the simulated cluster
+launcher() {
+  CLOZE_MPIRUN="$NETSIM --name $name mpirun" timeout 120 "$SRC/launch/cloze-mpirun" -n 4 -t 1 "$@"
+}
 args() {
   tiny_args "$data" "$1"
   echo --set train.global_batch=4 --set train.micro_batch=1 --set train.steps=100000 \
@@ -31,7 +36,11 @@ fail() { echo "FAIL: $*"; exit 1; }
 # checkpoints, then the checks of the end; sets $resumed_at
 fault() {
   local kind=$1 limit=$2 run=$work/$1 log=$work/$1.log
-  ns "$BIN/cloze-train" $(args "$run") 2>"$log" &
+  if [ "$kind" = link ]; then
+    launcher "$BIN/cloze-train" $(args "$run") 2>"$log" &
+  else
+    ns "$BIN/cloze-train" $(args "$run") 2>"$log" &
+  fi
   local pid=$!
   for _ in $(seq 600); do
     [ "$(ls "$run"/ckpt-*.lz4 2>/dev/null | wc -l)" -ge 2 ] && break
@@ -39,8 +48,9 @@ fault() {
     sleep 0.1
   done
   (cd "$run" && sha256sum ckpt-*.lz4) >"$work/$kind.sums"
-  local t0 victim="" vrank=""
+  local t0 victim="" vrank="" before
   t0=$(date +%s.%N)
+  before=$(wc -l <"$log")
   if [ "$kind" = link ]; then
     "$NETSIM" --name "$name" link 1 down
   else
@@ -61,9 +71,15 @@ fault() {
   [ "$(echo "$took < $limit" | bc)" -eq 1 ] || { cat "$log"; fail "$kind: took ${took} s, the bound is $limit s"; }
   local want
   if [ "$kind" = link ]; then
-    # from the gradient sync ("waited 3 s for rank 2 (host ...-h1) in hierarchical
-    # outer ...") or a collective of the control path ("waited 3 s in all-reduce of ...")
-    want="rank [01] \(host $name-h0\) waited [0-9]+ s( for rank [23] \(host $name-h1\))? in .*no answer from rank\(s\) 2 \($name-h1\), 3 \($name-h1\): host, link or process down"
+    # from the gradient sync ("in hierarchical outer reduce-scatter step 0") or a
+    # collective of the control path ("in all-reduce of 8 numbers"), said by rank 0
+    want="^\[[0-9:]+ r0 error\] lost host $name-h1 \(ranks 2, 3\): no answer for [0-9]+ s in .* \(dist.timeout_s\); the job ends with exit 75"
+    [ $rc -eq 75 ] || { cat "$log"; fail "link: exit $rc, not 75"; }
+    local lines
+    # after the cut, besides the log's info and warnings: the one line
+    lines=$(tail -n +$((before + 1)) "$log" | grep -v -E '^\[[0-9:]+ r[0-9]+ (info|warn)\]' | grep -c . || true)
+    [ "$lines" -eq 1 ] || { cat "$log"; fail "link: $lines lines after the cut besides the log's info and warnings, not 1"; }
+    ! grep -q -E 'MPI_ABORT|ORTE|^-----' "$log" || { cat "$log"; fail "link: a banner of mpirun"; }
   else
     want="rank $vrank .*on node $name-h1 exited on signal 9"
   fi
@@ -89,7 +105,7 @@ print([r for r in map(json.loads, open(sys.argv[1])) if r.get("resumed")][-1]["s
   echo "$kind: resumed from step $resumed_at"
 }
 
-fault link 60
+fault link ${CLOZE_TEST_LINK_BOUND_S:-13}
 link_at=$resumed_at
 fault kill 30
 kill_at=$resumed_at
