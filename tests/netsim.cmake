@@ -7,3 +7,9 @@ cloze_add_script_test(test_netsim COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_ne
 # job in bounded time naming the rank and host; --resume auto continues exactly.
 cloze_add_script_test(test_netsim_faults COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_netsim_faults.sh
                       LABELS "mpi;netsim" TIMEOUT 300)
+# Real Slurm on the simulated cluster (cloze-netsim slurm: munged, slurmctld
+# and one slurmd per host, inside the cluster's namespaces, so its ports and
+# files never meet test_slurm's one-node Slurm): sbatch --nodes=4 trains as
+# one host does.
+cloze_add_script_test(test_slurm_netsim COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_slurm_netsim.sh
+                      LABELS "mpi;netsim;slurm" TIMEOUT 300)
