@@ -13,6 +13,11 @@ chmod 755 "$work"   # the jobs write their logs here
 ok=0
 cleanup() {
   local rc=$?
+  if [ "$ok" != 1 ] && [ -d "${CLOZE_NETSIM_STATE:-/tmp}/cloze-netsim.$name/slurm/log" ]; then
+    sl scontrol show job >"$work/jobs.txt" 2>&1 || true
+    sl sinfo -N >"$work/sinfo.txt" 2>&1 || true
+    cp -r "${CLOZE_NETSIM_STATE:-/tmp}/cloze-netsim.$name/slurm/log" "$work/slurm-log" 2>/dev/null || true
+  fi
   "$NETSIM" --name "$name" down >/dev/null 2>&1 || true
   if [ "$ok" = 1 ]; then rm -rf "$work"; else echo "kept $work"; fi
   exit $rc
