@@ -12,9 +12,9 @@ cloze_add_script_test(test_netsim_faults COMMAND bash ${CLOZE_TEST_DIR}/scripts/
 # files never meet test_slurm's one-node Slurm): sbatch --nodes=4 trains as
 # one host does.
 cloze_add_script_test(test_slurm_netsim COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_slurm_netsim.sh
-                      LABELS "mpi;netsim;slurm" TIMEOUT 300)
+                      LABELS "mpi;netsim;slurm" TIMEOUT 600)
 # A node lost mid-job under that Slurm: named in one line, marked down, the
 # job requeued onto the 3 nodes that remain and resumed from its newest
 # checkpoint on 6 ranks, exactly as a 6-rank resume of that checkpoint.
 cloze_add_script_test(test_slurm_netsim_lost COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_slurm_netsim_lost.sh
-                      LABELS "mpi;netsim;slurm" TIMEOUT 300)
+                      LABELS "mpi;netsim;slurm" TIMEOUT 600)

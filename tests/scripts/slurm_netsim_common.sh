@@ -9,6 +9,7 @@ for tool in slurmctld slurmd munged sbatch srun nsenter; do
   command -v $tool >/dev/null || { echo "SKIP: $tool not installed"; exit 77; }
 done
 source "$(dirname "${BASH_SOURCE[0]}")/netsim_common.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/slurm_lib.sh"
 chmod 755 "$work"   # the jobs write their logs here
 ok=0
 cleanup() {
@@ -32,6 +33,7 @@ if ! "$NETSIM" --name "$name" slurm up --slurmd-timeout 30 2>"$work/slurm-up.log
 fi
 # Slurm's commands, run on host 0 (slurmctld is reached at its 198.18 address)
 sl() { "$NETSIM" --name "$name" exec 0 "$@"; }
+slurm_cmd() { sl "$@"; }
 fail() { echo "FAIL: $*"; exit 1; }
 # sub OUT SBATCH-OPTIONS... -- ARGS: launch/cloze.sbatch as a user submits
 # it; the job id. Every simulated host shares this machine's cores: ranks
@@ -44,13 +46,4 @@ sub() {
   sl sbatch --parsable --output="$out" --chdir="$SRC" "${opts[@]}" \
     --export=ALL,CLOZE_TRAIN="$BIN/cloze-train",CLOZE_NETWORK=198.18.0.0/15,OMPI_MCA_hwloc_base_binding_policy=none \
     "$SRC/launch/cloze.sbatch" "$@"
-}
-# sl_wait JOBID [SECONDS]: until the job has ended (default 150 s); prints its state
-sl_wait() {
-  local state
-  for _ in $(seq $((${2:-150} * 5))); do
-    state=$(sl scontrol show job "$1" 2>/dev/null | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p')
-    case "$state" in PENDING|RUNNING|COMPLETING|REQUEUED|CONFIGURING|"") sleep 0.2 ;; *) echo "$state"; return 0 ;; esac
-  done
-  echo TIMEOUT
 }

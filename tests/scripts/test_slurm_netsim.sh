@@ -15,7 +15,7 @@ nodes=$(sl sinfo -h -N -o '%N %t %P' | awk '$2 == "idle" && $3 == "cloze*"' | wc
 args() { tiny_args "$data" "$1"; echo --set train.global_batch=8 --set train.micro_batch=1 \
   --set train.steps=12 --set train.ckpt_every=6 --set dist.allreduce=ring; }
 job=$(sub "$work/multi.out" --nodes=4 --ntasks-per-node=2 -- $(args "$work/multi"))
-state=$(sl_wait "$job")
+state=$(slurm_wait "$job")
 [ "$state" = COMPLETED ] || { cat "$work/multi.out"; fail "job $job ended $state"; }
 echo "job $job: $state after $((SECONDS - t0)) s"
 for want in "8 rank(s) on 4 node(s) ($name-h[0-3], 2(x4) per node)" \

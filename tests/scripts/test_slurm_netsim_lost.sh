@@ -15,10 +15,10 @@
 # Skips (77) where namespaces cannot be made or Slurm's daemons not started.
 NAME_PREFIX=sll HOSTS=4 source "$(dirname "$0")/slurm_netsim_common.sh"
 t0=$SECONDS
-steps=60
+steps=30
 # a global batch both 8 and 6 ranks divide
 args() { tiny_args "$data" "$1"; echo --set train.global_batch=24 --set train.micro_batch=1 \
-  --set train.steps=$steps --set train.ckpt_every=10 --set train.keep_last=1000 \
+  --set train.steps=$steps --set train.ckpt_every=5 --set train.keep_last=1000 \
   --set dist.allreduce=ring --set dist.timeout_s=3; }
 run=$work/run
 job=$(sub "$work/job.out" --nodes=3-4 --ntasks-per-node=2 -- $(args "$run"))
@@ -37,7 +37,7 @@ for _ in $(seq 600); do grep -q "lost node" "$work/job.out" && break; sleep 0.2;
 grep "lost node" "$work/job.out" || { cat "$work/job.out"; fail "no line naming the lost node 120 s after the cut"; }
 grep -Fq "cloze.sbatch: lost node $name-h3 " "$work/job.out" || fail "the lost node is not $name-h3"
 echo "the lost node named $((SECONDS - tcut)) s after the cut ($((SECONDS - t0)) s)"
-state=$(sl_wait "$job" 200)
+state=$(slurm_wait "$job" 200)
 [ "$state" = COMPLETED ] || { cat "$work/job.out"; fail "job $job ended $state"; }
 echo "job $job: $state after $((SECONDS - t0)) s"
 want="restart 1 after losing node $name-h3: 6 rank(s) on 3 node(s) ($name-h[0-2], 2(x3) per node)"
