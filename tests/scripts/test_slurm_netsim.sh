@@ -5,7 +5,7 @@
 # (the log names the nodes, ranks per node and the all-reduce) with exactly
 # the losses of the same 8-rank ring run on one host.
 # Checked to fail: with all ranks forced onto one node (sbatch --nodes=1
-# --ntasks=8 --oversubscribe) the log says 1 host and the test fails.
+# --ntasks=8 --overcommit) the job's log says 1 node and the test fails.
 # Skips (77) where namespaces cannot be made or Slurm's daemons not started.
 NAME_PREFIX=slm HOSTS=4 source "$(dirname "$0")/slurm_netsim_common.sh"
 t0=$SECONDS

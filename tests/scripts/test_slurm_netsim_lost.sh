@@ -9,9 +9,10 @@
 # the resume equal (exactly: the ring on 6 ranks either way) those of a run
 # resumed from that same checkpoint on 6 ranks on one host; every checkpoint
 # and metrics line written before the loss is still there, unchanged.
-# Checked to fail: with cloze.sbatch's `scontrol requeue` removed the job
-# ends FAILED; without `--resume auto` the requeued run refuses the run
-# directory's checkpoints; run with --nodes=4 the requeued job never starts.
+# Checked to fail: with cloze.sbatch's `scontrol requeue` and its marking
+# the node down removed, the job runs once and its log has no restart on 3
+# nodes; without `--resume auto` the requeued run refuses the run
+# directory's checkpoints and the job ends FAILED.
 # Skips (77) where namespaces cannot be made or Slurm's daemons not started.
 NAME_PREFIX=sll HOSTS=4 source "$(dirname "$0")/slurm_netsim_common.sh"
 t0=$SECONDS
