@@ -18,3 +18,7 @@ cloze_add_script_test(test_slurm_netsim COMMAND bash ${CLOZE_TEST_DIR}/scripts/t
 # checkpoint on 6 ranks, exactly as a 6-rank resume of that checkpoint.
 cloze_add_script_test(test_slurm_netsim_lost COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_slurm_netsim_lost.sh
                       LABELS "mpi;netsim;slurm" TIMEOUT 600)
+# A sweep whose points span 2 nodes each, submitted as a job array to that
+# Slurm: results.csv equal to the same spec run on one machine.
+cloze_add_script_test(test_slurm_netsim_sweep COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_slurm_netsim_sweep.sh
+                      LABELS "mpi;netsim;slurm;sweep" TIMEOUT 600)

@@ -172,11 +172,21 @@ int cz_sweep_submit(cz_sweep *s, const cz_sweep_tools *t, const cz_submit_option
             "# from its newest checkpoint; SIGUSR1 (120 s before the time limit, or on\n"
             "# preemption) makes the point checkpoint and the task requeue itself.\n"
             "# Written by cloze-sweep submit.\n"
-            "#SBATCH --job-name=%s\n#SBATCH --ntasks=%d\n#SBATCH --cpus-per-task=%d\n"
+            "#SBATCH --job-name=%s\n",
+            s->name, s->name);
+    /* a point across nodes: the same ranks on each (cloze.sbatch runs
+     * mpirun over the allocation's nodes) */
+    if (s->nodes > 1)
+        fprintf(f, "#SBATCH --nodes=%d\n#SBATCH --ntasks-per-node=%d\n", s->nodes,
+                s->ranks_per_node);
+    else
+        fprintf(f, "#SBATCH --ntasks=%d\n", s->ranks);
+    fprintf(f,
+            "#SBATCH --cpus-per-task=%d\n"
             "#SBATCH --requeue\n#SBATCH --open-mode=append\n#SBATCH --signal=B:USR1@120\n"
             "#SBATCH --output=%s/task-%%A_%%a.out\n"
             "exec ",
-            s->name, s->name, s->ranks, threads, dir);
+            threads, dir);
     exec_line(f, t, s, "task", " --index \"$SLURM_ARRAY_TASK_ID\"");
     fclose(f);
     int rc = write_script(array_path, text, err);

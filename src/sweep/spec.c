@@ -414,9 +414,9 @@ static int read_int(const char *spec, config_setting_t *grp, const char *name, i
     return 0;
 }
 
-static const char *const known_members[] = {"name",  "base",    "dir",   "set",
-                                            "axes",  "budget",  "seeds", "eval",
-                                            "ranks", "threads", "slurm", "finetune"};
+static const char *const known_members[] = {
+    "name", "base",  "dir",     "set",   "axes",           "budget", "seeds",
+    "eval", "ranks", "threads", "nodes", "ranks_per_node", "slurm",  "finetune"};
 
 static int parse_spec(cz_sweep *s, config_t *cfg, cz_error *err) {
     const char *spec = s->spec;
@@ -499,8 +499,18 @@ static int parse_spec(cz_sweep *s, config_t *cfg, cz_error *err) {
             return -1;
     }
     if (read_int(spec, sw, "ranks", 1, 1 << 16, &s->ranks, err) ||
-        read_int(spec, sw, "threads", 0, 1024, &s->threads, err))
+        read_int(spec, sw, "threads", 0, 1024, &s->threads, err) ||
+        read_int(spec, sw, "nodes", 1, 1 << 16, &s->nodes, err) ||
+        read_int(spec, sw, "ranks_per_node", 1, 1 << 16, &s->ranks_per_node, err))
         return -1;
+    /* ranks_per_node without ranks gives the ranks; with both they must agree */
+    if (s->ranks_per_node > 0) {
+        config_setting_t *r = config_setting_get_member(sw, "ranks");
+        if (r && s->ranks != s->nodes * s->ranks_per_node)
+            return cz_fail(err, "%s:%d: ranks = %d, but nodes x ranks_per_node = %d x %d", spec,
+                           line_of(r), s->ranks, s->nodes, s->ranks_per_node);
+        s->ranks = s->nodes * s->ranks_per_node;
+    }
     config_setting_t *sl = config_setting_get_member(sw, "slurm");
     if (sl) {
         if (!config_setting_is_group(sl))
@@ -870,6 +880,7 @@ int cz_sweep_load(cz_sweep **out, const char *spec_path, const cz_sweep_cli *cli
         return cz_fail(err, "out of memory");
     }
     s->ranks = 1;
+    s->nodes = 1;
     s->eval_every = -1;
     s->slurm_max_parallel = 0;
     char real[PATH_MAX];
@@ -908,6 +919,13 @@ int cz_sweep_load(cz_sweep **out, const char *spec_path, const cz_sweep_cli *cli
         }
         if (cli && cli->ranks > 0) s->ranks = cli->ranks;
         if (cli && cli->threads > 0) s->threads = cli->threads;
+        /* every node of a task runs the same number of ranks */
+        if (s->ranks % s->nodes != 0)
+            rc = cz_fail(err, "%s: %d rank(s) do not divide into nodes = %d", s->spec, s->ranks,
+                         s->nodes);
+        s->ranks_per_node = s->ranks / s->nodes;
+    }
+    if (rc == 0) {
         rc = reconcile_overrides(s, cli, err);
     }
     if (rc == 0) rc = check_keys(s, err);
