@@ -7,3 +7,18 @@ cloze_add_script_test(test_netsim COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_ne
 # job in bounded time naming the rank and host; --resume auto continues exactly.
 cloze_add_script_test(test_netsim_faults COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_netsim_faults.sh
                       LABELS "mpi;netsim" TIMEOUT 300)
+# Real Slurm on the simulated cluster (cloze-netsim slurm: munged, slurmctld
+# and one slurmd per host, inside the cluster's namespaces, so its ports and
+# files never meet test_slurm's one-node Slurm): sbatch --nodes=4 trains as
+# one host does.
+cloze_add_script_test(test_slurm_netsim COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_slurm_netsim.sh
+                      LABELS "mpi;netsim;slurm" TIMEOUT 600)
+# A node lost mid-job under that Slurm: named in one line, marked down, the
+# job requeued onto the 3 nodes that remain and resumed from its newest
+# checkpoint on 6 ranks, exactly as a 6-rank resume of that checkpoint.
+cloze_add_script_test(test_slurm_netsim_lost COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_slurm_netsim_lost.sh
+                      LABELS "mpi;netsim;slurm" TIMEOUT 600)
+# A sweep whose points span 2 nodes each, submitted as a job array to that
+# Slurm: results.csv equal to the same spec run on one machine.
+cloze_add_script_test(test_slurm_netsim_sweep COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_slurm_netsim_sweep.sh
+                      LABELS "mpi;netsim;slurm;sweep" TIMEOUT 600)

@@ -103,6 +103,7 @@ typedef struct cz_sweep {
     char eval_manifest[CZ_PATH_MAX]; /* "" = the configuration's data.heldout_manifest */
     int eval_batches, eval_every;    /* -1 = the configuration's */
     int ranks, threads;              /* threads 0 = cores / ranks */
+    int nodes, ranks_per_node;       /* a Slurm task's nodes; ranks = nodes x ranks_per_node */
     int slurm_max_parallel;
     int n_slurm_args;
     char slurm_args[16][CZ_SWEEP_TEXT];

@@ -70,16 +70,16 @@ static int run_capture(char *const argv[], char *out, size_t len, cz_error *err)
 }
 
 /* Writes the script path: its #SBATCH header (header, a printf format of
- * the sweep's name twice, then the rest of args in order), then `exec
- * cloze-sweep COMMAND ...TAIL`. */
+ * the sweep's name twice, the tasks' lines, then the rest of args in order),
+ * then `exec cloze-sweep COMMAND ...TAIL`. */
 static int write_script(const char *path, const cz_sweep *s, const cz_sweep_tools *t,
-                        const char *command, const char *tail, const char *header, int ntasks,
-                        int cpus, const char *dir, cz_error *err) {
+                        const char *command, const char *tail, const char *header,
+                        const char *tasks, int cpus, const char *dir, cz_error *err) {
     char *text = NULL;
     size_t size = 0;
     FILE *f = open_memstream(&text, &size);
     if (!f) return cz_fail(err, "%s: out of memory", path);
-    fprintf(f, header, s->name, s->name, ntasks, cpus, dir);
+    fprintf(f, header, s->name, s->name, tasks, cpus, dir);
     fputs("exec ", f);
     exec_line(f, t, s, command, tail);
     int rc = fclose(f) == 0 ? cz_write_file_atomic(path, text, size, err)
@@ -166,18 +166,27 @@ static int write_scripts(const cz_sweep *s, const cz_sweep_tools *t, const char 
         "# from its newest checkpoint; SIGUSR1 (120 s before the time limit, or on\n"
         "# preemption) makes the point checkpoint and the task requeue itself.\n"
         "# Written by cloze-sweep submit.\n"
-        "#SBATCH --job-name=%s\n#SBATCH --ntasks=%d\n#SBATCH --cpus-per-task=%d\n"
+        "#SBATCH --job-name=%s\n%s#SBATCH --cpus-per-task=%d\n"
         "#SBATCH --requeue\n#SBATCH --open-mode=append\n#SBATCH --signal=B:USR1@120\n"
         "#SBATCH --output=%s/task-%%A_%%a.out\n";
     static const char report_header[] =
         "#!/usr/bin/env bash\n"
         "# Sweep %s: results.csv and the report, once the array has ended.\n"
-        "#SBATCH --job-name=%s-report\n#SBATCH --ntasks=%d\n#SBATCH --cpus-per-task=%d\n"
+        "#SBATCH --job-name=%s-report\n%s#SBATCH --cpus-per-task=%d\n"
         "#SBATCH --output=%s/report-%%j.out\n";
+    /* a point across nodes: the same ranks on each (cloze.sbatch runs
+     * mpirun over the allocation's nodes) */
+    char tasks[96];
+    if (s->nodes > 1)
+        snprintf(tasks, sizeof tasks, "#SBATCH --nodes=%d\n#SBATCH --ntasks-per-node=%d\n",
+                 s->nodes, s->ranks_per_node);
+    else
+        snprintf(tasks, sizeof tasks, "#SBATCH --ntasks=%d\n", s->ranks);
     if (write_script(array_path, s, t, "task", " --index \"$SLURM_ARRAY_TASK_ID\"", array_header,
-                     s->ranks, threads, dir, err) != 0)
+                     tasks, threads, dir, err) != 0)
         return -1;
-    return write_script(report_path, s, t, "report", "", report_header, 1, 1, dir, err);
+    return write_script(report_path, s, t, "report", "", report_header, "#SBATCH --ntasks=1\n", 1, dir,
+                        err);
 }
 
 /* The array (at most k tasks at a time) and the report job after it; their

@@ -73,13 +73,17 @@ slurm_stop() {
   done
 }
 
-# slurm_wait JOBID: until the job leaves PENDING/RUNNING/COMPLETING (at most
-# two minutes); prints the state.
+# slurm_cmd COMMAND...: runs a Slurm command where it reaches the cluster
+# (here, this machine; a simulated cluster's tests run it on one of its hosts)
+slurm_cmd() { "$@"; }
+
+# slurm_wait JOBID [SECONDS]: until the job leaves PENDING/RUNNING/COMPLETING
+# (at most SECONDS, default two minutes); prints the state.
 slurm_wait() {
   local state
-  for _ in $(seq 600); do
-    state=$(scontrol show job "$1" 2>/dev/null | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p')
-    case "$state" in PENDING|RUNNING|COMPLETING|REQUEUED|"") sleep 0.2 ;; *) echo "$state"; return 0 ;; esac
+  for _ in $(seq $((${2:-120} * 5))); do
+    state=$(slurm_cmd scontrol show job "$1" 2>/dev/null | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p')
+    case "$state" in PENDING|RUNNING|COMPLETING|CONFIGURING|REQUEUED|"") sleep 0.2 ;; *) echo "$state"; return 0 ;; esac
   done
   echo TIMEOUT
 }
