@@ -256,6 +256,244 @@ static int parse_axis_values(const char *spec, config_setting_t *values, int idx
     return 0;
 }
 
+static int parse_axis(cz_sweep *s, config_setting_t *a, int idx, cz_error *err) {
+    const char *spec = s->spec;
+    cz_sweep_axis *ax = &s->axes[s->n_axes];
+    memset(ax, 0, sizeof *ax);
+    ax->line = line_of(a);
+    if (!config_setting_is_group(a))
+        return bad(spec, a, err, "sweep.axes[%d]: expected { key = \"...\"; values = [...]; }",
+                   idx);
+    config_setting_t *key = config_setting_get_member(a, "key");
+    config_setting_t *keys = config_setting_get_member(a, "keys");
+    config_setting_t *values = config_setting_get_member(a, "values");
+    if (!!key == !!keys)
+        return bad(spec, a, err,
+                   "sweep.axes[%d]: give either key = \"section.key\" or keys = [\"...\", ...]",
+                   idx);
+    if (!values || !is_list(values) || config_setting_length(values) < 1)
+        return bad(spec, a, err, "sweep.axes[%d]: values must be a non-empty list", idx);
+    if (parse_axis_keys(s, key ? key : keys, idx, ax, err) ||
+        parse_axis_values(spec, values, idx, ax, err))
+        return -1;
+    s->n_axes++;
+    return 0;
+}
+
+static int parse_axes(cz_sweep *s, config_setting_t *axes, cz_error *err) {
+    if (!axes) return 0;
+    if (!is_list(axes))
+        return bad(s->spec, axes, err,
+                   "sweep.axes: expected ( { key = ...; values = [...]; }, ... )");
+    if (config_setting_length(axes) > CZ_SWEEP_MAX_AXES)
+        return bad(s->spec, axes, err, "sweep.axes: at most %d axes", CZ_SWEEP_MAX_AXES);
+    for (int i = 0; i < config_setting_length(axes); i++)
+        if (parse_axis(s, config_setting_get_elem(axes, (unsigned)i), i, err)) return -1;
+    return 0;
+}
+
+/* ---- budget and seeds ---- */
+
+static int parse_budget(cz_sweep *s, config_setting_t *b, cz_error *err) {
+    static const char *const names[] = {"", "steps", "tokens", "flops"};
+    if (!b) return 0;
+    if (!config_setting_is_group(b))
+        return bad(s->spec, b, err, "sweep.budget: expected { flops = [...]; } (or steps, tokens)");
+    for (int k = 1; k <= 3; k++) {
+        config_setting_t *v = config_setting_get_member(b, names[k]);
+        if (!v) continue;
+        if (s->budget_kind)
+            return bad(s->spec, v, err, "sweep.budget: give one of steps, tokens, flops");
+        s->budget_kind = (cz_budget_kind)k;
+        s->n_budgets = count_of(v);
+        if (s->n_budgets < 1 || s->n_budgets > CZ_SWEEP_MAX_VALUES)
+            return bad(s->spec, v, err, "sweep.budget.%s: 1 to %d values", names[k],
+                       CZ_SWEEP_MAX_VALUES);
+        for (int i = 0; i < s->n_budgets; i++) {
+            config_setting_t *e = elem_of(v, i);
+            if (read_number(e, &s->budgets[i]) != 0 || !(s->budgets[i] >= 1) ||
+                !isfinite(s->budgets[i]))
+                return bad(s->spec, e, err, "sweep.budget.%s: value %d must be a number >= 1",
+                           names[k], i);
+        }
+    }
+    config_setting_t *m = unknown_member(b, names + 1, 3);
+    if (m)
+        return bad(s->spec, m, err, "sweep.budget.%s: unknown (steps, tokens or flops)",
+                   config_setting_name(m));
+    return 0;
+}
+
+static int parse_seeds(cz_sweep *s, config_setting_t *seeds, cz_error *err) {
+    if (!seeds) return 0;
+    s->n_seeds = count_of(seeds);
+    if (s->n_seeds > CZ_SWEEP_MAX_VALUES)
+        return bad(s->spec, seeds, err, "sweep.seeds: at most %d", CZ_SWEEP_MAX_VALUES);
+    for (int i = 0; i < s->n_seeds; i++) {
+        config_setting_t *e = elem_of(seeds, i);
+        int t = config_setting_type(e);
+        if ((t != CONFIG_TYPE_INT && t != CONFIG_TYPE_INT64) || config_setting_get_int64(e) < 0)
+            return bad(s->spec, e, err, "sweep.seeds: non-negative integers");
+        s->seeds[i] = config_setting_get_int64(e);
+    }
+    for (int a = 0; a < s->n_axes; a++)
+        for (int k = 0; k < s->axes[a].n_keys; k++)
+            if (!strcmp(s->axes[a].keys[k], "train.seed"))
+                return bad(s->spec, seeds, err, "sweep.seeds and an axis on train.seed: give one");
+    return 0;
+}
+
+/* ---- fine-tuning tasks ---- */
+
+/* task, and name (default: the task): letters, digits, - and _. */
+static int parse_ft_names(const char *spec, config_setting_t *t, int i, cz_sweep_finetune *ft,
+                          cz_error *err) {
+    const char *task = NULL;
+    if (!config_setting_is_group(t) || !config_setting_lookup_string(t, "task", &task) ||
+        !task[0] || strlen(task) >= sizeof ft->task)
+        return bad(spec, t, err, "sweep.finetune[%d]: needs task = \"name\" (e.g. \"sst2\")", i);
+    snprintf(ft->task, sizeof ft->task, "%s", task);
+    const char *name = task;
+    if (config_setting_lookup_string(t, "name", &name) &&
+        (!name[0] || strlen(name) >= sizeof ft->name))
+        return bad(spec, t, err, "sweep.finetune[%d].name: 1 to %d characters", i,
+                   (int)sizeof ft->name - 1);
+    snprintf(ft->name, sizeof ft->name, "%s", name);
+    for (const char *c = name; *c; c++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+              *c == '-' || *c == '_'))
+            return bad(spec, t, err,
+                       "sweep.finetune[%d].%s: letters, digits, - and _ only (it names columns "
+                       "and a directory)",
+                       i, name == task ? "task" : "name");
+    return 0;
+}
+
+/* data = DIR (DIR/train.tsv, DIR/dev.tsv), or train and dev files. */
+static int parse_ft_files(const char *spec, config_setting_t *t, int i, cz_sweep_finetune *ft,
+                          cz_error *err) {
+    char what[64];
+    snprintf(what, sizeof what, "sweep.finetune[%d].data", i);
+    int data = opt_path(spec, t, "data", what, NULL, ft->data, sizeof ft->data, err);
+    snprintf(what, sizeof what, "sweep.finetune[%d].train", i);
+    int train = opt_path(spec, t, "train", what, NULL, ft->train, sizeof ft->train, err);
+    snprintf(what, sizeof what, "sweep.finetune[%d].dev", i);
+    int dev = opt_path(spec, t, "dev", what, NULL, ft->dev, sizeof ft->dev, err);
+    if (data < 0 || train < 0 || dev < 0) return -1;
+    if (!train && ft->data[0]) absolute(ft->train, sizeof ft->train, ft->data, "train.tsv");
+    if (!dev && ft->data[0]) absolute(ft->dev, sizeof ft->dev, ft->data, "dev.tsv");
+    if (!ft->train[0] || !ft->dev[0])
+        return bad(spec, t, err,
+                   "sweep.finetune[%d]: needs data = \"DIR\" (DIR/train.tsv, DIR/dev.tsv) or "
+                   "train = \"FILE\"; dev = \"FILE\"",
+                   i);
+    return 0;
+}
+
+/* More cloze-finetune options, verbatim, none of those the sweep gives. */
+static int parse_ft_args(const char *spec, config_setting_t *xa, int i, cz_sweep_finetune *ft,
+                         cz_error *err) {
+    if (!xa) return 0;
+    if (!is_list(xa) || config_setting_length(xa) > 16)
+        return bad(spec, xa, err,
+                   "sweep.finetune[%d].args: a list of at most 16 strings (cloze-finetune "
+                   "options)",
+                   i);
+    static const char *const owned[] = {"--init",     "--task", "--train", "--dev",    "--out",
+                                        "--restarts", "--lr",   "--batch", "--epochs", "--resume"};
+    for (int j = 0; j < config_setting_length(xa); j++) {
+        config_setting_t *e = config_setting_get_elem(xa, (unsigned)j);
+        if (scalar_text(e, ft->args[j], sizeof ft->args[j]) != 0)
+            return bad(spec, e, err, "sweep.finetune[%d].args: strings or numbers", i);
+        for (size_t k = 0; k < sizeof owned / sizeof owned[0]; k++)
+            if (!strcmp(ft->args[j], owned[k]))
+                return bad(spec, e, err,
+                           "sweep.finetune[%d].args: %s is the sweep's (task, data, grid, "
+                           "restarts)",
+                           i, owned[k]);
+    }
+    ft->n_args = config_setting_length(xa);
+    return 0;
+}
+
+/* restarts (1 to 100), and the grid's lists: lr, batch, epochs. */
+static int parse_ft_grid(const char *spec, config_setting_t *t, int i, cz_sweep_finetune *ft,
+                         cz_error *err) {
+    ft->restarts = 1;
+    config_setting_t *r = config_setting_get_member(t, "restarts");
+    if (r) {
+        double v;
+        if (read_number(r, &v) != 0 || v < 1 || v > 100 || v != floor(v))
+            return bad(spec, r, err, "sweep.finetune[%d].restarts: an integer in [1, 100]", i);
+        ft->restarts = (int)v;
+    }
+    char shape[96];
+    snprintf(shape, sizeof shape, "sweep.finetune[%d].grid: expected { lr = [...]; ... }", i);
+    config_setting_t *g;
+    if (opt_group(spec, t, "grid", shape, &g, err)) return -1;
+    for (int j = 0; g && j < config_setting_length(g); j++) {
+        config_setting_t *p = config_setting_get_elem(g, (unsigned)j);
+        const char *gn = config_setting_name(p);
+        if (ft->n_grid == CZ_SWEEP_MAX_GRID || count_of(p) > 16 ||
+            strlen(gn) >= sizeof ft->grid[0].name)
+            return bad(spec, p, err, "sweep.finetune[%d].grid: at most %d parameters of 16 values",
+                       i, CZ_SWEEP_MAX_GRID);
+        if (strcmp(gn, "lr") && strcmp(gn, "batch") && strcmp(gn, "epochs"))
+            return bad(spec, p, err,
+                       "sweep.finetune[%d].grid.%s: unknown (lr, batch, epochs: cloze-finetune "
+                       "grid's lists)",
+                       i, gn);
+        cz_sweep_grid_param *gp = &ft->grid[ft->n_grid++];
+        snprintf(gp->name, sizeof gp->name, "%s", gn);
+        gp->n = count_of(p);
+        for (int k = 0; k < gp->n; k++) {
+            double v;
+            if (read_number(elem_of(p, k), &v) != 0 ||
+                scalar_text(elem_of(p, k), gp->values[k], sizeof gp->values[k]) != 0)
+                return bad(spec, p, err, "sweep.finetune[%d].grid.%s: numbers only", i, gp->name);
+        }
+    }
+    return 0;
+}
+
+static int parse_ft_task(cz_sweep *s, config_setting_t *t, int i, cz_error *err) {
+    const char *spec = s->spec;
+    if (s->n_finetune == CZ_SWEEP_MAX_TASKS)
+        return bad(spec, t, err, "sweep.finetune: more than %d tasks", CZ_SWEEP_MAX_TASKS);
+    cz_sweep_finetune *ft = &s->finetune[s->n_finetune];
+    memset(ft, 0, sizeof *ft);
+    if (parse_ft_names(spec, t, i, ft, err)) return -1;
+    static const char *const members[] = {"name", "task",     "data", "train",
+                                          "dev",  "restarts", "grid", "args"};
+    config_setting_t *m = unknown_member(t, members, sizeof members / sizeof members[0]);
+    if (m)
+        return bad(spec, m, err,
+                   "sweep.finetune[%d].%s: unknown (name, task, data, train, dev, restarts, "
+                   "grid, args)",
+                   i, config_setting_name(m));
+    if (parse_ft_files(spec, t, i, ft, err) ||
+        parse_ft_args(spec, config_setting_get_member(t, "args"), i, ft, err) ||
+        parse_ft_grid(spec, t, i, ft, err))
+        return -1;
+    for (int j = 0; j < s->n_finetune; j++)
+        if (!strcmp(s->finetune[j].name, ft->name))
+            return bad(spec, t, err,
+                       "sweep.finetune[%d]: %s is listed twice (give the runs of one task "
+                       "different names)",
+                       i, ft->name);
+    s->n_finetune++;
+    return 0;
+}
+
+static int parse_finetune(cz_sweep *s, config_setting_t *list, cz_error *err) {
+    if (!list) return 0;
+    if (!is_list(list))
+        return bad(s->spec, list, err, "sweep.finetune: expected ( { task = ...; }, ... )");
+    for (int i = 0; i < config_setting_length(list); i++)
+        if (parse_ft_task(s, config_setting_get_elem(list, (unsigned)i), i, err)) return -1;
+    return 0;
+}
+
 /* ---- the sweep group ---- */
 
 static const char *const known_members[] = {
