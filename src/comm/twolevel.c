@@ -46,8 +46,7 @@ int cz_coll_opts_from_config(cz_coll_opts *o, const cz_comm_config *cfg, double 
     o->algo = cfg->allreduce;
     o->bytes = bytes;
     if (cz_comm_grid_parse(cfg->grid, &o->grid_x, &o->grid_y, err) != 0) return -1;
-    if (cfg->link_gbit > 0) o->net.beta_net = 8.0 / (cfg->link_gbit * 1e9);
-    if (cfg->link_latency_us > 0) o->net.alpha_net = cfg->link_latency_us * 1e-6;
+    cz_comm_config_net(cfg, &o->net); /* measured or read when known, else the keys */
     o->timeout_s = cfg->timeout_s;
     return 0;
 }

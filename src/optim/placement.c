@@ -366,7 +366,10 @@ int cz_optimizer_step(cz_optimizer *o, float *params, float *grads, int micro_ba
         adamw_update(o, &k, scale, params, grads);
     }
     o->t++;
-    return distribute_params(o, params, err);
+    double t0 = cz_now();
+    int rc = distribute_params(o, params, err);
+    rep->gather_seconds = cz_now() - t0; /* metrics.jsonl: the weights' exchange alone */
+    return rc;
 }
 
 int cz_optimizer_gather_moments(cz_optimizer *o, float *m_out, float *v_out, cz_error *err) {
