@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # plan_validate.sh: cloze-plan's predictions against measured runs on
-# simulated clusters (launch/cloze-netsim). Per cluster (hosts x ranks per
-# host at a link rate): `cloze-plan calibrate` writes the cluster file, then
-# each configuration of that cluster trains a few steps (cloze-train with
-# dist.cluster_file, so auto decides on the same network), and cloze-plan,
-# fed that run's measured compute (--compute-from RUN/metrics.jsonl) and the
-# cluster file, predicts the step and its exposed communication.
+# simulated clusters (launch/cloze-netsim). Each configuration trains a few
+# steps with cloze-train's own start-up calibration (dist.calibrate, the
+# default: auto decides with it, and the run keeps it in RUN/network.txt);
+# then cloze-plan, fed that run's network (--cluster-file RUN/network.txt)
+# and its measured compute (--compute-from RUN/metrics.jsonl), predicts the
+# step and its exposed communication.
 #
 #   bench/plan_validate.sh BUILD_DIR [options]
 #     --steps S          steps per run (default 5; medians over steps 3..S)
@@ -96,33 +96,29 @@ echo "$configs" | while read -r num model hosts rph rate algo overlap micro seq;
   if [ "$cluster" != "$hosts $rph $rate" ]; then
     "$NETSIM" --name "$name" down >/dev/null 2>&1 || true
     "$NETSIM" up --hosts "$hosts" --ranks-per-host "$rph" --rate "$rate" --name "$name" \
-      --ttl $((limit * 4 + 600)) >/dev/null
+      --ttl $((limit * 4 + 600)) >/dev/null 2>&1
     cluster="$hosts $rph $rate"
-    cfile=$work/cluster-$hosts-$rph-$rate.txt
-    timeout --kill-after=10 120 "$NETSIM" --name "$name" mpirun "$BUILD/cloze-plan" calibrate \
-      --out "$cfile" --seconds 3 >"$work/calib.log" 2>&1 || { cat "$work/calib.log" >&2; exit 1; }
-    echo "# cluster $hosts x $rph at $rate: $(sed -n 1p "$work/calib.log" | sed 's/^[^:]*: //')"
   fi
   p=$((hosts * rph))
   sets=(--set model.vocab_size="$vocab_size" --set train.steps="$steps"
     --set train.global_batch=$((micro * p)) --set train.micro_batch="$micro" --set train.threads=1
     --set train.ckpt_every=0 --set train.eval_every=0 --set train.peak_gflops=100
     --set data.seq="$seq" --set data.max_pred=20 --set data.phase2_fraction=0 --set optim.lr=1e-4
-    --set optim.warmup_steps=0 --set optim.warmup_fraction=0.1 --set dist.allreduce="$algo"
-    --set dist.cluster_file="$cfile")
+    --set optim.warmup_steps=0 --set optim.warmup_fraction=0.1 --set dist.allreduce="$algo")
   if [ $overlap_key = 1 ]; then
     sets+=(--set dist.overlap=$([ "$overlap" = on ] && echo true || echo false))
   else
     sets+=(--set dist.bucket_mb=$([ "$overlap" = on ] && echo 2 || echo 10000))
   fi
   run=$work/run-$num
-  timeout --kill-after=10 "$limit" "$NETSIM" --name "$name" mpirun -x OMP_NUM_THREADS=1 \
+  timeout --kill-after=10 "$limit" "$NETSIM" --name "$name" mpirun -x OMP_NUM_THREADS=1 </dev/null \
     -x BLIS_NUM_THREADS=1 "$BUILD/cloze-train" "$SRC/conf/bert-$model.cfg" \
     --set data.train_manifest="$manifest" --set train.run_dir="$run" "${sets[@]}" --quiet \
     2>"$work/log-$num" || { echo "# run $num failed:" >&2; tail -5 "$work/log-$num" >&2; exit 1; }
   picked=$(sed -n 's/.*gradient all-reduce: \([a-z0-9]*\).*/\1/p' "$work/log-$num" | sed -n 1p)
+  echo "# run $num: $(grep -h 'network between hosts' "$work/log-$num" | sed 's/.*info\] //')"
   "$BUILD/cloze-plan" "$SRC/conf/bert-$model.cfg" "${sets[@]}" --hosts "$hosts" \
-    --ranks-per-host "$rph" --cluster-file "$cfile" --compute-from "$run/metrics.jsonl" \
+    --ranks-per-host "$rph" --cluster-file "$run/network.txt" --compute-from "$run/metrics.jsonl" \
     --from-ranks "$p" --json >"$work/plan-$num" 2>"$work/plan-$num.err" ||
     { cat "$work/plan-$num.err" >&2; exit 1; }
   echo "$num $model $hosts $rph $rate $algo $overlap $micro ${picked:-ring} $run/metrics.jsonl $work/plan-$num" >>"$work/rows"
@@ -131,14 +127,16 @@ echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 python3 - "$work/rows" <<'PY'
 import json, statistics, sys
 rows = [l.split() for l in open(sys.argv[1])]
-print("| # | model | hosts x rph | rate | all-reduce (ran) | overlap | step s | predicted | error | exposed s | predicted | reduce s predicted |")
-print("|---:|---|---|---|---|---|---:|---:|---:|---:|---:|---:|")
+print("| # | model | hosts x rph | rate | all-reduce (ran) | overlap | step s | predicted | error | exposed s | predicted | reduction s | predicted | gather s | predicted |")
+print("|---:|---|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 errs, groups = [], {}
 for num, model, h, r, rate, algo, ov, micro, ran, metrics, plan in rows:
     recs = [json.loads(l) for l in open(metrics)]
     steps = [x for x in recs if "step_seconds" in x][2:]
     step = statistics.median(x["step_seconds"] for x in steps)
     wait = statistics.median(x["comm_wait_seconds"] for x in steps)
+    comm = statistics.median(x["grad_comm_seconds"] for x in steps)
+    gath = statistics.median(x["gather_seconds"] for x in steps)
     p = json.loads(open(plan).read().splitlines()[0])
     key = {"ring": "ring", "hierarchical": "hierarchical", "torus2d": "torus2d"}[ran]
     # the prediction for the algorithm that ran (auto: the one it picked)
@@ -146,7 +144,8 @@ for num, model, h, r, rate, algo, ov, micro, ran, metrics, plan in rows:
     err = pstep / step - 1
     errs.append(abs(err))
     print(f"| {num} | {model} | {h}x{r} | {rate} | {algo} ({ran}) | {ov} | {step:.3f} | {pstep:.3f} | "
-          f"{100 * err:+.1f} % | {wait:.3f} | {p[key + '_exposed']:.3f} | {p[key + '_reduce']:.3f} |")
+          f"{100 * err:+.1f} % | {wait:.3f} | {p[key + '_exposed']:.3f} | {comm:.3f} | {p[key + '_reduce']:.3f} | "
+          f"{gath:.3f} | {p['gather']:.3f} |")
     groups.setdefault((model, h, r, rate, ov), []).append((algo, ran, step, p))
 print(f"\nstep time |error|: median {100 * statistics.median(errs):.1f} %, max {100 * max(errs):.1f} % "
       f"over {len(errs)} runs")

@@ -162,13 +162,11 @@ void cz_comm_config_net(const cz_comm_config *cfg, cz_net_model *m);
 
 /* ---- calibration (calibrate.c) ----
  * Collective. Measures, within about budget_s seconds, the latency (half
- * the round trip of 8-byte ping-pongs) and the per-byte time of streams
- * (a few sizes, every host's ranks sending to the next host at once, the
- * concurrency of a ring phase; alpha and beta fitted by least squares)
- * between host leaders, and the same between the ranks of one host. Parts
- * that do not apply (one host; one rank per host) keep the defaults. Every
- * rank gets the same model; hosts and ranks_per_host say where it was
- * measured. */
+ * the round trip of 8-byte ping-pongs) and the per-byte time (our ring
+ * all-reduce at a few sizes, fitted to the model's formula) between host
+ * leaders, and the same among the ranks of each host. Parts that do not
+ * apply (one host; one rank per host) keep what *out holds. Every rank gets
+ * the same model; hosts and ranks_per_host say where it was measured. */
 int cz_comm_calibrate(const cz_comm *c, double budget_s, cz_net_model *out, int *hosts,
                       int *ranks_per_host, cz_error *err);
 /* Fills cfg->net (net_known = 1) from dist.cluster_file, or by measuring
@@ -197,6 +195,8 @@ cz_allreduce_algo cz_net_choose(const cz_net_model *m, int hosts, int ranks_per_
 
 /* dist.grid: "" (0 x 0) or "XxY" with X, Y >= 1. */
 int cz_comm_grid_parse(const char *s, int *x, int *y, cz_error *err);
+/* X of the most square grid X x Y = p, X <= Y (torus2d without dist.grid). */
+int cz_comm_grid_square(int p);
 
 /* scratch: at least ceil(n / p) floats, or NULL (allocated per call).
  * ring, hierarchical and torus2d run on the algorithm's context when one

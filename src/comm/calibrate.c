@@ -2,16 +2,19 @@
  * measurement (include/cloze/comm.h, "calibration"; docs/distributed.md,
  * "Calibration").
  *
- * Hockney's alpha-beta model needs two figures per level. alpha is half the
- * round trip of an 8-byte ping-pong (Hockney 1994: the start-up time of a
- * message). beta is the slope of stream time against message size, fitted
- * by least squares over a few sizes, so that a constant cost (a shaped
- * link's burst allowance, a rendezvous) stays out of it; every host's ranks
- * stream to the next host at once (or to the next rank inside the host),
- * which is the concurrency of a ring phase: the rph streams of a host share
- * its link (or its memory), so beta per link = slope / rph. Sizes grow by 4
- * while the next size still fits in the time left, decided on the slowest
- * rank's time (allreduced), so every rank takes the same decisions. */
+ * Hockney's alpha-beta model needs two figures per level, fitted here to
+ * the operation the model prices: our ring all-reduce, timed at a few sizes
+ * on the hosts' first ranks (one per host: t = 2(h-1)(alpha + S/h beta_net))
+ * and on every host's ranks at once (t = 2(r-1)(alpha + S beta_shm)). beta
+ * is the least-squares slope of t against S over the formula's factor, so
+ * the ring's own protocol (pipelined pieces, both directions of a link at
+ * once) is in it while constant costs (a shaped link's burst allowance)
+ * stay out. alpha is half the round trip of an 8-byte ping-pong (Hockney
+ * 1994: a message's start-up time): the fit's intercept was tried and
+ * swung with the load of a shared machine far more than the ping-pong.
+ * Sizes grow by 4 while the next size still fits in the time left, decided
+ * on the slowest rank's time (allreduced), so every rank takes the same
+ * decisions. */
 #include "comm_private.h"
 
 #include <errno.h>
@@ -79,45 +82,40 @@ static double pingpong(MPI_Comm comm, int me, int a, int b, double budget) {
     return alpha;
 }
 
-/* Seconds when every rank sends `bytes` to to[rank] and receives from the
- * rank that sends to it, all at once (to[r] < 0: r takes no part): the
- * slowest rank's time, best of 2. */
-static double stream(MPI_Comm comm, int me, int p, const int *to, size_t bytes, char *buf) {
-    int from = -1;
-    for (int r = 0; r < p; r++)
-        if (to[r] == me) from = r;
+/* Seconds of our ring all-reduce of `floats` on sub (this rank's group;
+ * sub NULL: this rank takes no part), every group at once: the slowest
+ * rank's time, best of 2. */
+static double ring_time(MPI_Comm comm, const cz_comm *sub, float *buf, size_t floats) {
     double best = INFINITY;
     for (int rep = 0; rep < 2; rep++) {
         quiet_barrier(comm);
         double t0 = cz_now();
-        MPI_Request q[2];
-        int nq = 0;
-        if (from >= 0) MPI_Irecv(buf + bytes, (int)bytes, MPI_BYTE, from, 3, comm, &q[nq++]);
-        if (to[me] >= 0) MPI_Isend(buf, (int)bytes, MPI_BYTE, to[me], 3, comm, &q[nq++]);
-        MPI_Waitall(nq, q, MPI_STATUSES_IGNORE);
-        double t = nq ? cz_now() - t0 : 0;
+        cz_error e;
+        if (sub && cz_ring_allreduce(sub, buf, floats, NULL, &e) != 0) t0 = -INFINITY;
+        double t = sub ? cz_now() - t0 : 0;
         MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, comm);
         if (t < best) best = t;
     }
     return best;
 }
 
-/* Stream sizes 256 KiB, 1 MiB, ... (at most CAL_MAX) while the next one
- * fits in `budget` seconds; seconds per byte per stream, the least-squares
- * slope (the largest size's time over its bytes when noise makes the slope
- * meaningless). */
+/* The slope of the ring's time against its bytes: sizes 256 KiB, 1 MiB,
+ * ... (at most CAL_MAX) while the next one fits in `budget` seconds, the
+ * least-squares slope (the largest size's time over its bytes when noise
+ * makes the slope meaningless). After one untimed small call (a TCP
+ * transport connects on first use). */
 #define CAL_MIN ((size_t)256 << 10)
 #define CAL_MAX ((size_t)16 << 20)
-static double stream_slope(MPI_Comm comm, int me, int p, const int *to, double budget, char *buf) {
+static double ring_slope(MPI_Comm comm, const cz_comm *sub, double budget, float *buf) {
     double xs[8], ts[8], spent = 0;
     int n = 0;
+    ring_time(comm, sub, buf, 1024);
     for (size_t bytes = CAL_MIN; bytes <= CAL_MAX && n < 8; bytes *= 4) {
         double t0 = cz_now();
         xs[n] = (double)bytes;
-        ts[n] = stream(comm, me, p, to, bytes, buf);
+        ts[n] = ring_time(comm, sub, buf, bytes / sizeof(float));
         n++;
-        /* every rank agrees: the allreduced times are the same everywhere,
-         * and so is the elapsed time taken from them */
+        /* every rank agrees: the elapsed time is the slowest rank's */
         double took = cz_now() - t0;
         MPI_Allreduce(MPI_IN_PLACE, &took, 1, MPI_DOUBLE, MPI_MAX, comm);
         spent += took;
@@ -131,7 +129,8 @@ static double stream_slope(MPI_Comm comm, int me, int p, const int *to, double b
         sxt += (xs[i] - mx) * (ts[i] - mt);
     }
     double slope = sxx > 0 ? sxt / sxx : 0;
-    return slope > 0 ? slope : ts[n - 1] / xs[n - 1];
+    if (!(slope > 0)) slope = ts[n - 1] / xs[n - 1];
+    return slope;
 }
 
 /* Rank with local index i on host h, or -1. */
@@ -141,44 +140,65 @@ static int rank_at(const cz_host_layout *l, int h, int i) {
     return -1;
 }
 
+/* This rank's group of a split (color < 0: none) as a cz_comm. */
+static int group(MPI_Comm comm, int color, int key, cz_comm *out, int *in, cz_error *err) {
+    MPI_Comm g;
+    *in = 0;
+    memset(out, 0, sizeof *out);
+    if (MPI_Comm_split(comm, color < 0 ? MPI_UNDEFINED : color, key, &g) != MPI_SUCCESS)
+        return cz_fail(err, "comm: MPI_Comm_split failed (calibration)");
+    if (g == MPI_COMM_NULL) return 0;
+    int rc = cz_comm_from_mpi(out, g, err);
+    MPI_Comm_free(&g);
+    *in = rc == 0;
+    return rc;
+}
+
 int cz_comm_calibrate(const cz_comm *c, double budget_s, cz_net_model *out, int *hosts,
                       int *ranks_per_host, cz_error *err) {
     MPI_Comm comm = cz_comm_mpi(c);
     cz_host_layout l;
     if (cz_host_layout_get(comm, &l, err) != 0) return -1;
-    int p = l.p, me = c->rank, rph = l.ranks_per_host;
-    *hosts = l.n_hosts;
+    int me = c->rank, rph = l.ranks_per_host, h = l.n_hosts;
+    *hosts = h;
     *ranks_per_host = rph;
-    char *buf = malloc(2 * CAL_MAX);
-    int *to = malloc((size_t)p * sizeof(int));
-    if (!buf || !to) {
-        free(buf);
-        free(to);
+    float *buf = calloc(CAL_MAX / sizeof(float), sizeof(float));
+    if (!buf) {
         cz_host_layout_free(&l);
         return cz_fail(err, "comm: out of memory (calibration buffers)");
     }
-    memset(buf, 1, 2 * CAL_MAX);
     /* between hosts 60 % of the budget (the slower level, bigger times),
      * inside 40 %; a ping-pong a sixth of its part */
-    int net = l.n_hosts > 1, shm = rph >= 2;
+    int net = h > 1, shm = rph >= 2, rc = 0;
     double b_net = budget_s * (shm ? 0.6 : 1.0), b_shm = budget_s * (net ? 0.4 : 1.0);
+    cz_comm sub;
+    int in = 0;
     if (net) {
         out->alpha_net = pingpong(comm, me, rank_at(&l, 0, 0), rank_at(&l, 1, 0), b_net / 6);
-        for (int r = 0; r < p; r++)
-            to[r] = rph || l.local_of[r] == 0
-                        ? rank_at(&l, (l.host_of[r] + 1) % l.n_hosts, l.local_of[r])
-                        : -1;
-        out->beta_net = stream_slope(comm, me, p, to, b_net * 5 / 6, buf) / (rph ? rph : 1);
+        /* the hosts' first ranks in a ring, one per host: 2(h-1) steps of
+         * S/h bytes on every link, t = 2(h-1)(alpha + S/h beta) */
+        rc = group(comm, l.local_of[me] == 0 ? 0 : -1, me, &sub, &in, err);
+        if (rc == 0) {
+            double slope = ring_slope(comm, in ? &sub : NULL, b_net * 5 / 6, buf);
+            out->beta_net = slope * h / (2.0 * (h - 1));
+        }
+        if (in) cz_comm_finalize(&sub);
     }
-    if (shm) {
+    if (rc == 0 && shm) {
         out->alpha_shm = pingpong(comm, me, rank_at(&l, 0, 0), rank_at(&l, 0, 1), b_shm / 6);
-        for (int r = 0; r < p; r++) to[r] = rank_at(&l, l.host_of[r], (l.local_of[r] + 1) % rph);
-        out->beta_shm = stream_slope(comm, me, p, to, b_shm * 5 / 6, buf) / rph;
+        /* every host's ranks in a ring, all hosts at once: 2(r-1) steps in
+         * which the host's r ranks copy S/r bytes each, t = 2(r-1)(alpha +
+         * S beta) */
+        rc = group(comm, l.host_of[me], me, &sub, &in, err);
+        if (rc == 0) {
+            double slope = ring_slope(comm, in ? &sub : NULL, b_shm * 5 / 6, buf);
+            out->beta_shm = slope / (2.0 * (rph - 1));
+        }
+        if (in) cz_comm_finalize(&sub);
     }
     free(buf);
-    free(to);
     cz_host_layout_free(&l);
-    return 0;
+    return rc;
 }
 
 /* ---- the cluster file ---- */
@@ -277,8 +297,8 @@ int cz_comm_net_setup(const cz_comm *c, cz_comm_config *cfg, cz_error *err) {
     else {
         double took = cz_now() - t0;
         if (hosts > 1)
-            cz_info("network between hosts %s in %.2f s (%d hosts, 8 B ping-pong and streams "
-                    "fitted): alpha %.1f us, %.4g Gbit/s per host link",
+            cz_info("network between hosts %s in %.2f s (%d hosts, our ring all-reduce at "
+                    "a few sizes, fitted): alpha %.1f us, %.4g Gbit/s per host link",
                     how, took, hosts, m.alpha_net * 1e6, 8e-9 / m.beta_net);
         else
             cz_info("network between hosts: one host here, the model keeps dist.link_gbit "

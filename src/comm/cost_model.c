@@ -199,6 +199,8 @@ double cz_net_allreduce_seconds(const cz_net_model *m, int hosts, int ranks_per_
                                 cz_allreduce_algo algo, int grid_x, double bytes) {
     cz_host_layout l;
     cz_error err;
+    if (algo == CZ_ALLREDUCE_TORUS2D && grid_x <= 0)
+        grid_x = cz_comm_grid_square(hosts * ranks_per_host);
     if (cz_host_layout_make(&l, hosts, ranks_per_host, 0, &err) != 0) return INFINITY;
     double t = cz_net_allreduce_time(m, NULL, &l, algo, grid_x, bytes);
     cz_host_layout_free(&l);
@@ -241,6 +243,8 @@ void cz_sync_predict(const cz_net_model *m, int hosts, int ranks_per_host, cz_al
     if (hosts * ranks_per_host < 2 || l->n_buckets == 0) return;
     cz_host_layout hl;
     cz_error err;
+    if (algo == CZ_ALLREDUCE_TORUS2D && grid_x <= 0)
+        grid_x = cz_comm_grid_square(hosts * ranks_per_host);
     if (cz_host_layout_make(&hl, hosts, ranks_per_host, 0, &err) != 0) return;
     /* a reduce-scatter is the first half of the phases of an all-reduce,
      * an all-gather the second (cz_net_allreduce_time: 2 x each phase) */

@@ -51,14 +51,6 @@ int cz_coll_opts_from_config(cz_coll_opts *o, const cz_comm_config *cfg, double 
     return 0;
 }
 
-/* Most square X x Y = p with X <= Y (torus2d when no grid is given). */
-static int square_grid(int p) {
-    int best = 1;
-    for (int x = 1; x * x <= p; x++)
-        if (p % x == 0) best = x;
-    return best;
-}
-
 int cz_coll_create(cz_coll **out, MPI_Comm comm, const cz_coll_opts *o, cz_error *err) {
     *out = NULL;
     cz_coll *c = calloc(1, sizeof *c);
@@ -90,7 +82,7 @@ int cz_coll_create(cz_coll **out, MPI_Comm comm, const cz_coll_opts *o, cz_error
     if (algo == CZ_ALLREDUCE_AUTO) {
         algo = cz_allreduce_choose(o, &l, &gx, why, sizeof why);
     } else if (algo == CZ_ALLREDUCE_TORUS2D) {
-        if (gx <= 0) gx = square_grid(c->p);
+        if (gx <= 0) gx = cz_comm_grid_square(c->p);
         if (o->grid_y > 0 && gx * o->grid_y != c->p) {
             cz_fail(err, "dist.grid = %dx%d has %d ranks, the job has %d", gx, o->grid_y,
                     gx * o->grid_y, c->p);

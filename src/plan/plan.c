@@ -19,14 +19,6 @@ static void sync_layout(cz_bucket_layout *l, size_t n, double bucket_mb, int p) 
     cz_bucket_layout_make(l, n, bucket_mb * 1024.0 * 1024.0, p);
 }
 
-/* Most square X x Y = p, X <= Y (torus2d without dist.grid). */
-static int square_x(int p) {
-    int best = 1;
-    for (int x = 1; x * x <= p; x++)
-        if (p % x == 0) best = x;
-    return best;
-}
-
 /* FLOPs of one sequence: forward (cz_model_forward_flops) and backward (the
  * stages'), and the stages themselves. */
 typedef struct plan_model {
@@ -99,7 +91,7 @@ static const cz_allreduce_algo plan_algo[CZ_PLAN_ALGOS] = {
 static int algo_applies(int k, int hosts, int rph) {
     int p = hosts * rph;
     if (k == CZ_PLAN_HIER) return hosts > 1 && rph > 1;
-    if (k == CZ_PLAN_TORUS) return p >= 4 && square_x(p) > 1;
+    if (k == CZ_PLAN_TORUS) return p >= 4 && cz_comm_grid_square(p) > 1;
     return p > 1;
 }
 
@@ -134,7 +126,7 @@ int cz_plan_row_make(const cz_config *cfg, const cz_plan_cluster *cl, int hosts,
     double micro_s = pm.micro * (pm.fwd + pm.bwd) / (cl->compute.gflops * 1e9);
     row->compute = accum * micro_s;
     row->backward = micro_s * cl->compute.backward_share;
-    row->grid_x = square_x(p);
+    row->grid_x = cz_comm_grid_square(p);
     cz_placement place = cfg->optim.placement;
     double updated = place == CZ_PLACE_SHARDED ? (double)pm.n / p : (double)pm.n;
     row->optim = updated * cl->compute.optim_ns * 1e-9;

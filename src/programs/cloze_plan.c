@@ -193,7 +193,7 @@ static void print_table(const cz_config *cfg, const cz_plan_cluster *cl, const c
 
 static void json_time(const char *key, double v) {
     if (isfinite(v))
-        printf(",\"%s\":%.6g", key, v);
+        printf(",\"%s\":%.9g", key, v);
     else
         printf(",\"%s\":null", key);
 }

@@ -656,7 +656,8 @@ static int run_loop(cz_run *r, cz_error *err) {
 }
 
 /* RUN_DIR/config.cfg: the effective configuration of the job now using the
- * directory (after the lock and the choice of checkpoint: a refused job
+ * directory, and RUN_DIR/network.txt: the network measured or read at
+ * start-up (a cluster file) (after the lock and the choice of checkpoint: a refused job
  * leaves the holder's file alone). */
 static int write_run_config(cz_run *r, cz_error *err) {
     int rc = 0;
@@ -664,6 +665,10 @@ static int write_run_config(cz_run *r, cz_error *err) {
         char path[CZ_PATH_MAX + 32];
         snprintf(path, sizeof path, "%s/config.cfg", r->cfg.train.run_dir);
         rc = cz_config_write(&r->cfg, path, err);
+        /* the network auto decided with, for cloze-plan --cluster-file */
+        snprintf(path, sizeof path, "%s/network.txt", r->cfg.train.run_dir);
+        if (rc == 0 && r->cfg.dist.net_known)
+            rc = cz_net_model_write(path, &r->cfg.dist.net, r->hosts, r->ranks_per_host, err);
     }
     return cz_run_verdict(r, rc, err);
 }
