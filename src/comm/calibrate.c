@@ -24,9 +24,7 @@
 #include <string.h>
 #include <unistd.h>
 
-/* Ranks not measured wait here without spinning: the pair measured gets
- * the cores (a blocking barrier would poll). */
-static void quiet_barrier(MPI_Comm comm) {
+void cz_comm_quiet_barrier(MPI_Comm comm) {
     MPI_Request r;
     int done = 0;
     MPI_Ibarrier(comm, &r);
@@ -36,20 +34,15 @@ static void quiet_barrier(MPI_Comm comm) {
     }
 }
 
-static int cmp_double(const void *x, const void *y) {
-    double a = *(const double *)x, b = *(const double *)y;
-    return a < b ? -1 : a > b;
-}
-
 /* Half the round trip of 8 bytes between ranks a and b, on every rank: a
- * warm-up batch of 20 round trips sizes five batches to `budget` seconds
- * (5 to 200 round trips each); the median batch. */
+ * warm-up batch of 5 round trips sizes five batches to `budget` seconds
+ * (1 to 200 round trips each); the median batch. */
 static double pingpong(MPI_Comm comm, int me, int a, int b, double budget) {
     double alpha = 0;
     if (me == a || me == b) {
         int peer = me == a ? b : a;
         double msg = 0, per[5];
-        long n = 20;
+        long n = 5;
         for (int k = -1; k < 5; k++) {
             double t0 = cz_now();
             for (long i = 0; i < n; i++) {
@@ -64,7 +57,7 @@ static double pingpong(MPI_Comm comm, int me, int a, int b, double budget) {
             double rt = (cz_now() - t0) / (double)n;
             if (k < 0) { /* a says how long the batches are */
                 double want = budget / 5 / (rt > 1e-7 ? rt : 1e-7);
-                msg = want < 5 ? 5 : want > 200 ? 200 : floor(want);
+                msg = want < 1 ? 1 : want > 200 ? 200 : floor(want);
                 if (me == a)
                     MPI_Send(&msg, 1, MPI_DOUBLE, peer, 2, comm);
                 else
@@ -74,10 +67,9 @@ static double pingpong(MPI_Comm comm, int me, int a, int b, double budget) {
                 per[k] = rt / 2;
             }
         }
-        qsort(per, 5, sizeof *per, cmp_double);
-        alpha = per[2];
+        alpha = cz_median(per, 5);
     }
-    quiet_barrier(comm);
+    cz_comm_quiet_barrier(comm);
     MPI_Bcast(&alpha, 1, MPI_DOUBLE, a, comm);
     return alpha;
 }
@@ -88,7 +80,7 @@ static double pingpong(MPI_Comm comm, int me, int a, int b, double budget) {
 static double ring_time(MPI_Comm comm, const cz_comm *sub, float *buf, size_t floats) {
     double best = INFINITY;
     for (int rep = 0; rep < 2; rep++) {
-        quiet_barrier(comm);
+        cz_comm_quiet_barrier(comm);
         double t0 = cz_now();
         cz_error e;
         if (sub && cz_ring_allreduce(sub, buf, floats, NULL, &e) != 0) t0 = -INFINITY;
@@ -119,7 +111,8 @@ static double ring_slope(MPI_Comm comm, const cz_comm *sub, double budget, float
         double took = cz_now() - t0;
         MPI_Allreduce(MPI_IN_PLACE, &took, 1, MPI_DOUBLE, MPI_MAX, comm);
         spent += took;
-        if (n >= 2 && spent + 4 * took > budget) break;
+        /* two sizes make a slope; a starved machine may allow only one */
+        if ((n >= 2 || spent > budget) && spent + 4 * took > budget) break;
     }
     double mx = 0, mt = 0;
     for (int i = 0; i < n; i++) mx += xs[i] / n, mt += ts[i] / n;

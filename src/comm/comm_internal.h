@@ -44,6 +44,10 @@ int cz_ring_allreduce(const cz_comm *c, float *buf, size_t n, float *scratch, cz
 int cz_ring_reduce_scatter(const cz_comm *c, float *buf, size_t n, float *scratch, cz_error *err);
 int cz_ring_allgather(const cz_comm *c, float *buf, size_t n, cz_error *err);
 
+/* A barrier that waits without spinning (MPI_Ibarrier and short sleeps),
+ * so that the ranks being measured get the cores (calibrate.c). */
+void cz_comm_quiet_barrier(MPI_Comm comm);
+
 /* ---- hosts (hosts.c) ----
  * Every algorithm keeps the chunk ownership of comm.h: after a
  * reduce-scatter, rank c holds chunk c (cz_comm_chunk(n, p, c)) of the sum,

@@ -204,16 +204,6 @@ int cz_plan_row_make(const cz_config *cfg, const cz_plan_cluster *cl, int hosts,
 
 /* ---- the compute rate ---- */
 
-static int cmp_double(const void *x, const void *y) {
-    double a = *(const double *)x, b = *(const double *)y;
-    return a < b ? -1 : a > b;
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 int cz_plan_compute_from_metrics(const cz_config *cfg, const char *path, int ranks,
                                  cz_plan_compute *out, cz_error *err) {
     memset(out, 0, sizeof *out);
@@ -257,7 +247,7 @@ int cz_plan_compute_from_metrics(const cz_config *cfg, const char *path, int ran
     plan_model pm;
     if (rc == 0) rc = plan_model_make(cfg, &pm, err);
     if (rc == 0) {
-        double c = median(comp, n), b = median(bwd, n), o = median(opt, n);
+        double c = cz_median(comp, n), b = cz_median(bwd, n), o = cz_median(opt, n);
         int accum = cfg->train.global_batch / (cfg->train.micro_batch * ranks);
         if (accum < 1) accum = 1;
         double micro_s = c / accum;
@@ -358,8 +348,8 @@ static double probe_optim_ns(void) {
     if (!buf) return 0;
     cz_param_range r = {0, n, 0};
     cz_adam_coef k = {1e-4f, 0.9f, 0.999f, 1e-6f, 0.01f, 1, 1, 1};
-    double best = INFINITY;
-    for (int rep = 0; rep < 3; rep++) {
+    double best = INFINITY; /* the best of 7: a busy machine only adds time */
+    for (int rep = 0; rep < 7; rep++) {
         double t0 = cz_now();
         volatile double s = cz_optim_sumsq(buf + n, 1.0f, n);
         (void)s;
