@@ -57,15 +57,8 @@ done
 NETSIM=$SRC/launch/cloze-netsim
 BENCH=$BUILD/bench/bench-allreduce_bench
 [ -x "$BENCH" ] || { echo "netsim_train.sh: $BENCH is missing (build the benches)" >&2; exit 2; }
-if ! why=$("$NETSIM" check); then echo "netsim_train.sh: $why" >&2; exit 2; fi
-work=$(mktemp -d /tmp/cloze-netsim-train-XXXXXX)
-name="czw$$"
-name=${name:0:8}
-trap '"$NETSIM" --name "$name" down >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
-trap 'exit 130' INT TERM
-source "$(dirname "$0")/bench_corpus.sh"
-[ -n "$manifest" ] || manifest=$(bench_corpus "$BUILD" "$SRC" "$work")
-vocab_size=$(awk '$1 == "vocab" { print $3 }' "$manifest")
+source "$SRC/bench/netsim_bench.sh"
+netsim_setup netsim_train.sh cloze-netsim-train czw
 gbit=$(echo "$rate" | sed -n 's/gbit$//p')
 gbit=${gbit:-1}
 hyp=$(lscpu | sed -n 's/^Hypervisor vendor: *//p')

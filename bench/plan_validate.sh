@@ -51,15 +51,8 @@ NETSIM=$SRC/launch/cloze-netsim
 for p in cloze-train cloze-plan; do
   [ -x "$BUILD/$p" ] || { echo "plan_validate.sh: $BUILD/$p is missing (build first)" >&2; exit 2; }
 done
-if ! why=$("$NETSIM" check); then echo "plan_validate.sh: $why" >&2; exit 2; fi
-work=$(mktemp -d /tmp/cloze-plan-validate-XXXXXX)
-name="$prefix$$"
-name=${name:0:8}
-trap '"$NETSIM" --name "$name" down >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
-trap 'exit 130' INT TERM
-source "$(dirname "$0")/bench_corpus.sh"
-[ -n "$manifest" ] || manifest=$(bench_corpus "$BUILD" "$SRC" "$work")
-vocab_size=$(awk '$1 == "vocab" { print $3 }' "$manifest")
+source "$SRC/bench/netsim_bench.sh"
+netsim_setup plan_validate.sh cloze-plan-validate "$prefix"
 overlap_key=0
 "$BUILD/cloze-train" --help-config 2>/dev/null | grep -q 'dist\.overlap' && overlap_key=1
 
