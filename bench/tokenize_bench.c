@@ -3,7 +3,7 @@
  * input. Units are lines ("\r" dropped, "\n" kept), as in
  * bench/tokenize_vs_hf.sh, which runs Hugging Face on the same units.
  * Usage: bench-tokenize_bench [shared/data dir] [repeats] */
-#include "tokenizer.h"
+#include "cloze/text.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,7 +1,8 @@
 /* prep_input: file lists and the per-format document readers. */
 #define _GNU_SOURCE /* memmem */
-#include "prep_input.h"
-#include "json.h"
+#include "cloze/prep.h"
+
+#include "cloze/json.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -224,7 +225,7 @@ static size_t json_ws(const char *s, size_t i, size_t n) {
  * invalid UTF-8 too. */
 static int json_string(const char *s, size_t *i, size_t n, cz_buf *o, cz_error *err) {
     const char *p = s + *i;
-    int rc = cz_json_string(&p, s + n, CZ_JSON_LONE_SURROGATE_FFFD, o, err);
+    int rc = cz_json_string(&p, s + n, CZ_JSON_LONE_SURROGATE_FFFD | CZ_JSON_RAW_CONTROL, o, err);
     if (rc == 0) *i = (size_t)(p - s);
     return rc;
 }
@@ -301,7 +302,7 @@ static int json_field(const char *s, size_t n, const char *field, cz_buf *o, siz
 
 /* ---- per-format document assembly ---- */
 
-/* Verbatim documents (see prep_input.h): r->pend collects the terminators
+/* Verbatim documents (see cloze/prep.h): r->pend collects the terminators
  * and blank lines after the last text line; they join the document only
  * when another text line follows. */
 static int pend_eol(cz_reader *r, cz_error *err) {

@@ -1,5 +1,5 @@
-/* prep_set: staged shard sets swapped in whole, see prep_set.h. */
-#include "prep_set.h"
+/* prep_set: staged shard sets swapped in whole, see cloze/prep.h. */
+#include "cloze/prep.h"
 
 #include <dirent.h>
 #include <errno.h>

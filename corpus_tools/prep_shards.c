@@ -1,5 +1,5 @@
-/* prep_shards: documents -> token shards, see prep_shards.h. */
-#include "prep_shards.h"
+/* prep_shards: documents -> token shards, see cloze/prep.h. */
+#include "cloze/prep.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -206,7 +206,7 @@ typedef struct feeder {
     cz_error err;
     const cz_prep_options *o;
     const cz_file_list *files;
-    int verbatim;                /* GPT mode: documents keep their bytes (prep_input.h) */
+    int verbatim;                /* GPT mode: documents keep their bytes (cloze/prep.h) */
     _Atomic uint64_t bytes_read; /* for progress */
     uint64_t bytes_in;           /* whole files consumed, for the summary */
 } feeder;

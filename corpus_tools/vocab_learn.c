@@ -13,9 +13,7 @@
  * ordered by first appearance in the files, so the output depends only on
  * the files and options. Memory: the distinct-word table, their symbol
  * sequences and the pair table (no copy of the corpus). */
-#include "vocab_learn.h"
-#include "tokenizer_internal.h"
-#include "unicode.h"
+#include "cloze/prep.h"
 
 #include <stdio.h>
 #include <stdlib.h>

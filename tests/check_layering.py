@@ -8,12 +8,19 @@ statement of cloze's layers, and this check fails when the code disagrees.
         check catches it (and passes on the clean copy)
 
 Rules (each violation is one line naming the file and what is wrong):
-  - every header under include/cloze/ and every folder under src/ is in
-    exactly one row of the table, and every header the table names exists;
-  - a header, or a source under src/ or corpus_tools/, includes only
-    cloze headers of its own module or of modules on lower levels, and no
-    private header of another module by a path ("../kernels/vec.h": what
-    is not in include/cloze/ belongs to its folder);
+  - every header under include/cloze/, every folder under src/ and every
+    other folder with C sources (corpus_tools/, any new one; tests/ and
+    bench/ are not modules) is in exactly one row of the table, and every
+    header and folder the table names exists;
+  - a header, or a source of a module's folder, includes only cloze
+    headers of its own module or of modules on lower levels;
+  - every quoted include that is not a cloze/ header names a file by its
+    path from the including file ("vec.h" beside it, "../src/x/y.h"), so
+    that no header arrives through an include path ("tokenizer.h" from
+    src/finetune, found because some target adds another folder); and no
+    file includes a private header of another module (what is not in
+    include/cloze/ belongs to its folder), but tests/ and bench/ may
+    include a module's <module>_internal.h, its interface for them;
   - outside comm's sources (src/comm) nothing calls MPI: no <mpi.h>, no
     MPI_* name, no use of a raw communicator (.mpi); comments and string
     literals do not count. Every folder of the tree with C sources is
@@ -41,7 +48,7 @@ COMM_DIR = "src/comm"
 COMM_INTERNAL = "comm_internal.h"
 COMM_INTERNAL_USERS = ("tests/", "bench/")
 TABLE_HEAD = re.compile(r"^\|\s*level\s*\|\s*module\s*\|\s*headers\s*\|\s*sources\s*\|")
-INCLUDE = re.compile(r'^\s*#\s*include\s*"cloze/([A-Za-z0-9_]+\.h)"', re.M)
+INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"cloze/([A-Za-z0-9_]+\.h)"', re.M)
 
 
 def read(path):
@@ -80,37 +87,29 @@ def parse_table(root, errors):
     return modules
 
 
+_COMMENT = r"/\*.*?(?:\*/|\Z)|//[^\n]*"
+# a literal ends at its quote or, unterminated, before the line's end; a
+# backslash escapes the next character, a line break too
+_LITERAL = r"\"(?:\\.|[^\"\\\n])*\"?|'(?:\\.|[^'\\\n])*'?"
+_CODE_ONLY = re.compile(_COMMENT + "|" + _LITERAL, re.S)
+_NO_COMMENTS = re.compile(_COMMENT, re.S)
+
+
 def strip_c(text, strings=True):
-    """C text with comments (and, when `strings`, string and char literals)
-    blanked; line breaks kept, so offsets give the same line numbers."""
-    out, i, n = [], 0, len(text)
-    while i < n:
-        c = text[i]
-        if text.startswith("/*", i):
-            j = text.find("*/", i + 2)
-            j = n if j < 0 else j + 2
-            out.append(re.sub(r"[^\n]", " ", text[i:j]))
-            i = j
-        elif text.startswith("//", i):
-            j = text.find("\n", i)
-            j = n if j < 0 else j
-            out.append(" " * (j - i))
-            i = j
-        elif c in "\"'" and strings:
-            j = i + 1
-            while j < n and text[j] != c and text[j] != "\n":
-                j += 2 if text[j] == "\\" else 1
-            j = min(j + 1, n)
-            out.append(c + re.sub(r"[^\n]", " ", text[i + 1 : j - 1]) + text[j - 1 : j])
-            i = j
-        else:
-            out.append(c)
-            i += 1
-    return "".join(out)
+    """C text with comments (and, when `strings`, string and char literals
+    but their quotes) blanked; line breaks kept, so offsets give the same
+    line numbers."""
+    def blank(m):
+        t = m.group(0)
+        if t[0] in "\"'":
+            end = t[-1] if len(t) > 1 and t[-1] == t[0] else ""
+            return t[0] + re.sub(r"[^\n]", " ", t[1:len(t) - len(end)]) + end
+        return re.sub(r"[^\n]", " ", t)
+    return (_CODE_ONLY if strings else _NO_COMMENTS).sub(blank, text)
 
 
 MPI_USE = re.compile(r"#\s*include\s*<mpi\.h>|\bMPI_[A-Za-z_]+|(?:\.|->)\s*mpi\b")
-LOCAL_INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
+LOCAL_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"([^"]+)"', re.M)
 
 # Files outside src/comm that may call MPI, and why. Everything else, in
 # every folder with C sources, goes through include/cloze/comm.h (comm's
@@ -121,6 +120,10 @@ MPI_EXCEPTIONS = {
     "bench/allreduce_bench.c": "benchmarks comm against MPI_Allreduce",
 }
 SKIP_DIRS = {".git", "shared"}
+# Folders with C sources that are not modules: tests and benchmarks use
+# the modules (and their *_internal.h) from outside.
+NOT_MODULES = ("tests", "bench")
+INTERNAL_USERS = tuple(d + "/" for d in NOT_MODULES)
 
 
 def c_files(root):
@@ -138,6 +141,15 @@ def c_files(root):
 
 def check(root):
     errors = []
+    cache = {}
+
+    def source(rel):
+        """(text, its directives: comments blanked) of a file, read once."""
+        if rel not in cache:
+            text = read(os.path.join(root, rel))
+            cache[rel] = (text, strip_c(text, strings=False))
+        return cache[rel]
+
     modules = parse_table(root, errors)
     header_of, dir_of = {}, {}
     for name, (level, headers, dirs) in modules.items():
@@ -157,6 +169,30 @@ def check(root):
     for d in sorted(os.listdir(os.path.join(root, "src"))):
         if os.path.isdir(os.path.join(root, "src", d)) and f"src/{d}" not in dir_of:
             errors.append(f"src/{d}: not in the module table of docs/architecture.md")
+    for d, name in sorted(dir_of.items()):
+        if not os.path.isdir(os.path.join(root, d)):
+            errors.append(f"docs/architecture.md: module {name} lists folder {d}, "
+                          "which does not exist")
+
+    def owner(path):
+        """The module whose folder holds path (relative to root), as
+        (folder, module), or None."""
+        best = None
+        for d, name in dir_of.items():
+            if path.startswith(d + "/") and (best is None or len(d) > len(best[0])):
+                best = (d, name)
+        return best
+
+    all_c = c_files(root)
+    # every folder with C sources belongs to a module, but tests/ and bench/
+    # (and include/, whose headers are checked one by one above; src/'s
+    # folders are checked above too)
+    for folder in sorted({os.path.dirname(rel) for rel in all_c}):
+        top = folder.split("/")[0]
+        if top in NOT_MODULES or top in ("include", "src") or owner(folder + "/"):
+            continue
+        errors.append(f"{folder}: a folder with C sources that is not in the module table of "
+                      "docs/architecture.md")
 
     files = [(f"include/cloze/{h}", header_of.get(h)) for h in sorted(os.listdir(inc))
              if h.endswith(".h")]
@@ -170,10 +206,10 @@ def check(root):
     comm_dir = os.path.join(root, COMM_DIR)
     comm_headers = {f for f in os.listdir(comm_dir) if f.endswith(".h")} \
         if os.path.isdir(comm_dir) else set()
-    for rel in c_files(root):
+    for rel in all_c:
         if rel.startswith(COMM_DIR + "/"):
             continue
-        text = read(os.path.join(root, rel))
+        text, directives = source(rel)
         code = strip_c(text)
         if rel.startswith("include/"):
             for m in MPI_USE.finditer(code):
@@ -186,7 +222,6 @@ def check(root):
                 line = code.count("\n", 0, m.start()) + 1
                 errors.append(f"{rel}:{line}: uses MPI ({m.group(0).strip()}) outside the "
                               f"communication module ({COMM}): go through include/cloze/comm.h")
-        directives = strip_c(text, strings=False)
         for m in LOCAL_INCLUDE.finditer(directives):
             h = os.path.basename(m.group(1))
             if m.group(1).startswith("cloze/") or h not in comm_headers:
@@ -200,20 +235,11 @@ def check(root):
                              if h == COMM_INTERNAL else "")
                           + "; use include/cloze/comm.h")
 
-    def owner(path):
-        """The module whose folder holds path (relative to root), or None."""
-        best = None
-        for d, name in dir_of.items():
-            if path.startswith(d + "/") and (best is None or len(d) > len(best[0])):
-                best = (d, name)
-        return best
-
     for rel, name in files:
         if name is None:
             continue
-        text = read(os.path.join(root, rel))
+        text, directives = source(rel)
         level = modules[name][0]
-        directives = strip_c(text, strings=False)
         for m in INCLUDE.finditer(directives):
             h = m.group(1)
             line = directives.count("\n", 0, m.start()) + 1
@@ -223,23 +249,45 @@ def check(root):
             elif other != name and modules[other][0] >= level:
                 errors.append(f"{rel}:{line}: includes cloze/{h}: {name} (level {level}) may use "
                               f"only lower levels, {other} is level {modules[other][0]}")
-        for m in LOCAL_INCLUDE.finditer(directives):
-            inc = m.group(1)
-            if inc.startswith("cloze/"):
-                continue
-            target = os.path.normpath(os.path.join(os.path.dirname(rel), inc))
-            if not os.path.isfile(os.path.join(root, target)):
-                continue  # found on another include path: not a relative path
-            where = owner(target)
-            if where and where[1] != name:
-                line = directives.count("\n", 0, m.start()) + 1
-                errors.append(f"{rel}:{line}: includes \"{inc}\", a private header of module "
-                              f"{where[1]} ({where[0]}): use its include/cloze/ header, or move "
-                              "what is shared there")
         top = rel.split("/")[0]
         if top in ("include", "src") and "../shared" in text:
             line = text.count("\n", 0, text.index("../shared")) + 1
             errors.append(f"{rel}:{line}: refers to ../shared, which a user's clone does not have")
+    # quoted includes: by a path from the including file, and no private
+    # header of another module
+    private = {}  # a module folder's header name -> (folder, module)
+    for rel in all_c:
+        where = owner(rel)
+        if rel.endswith(".h") and where:
+            private.setdefault(os.path.basename(rel), where)
+    for rel in all_c:
+        mine = owner(rel)
+        directives = source(rel)[1]
+        for m in LOCAL_INCLUDE.finditer(directives):
+            inc = m.group(1)
+            if inc.startswith("cloze/"):
+                continue
+            line = directives.count("\n", 0, m.start()) + 1
+            target = os.path.normpath(os.path.join(os.path.dirname(rel), inc))
+            if not os.path.isfile(os.path.join(root, target)):
+                known = private.get(os.path.basename(inc))
+                errors.append(f"{rel}:{line}: includes \"{inc}\", which is not at that path "
+                              "from it (a header found through an include path): "
+                              + (f"a private header of module {known[1]} ({known[0]}); use its "
+                                 "include/cloze/ header" if known and known != mine
+                                 else "name it by its path from this file"))
+                continue
+            where = owner(target)
+            if where is None or where == mine or where[1] == COMM:  # comm: its own rule above
+                continue
+            if (rel.startswith(INTERNAL_USERS)
+                    and os.path.basename(target) == f"{where[1]}_internal.h"):
+                continue
+            errors.append(f"{rel}:{line}: includes \"{inc}\", a private header of module "
+                          f"{where[1]} ({where[0]}): use its include/cloze/ header, or move "
+                          "what is shared there"
+                          + (f" (tests and benchmarks may include {where[0]}/{where[1]}_internal.h)"
+                             if rel.startswith(INTERNAL_USERS) else ""))
     return errors
 
 
@@ -299,9 +347,9 @@ def self_test(root):
         ("comm's internal header in another module", add_line("src/train/train.c",
          '#include "train_internal.h"', '#include "../comm/comm_internal.h"'),
          "src/train/train.c:", "includes comm's comm_internal.h"),
-        ("comm's internal header on an include path", add_line("corpus_tools/main.c",
-         '#include "vocab_learn.h"', '#include "comm_internal.h"'),
-         "corpus_tools/main.c:", "includes comm's comm_internal.h"),
+        ("comm's internal header on an include path", add_line("corpus_tools/prep_shards.c",
+         '#include "cloze/prep.h"', '#include "comm_internal.h"'),
+         "corpus_tools/prep_shards.c:", "includes comm's comm_internal.h"),
         ("comm's private header in a test", new_file("tests/planted.c",
          '#include "../src/comm/comm_private.h"\n'),
          "tests/planted.c:", "includes comm's comm_private.h"),
@@ -309,9 +357,12 @@ def self_test(root):
          "/* planted */\n"), "include/cloze/planted.h:", "not in the module table"),
         ("a source folder missing from the table", lambda d: os.makedirs(
          os.path.join(d, "src", "planted")), "src/planted:", "not in the module table"),
-        ("a call to MPI in corpus_tools", add_line("corpus_tools/main.c",
-         '#include "vocab_learn.h"', 'static void planted(void) { MPI_Finalize(); }'),
-         "corpus_tools/main.c:", "uses MPI (MPI_Finalize)"),
+        ("a call to MPI in corpus_tools", add_line("corpus_tools/prep_shards.c",
+         '#include "cloze/prep.h"', 'static void planted(void) { MPI_Finalize(); }'),
+         "corpus_tools/prep_shards.c:", "uses MPI (MPI_Finalize)"),
+        ("a call to MPI in a program", add_line("src/programs/cloze_prep.c",
+         '#include "cloze/text.h"', 'static void planted(void) { MPI_Barrier(MPI_COMM_WORLD); }'),
+         "src/programs/cloze_prep.c:", "uses MPI (MPI_Barrier)"),
         ("<mpi.h> in a new folder with C sources", lambda d: (os.makedirs(
          os.path.join(d, "tools")), new_file("tools/x.c", "#include <mpi.h>\n")(d)),
          "tools/x.c:", "uses MPI (#include <mpi.h>)"),
@@ -321,6 +372,29 @@ def self_test(root):
         ("a relative include of another module's private header", add_line(
          "src/optim/adamw.c", '#include "optim_simd.h"', '#include "../kernels/nn_isa.h"'),
          "src/optim/adamw.c:", "private header of module kernels"),
+        ("a quoted include of another module's private header on an include path",
+         add_line("src/finetune/features.c", '#include "cloze/text.h"',
+                  '#include "text_internal.h"'),
+         "src/finetune/features.c:", "include path): a private header of module text (src/text)"),
+        ("a quoted include of a header that is nowhere beside it", add_line(
+         "src/finetune/run.c", '#include "cloze/text.h"', '#include "tokenizer.h"'),
+         "src/finetune/run.c:", "which is not at that path from it"),
+        ("a quoted include on an include path in a public header", add_line(
+         "include/cloze/text.h", '#include "cloze/core.h"', '#include "keys.h"'),
+         "include/cloze/text.h:", "include path): a private header of module config (src/config)"),
+        ("another module's private header in the prep library", add_line(
+         "corpus_tools/vocab_learn.c", '#include "cloze/prep.h"',
+         '#include "../src/text/text_internal.h"'),
+         "corpus_tools/vocab_learn.c:", "a private header of module text (src/text)"),
+        ("a private header of a module, not its _internal.h, in a test", new_file(
+         "tests/planted.c", '#include "../src/config/keys.h"\n'),
+         "tests/planted.c:", "a private header of module config (src/config)"),
+        ("a folder with C sources missing from the table", lambda d: (os.makedirs(
+         os.path.join(d, "tools")), new_file("tools/x.c", "int planted;\n")(d)),
+         "tools:", "not in the module table"),
+        ("a folder in the table that does not exist", lambda d: shutil.rmtree(
+         os.path.join(d, "corpus_tools")),
+         "docs/architecture.md:", "lists folder corpus_tools, which does not exist"),
         ("a reference to ../shared", add_line("src/model/model.c",
          '#include "cloze/model.h"', '/* notes: ../shared/papers/x.txt */'),
          "src/model/model.c:", "refers to ../shared"),

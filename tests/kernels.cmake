@@ -1,20 +1,25 @@
-# The kernels' and the optimizer's fast paths against their references, once
-# per instruction-set copy (CLOZE_KERNELS, src/core/cpu.c): scalar (nn.c's
+# kernels: the nn kernels' fast paths against their references, once per
+# instruction-set copy (CLOZE_KERNELS, src/core/cpu.c): scalar (nn.c's
 # loops), baseline (portable: SSE2 / NEON), avx2, avx512. A path this CPU
 # cannot run exits 77 (skipped), so an AVX2-only CPU skips avx512 and an Arm
-# one both x86 paths. Owner: kernels.
+# one both x86 paths. The optimizer's copy of each path: tests/optim.cmake.
 add_executable(test_kernels ${CLOZE_TEST_DIR}/test_kernels.c)
 target_link_libraries(test_kernels PRIVATE cloze)
-# the optimizer's written-out rule must not be contracted into FMAs either
-set_source_files_properties(${CLOZE_TEST_DIR}/test_optim_fast.c PROPERTIES COMPILE_OPTIONS
-                            "-ffp-contract=off;-fno-math-errno")
 foreach(isa scalar baseline avx2 avx512)
   add_test(NAME test_kernels_${isa} COMMAND test_kernels)
   set_tests_properties(test_kernels_${isa} PROPERTIES LABELS "unit;kernels" TIMEOUT 120
                        SKIP_RETURN_CODE 77 ENVIRONMENT "${CLOZE_TEST_ENV};CLOZE_KERNELS=${isa}")
-  if(NOT isa STREQUAL "scalar") # the optimizer's scalar path is its baseline copy
-    cloze_add_mpi_test(test_optim_fast_${isa} 1 test_optim_fast TIMEOUT 120 LABELS kernels)
-    set_tests_properties(test_optim_fast_${isa} PROPERTIES ENVIRONMENT
-                         "${CLOZE_TEST_ENV};CLOZE_KERNELS=${isa}")
-  endif()
 endforeach()
+
+# GEMM: cz_gemm vs the double loops, kernel choice from CPUID, 1 vs 2 threads.
+# BLIS fixes its configuration per process, so each choice (cloze's CPUID
+# rule, BLIS's own choice, AVX-512 skx forced) runs as its own process.
+cloze_add_unit_test(test_gemm TIMEOUT 120)
+foreach(mode default avx512)
+  add_test(NAME test_gemm_${mode} COMMAND test_gemm ${mode})
+  set_tests_properties(test_gemm_${mode} PROPERTIES LABELS "unit" TIMEOUT 120
+                       ENVIRONMENT "${CLOZE_TEST_ENV}" SKIP_RETURN_CODE 77)
+endforeach()
+# bf16 mode (vdpbf16ps): vs its definition and the fp32 loops, 1 vs 2 threads
+# bitwise; skipped where the CPU lacks AVX512_BF16.
+cloze_add_unit_test(test_gemm_bf16 TIMEOUT 120)

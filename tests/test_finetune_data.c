@@ -13,7 +13,7 @@
 
 #include "check.h"
 #include "cloze/finetune.h"
-#include "tokenizer.h"
+#include "cloze/text.h"
 
 static char dir[256];
 

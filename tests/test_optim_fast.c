@@ -60,7 +60,7 @@ static cz_adam_coef coef(int t, float gscale) {
 #define SAME(a, b, n) (memcmp((a), (b), (n) * sizeof(float)) == 0)
 
 /* optim.h's AdamW rule written out here, one element at a time, in float
- * (this file is built with -ffp-contract=off, tests/kernels.cmake, as
+ * (this file is built with -ffp-contract=off, tests/optim.cmake, as
  * src/optim is: no FMA contraction, also where FMA is baseline, aarch64) */
 static void adamw_plain(const cz_adam_coef *k, const cz_param_range *r, int nr, float *w,
                         const float *g, float *m, float *v, size_t lo, size_t hi) {

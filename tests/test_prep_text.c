@@ -6,9 +6,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "prep_input.h"
-#include "prep_text.h"
-#include "unicode.h"
+#include "cloze/prep.h"
+#include "cloze/text.h"
 
 #include "check.h"
 
@@ -165,6 +164,9 @@ static void test_readers(void) {
               "\\u00e9\\ud83d\\ude00\"}\n"
               "\n{\"body\": \"C\", \"x\": [1, \"]\"]}\n",
               CZ_FMT_AUTO, "A \"q\"\nB \xC3\xA9\xF0\x9F\x98\x80|C");
+    /* a raw control byte inside a JSON string (strict JSON escapes it) is
+     * corpus text the reader keeps, as in a plain-text line */
+    read_case("tab.jsonl", "{\"body\": \"a\tb\"}\n", CZ_FMT_AUTO, "a\tb");
     read_case("book.txt",
               "Title page\n*** START OF THE PROJECT GUTENBERG EBOOK X ***\n\nIt was a\ndark "
               "night.\n\nThe end.\n*** END OF THE PROJECT GUTENBERG EBOOK X ***\nLicence\n",

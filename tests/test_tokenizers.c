@@ -5,11 +5,9 @@
  * vocabulary learners (determinism, layout, [UNK] rate, and a learned cased
  * vocabulary checked against HF BertTokenizer(do_lower_case=False)).
  * Needs ../shared/data (CLOZE_SHARED_DATA): exit 77 when it is absent. */
-#include "prep_input.h"
-#include "prep_shards.h"
-#include "tokenizer.h"
-#include "tokenizer_internal.h"
-#include "vocab_learn.h"
+#include "../src/text/text_internal.h" /* the tokenizer's insides: options, BPE of one piece */
+#include "cloze/prep.h"
+#include "cloze/text.h"
 
 #include <stdio.h>
 #include <stdlib.h>

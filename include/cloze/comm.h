@@ -88,6 +88,18 @@ int cz_comm_share_verdict(const cz_comm *c, int root, int rc, cz_error *err);
  * all end alike (without MPI_Abort); -1 when the collective itself failed
  * (err says why). */
 int cz_comm_agree(const cz_comm *c, int rc, int *who, cz_error *err);
+/* What cz_comm_agree_setup returns when some rank failed: an error every
+ * rank holds alike (callers above pass it on as their own code). */
+#define CZ_COMM_ERR_ALL_RANKS (-2)
+/* The set-up-failure rule in one call, for a step every rank took alike
+ * (each read the same configuration, model or files): 0 when rc == 0 on
+ * every rank; CZ_COMM_ERR_ALL_RANKS when some rank's rc != 0, and then err
+ * holds, on every rank, the message of the lowest such rank, led by
+ * "rank N: " when N is not 0, so that rank 0 alone says it and every rank
+ * ends alike (cz_comm_finalize); -1 when the agreement itself failed (err
+ * says why; this rank's alone: cz_comm_abort). A call site is then one line
+ * and an ordinary early return. */
+int cz_comm_agree_setup(const cz_comm *c, int rc, cz_error *err);
 /* The end of a program that found an error before MPI_Init on every rank
  * (an argument) and let rank 0 say it: under a launcher (mpirun's
  * environment) every rank joins MPI and meets the others at a barrier

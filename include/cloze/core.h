@@ -60,6 +60,16 @@ const char *cz_format_duration(double seconds, char *buf, size_t len);
  * Returns NULL and fills err on failure. Free with cz_free. */
 void *cz_alloc(size_t bytes, cz_error *err);
 void cz_free(void *p);
+/* A growable byte buffer, zero-initialised empty ({0}); always
+ * NUL-terminated once anything was appended. Text readers, the JSON string
+ * decoder and the normaliser append to it. */
+typedef struct cz_buf {
+    char *data;
+    size_t len, cap;
+} cz_buf;
+/* Appends n bytes of s (doubling the capacity as needed). */
+int cz_buf_append(cz_buf *b, const char *s, size_t n, cz_error *err);
+void cz_buf_free(cz_buf *b);
 
 /* ---- files ---- */
 /* Writes a whole buffer to `path` safely: write to "path.tmp.<pid>", fsync,

@@ -15,7 +15,7 @@
  *   runs      one fine-tuning run on MPI ranks (the train runtime),
  *             predictions on a test file, feature extraction (run.c; the
  *             grid of runs is cloze-finetune's, src/programs).
- * The tokenizer is cloze-prep's (corpus_tools/tokenizer.h). */
+ * The tokenizer is the text module's (cloze/text.h). */
 #ifndef CLOZE_FINETUNE_H
 #define CLOZE_FINETUNE_H
 

@@ -35,8 +35,8 @@ struct cz_json {
 };
 
 /* ---- the one JSON string decoder (RFC 8259 section 7) ----
- * Used by the tree reader below, the safetensors header reader and
- * cloze-prep's encoder.json and JSON Lines readers. */
+ * Used by the tree reader below, the safetensors header reader, the BPE
+ * tokenizer's encoder.json reader and cloze-prep's JSON Lines reader. */
 
 /* JSON whitespace (space, \t, \n, \r) skipped from p: the first other byte,
  * or end. */
@@ -66,6 +66,9 @@ typedef int (*cz_json_emit_fn)(void *ctx, const char *s, size_t n, cz_error *err
  * emit failed. */
 int cz_json_decode_string(const char **p, const char *end, unsigned flags, cz_json_emit_fn emit,
                           void *ctx, cz_error *err);
+/* cz_json_decode_string appending to out (out == NULL: only checks and
+ * skips the literal); the same returns, -2 meaning out of memory. */
+int cz_json_string(const char **p, const char *end, unsigned flags, cz_buf *out, cz_error *err);
 
 /* Parses text[0, len) into *root (free with cz_json_free). Nesting deeper
  * than 64 levels and trailing non-space bytes are errors. */

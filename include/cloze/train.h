@@ -36,7 +36,7 @@ typedef struct cz_train_options {
  * same message (rank 0's), before training started: a configuration check,
  * the run directory's lock, the choice of checkpoint. The caller can end
  * with MPI_Finalize and exit(1) instead of MPI_Abort. Other errors: -1. */
-#define CZ_TRAIN_ERR_ALL_RANKS (-2)
+#define CZ_TRAIN_ERR_ALL_RANKS CZ_COMM_ERR_ALL_RANKS
 
 /* Runs the whole training job on the ranks of `world` (cz_comm_init), on a
  * communicator of its own. Returns 0 on success (also when stopped by a

@@ -455,169 +455,199 @@ static int check_unique(const char *path, seen_blob *seen, int n, cz_error *err)
     return 0;
 }
 
+/* One parse of a checkpoint file: the reader, its buffers, the blobs seen
+ * so far, and what the header said. */
+typedef struct parser {
+    reader r;
+    cz_ckpt *keep;          /* NULL: blobs are hashed in pieces, not kept */
+    unsigned char *scratch; /* CKPT_IO bytes: compressed-side pieces */
+    unsigned char *plain;   /* CKPT_IO bytes: unshuffled pieces (not kept) */
+    seen_blob *seen;
+    int seen_cap;
+    int v2;         /* CZ_CKPT_MAGIC: each blob header carries a filter */
+    int n;          /* blobs the header announces */
+    uint64_t limit; /* content_limit */
+} parser;
+
+/* What a blob's header says: its name, payload size, checksum, filter and
+ * the container offset where its payload starts. */
+typedef struct blob_head {
+    char name[CZ_CKPT_NAME_MAX + 1];
+    uint64_t size, want, data_at;
+    uint32_t filter;
+} blob_head;
+
+static void parser_free(parser *p) {
+    free(p->seen);
+    if (p->r.dctx) LZ4F_freeDecompressionContext(p->r.dctx);
+    if (p->r.f) fclose(p->r.f);
+    free(p->r.in);
+    free(p->scratch);
+    free(p->plain);
+}
+
+/* Opens the file and reads the container header (magic, blob count); a
+ * directory, an empty file or another format is refused here. */
+static int parse_open(parser *p, const char *path, cz_error *err) {
+    p->r.path = path;
+    p->r.f = fopen(path, "rb");
+    if (!p->r.f) return cz_fail(err, "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fileno(p->r.f), &st) == 0 && (S_ISDIR(st.st_mode) || st.st_size == 0))
+        return cz_fail(err, "%s: %s, not a checkpoint", path,
+                       S_ISDIR(st.st_mode) ? "a directory" : "an empty file (0 bytes)");
+    p->r.in = malloc(CKPT_IO);
+    p->scratch = malloc(CKPT_IO);
+    p->plain = p->keep ? NULL : malloc(CKPT_IO);
+    if (!p->r.in || !p->scratch || (!p->keep && !p->plain))
+        return cz_fail(err, "%s: out of memory", path);
+    size_t e = LZ4F_createDecompressionContext(&p->r.dctx, LZ4F_VERSION);
+    if (LZ4F_isError(e)) return cz_fail(err, "%s: lz4: %s", path, LZ4F_getErrorName(e));
+    p->limit = content_limit(&p->r);
+    static const unsigned char lz4_magic[4] = {0x04, 0x22, 0x4d, 0x18};
+    if (p->r.in_off == 0 && p->r.in_len >= 4 && memcmp(p->r.in, lz4_magic, 4) != 0)
+        return cz_fail(err, "%s: compressed offset 0: no LZ4 frame magic (not a cloze checkpoint)",
+                       path);
+    unsigned char head[16];
+    if (rd(&p->r, head, 16, "header", err) != 0) return -1;
+    p->v2 = memcmp(head, CZ_CKPT_MAGIC, 8) == 0;
+    if (!p->v2 && memcmp(head, CZ_CKPT_MAGIC_V1, 8) != 0)
+        return cz_fail(err, "%s: container offset 0: bad magic (not a cloze checkpoint)", path);
+    p->n = (int)get_u32(head + 8);
+    if (p->n < 0 || p->n > 1000000)
+        return cz_fail(err, "%s: container offset 8: blob count %d is implausible", path, p->n);
+    if (p->keep) {
+        p->keep->names = calloc((size_t)p->n + 1, sizeof(char *));
+        p->keep->data = calloc((size_t)p->n + 1, sizeof(void *));
+        p->keep->sizes = calloc((size_t)p->n + 1, sizeof(size_t));
+        if (!p->keep->names || !p->keep->data || !p->keep->sizes)
+            return cz_fail(err, "%s: out of memory", path);
+    }
+    return 0;
+}
+
+/* Blob i's header into h, noted in p->seen (grown as blobs come: each
+ * takes bytes of the file, so a forged count costs no memory). A size
+ * beyond the content is refused before anything is allocated for it. */
+static int read_blob_head(parser *p, int i, blob_head *h, cz_error *err) {
+    const char *path = p->r.path;
+    unsigned char b[24];
+    uint64_t at = p->r.out_off;
+    if (i == p->seen_cap) {
+        p->seen_cap = p->seen_cap ? 2 * p->seen_cap : 16;
+        seen_blob *grown = realloc(p->seen, (size_t)p->seen_cap * sizeof *p->seen);
+        if (!grown) return cz_fail(err, "%s: out of memory", path);
+        p->seen = grown;
+    }
+    if (rd(&p->r, b, 4, "blob header", err) != 0) return -1;
+    uint32_t nl = get_u32(b);
+    if (nl == 0 || nl > CZ_CKPT_NAME_MAX)
+        return cz_fail(err, "%s: container offset %llu: blob %d: name length %u is invalid", path,
+                       (unsigned long long)at, i, nl);
+    if (rd(&p->r, h->name, nl, "blob name", err) != 0 || rd(&p->r, b, 16, "blob header", err) != 0)
+        return -1;
+    h->name[nl] = 0;
+    memcpy(p->seen[i].name, h->name, nl + 1);
+    p->seen[i].at = at;
+    h->size = get_u64(b), h->want = get_u64(b + 8);
+    h->filter = CZ_CKPT_PLAIN;
+    if (p->v2) {
+        uint64_t filter_at = p->r.out_off;
+        if (rd(&p->r, b + 16, 8, "blob header", err) != 0) return -1;
+        h->filter = get_u32(b + 16);
+        if ((h->filter != CZ_CKPT_PLAIN && h->filter != CZ_CKPT_SHUFFLE4) || get_u32(b + 20) != 0 ||
+            (h->filter == CZ_CKPT_SHUFFLE4 && h->size % 4 != 0))
+            return cz_fail(err, "%s: container offset %llu: blob '%s': unknown filter %u", path,
+                           (unsigned long long)filter_at, h->name, h->filter);
+    }
+    h->data_at = p->r.out_off;
+    if (h->size > p->limit || h->size > p->limit - h->data_at)
+        return cz_fail(err,
+                       "%s: container offset %llu: blob '%s': size %llu runs past the %llu-byte "
+                       "content",
+                       path, (unsigned long long)(h->data_at - 16), h->name,
+                       (unsigned long long)h->size, (unsigned long long)p->limit);
+    return 0;
+}
+
+/* Blob i's payload kept whole in p->keep (unshuffled a chunk at a time
+ * through scratch); *hash: its checksum. */
+static int keep_blob(parser *p, int i, const blob_head *h, const char *what, uint64_t *hash,
+                     cz_error *err) {
+    unsigned char *dst = cz_alloc(h->size + 1, err);
+    if (!dst)
+        return cz_fail_prefix(err, "%s: blob '%s' (%llu bytes)", p->r.path, h->name,
+                              (unsigned long long)h->size);
+    p->keep->data[i] = dst;
+    p->keep->sizes[i] = h->size;
+    p->keep->names[i] = strdup(h->name);
+    p->keep->n = i + 1;
+    if (h->filter != CZ_CKPT_SHUFFLE4) {
+        if (rd(&p->r, dst, h->size, what, err) != 0) return -1;
+    } else {
+        for (uint64_t off = 0; off < h->size; off += CZ_CKPT_SHUFFLE_CHUNK) {
+            size_t len = h->size - off < CZ_CKPT_SHUFFLE_CHUNK ? (size_t)(h->size - off)
+                                                               : CZ_CKPT_SHUFFLE_CHUNK;
+            if (rd(&p->r, p->scratch, len, what, err) != 0) return -1;
+            unshuffle4(dst + off, p->scratch, len);
+        }
+    }
+    *hash = cz_fnv1a64(dst, h->size, *hash);
+    return 0;
+}
+
+/* Blob payload hashed in pieces of CKPT_IO (the filter's chunks); a small
+ * one (CZ_CKPT_SMALL) is also handed whole to fn. *hash: its checksum. */
+static int hash_blob(parser *p, const blob_head *h, const char *what, cz_ckpt_blob_fn fn, void *ctx,
+                     uint64_t *hash, cz_error *err) {
+    void *small = h->size <= CZ_CKPT_SMALL ? malloc(h->size + 1) : NULL;
+    for (uint64_t left = h->size; left > 0;) {
+        size_t piece = left < CKPT_IO ? (size_t)left : CKPT_IO;
+        if (rd(&p->r, p->scratch, piece, what, err) != 0) {
+            free(small);
+            return -1;
+        }
+        const unsigned char *data = p->scratch;
+        if (h->filter == CZ_CKPT_SHUFFLE4) {
+            unshuffle4(p->plain, p->scratch, piece);
+            data = p->plain;
+        }
+        if (small) memcpy((char *)small + (h->size - left), data, piece);
+        *hash = cz_fnv1a64(data, piece, *hash);
+        left -= piece;
+    }
+    if (fn) fn(ctx, h->name, h->size, small);
+    free(small);
+    return 0;
+}
+
+/* Blob i: its header, its payload (kept or hashed) and its checksum. */
+static int read_blob(parser *p, int i, cz_ckpt_blob_fn fn, void *ctx, cz_error *err) {
+    blob_head h;
+    if (read_blob_head(p, i, &h, err) != 0) return -1;
+    char what[CZ_CKPT_NAME_MAX + 16];
+    snprintf(what, sizeof what, "blob '%s'", h.name);
+    uint64_t hash = CZ_FNV_SEED;
+    if ((p->keep ? keep_blob(p, i, &h, what, &hash, err)
+                 : hash_blob(p, &h, what, fn, ctx, &hash, err)) != 0)
+        return -1;
+    if (hash != h.want)
+        return cz_fail(err, "%s: container offset %llu: blob '%s': checksum mismatch", p->r.path,
+                       (unsigned long long)h.data_at, h.name);
+    return 0;
+}
+
 /* Parses the whole file. keep != NULL: blobs are kept there; else each blob
  * is hashed in pieces and (if small) handed to fn. */
 static int parse(const char *path, cz_ckpt *keep, cz_ckpt_blob_fn fn, void *ctx, cz_error *err) {
-    reader r = {path, NULL, NULL, NULL, 0, 0, 0, 0, 0};
-    unsigned char *scratch = NULL, *plain = NULL;
-    seen_blob *seen = NULL;
-    int rc = -1;
-    r.f = fopen(path, "rb");
-    if (!r.f) return cz_fail(err, "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fileno(r.f), &st) == 0 && (S_ISDIR(st.st_mode) || st.st_size == 0)) {
-        fclose(r.f);
-        return cz_fail(err, "%s: %s, not a checkpoint", path,
-                       S_ISDIR(st.st_mode) ? "a directory" : "an empty file (0 bytes)");
-    }
-    r.in = malloc(CKPT_IO);
-    scratch = malloc(CKPT_IO);
-    plain = keep ? NULL : malloc(CKPT_IO);
-    if (!r.in || !scratch || (!keep && !plain)) {
-        cz_fail(err, "%s: out of memory", path);
-        goto out;
-    }
-    size_t e = LZ4F_createDecompressionContext(&r.dctx, LZ4F_VERSION);
-    if (LZ4F_isError(e)) {
-        cz_fail(err, "%s: lz4: %s", path, LZ4F_getErrorName(e));
-        goto out;
-    }
-    uint64_t limit = content_limit(&r);
-    static const unsigned char lz4_magic[4] = {0x04, 0x22, 0x4d, 0x18};
-    if (r.in_off == 0 && r.in_len >= 4 && memcmp(r.in, lz4_magic, 4) != 0) {
-        cz_fail(err, "%s: compressed offset 0: no LZ4 frame magic (not a cloze checkpoint)", path);
-        goto out;
-    }
-    unsigned char head[16];
-    if (rd(&r, head, 16, "header", err) != 0) goto out;
-    int v2 = memcmp(head, CZ_CKPT_MAGIC, 8) == 0;
-    if (!v2 && memcmp(head, CZ_CKPT_MAGIC_V1, 8) != 0) {
-        cz_fail(err, "%s: container offset 0: bad magic (not a cloze checkpoint)", path);
-        goto out;
-    }
-    int n = (int)get_u32(head + 8);
-    if (n < 0 || n > 1000000) {
-        cz_fail(err, "%s: container offset 8: blob count %d is implausible", path, n);
-        goto out;
-    }
-    if (keep) {
-        keep->names = calloc((size_t)n + 1, sizeof(char *));
-        keep->data = calloc((size_t)n + 1, sizeof(void *));
-        keep->sizes = calloc((size_t)n + 1, sizeof(size_t));
-        if (!keep->names || !keep->data || !keep->sizes) {
-            cz_fail(err, "%s: out of memory", path);
-            goto out;
-        }
-    }
-    /* (grown as blobs come: each takes bytes of the file, so a forged count
-     * costs no memory) */
-    int seen_cap = 0;
-    for (int i = 0; i < n; i++) {
-        unsigned char b[CZ_CKPT_NAME_MAX + 1 + 24];
-        uint64_t at = r.out_off;
-        if (i == seen_cap) {
-            seen_cap = seen_cap ? 2 * seen_cap : 16;
-            seen_blob *grown = realloc(seen, (size_t)seen_cap * sizeof *seen);
-            if (!grown) {
-                cz_fail(err, "%s: out of memory", path);
-                goto out;
-            }
-            seen = grown;
-        }
-        if (rd(&r, b, 4, "blob header", err) != 0) goto out;
-        uint32_t nl = get_u32(b);
-        if (nl == 0 || nl > CZ_CKPT_NAME_MAX) {
-            cz_fail(err, "%s: container offset %llu: blob %d: name length %u is invalid", path,
-                    (unsigned long long)at, i, nl);
-            goto out;
-        }
-        char name[CZ_CKPT_NAME_MAX + 1];
-        if (rd(&r, name, nl, "blob name", err) != 0 || rd(&r, b, 16, "blob header", err) != 0)
-            goto out;
-        name[nl] = 0;
-        memcpy(seen[i].name, name, nl + 1);
-        seen[i].at = at;
-        uint64_t size = get_u64(b), want = get_u64(b + 8), h = CZ_FNV_SEED;
-        uint32_t filter = CZ_CKPT_PLAIN;
-        if (v2) {
-            uint64_t filter_at = r.out_off;
-            if (rd(&r, b + 16, 8, "blob header", err) != 0) goto out;
-            filter = get_u32(b + 16);
-            if ((filter != CZ_CKPT_PLAIN && filter != CZ_CKPT_SHUFFLE4) || get_u32(b + 20) != 0 ||
-                (filter == CZ_CKPT_SHUFFLE4 && size % 4 != 0)) {
-                cz_fail(err, "%s: container offset %llu: blob '%s': unknown filter %u", path,
-                        (unsigned long long)filter_at, name, filter);
-                goto out;
-            }
-        }
-        uint64_t data_at = r.out_off;
-        if (size > limit || size > limit - data_at) {
-            cz_fail(err,
-                    "%s: container offset %llu: blob '%s': size %llu runs past the %llu-byte "
-                    "content",
-                    path, (unsigned long long)(data_at - 16), name, (unsigned long long)size,
-                    (unsigned long long)limit);
-            goto out;
-        }
-        char what[CZ_CKPT_NAME_MAX + 16];
-        snprintf(what, sizeof what, "blob '%s'", name);
-        if (keep) {
-            unsigned char *dst = cz_alloc(size + 1, err);
-            if (!dst) {
-                cz_fail_prefix(err, "%s: blob '%s' (%llu bytes)", path, name,
-                               (unsigned long long)size);
-                goto out;
-            }
-            keep->data[i] = dst;
-            keep->sizes[i] = size;
-            keep->names[i] = strdup(name);
-            keep->n = i + 1;
-            if (filter != CZ_CKPT_SHUFFLE4) {
-                if (rd(&r, dst, size, what, err) != 0) goto out;
-            } else { /* a chunk at a time through scratch, unshuffled into place */
-                for (uint64_t off = 0; off < size; off += CZ_CKPT_SHUFFLE_CHUNK) {
-                    size_t len = size - off < CZ_CKPT_SHUFFLE_CHUNK ? (size_t)(size - off)
-                                                                    : CZ_CKPT_SHUFFLE_CHUNK;
-                    if (rd(&r, scratch, len, what, err) != 0) goto out;
-                    unshuffle4(dst + off, scratch, len);
-                }
-            }
-            h = cz_fnv1a64(dst, size, h);
-        } else {
-            void *small = size <= CZ_CKPT_SMALL ? malloc(size + 1) : NULL;
-            for (uint64_t left = size; left > 0;) {
-                size_t piece = left < CKPT_IO ? (size_t)left : CKPT_IO;
-                if (rd(&r, scratch, piece, what, err) != 0) {
-                    free(small);
-                    goto out;
-                }
-                const unsigned char *data = scratch;
-                if (filter == CZ_CKPT_SHUFFLE4) { /* pieces are the filter's chunks */
-                    unshuffle4(plain, scratch, piece);
-                    data = plain;
-                }
-                if (small) memcpy((char *)small + (size - left), data, piece);
-                h = cz_fnv1a64(data, piece, h);
-                left -= piece;
-            }
-            if (fn) fn(ctx, name, size, small);
-            free(small);
-        }
-        if (h != want) {
-            cz_fail(err, "%s: container offset %llu: blob '%s': checksum mismatch", path,
-                    (unsigned long long)data_at, name);
-            goto out;
-        }
-    }
-    if (check_unique(path, seen, n, err) != 0) goto out;
-    rc = rd_finish(&r, err);
-out:
-    free(seen);
-    if (r.dctx) LZ4F_freeDecompressionContext(r.dctx);
-    fclose(r.f);
-    free(r.in);
-    free(scratch);
-    free(plain);
+    parser p;
+    memset(&p, 0, sizeof p);
+    p.keep = keep;
+    int rc = parse_open(&p, path, err);
+    for (int i = 0; rc == 0 && i < p.n; i++) rc = read_blob(&p, i, fn, ctx, err);
+    if (rc == 0) rc = check_unique(path, p.seen, p.n, err);
+    if (rc == 0) rc = rd_finish(&p.r, err);
+    parser_free(&p);
     return rc;
 }
 

@@ -227,3 +227,10 @@ int cz_comm_agree(const cz_comm *c, int rc, int *who, cz_error *err) {
     if (who) *who = root;
     return 1;
 }
+
+int cz_comm_agree_setup(const cz_comm *c, int rc, cz_error *err) {
+    int who = 0, agreed = cz_comm_agree(c, rc, &who, err);
+    if (agreed <= 0) return agreed;
+    if (who != 0) cz_fail_prefix(err, "rank %d", who); /* (rank 0's: no prefix) */
+    return CZ_COMM_ERR_ALL_RANKS;
+}

@@ -178,6 +178,14 @@ int cz_json_decode_string(const char **p, const char *end, unsigned flags, cz_js
     return 0;
 }
 
+static int buf_emit(void *ctx, const char *s, size_t n, cz_error *err) {
+    return cz_buf_append(ctx, s, n, err);
+}
+
+int cz_json_string(const char **p, const char *end, unsigned flags, cz_buf *out, cz_error *err) {
+    return cz_json_decode_string(p, end, flags, out ? buf_emit : NULL, out, err);
+}
+
 /* Into a buffer known to be large enough. */
 typedef struct fill {
     char *o;

@@ -158,3 +158,23 @@ int cz_make_dirs(const char *path, cz_error *err) {
         return cz_fail(err, "%s: cannot create directory: %s", buf, strerror(errno));
     return 0;
 }
+
+int cz_buf_append(cz_buf *b, const char *s, size_t n, cz_error *err) {
+    if (b->len + n + 1 > b->cap) {
+        size_t c = b->cap ? b->cap : 256;
+        while (c < b->len + n + 1) c *= 2;
+        char *d = realloc(b->data, c);
+        if (!d) return cz_fail(err, "out of memory (%zu bytes of text)", c);
+        b->data = d;
+        b->cap = c;
+    }
+    memcpy(b->data + b->len, s, n);
+    b->len += n;
+    b->data[b->len] = 0;
+    return 0;
+}
+
+void cz_buf_free(cz_buf *b) {
+    free(b->data);
+    memset(b, 0, sizeof *b);
+}

@@ -23,8 +23,7 @@
 #include <string.h>
 
 #include "cloze/finetune.h"
-#include "prep_text.h"
-#include "tokenizer.h"
+#include "cloze/text.h"
 
 void cz_ft_features_free(cz_ft_features *f) {
     free(f->tokens);
@@ -293,154 +292,184 @@ static int best_window(const int *ws, const int *wl, int n, int pos) {
     return k;
 }
 
+/* featurize_span's working buffers, reused from example to example: the
+ * question's and context's pieces, each piece's word and each word's
+ * first piece, and the windows (start piece, length) over the context. */
+typedef struct span_work {
+    cz_buf norm;
+    cz_ids q, doc, ans;
+    int *piece_word, *word_piece, *ws, *wl;
+    size_t pw_cap, wp_cap, w_cap;
+    int nwin;
+} span_work;
+
+static void span_work_free(span_work *s) {
+    cz_buf_free(&s->norm);
+    cz_ids_free(&s->q);
+    cz_ids_free(&s->doc);
+    cz_ids_free(&s->ans);
+    free(s->piece_word);
+    free(s->word_piece);
+    free(s->ws);
+    free(s->wl);
+}
+
+/* The context's pieces, word by word, into s->doc, with s->piece_word[i]
+ * (the word of piece i) and s->word_piece[w] (word w's first piece; one
+ * past the end at n_words). */
+static int encode_context(span_work *s, const struct cz_tokenizer *tok, const cz_ft_dataset *d,
+                          const cz_ft_example *x, cz_error *err) {
+    if ((size_t)x->n_words + 1 > s->wp_cap) {
+        s->wp_cap = (size_t)x->n_words + 1;
+        free(s->word_piece);
+        s->word_piece = malloc(s->wp_cap * sizeof *s->word_piece);
+        if (!s->word_piece) return cz_fail(err, "out of memory");
+    }
+    for (int w = 0; w < x->n_words; w++) {
+        s->word_piece[w] = (int)s->doc.n;
+        char word[1024];
+        int wlen = x->word_end[w] - x->word_start[w];
+        if (wlen > (int)sizeof word - 1) wlen = (int)sizeof word - 1;
+        memcpy(word, x->context + x->word_start[w], (size_t)wlen);
+        word[wlen] = 0;
+        size_t before = s->doc.n;
+        if (encode(tok, word, &s->norm, &s->doc, err))
+            return cz_fail_prefix(err, "%s: question %s: context word %d", d->path, x->id, w);
+        if (s->doc.n > s->pw_cap) {
+            s->pw_cap = 2 * s->doc.n + 64;
+            int *np = realloc(s->piece_word, s->pw_cap * sizeof *np);
+            if (!np) return cz_fail(err, "out of memory");
+            s->piece_word = np;
+        }
+        for (size_t i = before; i < s->doc.n; i++) s->piece_word[i] = w;
+    }
+    s->word_piece[x->n_words] = (int)s->doc.n;
+    return 0;
+}
+
+/* The (first) answer's pieces [*a_start, *a_end] in the context: the
+ * pieces of the words it overlaps, tightened to the answer's own pieces
+ * where they occur there; -1, -1 when there is no answer. */
+static void answer_pieces(span_work *s, const struct cz_tokenizer *tok, const cz_ft_example *x,
+                          int *a_start, int *a_end, cz_error *err) {
+    *a_start = *a_end = -1;
+    if (x->n_answers <= 0) return;
+    int b0 = x->answers[0].start, b1 = b0 + (int)strlen(x->answers[0].text);
+    int w0 = -1, w1 = -1;
+    for (int w = 0; w < x->n_words; w++) {
+        if (w0 < 0 && x->word_end[w] > b0) w0 = w;
+        if (x->word_start[w] < b1) w1 = w;
+    }
+    if (w0 < 0 || w1 < w0) return;
+    *a_start = s->word_piece[w0];
+    *a_end = s->word_piece[w1 + 1] - 1;
+    s->ans.n = 0;
+    /* (a failed encoding keeps the words' pieces; err is only scratch here) */
+    if (encode(tok, x->answers[0].text, &s->norm, &s->ans, err) == 0 && s->ans.n > 0)
+        for (int a = *a_start; a <= *a_end; a++) {
+            int done = 0;
+            for (int t = *a_end; t >= a; t--)
+                if ((size_t)(t - a + 1) == s->ans.n &&
+                    !memcmp(s->doc.ids + a, s->ans.ids, s->ans.n * sizeof *s->ans.ids)) {
+                    *a_start = a;
+                    *a_end = t;
+                    done = 1;
+                    break;
+                }
+            if (done) break;
+        }
+    if (*a_end < *a_start) *a_start = *a_end = -1;
+}
+
+/* Windows of at most `room` context pieces, each starting doc_stride
+ * pieces after the last (or where it ended), until the context's end:
+ * s->ws, s->wl, s->nwin. */
+static int plan_windows(span_work *s, int room, int doc_stride, cz_error *err) {
+    s->nwin = 0;
+    for (int s0 = 0;;) {
+        if ((size_t)s->nwin + 1 > s->w_cap) {
+            s->w_cap = s->w_cap ? 2 * s->w_cap : 16;
+            int *a = realloc(s->ws, s->w_cap * sizeof *a);
+            if (a) s->ws = a;
+            int *b = a ? realloc(s->wl, s->w_cap * sizeof *b) : NULL;
+            if (b) s->wl = b;
+            if (!a || !b) return cz_fail(err, "out of memory");
+        }
+        int len = (int)s->doc.n - s0 < room ? (int)s->doc.n - s0 : room;
+        s->ws[s->nwin] = s0;
+        s->wl[s->nwin++] = len;
+        if (s0 + len >= (int)s->doc.n) return 0;
+        s0 += len < doc_stride ? len : doc_stride;
+    }
+}
+
+/* One row per window of example e: [CLS] question [SEP] window [SEP],
+ * with the answer's positions where the window holds it. */
+static int put_windows(cz_ft_features *f, int *cap, int e, const cz_ft_feature_config *c,
+                       const span_work *s, int a_start, int a_end, cz_error *err) {
+    const int *ws = s->ws, *wl = s->wl;
+    for (int k = 0; k < s->nwin; k++) {
+        int row = new_row(f, cap, e, c, err);
+        if (row < 0) return -1;
+        int len = 0;
+        size_t o = (size_t)row * f->T;
+        put(f, row, &len, c->cls, 0);
+        for (size_t i = 0; i < s->q.n; i++) put(f, row, &len, (int32_t)s->q.ids[i], 0);
+        put(f, row, &len, c->sep, 0);
+        int off = len;
+        for (int i = 0; i < wl[k]; i++) {
+            int pos = ws[k] + i;
+            f->word_of[o + (size_t)len] = s->piece_word[pos];
+            f->max_context[o + (size_t)len] = best_window(ws, wl, s->nwin, pos) == k;
+            put(f, row, &len, (int32_t)s->doc.ids[pos], 1);
+        }
+        put(f, row, &len, c->sep, 1);
+        if (a_start >= ws[k] && a_end < ws[k] + wl[k] && a_start >= 0) {
+            f->start[row] = a_start - ws[k] + off;
+            f->end[row] = a_end - ws[k] + off;
+        } /* else [CLS] (0, 0): the answer is not in this window */
+    }
+    return 0;
+}
+
+/* Example e: its question (cut to max_query), its context in windows, and
+ * one row per window. */
+static int featurize_span_example(cz_ft_features *f, int *cap, const cz_ft_dataset *d, int e,
+                                  const struct cz_tokenizer *tok, const cz_ft_feature_config *c,
+                                  span_work *s, cz_error *err) {
+    const cz_ft_example *x = &d->ex[e];
+    s->q.n = s->doc.n = 0;
+    if (encode(tok, x->question, &s->norm, &s->q, err))
+        return cz_fail_prefix(err, "%s: question %s", d->path, x->id);
+    if (s->q.n > (size_t)c->max_query) {
+        s->q.n = (size_t)c->max_query;
+        f->truncated++; /* SPAN: questions cut to max_query */
+    }
+    if (encode_context(s, tok, d, x, err)) return -1;
+    int a_start, a_end;
+    answer_pieces(s, tok, x, &a_start, &a_end, err);
+    int room = f->T - (int)s->q.n - 3;
+    if (room < 1)
+        return cz_fail(err,
+                       "max_seq %d leaves no room for the context after a %zu-piece "
+                       "question: raise max_seq or lower max_query",
+                       f->T, s->q.n);
+    if (plan_windows(s, room, c->doc_stride, err)) return -1;
+    int in_window = 0;
+    for (int k = 0; k < s->nwin; k++)
+        in_window |= a_start >= s->ws[k] && a_end < s->ws[k] + s->wl[k] && a_start >= 0;
+    if (x->n_answers > 0 && !in_window) f->answers_lost++;
+    return put_windows(f, cap, e, c, s, a_start, a_end, err);
+}
+
 static int featurize_span(cz_ft_features *f, const cz_ft_dataset *d, const struct cz_tokenizer *tok,
                           const cz_ft_feature_config *c, cz_error *err) {
     int cap = 0, rc = 0;
-    cz_buf norm = {0};
-    cz_ids q = {0}, doc = {0}, ans = {0};
-    int *piece_word = NULL, *word_piece = NULL, *ws = NULL, *wl = NULL;
-    size_t pw_cap = 0, wp_cap = 0, w_cap = 0;
-    for (int e = 0; e < d->n && rc == 0; e++) {
-        const cz_ft_example *x = &d->ex[e];
-        q.n = doc.n = 0;
-        if (encode(tok, x->question, &norm, &q, err)) {
-            rc = cz_fail_prefix(err, "%s: question %s", d->path, x->id);
-            break;
-        }
-        if (q.n > (size_t)c->max_query) {
-            q.n = (size_t)c->max_query;
-            f->truncated++; /* SPAN: questions cut to max_query */
-        }
-        /* the context's pieces, word by word */
-        if ((size_t)x->n_words + 1 > wp_cap) {
-            wp_cap = (size_t)x->n_words + 1;
-            free(word_piece);
-            word_piece = malloc(wp_cap * sizeof *word_piece);
-            if (!word_piece) {
-                rc = cz_fail(err, "out of memory");
-                break;
-            }
-        }
-        for (int w = 0; w < x->n_words && rc == 0; w++) {
-            word_piece[w] = (int)doc.n;
-            char word[1024];
-            int wlen = x->word_end[w] - x->word_start[w];
-            if (wlen > (int)sizeof word - 1) wlen = (int)sizeof word - 1;
-            memcpy(word, x->context + x->word_start[w], (size_t)wlen);
-            word[wlen] = 0;
-            size_t before = doc.n;
-            if (encode(tok, word, &norm, &doc, err)) {
-                rc = cz_fail_prefix(err, "%s: question %s: context word %d", d->path, x->id, w);
-                break;
-            }
-            if (doc.n > pw_cap) {
-                pw_cap = 2 * doc.n + 64;
-                int *np = realloc(piece_word, pw_cap * sizeof *np);
-                if (!np) {
-                    rc = cz_fail(err, "out of memory");
-                    break;
-                }
-                piece_word = np;
-            }
-            for (size_t i = before; i < doc.n; i++) piece_word[i] = w;
-        }
-        if (rc) break;
-        word_piece[x->n_words] = (int)doc.n;
-        /* the (first) answer in pieces, tightened to the answer's own pieces */
-        int a_start = -1, a_end = -1;
-        if (x->n_answers > 0) {
-            int b0 = x->answers[0].start, b1 = b0 + (int)strlen(x->answers[0].text);
-            int w0 = -1, w1 = -1;
-            for (int w = 0; w < x->n_words; w++) {
-                if (w0 < 0 && x->word_end[w] > b0) w0 = w;
-                if (x->word_start[w] < b1) w1 = w;
-            }
-            if (w0 >= 0 && w1 >= w0) {
-                a_start = word_piece[w0];
-                a_end = word_piece[w1 + 1] - 1;
-                ans.n = 0;
-                if (encode(tok, x->answers[0].text, &norm, &ans, err) == 0 && ans.n > 0)
-                    for (int s = a_start; s <= a_end; s++) {
-                        int done = 0;
-                        for (int t = a_end; t >= s; t--)
-                            if ((size_t)(t - s + 1) == ans.n &&
-                                !memcmp(doc.ids + s, ans.ids, ans.n * sizeof *ans.ids)) {
-                                a_start = s;
-                                a_end = t;
-                                done = 1;
-                                break;
-                            }
-                        if (done) break;
-                    }
-                if (a_end < a_start) a_start = a_end = -1;
-            }
-        }
-        /* windows */
-        int room = f->T - (int)q.n - 3;
-        if (room < 1) {
-            rc = cz_fail(err,
-                         "max_seq %d leaves no room for the context after a %zu-piece "
-                         "question: raise max_seq or lower max_query",
-                         f->T, q.n);
-            break;
-        }
-        int nwin = 0;
-        for (int s0 = 0;;) {
-            if ((size_t)nwin + 1 > w_cap) {
-                w_cap = w_cap ? 2 * w_cap : 16;
-                int *a = realloc(ws, w_cap * sizeof *a);
-                if (a) ws = a;
-                int *b = a ? realloc(wl, w_cap * sizeof *b) : NULL;
-                if (b) wl = b;
-                if (!a || !b) {
-                    rc = cz_fail(err, "out of memory");
-                    break;
-                }
-            }
-            int len = (int)doc.n - s0 < room ? (int)doc.n - s0 : room;
-            ws[nwin] = s0;
-            wl[nwin++] = len;
-            if (s0 + len >= (int)doc.n) break;
-            s0 += len < c->doc_stride ? len : c->doc_stride;
-        }
-        if (rc) break;
-        int in_window = 0;
-        for (int k = 0; k < nwin; k++)
-            in_window |= a_start >= ws[k] && a_end < ws[k] + wl[k] && a_start >= 0;
-        if (x->n_answers > 0 && !in_window) f->answers_lost++;
-        for (int k = 0; k < nwin && rc == 0; k++) {
-            int row = new_row(f, &cap, e, c, err);
-            if (row < 0) {
-                rc = -1;
-                break;
-            }
-            int len = 0;
-            size_t o = (size_t)row * f->T;
-            put(f, row, &len, c->cls, 0);
-            for (size_t i = 0; i < q.n; i++) put(f, row, &len, (int32_t)q.ids[i], 0);
-            put(f, row, &len, c->sep, 0);
-            int off = len;
-            for (int i = 0; i < wl[k]; i++) {
-                int pos = ws[k] + i;
-                f->word_of[o + (size_t)len] = piece_word[pos];
-                f->max_context[o + (size_t)len] = best_window(ws, wl, nwin, pos) == k;
-                put(f, row, &len, (int32_t)doc.ids[pos], 1);
-            }
-            put(f, row, &len, c->sep, 1);
-            if (a_start >= ws[k] && a_end < ws[k] + wl[k] && a_start >= 0) {
-                f->start[row] = a_start - ws[k] + off;
-                f->end[row] = a_end - ws[k] + off;
-            } /* else [CLS] (0, 0): the answer is not in this window */
-        }
-    }
-    cz_buf_free(&norm);
-    cz_ids_free(&q);
-    cz_ids_free(&doc);
-    cz_ids_free(&ans);
-    free(piece_word);
-    free(word_piece);
-    free(ws);
-    free(wl);
+    span_work s;
+    memset(&s, 0, sizeof s);
+    for (int e = 0; e < d->n && rc == 0; e++)
+        rc = featurize_span_example(f, &cap, d, e, tok, c, &s, err);
+    span_work_free(&s);
     return rc;
 }
 

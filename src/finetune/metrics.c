@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "cloze/finetune.h"
-#include "tokenizer.h"
+#include "cloze/text.h"
 
 void cz_ft_classify_scores(const int *gold, const int *pred, long n, cz_ft_scores *s) {
     memset(s, 0, sizeof *s);

@@ -29,8 +29,8 @@
 #include "cloze/hf.h"
 #include "cloze/json.h"
 #include "cloze/safetensors.h"
+#include "cloze/text.h"
 #include "cloze/train.h"
-#include "tokenizer.h"
 
 void cz_ft_options_default(cz_ft_options *o) {
     memset(o, 0, sizeof *o);
@@ -884,12 +884,45 @@ static void log_truncation(const ft_run *r, const char *what, const cz_ft_datase
         cz_info("%s file %s: %d examples, %s at %d tokens", what, d->path, d->n, cut, f->T);
 }
 
-/* A set-up that cz_comm_agree found failed (agreed != 0) as cz_ft_run's
- * and cz_ft_extract's return: every rank's error, naming the rank when it
- * was not rank 0's, or -1 when the agreement itself failed. */
-static int set_up_failed(int agreed, int who, cz_error *err) {
-    if (agreed > 0 && who != 0) cz_fail_prefix(err, "rank %d", who);
-    return agreed > 0 ? CZ_TRAIN_ERR_ALL_RANKS : -1;
+/* cz_ft_run after the agreed set-up: rank 0 opens results.jsonl and says
+ * what the run will do, then the train runtime runs the task with the
+ * fine-tuning blobs in its checkpoints. */
+static int ft_train(ft_run *r, cz_config *cfg, cz_error *err) {
+    const cz_ft_options *o = r->o;
+    if (r->world->rank == 0) {
+        char path[1200];
+        snprintf(path, sizeof path, "%s/results.jsonl", o->out_dir);
+        r->results = fopen(path, "a");
+        if (!o->quiet)
+            cz_info("%s: %d training examples -> %d features, %d dev examples -> %d features%s; "
+                    "%ld steps of %d (%ld per epoch), lr %g",
+                    r->task.name, r->train.n, r->ftrain.n, r->dev.n, r->fdev.n,
+                    o->test_path[0] ? ", and a test file" : "", r->steps, o->batch,
+                    r->steps_per_epoch, o->lr);
+        log_truncation(r, "train", &r->train, &r->ftrain);
+        log_truncation(r, "dev", &r->dev, &r->fdev);
+        if (o->test_path[0]) log_truncation(r, "test", &r->test, &r->ftest);
+    }
+    /* what a checkpoint of this run holds beside the train runtime's blobs:
+     * its head (so that it can be exported or fine-tuned further) */
+    cz_hf_head_text(&r->mc, r->head_blob, sizeof r->head_blob);
+    cz_hf_task_text(r->task.name, r->task.labels, r->task.n_labels, r->task_blob,
+                    sizeof r->task_blob);
+    r->blobs[0] = (cz_blob){CZ_BLOB_FT_HEAD, r->head_blob, strlen(r->head_blob)};
+    r->blobs[1] = (cz_blob){CZ_BLOB_FT_TASK, r->task_blob, strlen(r->task_blob)};
+    cz_blob all[5] = {r->blobs[0], r->blobs[1]};
+    char meta[1400];
+    int nb = 2;
+    if (r->base.has_vocab) nb += cz_hf_vocab_blobs(&r->base.vocab, meta, sizeof meta, all + 2);
+    cz_train_task task = {r, build_sample, init_model, evaluate, all, nb, !o->pad_max};
+    cz_train_options to = {
+        .resume = o->resume, .quiet = o->quiet, .allow_config_change = o->allow_config_change};
+    int rc = cz_train_run_task(r->world, cfg, &to, &task, err);
+    if (r->res) {
+        r->res->steps = r->steps;
+        r->res->seconds = cz_now() - r->t0;
+    }
+    return rc;
 }
 
 int cz_ft_run(const cz_comm *world, const cz_ft_options *o, cz_ft_result *res, cz_error *err) {
@@ -900,69 +933,197 @@ int cz_ft_run(const cz_comm *world, const cz_ft_options *o, cz_ft_result *res, c
     r.res = res;
     r.t0 = cz_now();
     if (res) memset(res, 0, sizeof *res);
-    int rank = world->rank;
     r.task = o->task;
-    int rc = -1;
     /* every rank reads the same model and files and decides alike: a
-     * failure is every rank's, said once (cz_comm_agree), not an MPI_Abort */
+     * failure is every rank's, said once (cz_comm_agree_setup), not an
+     * MPI_Abort, and rank 0 removes what the failed set-up made */
     cz_config cfg;
-    int who = 0, agreed = cz_comm_agree(world, setup_base(&r, err), &who, err);
-    if (agreed == 0) agreed = cz_comm_agree(world, setup_data(&r, &cfg, err), &who, err);
-    if (agreed != 0) {
-        if (rank == 0) undo_made(o->out_dir, r.made);
-        rc = set_up_failed(agreed, who, err);
-        goto done;
-    }
-    if (rank == 0) {
-        char path[1200];
-        snprintf(path, sizeof path, "%s/results.jsonl", o->out_dir);
-        r.results = fopen(path, "a");
-        if (!o->quiet)
-            cz_info("%s: %d training examples -> %d features, %d dev examples -> %d features%s; "
-                    "%ld steps of %d (%ld per epoch), lr %g",
-                    r.task.name, r.train.n, r.ftrain.n, r.dev.n, r.fdev.n,
-                    o->test_path[0] ? ", and a test file" : "", r.steps, o->batch,
-                    r.steps_per_epoch, o->lr);
-        log_truncation(&r, "train", &r.train, &r.ftrain);
-        log_truncation(&r, "dev", &r.dev, &r.fdev);
-        if (o->test_path[0]) log_truncation(&r, "test", &r.test, &r.ftest);
-    }
-    /* what a checkpoint of this run holds beside the train runtime's blobs:
-     * its head (so that it can be exported or fine-tuned further) */
-    cz_hf_head_text(&r.mc, r.head_blob, sizeof r.head_blob);
-    cz_hf_task_text(r.task.name, r.task.labels, r.task.n_labels, r.task_blob, sizeof r.task_blob);
-    r.blobs[0] = (cz_blob){CZ_BLOB_FT_HEAD, r.head_blob, strlen(r.head_blob)};
-    r.blobs[1] = (cz_blob){CZ_BLOB_FT_TASK, r.task_blob, strlen(r.task_blob)};
-    cz_blob all[5] = {r.blobs[0], r.blobs[1]};
-    char meta[1400];
-    int nb = 2;
-    if (r.base.has_vocab) nb += cz_hf_vocab_blobs(&r.base.vocab, meta, sizeof meta, all + 2);
-    cz_train_task task = {&r, build_sample, init_model, evaluate, all, nb, !o->pad_max};
-    cz_train_options to = {
-        .resume = o->resume, .quiet = o->quiet, .allow_config_change = o->allow_config_change};
-    rc = cz_train_run_task(world, &cfg, &to, &task, err);
-    if (res) {
-        res->steps = r.steps;
-        res->seconds = cz_now() - r.t0;
-    }
-done:
+    int rc = cz_comm_agree_setup(world, setup_base(&r, err), err);
+    if (rc == 0) rc = cz_comm_agree_setup(world, setup_data(&r, &cfg, err), err);
+    if (rc != 0 && world->rank == 0) undo_made(o->out_dir, r.made);
+    if (rc == 0) rc = ft_train(&r, &cfg, err);
     run_free(&r);
     return rc;
 }
 
 /* ---- feature extraction ---- */
 
+/* cz_ft_extract's state: the run's model and file, the layers asked for,
+ * and the features gathered (rows of n_layers x H floats per token). */
+typedef struct ft_extract {
+    ft_run r;
+    cz_gemm_ctx *gemm;
+    cz_model *m;
+    int n_layers, which[64]; /* the layers asked for, counted from 0 (embeddings) */
+    int L, H, T, N, micro;   /* layers, width, tokens per sequence, sequences, per forward */
+    size_t row, nt;          /* floats per token's row; tokens in all (N x T) */
+    float *out, *mask, *toks, *words;
+} ft_extract;
+
+static void extract_free(ft_extract *x) {
+    free(x->out);
+    free(x->mask);
+    free(x->toks);
+    free(x->words);
+    cz_model_free(x->m);
+    if (x->gemm) cz_gemm_free(x->gemm);
+    run_free(&x->r);
+}
+
+/* The extraction's set-up after the model is read and the GEMM made: the
+ * tokenizer (its vocabulary into dir), the file's features, the layers,
+ * the model with the checkpoint's weights and the output buffers. */
+static int extract_prepare(ft_extract *x, const char *dir, const int *layers, cz_error *err) {
+    ft_run *r = &x->r;
+    const cz_ft_options *o = r->o;
+    if (load_tokenizer(r->world, &r->base, dir, &r->tok, r->made, err)) return -1;
+    r->mc = r->base.mc;
+    r->mc.head = CZ_HEAD_NONE;
+    r->mc.lm_weight = 0;
+    /* the file to extract from is read like a dev file */
+    if (cz_ft_read(&r->dev, &r->task, o->dev_path, 1, err)) return -1;
+    if (o->dev_limit > 0) cz_ft_dataset_truncate(&r->dev, o->dev_limit);
+    if (r->mc.arch == CZ_ARCH_GPT)
+        return cz_fail(err, "features: BERT models only (GPT's states are causal; use its LM)");
+    cz_ft_feature_config fc = {
+        .max_seq = o->max_seq, .doc_stride = o->doc_stride, .max_query = o->max_query, .gpt = 0};
+    fc.cls = cz_tokenizer_token_id(r->tok, "[CLS]");
+    fc.sep = cz_tokenizer_token_id(r->tok, "[SEP]");
+    fc.pad = cz_tokenizer_token_id(r->tok, "[PAD]");
+    if (cz_ft_featurize(&r->fdev, &r->dev, r->tok, &fc, err)) return -1;
+    x->L = r->mc.layers, x->H = r->mc.hidden, x->N = r->fdev.n;
+    for (int k = 0; k < x->n_layers; k++) {
+        x->which[k] = layers[k] < 0 ? x->L + 1 + layers[k] : layers[k];
+        if (x->which[k] < 0 || x->which[k] > x->L)
+            return cz_fail(err, "--layers: %d is outside [-%d, %d] for a %d-layer model", layers[k],
+                           x->L + 1, x->L, x->L);
+    }
+    x->micro = o->micro_batch > 0 ? o->micro_batch : 16;
+    if (cz_model_create(&x->m, &r->mc, x->micro, x->T, 1, x->gemm, err)) return -1;
+    char fresh[512];
+    copy_tensors(x->m, &r->base, fresh, sizeof fresh);
+    if (cz_batch_buf_alloc(&r->buf, x->micro, x->T, 1, err)) return -1;
+    r->buf_ok = 1;
+    x->row = (size_t)x->n_layers * x->H, x->nt = (size_t)x->N * x->T;
+    x->out = calloc(x->nt * x->row + 1, sizeof *x->out);
+    x->mask = calloc(x->nt + 1, sizeof *x->mask);
+    x->toks = calloc(x->nt + 1, sizeof *x->toks);
+    x->words = malloc((x->nt + 1) * sizeof *x->words);
+    if (!x->out || !x->mask || !x->toks || !x->words)
+        return cz_fail(err, "out of memory for %zu x %zu features", x->nt, x->row);
+    return 0;
+}
+
+/* The set-up as cz_ft_run's: every rank alike, a failure said once; the
+ * first agreement comes before load_tokenizer's collective. */
+static int extract_setup(ft_extract *x, const char *dir, const int *layers, cz_error *err) {
+    const cz_comm *world = x->r.world;
+    int rc = cz_comm_agree_setup(world, base_load(&x->r.base, x->r.o->init, err), err);
+    /* training's thread plan and GEMM (collective: every rank comes here) */
+    int threads = 0;
+    if (rc == 0)
+        rc = cz_comm_agree_setup(world,
+                                 cz_train_compute_setup(world, x->r.o->threads, CZ_GEMM_AUTO,
+                                                        x->r.base.mc.matmul_bf16, &threads,
+                                                        &x->gemm, err),
+                                 err);
+    if (rc == 0) rc = cz_comm_agree_setup(world, extract_prepare(x, dir, layers, err), err);
+    return rc;
+}
+
+/* Every rank runs every ranks-th micro-batch and copies the asked layers'
+ * states into its rows of x->out; the rows are then summed over ranks
+ * (each filled by exactly one rank, zeros elsewhere: the sum is exact). */
+static int extract_forward(ft_extract *x, cz_error *err) {
+    ft_run *r = &x->r;
+    const cz_comm *world = r->world;
+    int batches = (x->N + x->micro - 1) / x->micro, T = x->T, H = x->H, rc = 0;
+    for (int k = world->rank; k < batches && rc == 0; k += world->size) {
+        int first = k * x->micro, n = x->N - first < x->micro ? x->N - first : x->micro;
+        for (int j = 0; j < n; j++)
+            copy_feature(&r->fdev, first + j, &r->buf, j, (uint64_t)(first + j));
+        cz_batch b = cz_batch_view(&r->buf, n);
+        cz_losses l;
+        if (cz_model_forward(x->m, &b, &l, err)) {
+            rc = -1;
+            break;
+        }
+        for (int li = 0; li < x->n_layers; li++) {
+            const float *h = cz_model_hidden_states(x->m, x->which[li]);
+            for (size_t t = 0; t < (size_t)n * T; t++)
+                memcpy(x->out + ((size_t)first * T + t) * x->row + (size_t)li * H, h + t * H,
+                       (size_t)H * sizeof(float));
+        }
+    }
+    if (any_failed(world, rc, "feature extraction", err) ||
+        cz_reduce(world, CZ_ALLREDUCE_RING, x->out, x->nt * x->row, NULL, err))
+        return -1;
+    return 0;
+}
+
+/* Rank 0's safetensors file: the features, the attention mask, the token
+ * ids and (tagging tasks) each token's word. */
+static int extract_write(ft_extract *x, const char *out_path, cz_error *err) {
+    const ft_run *r = &x->r;
+    size_t nt = x->nt, row = x->row;
+    int T = x->T;
+    for (size_t t = 0; t < nt; t++) {
+        x->mask[t] = r->fdev.mask[t];
+        x->toks[t] = (float)r->fdev.tokens[t];
+        x->words[t] = -1;
+    }
+    int has_words = r->task.kind == CZ_FT_TAG;
+    for (int e = 0; has_words && e < r->dev.n; e++)
+        for (int w = 0; w < r->dev.ex[e].n_words; w++) {
+            int t = r->fdev.first_piece[r->fdev.word_base[e] + w];
+            if (t >= 0) x->words[(size_t)e * T + (size_t)t] = (float)w;
+        }
+    size_t total = nt * row + 3 * nt;
+    float *base = malloc(total * sizeof *base);
+    if (!base) return cz_fail(err, "out of memory");
+    memcpy(base, x->out, nt * row * sizeof *base);
+    memcpy(base + nt * row, x->mask, nt * sizeof *base);
+    memcpy(base + nt * row + nt, x->toks, nt * sizeof *base);
+    memcpy(base + nt * row + 2 * nt, x->words, nt * sizeof *base);
+    cz_tensor_info ti[4] = {
+        {.name = "features",
+         .offset = 0,
+         .numel = nt * row,
+         .ndim = 2,
+         .shape = {(int)nt, (int)row}},
+        {.name = "mask", .offset = nt * row, .numel = nt, .ndim = 1, .shape = {(int)nt, 0}},
+        {.name = "tokens", .offset = nt * row + nt, .numel = nt, .ndim = 1, .shape = {(int)nt, 0}},
+        {.name = "first_piece_of_word",
+         .offset = nt * row + 2 * nt,
+         .numel = nt,
+         .ndim = 1,
+         .shape = {(int)nt, 0}}};
+    char lay[256] = "", seqs[32], seqlen[32];
+    for (int k = 0; k < x->n_layers; k++)
+        snprintf(lay + strlen(lay), sizeof lay - strlen(lay), "%s%d", k ? "," : "", x->which[k]);
+    snprintf(seqs, sizeof seqs, "%d", x->N);
+    snprintf(seqlen, sizeof seqlen, "%d", T);
+    const char *meta[] = {"format", "pt",  "producer",  "cloze-finetune features",
+                          "layers", lay,   "sequences", seqs,
+                          "seq",    seqlen};
+    int rc = cz_safetensors_write(out_path, ti, has_words ? 4 : 3, base, meta, 5, err);
+    free(base);
+    if (rc == 0 && !r->o->quiet)
+        cz_info("%s: %d sequences x %d tokens, layers %s (%d x %d features per token)", out_path,
+                x->N, T, lay, x->n_layers, x->H);
+    return rc;
+}
+
 int cz_ft_extract(const cz_comm *world, const cz_ft_options *o, const int *layers, int n_layers,
                   const char *out_path, cz_error *err) {
-    ft_run r;
-    memset(&r, 0, sizeof r);
-    r.world = world;
-    r.o = o;
-    r.task = o->task;
-    int ranks = world->size, rank = world->rank, rc = -1;
-    cz_model *m = NULL;
-    float *out = NULL, *mask = NULL, *toks = NULL, *words = NULL;
-    cz_gemm_ctx *gemm = NULL;
+    ft_extract x;
+    memset(&x, 0, sizeof x);
+    x.r.world = world;
+    x.r.o = o;
+    x.r.task = o->task;
+    x.T = o->max_seq;
+    x.n_layers = n_layers;
+    /* the vocabulary goes beside the output file */
     char dir[1100];
     snprintf(dir, sizeof dir, "%s", out_path);
     char *slash = strrchr(dir, '/');
@@ -970,162 +1131,13 @@ int cz_ft_extract(const cz_comm *world, const cz_ft_options *o, const int *layer
         *slash = 0;
     else
         snprintf(dir, sizeof dir, ".");
-    snprintf(r.task.name, sizeof r.task.name, "%s", o->task.name);
-    /* set-up as cz_ft_run's: every rank alike, a failure said once; the
-     * first agreement comes before load_tokenizer's collective */
-    /* (what the set-up finds, declared before its first jump) */
-    int L = 0, H = 0, T = o->max_seq, N = 0, micro = 0;
-    size_t row = 0, nt = 0;
-    int who = 0, setup = base_load(&r.base, o->init, err);
-    int agreed = cz_comm_agree(world, setup, &who, err);
-    if (agreed != 0) goto setup_end;
-    /* training's thread plan and GEMM (collective: every rank comes here) */
-    int threads = 0;
-    setup = cz_train_compute_setup(world, o->threads, CZ_GEMM_AUTO, r.base.mc.matmul_bf16, &threads,
-                                   &gemm, err);
-    agreed = cz_comm_agree(world, setup, &who, err);
-    if (agreed != 0) goto setup_end;
-    setup = -1;
-    if (load_tokenizer(world, &r.base, dir, &r.tok, r.made, err)) goto setup_failed;
-    r.mc = r.base.mc;
-    r.mc.head = CZ_HEAD_NONE;
-    r.mc.lm_weight = 0;
-    /* the file to extract from is read like a dev file */
-    if (cz_ft_read(&r.dev, &r.task, o->dev_path, 1, err)) goto setup_failed;
-    if (o->dev_limit > 0) cz_ft_dataset_truncate(&r.dev, o->dev_limit);
-    int gpt = r.mc.arch == CZ_ARCH_GPT;
-    cz_ft_feature_config fc = {
-        .max_seq = o->max_seq, .doc_stride = o->doc_stride, .max_query = o->max_query, .gpt = gpt};
-    if (gpt) {
-        fc.start = fc.delim = fc.extract = -1;
-        cz_fail(err, "features: BERT models only (GPT's states are causal; use its LM)");
-        goto setup_failed;
+    int rc = extract_setup(&x, dir, layers, err);
+    if (rc == 0) rc = extract_forward(&x, err);
+    if (rc == 0) {
+        rc = world->rank == 0 ? extract_write(&x, out_path, err) : 0;
+        rc = cz_comm_share_verdict(world, 0, rc, err) < 0 ? -1 : 0;
     }
-    fc.cls = cz_tokenizer_token_id(r.tok, "[CLS]");
-    fc.sep = cz_tokenizer_token_id(r.tok, "[SEP]");
-    fc.pad = cz_tokenizer_token_id(r.tok, "[PAD]");
-    if (cz_ft_featurize(&r.fdev, &r.dev, r.tok, &fc, err)) goto setup_failed;
-    L = r.mc.layers, H = r.mc.hidden, N = r.fdev.n;
-    int which[64];
-    for (int k = 0; k < n_layers; k++) {
-        which[k] = layers[k] < 0 ? L + 1 + layers[k] : layers[k];
-        if (which[k] < 0 || which[k] > L) {
-            cz_fail(err, "--layers: %d is outside [-%d, %d] for a %d-layer model", layers[k], L + 1,
-                    L, L);
-            goto setup_failed;
-        }
-    }
-    micro = o->micro_batch > 0 ? o->micro_batch : 16;
-    if (cz_model_create(&m, &r.mc, micro, T, 1, gemm, err)) goto setup_failed;
-    char fresh[512];
-    copy_tensors(m, &r.base, fresh, sizeof fresh);
-    if (cz_batch_buf_alloc(&r.buf, micro, T, 1, err)) goto setup_failed;
-    r.buf_ok = 1;
-    row = (size_t)n_layers * H, nt = (size_t)N * T;
-    out = calloc(nt * row + 1, sizeof *out);
-    mask = calloc(nt + 1, sizeof *mask);
-    toks = calloc(nt + 1, sizeof *toks);
-    words = malloc((nt + 1) * sizeof *words);
-    if (!out || !mask || !toks || !words) {
-        cz_fail(err, "out of memory for %zu x %zu features", nt, row);
-        goto setup_failed;
-    }
-    setup = 0;
-setup_failed:
-    agreed = cz_comm_agree(world, setup, &who, err);
-setup_end:
-    if (agreed != 0) {
-        rc = set_up_failed(agreed, who, err);
-        goto done;
-    }
-    int batches = (N + micro - 1) / micro;
-    rc = 0;
-    for (int k = rank; k < batches && rc == 0; k += ranks) {
-        int first = k * micro, n = N - first < micro ? N - first : micro;
-        for (int j = 0; j < n; j++)
-            copy_feature(&r.fdev, first + j, &r.buf, j, (uint64_t)(first + j));
-        cz_batch b = cz_batch_view(&r.buf, n);
-        cz_losses l;
-        if (cz_model_forward(m, &b, &l, err)) {
-            rc = -1;
-            break;
-        }
-        for (int li = 0; li < n_layers; li++) {
-            const float *h = cz_model_hidden_states(m, which[li]);
-            for (size_t t = 0; t < (size_t)n * T; t++)
-                memcpy(out + ((size_t)first * T + t) * row + (size_t)li * H, h + t * H,
-                       (size_t)H * sizeof(float));
-        }
-    }
-    if (any_failed(world, rc, "feature extraction", err) ||
-        cz_reduce(world, CZ_ALLREDUCE_RING, out, nt * row, NULL, err)) {
-        rc = -1;
-        goto done;
-    }
-    if (rank == 0) {
-        for (size_t t = 0; t < nt; t++) {
-            mask[t] = r.fdev.mask[t];
-            toks[t] = (float)r.fdev.tokens[t];
-            words[t] = -1;
-        }
-        int has_words = r.task.kind == CZ_FT_TAG;
-        for (int e = 0; has_words && e < r.dev.n; e++)
-            for (int w = 0; w < r.dev.ex[e].n_words; w++) {
-                int t = r.fdev.first_piece[r.fdev.word_base[e] + w];
-                if (t >= 0) words[(size_t)e * T + (size_t)t] = (float)w;
-            }
-        float *base = NULL;
-        size_t total = nt * row + 3 * nt;
-        base = malloc(total * sizeof *base);
-        if (!base) {
-            rc = cz_fail(err, "out of memory");
-        } else {
-            memcpy(base, out, nt * row * sizeof *base);
-            memcpy(base + nt * row, mask, nt * sizeof *base);
-            memcpy(base + nt * row + nt, toks, nt * sizeof *base);
-            memcpy(base + nt * row + 2 * nt, words, nt * sizeof *base);
-            cz_tensor_info ti[4] = {
-                {.name = "features",
-                 .offset = 0,
-                 .numel = nt * row,
-                 .ndim = 2,
-                 .shape = {(int)nt, (int)row}},
-                {.name = "mask", .offset = nt * row, .numel = nt, .ndim = 1, .shape = {(int)nt, 0}},
-                {.name = "tokens",
-                 .offset = nt * row + nt,
-                 .numel = nt,
-                 .ndim = 1,
-                 .shape = {(int)nt, 0}},
-                {.name = "first_piece_of_word",
-                 .offset = nt * row + 2 * nt,
-                 .numel = nt,
-                 .ndim = 1,
-                 .shape = {(int)nt, 0}}};
-            char lay[256] = "", seqs[32], seqlen[32];
-            for (int k = 0; k < n_layers; k++)
-                snprintf(lay + strlen(lay), sizeof lay - strlen(lay), "%s%d", k ? "," : "",
-                         which[k]);
-            snprintf(seqs, sizeof seqs, "%d", N);
-            snprintf(seqlen, sizeof seqlen, "%d", T);
-            const char *meta[] = {"format", "pt",  "producer",  "cloze-finetune features",
-                                  "layers", lay,   "sequences", seqs,
-                                  "seq",    seqlen};
-            rc = cz_safetensors_write(out_path, ti, has_words ? 4 : 3, base, meta, 5, err);
-            free(base);
-            if (rc == 0 && !o->quiet)
-                cz_info("%s: %d sequences x %d tokens, layers %s (%d x %d features per token)",
-                        out_path, N, T, lay, n_layers, H);
-        }
-    }
-    rc = cz_comm_share_verdict(world, 0, rc, err) < 0 ? -1 : 0;
-done:
-    free(out);
-    free(mask);
-    free(toks);
-    free(words);
-    cz_model_free(m);
-    if (gemm) cz_gemm_free(gemm);
-    run_free(&r);
+    extract_free(&x);
     return rc;
 }
 
@@ -1188,6 +1200,65 @@ static int write_scores(const ft_run *r, const cz_ft_scores *s, const char *writ
     return rc;
 }
 
+/* predict's set-up, agreed as cz_ft_run's: every rank alike, a failure
+ * said once, nothing left behind that the failed set-up made. */
+static int predict_agreed_setup(ft_run *r, cz_ft_options *o, cz_gemm_ctx **gemm, cz_model **m,
+                                cz_error *err) {
+    const cz_comm *world = r->world;
+    int setup = o->test_limit < 0 || o->micro_batch < 0 || o->threads < 0 || o->max_seq < 0
+                    ? cz_fail(err, "--limit, --micro-batch, --threads and --max-seq must not be "
+                                   "negative")
+                    : base_load(&r->base, o->init, err);
+    if (setup == 0) setup = task_from_ckpt(&r->base, &r->task, o->init, err);
+    if (setup == 0 && !o->max_seq) o->max_seq = r->base.seq; /* the fine-tuning run's */
+    int threads = 0, rc = cz_comm_agree_setup(world, setup, err);
+    if (rc == 0)
+        rc =
+            cz_comm_agree_setup(world,
+                                cz_train_compute_setup(world, o->threads, CZ_GEMM_AUTO,
+                                                       r->base.mc.matmul_bf16, &threads, gemm, err),
+                                err);
+    if (rc == 0) rc = cz_comm_agree_setup(world, predict_setup(r, *gemm, m, err), err);
+    if (rc != 0 && world->rank == 0) undo_made(o->out_dir, r->made);
+    return rc;
+}
+
+/* The input's logits on every rank; rank 0 scores them, writes the
+ * predictions (and scores.json for a labelled input) and fills r->res,
+ * which every rank then receives. */
+static int predict_input(ft_run *r, cz_model *m, cz_error *err) {
+    const cz_comm *world = r->world;
+    const cz_ft_options *o = r->o;
+    cz_ft_result *res = r->res;
+    if (world->rank == 0) log_truncation(r, "input", &r->test, &r->ftest);
+    float *logits = split_logits(r, m, world, &r->ftest, err);
+    int rc = logits ? 0 : -1;
+    if (rc == 0 && world->rank == 0) {
+        cz_ft_scores s;
+        char written[1200];
+        rc = score_split(r, FT_INPUT, &r->test, &r->ftest, logits, 1, &s, written, sizeof written,
+                         err);
+        if (rc == 0 && r->test.labelled) rc = write_scores(r, &s, written, err);
+        if (rc == 0 && res) {
+            res->test = s;
+            res->score = r->test.labelled ? score_of(r->task.metric, &s) : NAN;
+            res->finished = 1;
+            res->seconds = cz_now() - r->t0;
+        }
+        if (rc == 0 && !o->quiet && r->test.labelled)
+            cz_info("%s: %s %.2f over %ld examples; predictions in %s, scores in %s/scores.json",
+                    r->test.path, metric_name(r->task.metric), score_of(r->task.metric, &s), s.n,
+                    written, o->out_dir);
+        else if (rc == 0 && !o->quiet)
+            cz_info("%s: %ld examples without labels; predictions in %s", r->test.path, s.n,
+                    written);
+    }
+    if (cz_comm_share_verdict(world, 0, rc, err) < 0) rc = -1;
+    if (rc == 0 && res && cz_comm_bcast(world, res, sizeof *res, 0, err)) rc = -1;
+    free(logits);
+    return rc;
+}
+
 int cz_ft_predict(const cz_comm *world, const cz_ft_options *opt, cz_ft_result *res,
                   cz_error *err) {
     cz_ft_options o = *opt;
@@ -1199,57 +1270,10 @@ int cz_ft_predict(const cz_comm *world, const cz_ft_options *opt, cz_ft_result *
     r.t0 = cz_now();
     r.task = o.task;
     if (res) memset(res, 0, sizeof *res);
-    int rank = world->rank, rc = -1, who = 0, threads = 0;
     cz_model *m = NULL;
     cz_gemm_ctx *gemm = NULL;
-    float *logits = NULL;
-    /* as cz_ft_run's: every rank alike, a failure said once, nothing left
-     * behind that the failed set-up made */
-    int setup = o.test_limit < 0 || o.micro_batch < 0 || o.threads < 0 || o.max_seq < 0
-                    ? cz_fail(err, "--limit, --micro-batch, --threads and --max-seq must not be "
-                                   "negative")
-                    : base_load(&r.base, o.init, err);
-    if (setup == 0) setup = task_from_ckpt(&r.base, &r.task, o.init, err);
-    if (setup == 0 && !o.max_seq) o.max_seq = r.base.seq; /* the fine-tuning run's */
-    int agreed = cz_comm_agree(world, setup, &who, err);
-    if (agreed == 0)
-        agreed = cz_comm_agree(world,
-                               cz_train_compute_setup(world, o.threads, CZ_GEMM_AUTO,
-                                                      r.base.mc.matmul_bf16, &threads, &gemm, err),
-                               &who, err);
-    if (agreed == 0) agreed = cz_comm_agree(world, predict_setup(&r, gemm, &m, err), &who, err);
-    if (agreed != 0) {
-        if (rank == 0) undo_made(o.out_dir, r.made);
-        rc = set_up_failed(agreed, who, err);
-        goto done;
-    }
-    if (rank == 0) log_truncation(&r, "input", &r.test, &r.ftest);
-    logits = split_logits(&r, m, world, &r.ftest, err);
-    rc = logits ? 0 : -1;
-    if (rc == 0 && rank == 0) {
-        cz_ft_scores s;
-        char written[1200];
-        rc = score_split(&r, FT_INPUT, &r.test, &r.ftest, logits, 1, &s, written, sizeof written,
-                         err);
-        if (rc == 0 && r.test.labelled) rc = write_scores(&r, &s, written, err);
-        if (rc == 0 && res) {
-            res->test = s;
-            res->score = r.test.labelled ? score_of(r.task.metric, &s) : NAN;
-            res->finished = 1;
-            res->seconds = cz_now() - r.t0;
-        }
-        if (rc == 0 && !o.quiet && r.test.labelled)
-            cz_info("%s: %s %.2f over %ld examples; predictions in %s, scores in %s/scores.json",
-                    r.test.path, metric_name(r.task.metric), score_of(r.task.metric, &s), s.n,
-                    written, o.out_dir);
-        else if (rc == 0 && !o.quiet)
-            cz_info("%s: %ld examples without labels; predictions in %s", r.test.path, s.n,
-                    written);
-    }
-    if (cz_comm_share_verdict(world, 0, rc, err) < 0) rc = -1;
-    if (rc == 0 && res && cz_comm_bcast(world, res, sizeof *res, 0, err)) rc = -1;
-done:
-    free(logits);
+    int rc = predict_agreed_setup(&r, &o, &gemm, &m, err);
+    if (rc == 0) rc = predict_input(&r, m, err);
     cz_model_free(m);
     if (gemm) cz_gemm_free(gemm);
     run_free(&r);

@@ -18,7 +18,7 @@
 
 #include "cloze/finetune.h"
 #include "cloze/json.h"
-#include "unicode.h"
+#include "cloze/text.h"
 
 /* ---- presets ---- */
 

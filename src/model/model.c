@@ -286,9 +286,11 @@ static void *take(cz_model *m, size_t bytes, cz_error *err) {
     return p;
 }
 
+/* count elements for ptr from take(), or -1 from the function that asks
+ * (cz_model_create then frees what was taken) */
 #define TAKE(ptr, count)                                                                           \
     do {                                                                                           \
-        if (!((ptr) = take(m, (size_t)(count) * sizeof *(ptr), err))) goto fail;                   \
+        if (!((ptr) = take(m, (size_t)(count) * sizeof *(ptr), err))) return -1;                   \
     } while (0)
 
 static int check_config(const cz_model_config *c, int max_b, int max_t, int max_p, cz_error *err) {
@@ -304,32 +306,16 @@ static int check_config(const cz_model_config *c, int max_b, int max_t, int max_
     return 0;
 }
 
-int cz_model_create(cz_model **out, const cz_model_config *cfg, int max_batch, int max_seq,
-                    int max_pred, const cz_gemm_ctx *gemm, cz_error *err) {
-    *out = NULL;
-    if (check_config(cfg, max_batch, max_seq, max_pred, err)) return -1;
-    cz_model *m = cz_alloc(sizeof *m, err);
-    if (!m) return -1;
-    m->cfg = *cfg;
-    m->max_b = max_batch;
-    m->max_t = max_seq;
-    m->max_p = cfg->arch == CZ_ARCH_BERT && cfg->head == CZ_HEAD_PRETRAIN ? max_pred : 0;
-    m->gemm = gemm;
-    int bert = cfg->arch == CZ_ARCH_BERT;
-    int L = cfg->layers, H = cfg->hidden, I = cfg->intermediate, A = cfg->heads,
-        V = cfg->vocab_size, T = max_seq, B = max_batch, P = m->max_p;
-    size_t N = (size_t)B * T, BP = (size_t)B * P;
-
-    m->scratch_layer = -1;
+/* The tensor tables, then the parameters and their gradients. */
+static int alloc_params(cz_model *m, cz_error *err) {
+    int L = m->cfg.layers;
     m->mem_slot = MEM_OTHER; /* tables, then re-assigned below */
     TAKE(m->tensors, MAX_TENSORS);
     TAKE(m->tensor_kind, MAX_TENSORS);
     TAKE(m->layers, L);
-    if (L * 16 + 16 > MAX_TENSORS) {
-        cz_fail(err, "model: %d layers exceed the tensor table", L);
-        goto fail;
-    }
-    if (bert)
+    if (L * 16 + 16 > MAX_TENSORS)
+        return cz_fail(err, "model: %d layers exceed the tensor table", L);
+    if (m->cfg.arch == CZ_ARCH_BERT)
         build_bert_table(m);
     else
         build_gpt_table(m);
@@ -337,12 +323,20 @@ int cz_model_create(cz_model **out, const cz_model_config *cfg, int max_batch, i
     m->mem_slot = MEM_PARAMS;
     TAKE(m->params, m->n_params);
     TAKE(m->grads, m->n_params);
+    return 0;
+}
 
+/* Each layer's input, and the activations backward needs: one set per
+ * layer, or with recomputation one set that every layer aliases. */
+static int alloc_layers(cz_model *m, cz_error *err) {
+    int L = m->cfg.layers, H = m->cfg.hidden, I = m->cfg.intermediate, A = m->cfg.heads,
+        T = m->max_t, B = m->max_b;
+    size_t N = (size_t)B * T;
     m->mem_slot = MEM_LAYER_INPUTS;
     TAKE(m->x, L + 1);
     for (int l = 0; l <= L; l++) TAKE(m->x[l], N * H);
     m->mem_slot = MEM_LAYER_ACTS;
-    int sets = cfg->recompute == CZ_RECOMPUTE_LAYERS ? 1 : L;
+    int sets = m->cfg.recompute == CZ_RECOMPUTE_LAYERS ? 1 : L;
     for (int l = 0; l < L; l++) {
         layer *ly = &m->layers[l];
         if (l >= sets) { /* recomputation: alias layer 0's set */
@@ -374,6 +368,17 @@ int cz_model_create(cz_model **out, const cz_model_config *cfg, int max_batch, i
         TAKE(ly->mean2, N);
         TAKE(ly->rstd2, N);
     }
+    return 0;
+}
+
+/* The rest of the forward and backward working memory: embeddings, the
+ * LM rows, BERT's pre-training heads, the backward scratch. */
+static int alloc_work(cz_model *m, cz_error *err) {
+    const cz_model_config *cfg = &m->cfg;
+    int bert = cfg->arch == CZ_ARCH_BERT;
+    int H = cfg->hidden, I = cfg->intermediate, A = cfg->heads, V = cfg->vocab_size, T = m->max_t,
+        B = m->max_b, P = m->max_p;
+    size_t N = (size_t)B * T, BP = (size_t)B * P;
     m->mem_slot = MEM_OTHER;
     TAKE(m->emb_sum, N * H);
     TAKE(m->emb_ln, N * H);
@@ -416,36 +421,64 @@ int cz_model_create(cz_model **out, const cz_model_config *cfg, int max_batch, i
     TAKE(m->dctx, N * H);
     TAKE(m->di, N * I);
     TAKE(m->dqkv, N * 3 * H);
-    if (cfg->head >= CZ_HEAD_CLASSIFY) {
-        /* CLASSIFY: B rows of C; TAG: N rows of C; SPAN: N rows of 2, whose
-         * cross-entropy runs over 2B rows of T (start and end per sequence) */
-        size_t width = cfg->num_labels > 2 ? (size_t)cfg->num_labels : 2;
-        TAKE(m->head_drop, N * H);
-        TAKE(m->dhead, N * H);
-        TAKE(m->head_logits, N * width);
-        TAKE(m->head_probs, N * width);
-        TAKE(m->head_dlogits, N * width);
-        TAKE(m->head_loss, N + 2 * (size_t)B);
-        TAKE(m->head_label, N + 2 * (size_t)B);
-        TAKE(m->head_argmax, N + 2 * (size_t)B);
-        TAKE(m->head_scale, N + 2 * (size_t)B);
-        if (!bert) {
-            TAKE(m->cls, (size_t)B * H);
-            TAKE(m->dcls, (size_t)B * H);
-        }
+    return 0;
+}
+
+/* A fine-tuning head's buffers (none for the pre-training heads). */
+static int alloc_task_head(cz_model *m, cz_error *err) {
+    const cz_model_config *cfg = &m->cfg;
+    if (cfg->head < CZ_HEAD_CLASSIFY) return 0;
+    int H = cfg->hidden, B = m->max_b;
+    size_t N = (size_t)B * m->max_t;
+    /* CLASSIFY: B rows of C; TAG: N rows of C; SPAN: N rows of 2, whose
+     * cross-entropy runs over 2B rows of T (start and end per sequence) */
+    size_t width = cfg->num_labels > 2 ? (size_t)cfg->num_labels : 2;
+    TAKE(m->head_drop, N * H);
+    TAKE(m->dhead, N * H);
+    TAKE(m->head_logits, N * width);
+    TAKE(m->head_probs, N * width);
+    TAKE(m->head_dlogits, N * width);
+    TAKE(m->head_loss, N + 2 * (size_t)B);
+    TAKE(m->head_label, N + 2 * (size_t)B);
+    TAKE(m->head_argmax, N + 2 * (size_t)B);
+    TAKE(m->head_scale, N + 2 * (size_t)B);
+    if (cfg->arch != CZ_ARCH_BERT) {
+        TAKE(m->cls, (size_t)B * H);
+        TAKE(m->dcls, (size_t)B * H);
     }
-    if (gemm) {
-        int nt = omp_get_max_threads();
-        /* not from take(): these are not activations (memory plan) */
-        if (!(m->head_gemm = cz_alloc((size_t)nt * sizeof *m->head_gemm, err))) goto fail;
-        for (; m->n_head_gemm < nt; m->n_head_gemm++)
-            if (!(m->head_gemm[m->n_head_gemm] = cz_gemm_single_thread(gemm, err))) goto fail;
+    return 0;
+}
+
+/* One single-threaded GEMM context per OpenMP thread for the heads. */
+static int make_head_gemm(cz_model *m, const cz_gemm_ctx *gemm, cz_error *err) {
+    if (!gemm) return 0;
+    int nt = omp_get_max_threads();
+    /* not from take(): these are not activations (memory plan) */
+    if (!(m->head_gemm = cz_alloc((size_t)nt * sizeof *m->head_gemm, err))) return -1;
+    for (; m->n_head_gemm < nt; m->n_head_gemm++)
+        if (!(m->head_gemm[m->n_head_gemm] = cz_gemm_single_thread(gemm, err))) return -1;
+    return 0;
+}
+
+int cz_model_create(cz_model **out, const cz_model_config *cfg, int max_batch, int max_seq,
+                    int max_pred, const cz_gemm_ctx *gemm, cz_error *err) {
+    *out = NULL;
+    if (check_config(cfg, max_batch, max_seq, max_pred, err)) return -1;
+    cz_model *m = cz_alloc(sizeof *m, err);
+    if (!m) return -1;
+    m->cfg = *cfg;
+    m->max_b = max_batch;
+    m->max_t = max_seq;
+    m->max_p = cfg->arch == CZ_ARCH_BERT && cfg->head == CZ_HEAD_PRETRAIN ? max_pred : 0;
+    m->gemm = gemm;
+    m->scratch_layer = -1;
+    if (alloc_params(m, err) || alloc_layers(m, err) || alloc_work(m, err) ||
+        alloc_task_head(m, err) || make_head_gemm(m, gemm, err)) {
+        cz_model_free(m);
+        return -1;
     }
     *out = m;
     return 0;
-fail:
-    cz_model_free(m);
-    return -1;
 }
 
 void cz_model_free(cz_model *m) {

@@ -103,20 +103,13 @@ int main(int argc, char **argv) {
     cz_log_setup(world.rank, getenv("CLOZE_DEBUG") ? CZ_LOG_DEBUG : CZ_LOG_INFO);
 
     cz_config cfg;
-    int rc = cz_config_load(&cfg, config_path, overrides, n_overrides, &err);
     /* every rank loaded the configuration: rank 0 says the first failure,
      * then all end alike, without MPI_Abort's banner */
-    int who = 0, agreed = cz_comm_agree(&world, rc, &who, &err);
-    if (agreed < 0) {
-        fprintf(stderr, "cloze-train: error (rank %d): %s\n", world.rank, err.msg);
-        cz_comm_abort(&world, 1);
-        return 1;
-    }
-    if (agreed == 0) rc = cz_train_run(&world, &cfg, &opt, &err);
-    if (agreed > 0 || rc == CZ_TRAIN_ERR_ALL_RANKS) {
-        if (world.rank == 0 && who == 0) fprintf(stderr, "cloze-train: error: %s\n", err.msg);
-        if (world.rank == 0 && who != 0)
-            fprintf(stderr, "cloze-train: error (rank %d): %s\n", who, err.msg);
+    int rc = cz_comm_agree_setup(
+        &world, cz_config_load(&cfg, config_path, overrides, n_overrides, &err), &err);
+    if (rc == 0) rc = cz_train_run(&world, &cfg, &opt, &err);
+    if (rc == CZ_TRAIN_ERR_ALL_RANKS) {
+        if (world.rank == 0) fprintf(stderr, "cloze-train: error: %s\n", err.msg);
         cz_comm_finalize(&world);
         return 1;
     }

@@ -187,6 +187,25 @@ static int prediction_setup(cz_run *r, cz_error *err) {
     return 0;
 }
 
+/* The shards both phases read, opened on every rank, with their sample
+ * indexes built now (reads only boundary tables): the first step's time
+ * then measures training, and a bad shard fails here. */
+static int setup_data(cz_run *r, cz_error *err) {
+    int rc = r->task ? 0 : open_data(r, err);
+    for (int ph = 0; ph < 2 && !r->task && rc == 0; ph++) {
+        rc = cz_data_prepare(r->train_data, r->phase[ph].seq, err);
+        if (rc == 0 && r->eval_data) rc = cz_data_prepare(r->eval_data, r->phase[ph].seq, err);
+    }
+    /* every rank opened the same manifests: a missing or empty manifest, a
+     * vocabulary mismatch or a bad shard is said once, by the lowest rank
+     * that found it, and every rank ends alike */
+    if ((rc = cz_comm_agree_setup(&r->comm, rc, err)) != 0) {
+        r->err_shared = rc == CZ_COMM_ERR_ALL_RANKS;
+        return -1;
+    }
+    return 0;
+}
+
 /* The cost model's gradient sync and weight exchange for this step: the
  * buckets final as backward's stages end, each stage's share of the last
  * backward's measured time its share of backward's FLOPs. */
@@ -207,6 +226,57 @@ static void predict_step(const cz_run *r, int ph, cz_step_stats *s) {
                     cz_grad_sync_layout(r->gs), cz_model_grad_order(r->model),
                     cz_grad_sync_mode(r->gs), ready, at, n, s->backward_seconds, &s->pred);
     if (r->cfg.optim.placement == CZ_PLACE_REPLICATED) s->pred.gather = 0;
+}
+
+/* The model for micro-batches up to max_b x max_t, a batch buffer per
+ * phase, and the first weights: the seed's, then the task's
+ * (fine-tuning), then train.init_from's. */
+static int setup_model(cz_run *r, int max_b, int max_t, cz_error *err) {
+    int max_p =
+        r->phase[0].max_pred > r->phase[1].max_pred ? r->phase[0].max_pred : r->phase[1].max_pred;
+    if (cz_model_create(&r->model, &r->cfg.model, max_b, max_t, max_p, r->gemm, err) != 0)
+        return -1;
+    for (int ph = 0; ph < 2; ph++)
+        if (cz_batch_buf_alloc(&r->buf[ph], r->phase[ph].micro_batch, r->phase[ph].seq,
+                               r->phase[ph].max_pred, err) != 0)
+            return -1;
+    cz_model_init_weights(r->model, r->cfg.train.seed);
+    if (r->task && r->task->init_model && r->task->init_model(r->task->ctx, r->model, err) != 0)
+        return -1;
+    if (r->cfg.train.init_from[0] && cz_run_init_from(r, err) != 0) return -1;
+    r->n_params = cz_model_num_params(r->model);
+    return 0;
+}
+
+/* The optimizer's ranges (one per tensor), the network auto prices with,
+ * the gradient sync and the optimizer over them. */
+static int setup_optimizer(cz_run *r, cz_error *err) {
+    int nt = cz_model_num_tensors(r->model);
+    r->ranges = cz_alloc(sizeof *r->ranges * (size_t)nt, err);
+    if (!r->ranges) return -1;
+    const cz_tensor_info *t0 = cz_model_tensor(r->model, 0);
+    if (cz_optim_ranges_from_tensors(t0, nt, &r->cfg.optim, r->ranges, err) != 0) return -1;
+    r->n_ranges = nt;
+    /* the network auto prices with: measured now, read from
+     * dist.cluster_file, or the dist.link_* keys (logged by rank 0) */
+    if (cz_comm_net_setup(&r->comm, &r->cfg.dist, err) != 0) {
+        r->err_shared = r->cfg.dist.cluster_file[0] != 0; /* rank 0's verdict, every rank's */
+        return -1;
+    }
+    if (prediction_setup(r, err) != 0) return -1;
+    /* the gradient sync belongs to the step loop: the optimizer's placement
+     * says what it must leave where, the model says in which order backward
+     * finishes the gradients */
+    if (cz_grad_sync_create(&r->gs, &r->comm, &r->cfg.dist, r->n_params,
+                            cz_placement_sync_mode(r->cfg.optim.placement),
+                            cz_model_grad_order(r->model), err) != 0)
+        return -1;
+    /* the run's other collectives wait no longer than the sync's (dist.timeout_s) */
+    cz_comm_watch(&r->comm, r->gs);
+    if (cz_optimizer_create(&r->opt, &r->comm, &r->cfg.optim, r->gs, r->ranges, r->n_ranges, err) !=
+        0)
+        return -1;
+    return 0;
 }
 
 static int setup(cz_run *r, const cz_comm *world, const cz_config *cfg, const cz_train_options *opt,
@@ -238,71 +308,18 @@ static int setup(cz_run *r, const cz_comm *world, const cz_config *cfg, const cz
     if (!r->gemm) return -1;
     /* model.matmul_precision = "bf16": every product of the model in bf16 */
     if (r->cfg.model.matmul_bf16 && cz_gemm_set_bf16(r->gemm, 1, err) != 0) return -1;
-    int rc = r->task ? 0 : open_data(r, err);
-    /* build the sample index now (reads only boundary tables): the first
-     * step's time then measures training, and a bad shard fails here */
-    for (int ph = 0; ph < 2 && !r->task && rc == 0; ph++) {
-        rc = cz_data_prepare(r->train_data, r->phase[ph].seq, err);
-        if (rc == 0 && r->eval_data) rc = cz_data_prepare(r->eval_data, r->phase[ph].seq, err);
-    }
-    /* every rank opened the same manifests: a missing or empty manifest, a
-     * vocabulary mismatch or a bad shard is said once, by the lowest rank
-     * that found it, and every rank ends alike */
-    int who = 0, agreed = cz_comm_agree(&r->comm, rc, &who, err);
-    if (agreed != 0) {
-        r->err_shared = agreed > 0;
-        if (agreed > 0 && who != 0) cz_fail_prefix(err, "rank %d", who); /* (rank 0's: no prefix) */
-        return -1;
-    }
-
+    if (setup_data(r, err) != 0) return -1;
+    /* the model is made once, for the larger micro-batch and sequence of
+     * the two phases */
     int max_b = r->phase[0].micro_batch > r->phase[1].micro_batch ? r->phase[0].micro_batch
                                                                   : r->phase[1].micro_batch;
     int max_t = r->phase[0].seq > r->phase[1].seq ? r->phase[0].seq : r->phase[1].seq;
-    int max_p =
-        r->phase[0].max_pred > r->phase[1].max_pred ? r->phase[0].max_pred : r->phase[1].max_pred;
-    if (cz_model_create(&r->model, &r->cfg.model, max_b, max_t, max_p, r->gemm, err) != 0)
-        return -1;
-    for (int ph = 0; ph < 2; ph++)
-        if (cz_batch_buf_alloc(&r->buf[ph], r->phase[ph].micro_batch, r->phase[ph].seq,
-                               r->phase[ph].max_pred, err) != 0)
-            return -1;
-    cz_model_init_weights(r->model, t->seed);
-    if (r->task && r->task->init_model && r->task->init_model(r->task->ctx, r->model, err) != 0)
-        return -1;
-    if (r->cfg.train.init_from[0] && cz_run_init_from(r, err) != 0) return -1;
-    r->n_params = cz_model_num_params(r->model);
-
-    int nt = cz_model_num_tensors(r->model);
-    r->ranges = cz_alloc(sizeof *r->ranges * (size_t)nt, err);
-    if (!r->ranges) return -1;
-    const cz_tensor_info *t0 = cz_model_tensor(r->model, 0);
-    if (cz_optim_ranges_from_tensors(t0, nt, &r->cfg.optim, r->ranges, err) != 0) return -1;
-    r->n_ranges = nt;
-    /* the network auto prices with: measured now, read from
-     * dist.cluster_file, or the dist.link_* keys (logged by rank 0) */
-    if (cz_comm_net_setup(&r->comm, &r->cfg.dist, err) != 0) {
-        r->err_shared = r->cfg.dist.cluster_file[0] != 0; /* rank 0's verdict, every rank's */
-        return -1;
-    }
-    if (prediction_setup(r, err) != 0) return -1;
-    /* the gradient sync belongs to the step loop: the optimizer's placement
-     * says what it must leave where, the model says in which order backward
-     * finishes the gradients */
-    if (cz_grad_sync_create(&r->gs, &r->comm, &r->cfg.dist, r->n_params,
-                            cz_placement_sync_mode(r->cfg.optim.placement),
-                            cz_model_grad_order(r->model), err) != 0)
-        return -1;
-    /* the run's other collectives wait no longer than the sync's (dist.timeout_s) */
-    cz_comm_watch(&r->comm, r->gs);
-    if (cz_optimizer_create(&r->opt, &r->comm, &r->cfg.optim, r->gs, r->ranges, r->n_ranges, err) !=
-        0)
-        return -1;
-
+    if (setup_model(r, max_b, max_t, err) != 0 || setup_optimizer(r, err) != 0) return -1;
     if (cz_gemm_peak(r->gemm, t->peak_gflops, &r->peak, err) != 0) return -1;
 
     /* the run directory is this job's from here on (config.cfg is written
      * once the checkpoint to resume from is chosen) */
-    rc = r->comm.rank == 0 ? cz_run_claim_dir(r, opt->resume, err) : 0;
+    int rc = r->comm.rank == 0 ? cz_run_claim_dir(r, opt->resume, err) : 0;
     if (cz_run_verdict(r, rc, err) != 0) return -1;
     if (r->comm.rank == 0) {
         cz_info("%s: %s L=%d H=%d A=%d, %.2fM parameters; %d rank(s) x %d thread(s); gemm: %s; "

@@ -1,4 +1,4 @@
-/* GPT-2 byte-level BPE on arbitrary input (corpus_tools/bpe.c), with the BPE
+/* GPT-2 byte-level BPE on arbitrary input (src/text/bpe.c), with the BPE
  * our learner made (tests/golden/learned_bpe.*), and cloze-prep's GPT-mode
  * document path (cz_prep_document). Properties: ids are in the vocabulary,
  * decode(encode(x)) == x for every x, the heap merge of long pieces equals
@@ -6,9 +6,9 @@
  * ids of its bytes. */
 #include "fuzz.h"
 
-#include "prep_shards.h"
-#include "tokenizer.h"
-#include "tokenizer_internal.h"
+#include "../../src/text/text_internal.h" /* BPE of one piece */
+#include "cloze/prep.h"
+#include "cloze/text.h"
 
 static cz_tokenizer *tok;
 

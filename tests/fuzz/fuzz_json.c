@@ -1,14 +1,13 @@
 /* The JSON readers: the document parser of src/core/json.c (Hugging Face
  * config.json, tokenizer_config.json, SQuAD) with the Hugging Face
- * config.json reader on top (src/ckpt/hf.c), and cloze-prep's string
- * decoder (corpus_tools/json.c, used by encoder.json and JSON Lines).
+ * config.json reader on top (src/ckpt/hf.c), and the string decoder
+ * into a buffer (cz_json_string, used by encoder.json and JSON Lines).
  * Properties: a parsed tree is walkable within its counts, and a decoded
  * string is valid UTF-8 unless the input held invalid bytes raw. */
 #include "fuzz.h"
 
 #include "cloze/hf.h"
 #include "cloze/json.h"
-#include "json.h"
 
 static int walk(const cz_json *v, int depth) {
     FUZZ_CHECK(depth <= 66, "tree deeper than the parser allows");
@@ -46,7 +45,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         for (unsigned flags = 0; flags < 2; flags++) {
             cz_buf out = {0};
             const char *p = q;
-            int rc = cz_json_string(&p, end, flags, &out, &err);
+            int rc = cz_json_string(&p, end, flags | CZ_JSON_RAW_CONTROL, &out, &err);
             FUZZ_CHECK(p >= q && p <= end, "position outside the input");
             if (rc == 0) FUZZ_CHECK(p > q && p[-1] == '"', "a string ends after its quote");
             cz_buf_free(&out);

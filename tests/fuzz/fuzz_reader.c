@@ -7,7 +7,7 @@
  * (a document's text is a run of the file, except for JSON strings). */
 #include "fuzz.h"
 
-#include "prep_input.h"
+#include "cloze/prep.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1) return 0;

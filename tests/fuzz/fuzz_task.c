@@ -15,7 +15,7 @@
 #include "fuzz.h"
 
 #include "cloze/finetune.h"
-#include "unicode.h"
+#include "cloze/text.h"
 
 /* A task as cloze-finetune's arguments make it: a preset, then the column
  * options (cz_ft_task_columns). */

@@ -1,11 +1,11 @@
-/* The vocabulary loaders (corpus_tools): WordPiece vocab.txt and GPT-2
+/* The vocabulary loaders (src/text): WordPiece vocab.txt and GPT-2
  * encoder.json + vocab.bpe (merges). The first byte picks which; for BPE the
  * input is encoder.json, a NUL, then the merges. A vocabulary that loads
  * tokenizes a fixed text into ids below its size, and its BPE decode gives
  * the text back. */
 #include "fuzz.h"
 
-#include "tokenizer.h"
+#include "cloze/text.h"
 
 static const char SAMPLE[] = "The quick  brown fox\n\tjumped over 13 lazy dogs' tails: "
                              "\xC3\xA9t\xC3\xA9, \xE4\xB8\xAD\xE6\x96\x87 \xF0\x9F\x98\x80 ok.";

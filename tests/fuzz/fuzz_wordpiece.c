@@ -1,4 +1,4 @@
-/* WordPiece on arbitrary input (corpus_tools/wordpiece.c: BERT's
+/* WordPiece on arbitrary input (src/text/wordpiece.c: BERT's
  * BasicTokenizer and greedy longest match), uncased and cased, with the
  * vocabulary our learner made (tests/golden/cased_vocab.txt), and
  * cloze-prep's BERT-mode document path (normalise, split into sentences,
@@ -7,8 +7,8 @@
  * text is valid UTF-8 without control characters or double spaces. */
 #include "fuzz.h"
 
-#include "prep_shards.h"
-#include "tokenizer.h"
+#include "cloze/prep.h"
+#include "cloze/text.h"
 
 static cz_tokenizer *tok[2];
 

@@ -11,7 +11,7 @@
 #     --jobs   harnesses run at once (default: the CPUs)
 #     --keep   keep the grown corpora and logs in DIR (default: a temporary directory)
 # Needs clang and libclang-rt-14-dev (launch/debian-packages.txt).
-set -uo pipefail
+set -euo pipefail
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 TIME=15
 JOBS=$(getconf _NPROCESSORS_ONLN)
@@ -52,16 +52,19 @@ mkdir -p "$W"
 run_one() { # run_one HARNESS: its corpus, log and verdict in $W/HARNESS.*
     local h=$1 c=$W/$h.corpus
     mkdir -p "$c" "$W/$h.tmp" "$W/$h.artifacts"
-    [ -d "$SRC/tests/fuzz/seeds/$h" ] && cp -n "$SRC/tests/fuzz/seeds/$h"/* "$c"/ 2>/dev/null
-    local t0=$SECONDS
+    # the seeds a kept corpus (--keep) lacks
+    for s in "$SRC/tests/fuzz/seeds/$h"/*; do
+        [ ! -f "$s" ] || [ -e "$c/${s##*/}" ] || cp "$s" "$c"/
+    done
+    local t0=$SECONDS rc=0
     CLOZE_FUZZ_TMP=$W/$h.tmp \
         ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=1 \
         LSAN_OPTIONS=suppressions=$SRC/tests/fuzz/lsan.supp:print_suppressions=0 \
         UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
         "$BUILD/$h" -max_total_time="$TIME" -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=1024 \
         -max_len=65536 -print_final_stats=1 -artifact_prefix="$W/$h.artifacts/" "$c" \
-        >"$W/$h.log" 2>&1
-    echo "$? $((SECONDS - t0))" >"$W/$h.rc"
+        >"$W/$h.log" 2>&1 || rc=$?
+    echo "$rc $((SECONDS - t0))" >"$W/$h.rc"
 }
 
 echo "fuzz: ${#HARNESSES[@]} harnesses, ${TIME}s each, $JOBS at a time ($BUILD)" >&2
@@ -81,7 +84,8 @@ fail=0
 printf '%-18s %8s %12s %10s %8s  %s\n' harness seconds executions exec/s corpus result
 for h in "${HARNESSES[@]}"; do
     read -r rc secs <"$W/$h.rc"
-    execs=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$W/$h.log" | awk '{print $2}' | tail -n1)
+    # (none when the harness died before its final statistics)
+    execs=$(awk '/stat::number_of_executed_units:/ { n = $2 } END { print n }' "$W/$h.log")
     corpus=$(ls "$W/$h.corpus" | wc -l)
     artifacts=$(ls "$W/$h.artifacts" 2>/dev/null)
     result=ok
@@ -96,7 +100,8 @@ for h in "${HARNESSES[@]}"; do
     read -r rc secs <"$W/$h.rc"
     if [ "$rc" -ne 0 ] || [ -n "$(ls "$W/$h.artifacts" 2>/dev/null)" ]; then
         echo "---- $h: $(ls "$W/$h.artifacts" | tr '\n' ' ')" >&2
-        grep -m1 -B2 -A25 "ERROR\|runtime error\|fuzz property failed\|deadly signal" "$W/$h.log" >&2
+        grep -m1 -B2 -A25 "ERROR\|runtime error\|fuzz property failed\|deadly signal" "$W/$h.log" >&2 ||
+            tail -25 "$W/$h.log" >&2
         for a in "$W/$h.artifacts"/*; do
             [ -f "$a" ] && echo "input ($(stat -c %s "$a") bytes, base64): $(head -c 600 "$a" | base64 -w0)" >&2
         done

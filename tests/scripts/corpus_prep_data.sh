@@ -10,7 +10,7 @@
 #     tests/golden/gpt2_whitespace.jsonl
 #   - the Windows-1252 oddity: only the text between the START/END markers is
 #     kept, and the invalid bytes counted equal Python's UTF-8 'replace' count
-set -u
+set -euo pipefail
 PREP=$1
 D=${CLOZE_SHARED_DATA:-}
 SRC_GOLDEN=${CLOZE_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}/tests/golden

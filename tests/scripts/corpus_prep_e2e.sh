@@ -11,7 +11,7 @@
 #   - BERT mode (a WordPiece learned here) normalises and splits sentences
 #   - bad inputs (binary file, wrong vocabulary, truncated/corrupt shard) give a
 #     one-line error naming the file and offset, and leave no final file
-set -u
+set -euo pipefail
 PREP=$1
 PY=${CLOZE_PYTHON:-python3}
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -33,7 +33,8 @@ for f in 0 1; do
     for j in $(seq 0 19); do
         i=$((f * 20 + j))
         printf 'Document %d begins here.  Dr. Who paid 3.50 for tea!\tIt was "fine."\r\n' $i
-        nul=$([ $((i % 10)) -eq 0 ] && printf '\\x00')
+        nul=''
+        if [ $((i % 10)) -eq 0 ]; then nul='\x00'; fi
         printf "Second$nul paragraph of %d? Yes.\r\n\r\n" $i
         printf "Document %d begins here.  Dr. Who paid 3.50 for tea!\tIt was \"fine.\"\r\nSecond$nul paragraph of %d? Yes.\n" $i $i >>"$T/expect.txt"
     done >"$T/in/part$f.txt"
@@ -76,8 +77,9 @@ head -c 20000 /dev/urandom >"$T/random.bin"
 check "decode --whole of tokenize --whole gives 20,000 random bytes back" cmp -s "$T/random.bin" "$T/random.out"
 "$PREP" tokenize $V <"$T/in/part0.txt" | "$PREP" decode $V >"$T/part0.out"
 check "decode of tokenize (line by line) gives the file back" cmp -s "$T/in/part0.txt" "$T/part0.out"
-printf '64 99999\n' | "$PREP" decode $V >/dev/null 2>"$T/err"
-check "decode refuses an id outside the vocabulary, naming line and column" grep -q "stdin line 1 column 4: '99999' is not a token id < 257" "$T/err"
+printf '64 99999\n' >"$T/bad.ids"
+expect_error "decode refuses an id outside the vocabulary, naming line and column" \
+    "stdin line 1 column 4: '99999' is not a token id < 257" "$PREP" decode $V <"$T/bad.ids"
 
 # ---- heldout: by document, deterministic, independent of the shard count
 docs_of() { # first sentences ("Document N begins here.") in the given shards
@@ -115,7 +117,7 @@ fi
 head -c 3000 /dev/zero >"$T/blob.bin"
 cat "$T/in/part0.txt" >"$T/good.txt"
 expect_error "binary input" "$T/blob.bin: offset 0: binary" "$PREP" shards $V --quiet --out "$T/b" --shards 1 "$T/good.txt" "$T/blob.bin"
-check "no shard, manifest or staging directory left after a failed run" test -z "$(ls -A "$T/b" | grep -v '^.cloze-prep.lock$')"
+check "no shard, manifest or staging directory left after a failed run" test -z "$(ls -A "$T/b" 2>/dev/null | grep -v '^.cloze-prep.lock$')"
 expect_error "wrong vocabulary" "encoder.json" "$PREP" shards --vocab "$T/encoder.json" --quiet --out "$T/w" --shards 1 "$T/good.txt"
 check "no file left after a wrong vocabulary" test -z "$(ls -A "$T/w" 2>/dev/null)"
 cp -r "$T/o1" "$T/c"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # cloze-prep shards into a directory that already holds a good shard set: the
-# new set replaces it only when complete (corpus_tools/prep_set.h), so every
+# new set replaces it only when complete (corpus_tools/prep_set.c), so every
 # failure leaves the old set byte-identical and verifiable.
 #   corpus_prep_swap.sh PREP swap       an error (no text), kill -9 mid-run, a
 #                                       second run on a locked directory, a
@@ -9,7 +9,7 @@
 #   corpus_prep_swap.sh PREP disk-full  a full disk (a 2 MiB tmpfs mounted
 #                                       here; exit 77 where mounting is not
 #                                       allowed)
-set -u
+set -euo pipefail
 PREP=$1
 MODE=${2:-swap}
 PY=${CLOZE_PYTHON:-python3}
@@ -88,21 +88,23 @@ fingerprint "$D" >"$T/before"
 
 # ---- an error after the shards were written: inputs with no text
 printf '\n \n\t\n' >"$T/blank.txt"
-"$PREP" shards $V --quiet --out "$D" --shards 3 "$T/blank.txt" 2>"$T/err"
-rc=$?
+rc=0
+"$PREP" shards $V --quiet --out "$D" --shards 3 "$T/blank.txt" 2>"$T/err" || rc=$?
 check "no text: exit non-zero, one line ($(cat "$T/err"))" test $rc -ne 0 -a "$(grep -c . "$T/err")" -eq 1
 check "no text: the error says so" grep -q "no document in any shard" "$T/err"
 check "old set intact after an error" intact "$D" "$T/before"
 check "no staging directory left after an error" test "$(staging_left "$D")" -eq 0
 # an unreadable input among good ones
 head -c 3000 /dev/zero >"$T/blob.bin"
-"$PREP" shards $V --quiet --out "$D" --shards 3 "$T/small.txt" "$T/blob.bin" 2>/dev/null
+expect_error "a binary input among good ones is refused" "$T/blob.bin" \
+    "$PREP" shards $V --quiet --out "$D" --shards 3 "$T/small.txt" "$T/blob.bin"
 check "old set intact after a binary input" intact "$D" "$T/before"
 
 # ---- kill -9 in the middle of a run, and a second run while one holds the
 # directory. The writer's temporary files appear when the run starts, so the
 # run is stopped (SIGSTOP) inside its work, then killed.
-yes 'A long run of text that keeps the tokenizer busy for a while.' | head -c 60000000 >"$T/huge.txt"
+# (yes ends by SIGPIPE when head has enough: its status is not the test's)
+head -c 60000000 < <(yes 'A long run of text that keeps the tokenizer busy for a while.') >"$T/huge.txt"
 "$PREP" shards $V --quiet --out "$D" --shards 3 "$T/huge.txt" 2>/dev/null &
 pid=$!
 for _ in $(seq 1000); do
@@ -110,12 +112,14 @@ for _ in $(seq 1000); do
     sleep 0.01
 done
 kill -STOP $pid
-"$PREP" shards $V --quiet --out "$D" --shards 3 "$T/small.txt" 2>"$T/err"
-rc=$?
+rc=0
+"$PREP" shards $V --quiet --out "$D" --shards 3 "$T/small.txt" 2>"$T/err" || rc=$?
 check "a second run on the same directory is refused" test $rc -ne 0
 check "... naming the holder's pid ($(cat "$T/err"))" grep -q "another cloze-prep shards (host .*, pid $pid) is writing this directory" "$T/err"
 kill -KILL $pid
-wait $pid 2>/dev/null
+rc=0
+wait $pid 2>/dev/null || rc=$?
+check "the first run ended by SIGKILL (status $rc)" test $rc -eq 137
 check "old set intact after kill -9" intact "$D" "$T/before" || diff "$T/now" "$T/before"
 check "the killed run left its staging directory" test "$(staging_left "$D")" -eq 1
 

@@ -4,6 +4,7 @@
 # steps ($bert), the tasks of tests/finetune/make_tasks.py in $work/tasks,
 # and ft NP OUT ARGS...: one cloze-finetune run from $bert on NP ranks, its
 # log in OUT.log.
+set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/train_common.sh"
 work=$(mktemp -d "/tmp/cloze-${FT_WORK:-ft}-XXXXXX")
 trap "${CLOZE_KEEP_WORK:+:} rm -rf \"$work\"" EXIT

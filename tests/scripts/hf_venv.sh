@@ -11,7 +11,7 @@
 # numpy is pinned below 2 (torch 1.13 was built against numpy 1: with numpy 2
 # it reports "Numpy is not available"); PyPI's torch is never installed (its
 # CUDA wheels are about 4 GB). A second call reuses DIR (stamp file).
-set -uo pipefail
+set -euo pipefail
 dir=${1:?usage: hf_venv.sh DIR}
 py=/usr/bin/python3
 stamp="$dir/.cloze-hf-venv-1"

@@ -2,6 +2,7 @@
 # where namespaces cannot be made; $work, a cluster name $name (NAME_PREFIX
 # + pid, 8 characters) torn down on exit, and the training corpus in $data.
 # usage: NAME_PREFIX=czt source netsim_common.sh
+set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/train_common.sh"
 NETSIM=$SRC/launch/cloze-netsim
 if ! why=$("$NETSIM" check); then echo "SKIP: cannot build a simulated cluster here: $why"; exit 77; fi

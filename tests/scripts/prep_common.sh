@@ -1,6 +1,7 @@
 # Helpers of the cloze-prep test scripts (sourced after T, the scratch
 # directory, is set): check, expect_error, shards_of. A failed check sets
 # fail=1; the script exits with it.
+set -euo pipefail
 fail=0
 check() { # check "what" command...
     local what=$1

@@ -1,6 +1,7 @@
 # Starts and stops a real one-node Slurm (munge + slurmctld + slurmd) without
 # systemd, after ../shared/notes/slurm-localhost.md. Source it, then
 # `slurm_start DIR` / `slurm_stop`. Exports SLURM_CONF.
+set -euo pipefail
 slurm_start() {
   B=$1
   mkdir -p "$B"/{key,munge,state,spool,log,run}

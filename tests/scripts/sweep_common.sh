@@ -1,5 +1,6 @@
 # Shared by the sweep tests: the tiny 2 x 2 sweep (tests/sweeps/tiny.cfg) on
 # the training tests' corpus, and helpers to read its results.
+set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/train_common.sh"
 SWEEP=$BIN/cloze-sweep
 SPEC=$SRC/tests/sweeps/tiny.cfg

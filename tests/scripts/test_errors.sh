@@ -4,7 +4,7 @@
 # a process exited non-zero may stay), exit status 1, naming the file or key
 # the user gave, and nothing created that the failed run did not need.
 # The cloze-train cases before the last are errors the ranks agree on
-# (cz_comm_agree, or rank 0's verdict shared): said by one rank, all ranks
+# (cz_comm_agree_setup, or rank 0's verdict shared): said by one rank, all ranks
 # end alike. The last cloze-train case is an error one rank finds alone,
 # mid-run: that rank says it and ends the job (cz_comm_abort).
 # Then cloze-prep shards on 2 ranks, cloze-ckpt and cloze-sweep: the same
@@ -21,6 +21,7 @@
 # already used; it had no case.
 # (CLOZE_TEST_KEEP_GOING=1: report every failing case, to see which fail on
 # old code.)
+set -euo pipefail
 source "$(dirname "$0")/train_common.sh"
 work=$(mktemp -d /tmp/cloze-errors-XXXXXX)
 cleanup() {
@@ -131,6 +132,24 @@ rot_args="$(args "$work/r6") --set data.train_manifest=shards/train.manifest --s
 expect_rc train_one_rank 1 'error (rank 1): .*: id [0-9]* >= vocab size' - -- \
   mpirun --oversubscribe -np 1 --wdir "$work/h0" "$BIN/cloze-train" $rot_args : \
   -np 1 --wdir "$work/h1" "$BIN/cloze-train" $rot_args
+
+# A set-up error only rank 1 finds (cz_comm_agree_setup): rank 1 started in
+# a directory without the file, so it alone fails; the ranks agree, rank 0
+# alone says rank 1's message, led by "rank 1: ", and all end alike (exit
+# 1, no banner). Once in loading the configuration (cloze-train's main),
+# once in opening the manifests (the train runtime's set-up).
+mkdir "$work/h2" "$work/h3"
+cp "$SRC/conf/bert-tiny.cfg" "$work/h2/tiny.cfg"
+cp -r "$data/shards" "$work/h2/"
+# shellcheck disable=SC2086
+expect_rc setup_rank1_config 1 'cloze-train: error: rank 1: tiny.cfg' - -- \
+  mpirun --oversubscribe -np 1 --wdir "$work/h2" "$BIN/cloze-train" tiny.cfg : \
+  -np 1 --wdir "$work/h3" "$BIN/cloze-train" tiny.cfg
+man_args="$(args "$work/r7") --set data.train_manifest=shards/train.manifest"
+# shellcheck disable=SC2086
+expect_rc setup_rank1_manifest 1 'cloze-train: error: rank 1: .*shards/train.manifest' "$work/r7" -- \
+  mpirun --oversubscribe -np 1 --wdir "$work/h2" "$BIN/cloze-train" $man_args : \
+  -np 1 --wdir "$work/h3" "$BIN/cloze-train" $man_args
 
 # ---- cloze-prep shards on 2 ranks
 vocab=$data/vocab.txt

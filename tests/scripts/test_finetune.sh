@@ -18,6 +18,7 @@
 #   * bad input: a label the task does not know is one line naming file:line
 #     (once on 2 ranks, without MPI_Abort), and so is invalid UTF-8;
 #   * docs/finetune.md's --help blocks are the binaries' --help.
+set -euo pipefail
 FT_WORK=ft source "$(dirname "$0")/finetune_common.sh"
 cls=(--task tsv --text-a sentence --label label --train "$work/tasks/cls_train.tsv"
   --dev "$work/tasks/cls_dev.tsv" --max-seq 32 --batch 8 --epochs 6 --lr 1e-3 --seed 3)

@@ -18,6 +18,7 @@
 #     line, exit 1, no output directory left behind; a resume with another
 #     --lr is refused (one line, the checkpoint untouched) unless
 #     --allow-config-change.
+set -euo pipefail
 FT_WORK=ftp source "$(dirname "$0")/finetune_common.sh"
 T=$work/tasks
 predict() { # np out args...

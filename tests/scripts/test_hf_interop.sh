@@ -20,6 +20,7 @@
 #     dev_predictions.jsonl to 1e-5 relative, the same predicted labels;
 #   * bad directories fail with one line naming the tensor or field.
 # Comparisons: tests/hf/test_hf_interop.py.
+set -euo pipefail
 source "$(dirname "$0")/train_common.sh"
 PYV=$("$SRC/tests/scripts/hf_venv.sh" "$BIN/hf-venv") || exit $?
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1

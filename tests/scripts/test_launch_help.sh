@@ -8,7 +8,7 @@
 # script (quickstart.sh printed its "set -euo pipefail"). An unknown option
 # is one line on stderr and exit 2 (cloze.sbatch passes its options to
 # cloze-train, whose errors test_train_rundir checks: it is given none).
-set -uo pipefail
+set -euo pipefail
 : "${CLOZE_SOURCE_DIR:?run through ctest}"
 work=$(mktemp -d /tmp/cloze-launch-help-XXXXXX)
 trap 'rm -rf "$work"' EXIT

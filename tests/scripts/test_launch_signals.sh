@@ -6,6 +6,7 @@
 # --resume auto continues with the losses of an uninterrupted run. Ctrl-C
 # on a terminal (SIGINT to its whole foreground process group) does the
 # same: mpirun, in a process group of its own, does not see it.
+set -euo pipefail
 source "$(dirname "$0")/train_common.sh"
 work=$(mktemp -d /tmp/cloze-launch-signals-XXXXXX)
 trap 'rm -rf "$work"' EXIT

@@ -4,6 +4,7 @@
 # budget. The held-out MLM accuracy must rise over the run and end well above
 # the unigram baseline (always predicting the most frequent held-out token).
 # The curve is written to $CLOZE_CURVE_OUT (default: the work dir, printed).
+set -euo pipefail
 source "$(dirname "$0")/train_common.sh"
 data=${CLOZE_SHARED_DATA:-}
 if [ -z "$data" ] || [ ! -f "$data/vocab/bert-base-uncased/vocab.txt" ]; then

@@ -10,6 +10,7 @@
 #     torus2d 2x4 and auto equal 1 rank with 8 accumulated micro-batches
 #     within 1e-5 relative (loss, MLM, NSP, gradient norm).
 # Skips (77) where namespaces cannot be made (not root, no veth or tbf).
+set -euo pipefail
 NAME_PREFIX=czt source "$(dirname "$0")/netsim_common.sh"
 # 10 Gbit/s links: the property tested is correctness across hosts; the
 # cluster removes itself after 10 minutes whatever happens to this script

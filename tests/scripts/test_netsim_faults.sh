@@ -14,6 +14,7 @@
 #  and verifies, and --resume auto (link back up) continues with exactly the
 #  losses of an uninterrupted run on the same cluster.
 # Skips (77) where namespaces cannot be made (not root, no veth or tbf).
+set -euo pipefail
 NAME_PREFIX=czf source "$(dirname "$0")/netsim_common.sh"
 # the cluster removes itself after 5 minutes whatever happens to this script
 "$NETSIM" up --hosts 2 --ranks-per-host 2 --rate 1gbit --name "$name" --ttl 300 >/dev/null

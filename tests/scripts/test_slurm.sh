@@ -4,6 +4,7 @@
 # checkpoints; a job signalled as on preemption (USR1 to the batch shell)
 # checkpoints, requeues itself, and its second run resumes and finishes with
 # the same losses as an uninterrupted run.
+set -euo pipefail
 source "$(dirname "$0")/train_common.sh"
 source "$(dirname "$0")/slurm_lib.sh"
 for tool in slurmctld slurmd munged sbatch; do

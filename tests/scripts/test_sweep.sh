@@ -14,6 +14,7 @@
 #    configuration is invalid are recorded with the reason, and the sweep goes
 #    on; plan prices points with a probe; status counts the states;
 #  - the shipped specs (conf/sweeps/) expand and price as documented.
+set -euo pipefail
 source "$(dirname "$0")/sweep_common.sh"
 work=$(mktemp -d /tmp/cloze-sweep-XXXXXX)
 ok=0

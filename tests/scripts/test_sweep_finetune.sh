@@ -14,6 +14,7 @@
 #    touched), retries the failed one; a task whose result and one grid run
 #    are removed is resumed: only that run is redone, the same columns;
 #  - plan and status count and show the fine-tuning runs.
+set -euo pipefail
 source "$(dirname "$0")/sweep_common.sh"
 work=$(mktemp -d /tmp/cloze-sweep-ft-XXXXXX)
 ok=0

@@ -7,6 +7,7 @@
 #    ln N around N_opt = 0.1 C^0.5): the fitted exponent is within 1% of 0.5;
 #  - the report of the real tiny sweep has a table row per point, and its
 #    PNG and SVG figures decode as real images (check_images.py).
+set -euo pipefail
 source "$(dirname "$0")/sweep_common.sh"
 command -v gnuplot >/dev/null || { echo "SKIP: gnuplot not installed (launch/debian-packages.txt: gnuplot-nox)"; exit 77; }
 work=$(mktemp -d /tmp/cloze-sweep-report-XXXXXX)

@@ -7,6 +7,7 @@
 # depends on the array (afterany) writes results.csv and the report; the
 # results are identical, timing columns aside, to the uninterrupted local
 # sweep's.
+set -euo pipefail
 source "$(dirname "$0")/sweep_common.sh"
 source "$(dirname "$0")/slurm_lib.sh"
 for tool in slurmctld slurmd munged sbatch; do

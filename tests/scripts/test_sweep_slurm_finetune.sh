@@ -20,6 +20,7 @@
 #  - submitting again after a point's fine-tuning was lost submits that
 #    point (pre-trained, not fine-tuned: not done), whose task fine-tunes it
 #    without pre-training again, to the same results.
+set -euo pipefail
 source "$(dirname "$0")/sweep_common.sh"
 source "$(dirname "$0")/slurm_lib.sh"
 for tool in slurmctld slurmd munged sbatch; do

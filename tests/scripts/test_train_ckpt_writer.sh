@@ -5,6 +5,7 @@
 # start-up. Under taskset -c 0 (1 CPU, 1 rank x 1 thread) it writes inline,
 # under taskset -c 0,1 in the thread, and 2 ranks x 1 thread on 2 CPUs
 # inline again; the files are byte-identical either way.
+set -euo pipefail
 source "$(dirname "$0")/train_common.sh"
 online=$(getconf _NPROCESSORS_ONLN)
 [ "$online" -ge 2 ] || { echo "SKIP: needs 2 online CPUs to give a rank a free one (has $online)"; exit 77; }

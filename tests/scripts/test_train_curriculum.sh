@@ -3,6 +3,7 @@
 # seq 32 and steps 7-12 at phase2_seq 64 (phase2_max_pred 10); metrics.jsonl
 # says so; a run stopped in phase 1 and resumed twice (once across the phase
 # boundary) gives exactly the losses of an uninterrupted run.
+set -euo pipefail
 source "$(dirname "$0")/train_common.sh"
 work=$(mktemp -d /tmp/cloze-curriculum-XXXXXX)
 trap 'rm -rf "$work"' EXIT

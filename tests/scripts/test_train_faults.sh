@@ -4,6 +4,7 @@
 # checkpoint and exits 0, and the resumed run ends with the same losses as an
 # uninterrupted one; a rank killed with SIGKILL ends the whole job with a
 # non-zero exit, and --resume auto finishes it from the last good checkpoint.
+set -euo pipefail
 source "$(dirname "$0")/train_common.sh"
 work=$(mktemp -d /tmp/cloze-faults-XXXXXX)
 trap 'rm -rf "$work"' EXIT

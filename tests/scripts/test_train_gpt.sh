@@ -3,6 +3,7 @@
 # a small GPT-mini trained for 20 steps as 1 rank x accumulation 2 and as
 # 2 ranks x 1: the same losses (rank-layout independence holds for GPT too),
 # and the final evaluation reports a held-out perplexity.
+set -euo pipefail
 source "$(dirname "$0")/train_common.sh"
 work=$(mktemp -d /tmp/cloze-gpt-XXXXXX)
 trap 'rm -rf "$work"' EXIT

@@ -3,6 +3,7 @@
 # accumulated micro-batches, 2 x 6, 3 x 4 and 4 x 3 gives the same losses for
 # 20 steps with dropout ON (dropout is keyed by sample index, not by rank).
 # Also micro-batch 2: 1 rank x accumulation 2 vs 2 ranks x 1.
+set -euo pipefail
 source "$(dirname "$0")/train_common.sh"
 work=$(mktemp -d /tmp/cloze-layouts-XXXXXX)
 trap 'rm -rf "$work"' EXIT

@@ -5,6 +5,7 @@
 # losses as with model.recompute=none, at 1 and 2 threads; a checkpoint
 # written without recomputation resumes with it and still ends on the same
 # bytes; the start-up memory plan shows the smaller activation plan.
+set -euo pipefail
 source "$(dirname "$0")/train_common.sh"
 work=$(mktemp -d /tmp/cloze-recompute-XXXXXX)
 trap 'rm -rf "$work"' EXIT

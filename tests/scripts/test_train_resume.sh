@@ -5,6 +5,7 @@
 # 2-rank checkpoint on 1 rank (same global batch) continues the same sample
 # sequence; a corrupt newest checkpoint is skipped by --resume auto; a
 # checkpoint of an older run-state version is refused.
+set -euo pipefail
 source "$(dirname "$0")/train_common.sh"
 work=$(mktemp -d /tmp/cloze-resume-XXXXXX)
 trap 'rm -rf "$work"' EXIT

@@ -7,6 +7,7 @@
 # (with a warning naming them); a harmless change (train.log_every) is
 # accepted and logged; a 2-rank checkpoint resumes on 1 rank with the same
 # global batch (another micro-batch too), but not with another global batch.
+set -euo pipefail
 source "$(dirname "$0")/train_common.sh"
 work=$(mktemp -d /tmp/cloze-resume-guard-XXXXXX)
 trap 'rm -rf "$work"' EXIT

@@ -8,6 +8,7 @@
 # left; a resumed run marks metrics.jsonl; config errors are one line
 # without MPI_Abort's banner; a missing config file names its errno; an
 # exploding loss is warned about.
+set -euo pipefail
 source "$(dirname "$0")/train_common.sh"
 work=$(mktemp -d /tmp/cloze-rundir-XXXXXX)
 trap 'rm -rf "$work"' EXIT

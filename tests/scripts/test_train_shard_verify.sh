@@ -6,6 +6,7 @@
 # the verified shards in <manifest>.verified and later starts skip the pass;
 # a write to the shard invalidates that record even when its mtime is put
 # back (ctime changes).
+set -euo pipefail
 source "$(dirname "$0")/train_common.sh"
 work=$(mktemp -d /tmp/cloze-shard-verify-XXXXXX)
 trap 'rm -rf "$work"' EXIT

@@ -6,6 +6,7 @@
 # warning that they oversubscribe it, as does train.threads=2 on one CPU;
 # launch/cloze-mpirun counts the allowed CPUs the same way; a cgroup v2
 # cpu.max quota (sample files) caps both like a mask.
+set -euo pipefail
 source "$(dirname "$0")/train_common.sh"
 online=$(getconf _NPROCESSORS_ONLN)
 [ "$online" -ge 2 ] || { echo "SKIP: needs 2 online CPUs to tell the mask from the machine (has $online)"; exit 77; }

@@ -1,29 +1,9 @@
-/* prep_text: normalisation and sentence splitting (docs/formats.md). */
-#include "prep_text.h"
-#include "unicode.h"
+/* normalize: cloze-prep's normaliser and sentence splitter (rules in
+ * docs/formats.md, "Normalisation" and "Sentences"). */
+#include "text_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-int cz_buf_append(cz_buf *b, const char *s, size_t n, cz_error *err) {
-    if (b->len + n + 1 > b->cap) {
-        size_t c = b->cap ? b->cap : 256;
-        while (c < b->len + n + 1) c *= 2;
-        char *d = realloc(b->data, c);
-        if (!d) return cz_fail(err, "out of memory (%zu bytes of text)", c);
-        b->data = d;
-        b->cap = c;
-    }
-    memcpy(b->data + b->len, s, n);
-    b->len += n;
-    b->data[b->len] = 0;
-    return 0;
-}
-
-void cz_buf_free(cz_buf *b) {
-    free(b->data);
-    memset(b, 0, sizeof *b);
-}
 
 static int is_space_cp(uint32_t c) {
     return c == ' ' || c == '\t' || c == '\r' || c == '\v' || c == '\f' || c == 0xA0 ||

@@ -18,14 +18,10 @@
 #include <sys/stat.h>
 
 #include "cloze/comm.h"
+#include "cloze/prep.h"
 #include "cloze/sha256.h"
 #include "cloze/shard.h"
-#include "prep_input.h"
-#include "prep_set.h"
-#include "prep_shards.h"
-#include "prep_text.h"
-#include "tokenizer.h"
-#include "vocab_learn.h"
+#include "cloze/text.h"
 
 static int die(const cz_error *err) {
     fprintf(stderr, "cloze-prep: error: %s\n", err->msg);
@@ -182,17 +178,10 @@ static int rank0_verdict(prep_world *w, int rc, cz_error *err) {
     return rc != 0;
 }
 
-static int cmd_shards(int argc, char **argv) {
-    tok_args ta = {0};
-    cz_prep_options o = {0};
-    o.threads = 1;
-    o.progress = 1;
-    o.world = 1;
-    cz_file_list files = {0};
-    cz_error err = {{0}};
-    /* at most argc inputs; argv outlives this function */
-    const char *inputs[argc];
-    int n_inputs = 0;
+/* The options of `shards` into ta, o and inputs (argv's own strings):
+ * -1 to go on, or the exit status (--help: 0, a usage error: 2). */
+static int parse_shards(int argc, char **argv, tok_args *ta, cz_prep_options *o,
+                        const char **inputs, int *n_inputs) {
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
         int more = i + 1 < argc;
@@ -200,23 +189,23 @@ static int cmd_shards(int argc, char **argv) {
             if (cz_launch_rank() == 0) fputs(SHARDS_HELP, stdout);
             return 0;
         }
-        if (tok_arg(&ta, argc, argv, &i)) continue;
+        if (tok_arg(ta, argc, argv, &i)) continue;
         if (!strcmp(a, "--out") && more)
-            o.out_dir = argv[++i];
+            o->out_dir = argv[++i];
         else if (!strcmp(a, "--shards") && more)
-            o.n_shards = atoi(argv[++i]);
+            o->n_shards = atoi(argv[++i]);
         else if (!strcmp(a, "--heldout") && more)
-            o.heldout = atof(argv[++i]);
+            o->heldout = atof(argv[++i]);
         else if (!strcmp(a, "--threads") && more)
-            o.threads = atoi(argv[++i]);
+            o->threads = atoi(argv[++i]);
         else if (!strcmp(a, "--jsonl-field") && more)
-            o.jsonl_field = argv[++i];
+            o->jsonl_field = argv[++i];
         else if (!strcmp(a, "--wikitext-detok"))
-            o.wikitext_detok = 1;
+            o->wikitext_detok = 1;
         else if (!strcmp(a, "--quiet"))
-            o.progress = 0;
+            o->progress = 0;
         else if (!strcmp(a, "--format") && more) {
-            if (cz_input_format_parse(argv[++i], &o.fmt) != 0)
+            if (cz_input_format_parse(argv[++i], &o->fmt) != 0)
                 return usage_error("shards",
                                    "--format %s: not auto, text, wikitext, jsonl or "
                                    "gutenberg",
@@ -224,26 +213,41 @@ static int cmd_shards(int argc, char **argv) {
         } else if (a[0] == '-' && a[1])
             return bad_option("shards", argc, argv, i);
         else
-            inputs[n_inputs++] = argv[i]; /* options may follow inputs */
+            inputs[(*n_inputs)++] = argv[i]; /* options may follow inputs */
     }
-    if (o.heldout < 0 || o.heldout >= 1)
+    if (o->heldout < 0 || o->heldout >= 1)
         return usage_error("shards", "--heldout must be a fraction in [0, 1)");
-    if (o.threads < 1) return usage_error("shards", "--threads must be >= 1");
-    if (!o.out_dir || o.n_shards < 1 || n_inputs == 0)
+    if (o->threads < 1) return usage_error("shards", "--threads must be >= 1");
+    if (!o->out_dir || o->n_shards < 1 || *n_inputs == 0)
         return usage_error("shards", "need --vocab, --out, --shards >= 1 and inputs");
-    if (cz_launch_size() > o.n_shards)
+    if (cz_launch_size() > o->n_shards)
         return usage_error("shards", "--shards %d: need at least one shard per rank (%d ranks)",
-                           o.n_shards, cz_launch_size());
+                           o->n_shards, cz_launch_size());
+    return -1;
+}
 
-    prep_world w = {.comm = NULL, .rank = 0};
-    if (cz_launch_size() > 0) {
-        if (cz_comm_init(&w.c, &argc, &argv, &err) != 0) return die(&err);
-        w.comm = &w.c;
-        w.rank = o.rank = w.c.rank;
-        o.world = w.c.size;
-        if (o.rank != 0) o.progress = 0;
+/* Rank 0 locks the output directory and makes the staging directory every
+ * rank writes into (the set replaces the current one only once complete,
+ * cloze/prep.h); its path reaches every rank in staging. 1 when rank 0
+ * failed (said once). */
+static int begin_set(prep_world *w, const char *out_dir, cz_prep_set *set, char staging[PATH_MAX],
+                     cz_error *err) {
+    staging[0] = 0;
+    if (rank0_verdict(w, w->rank == 0 ? cz_prep_set_begin(set, out_dir, err) : 0, err)) return 1;
+    if (w->rank == 0) snprintf(staging, PATH_MAX, "%s", set->staging);
+    if (w->comm && cz_comm_bcast(w->comm, staging, PATH_MAX, 0, err) != 0) {
+        fprintf(stderr, "cloze-prep: error (rank %d): %s\n", w->rank, err->msg);
+        cz_comm_abort(w->comm, 1);
     }
+    return 0;
+}
+
+/* The run of `shards` on every rank of w: 0, or 1 once the failure was said. */
+static int run_shards(prep_world *w, cz_prep_options o, const tok_args *ta,
+                      const char *const *inputs, int n_inputs) {
     int rc = 1;
+    cz_error err = {{0}};
+    cz_file_list files = {0};
     cz_tokenizer *tok = NULL;
     cz_prep_set set;
     memset(&set, 0, sizeof set);
@@ -256,39 +260,31 @@ static int cmd_shards(int argc, char **argv) {
      * same errors, said once */
     int bad = 0;
     for (int i = 0; !bad && i < n_inputs; i++) bad = cz_file_list_add(&files, inputs[i], &err);
-    if (!bad) bad = load_tokenizer(&ta, &tok, &err);
-    if (agree(&w, bad, &err)) goto done;
-    /* Rank 0 locks the directory and makes the staging directory every rank
-     * writes into; the set replaces the current one only once complete
-     * (prep_set.h). */
-    char staging[PATH_MAX] = "";
-    if (rank0_verdict(&w, o.rank == 0 ? cz_prep_set_begin(&set, o.out_dir, &err) : 0, &err))
-        goto done;
-    if (o.rank == 0) snprintf(staging, sizeof staging, "%s", set.staging);
-    if (w.comm && cz_comm_bcast(w.comm, staging, sizeof staging, 0, &err) != 0) {
-        fprintf(stderr, "cloze-prep: error (rank %d): %s\n", w.rank, err.msg);
-        cz_comm_abort(w.comm, 1);
-    }
+    if (!bad) bad = load_tokenizer(ta, &tok, &err);
+    if (agree(w, bad, &err)) goto done;
+    char staging[PATH_MAX];
+    if (begin_set(w, o.out_dir, &set, staging, &err)) goto done;
     const char *out_dir = o.out_dir;
     o.out_dir = staging;
     cz_prep_stats st;
     /* each rank its own inputs and shards: the first failure is said, and
      * all end alike (rank 0 removes the staging directory); once agreed,
      * every rank's shards are in place */
-    if (agree(&w, cz_prep_shards(&o, tok, &files, &st, &err), &err)) goto done;
-    if (w.comm &&
-        cz_comm_allreduce_u64(w.comm, (uint64_t *)&st, CZ_PREP_STATS_N, CZ_OP_SUM, &err) != 0) {
-        fprintf(stderr, "cloze-prep: error (rank %d): %s\n", w.rank, err.msg);
-        cz_comm_abort(w.comm, 1);
+    if (agree(w, cz_prep_shards(&o, tok, &files, &st, &err), &err)) goto done;
+    if (w->comm &&
+        cz_comm_allreduce_u64(w->comm, (uint64_t *)&st, CZ_PREP_STATS_N, CZ_OP_SUM, &err) != 0) {
+        fprintf(stderr, "cloze-prep: error (rank %d): %s\n", w->rank, err.msg);
+        cz_comm_abort(w->comm, 1);
     }
     int committed = 0;
     if (o.rank == 0)
         committed =
-            cz_prep_collect_manifests(&o, tok, ta.vocab, ta.merges, &train, &heldout, &err) != 0 ||
+            cz_prep_collect_manifests(&o, tok, ta->vocab, ta->merges, &train, &heldout, &err) !=
+                        0 ||
                     cz_prep_set_commit(&set, &train, o.heldout > 0 ? &heldout : NULL, &err) != 0
                 ? -1
                 : 0;
-    if (rank0_verdict(&w, committed, &err)) goto done;
+    if (rank0_verdict(w, committed, &err)) goto done;
     if (o.rank == 0) {
         print_summary(&st, cz_now() - t0, cz_tokenizer_kind_of(tok) == CZ_TOK_BPE);
         if (o.progress)
@@ -304,6 +300,31 @@ done:
     cz_manifest_free(&heldout);
     cz_tokenizer_free(tok);
     cz_file_list_free(&files);
+    return rc;
+}
+
+static int cmd_shards(int argc, char **argv) {
+    tok_args ta = {0};
+    cz_prep_options o = {0};
+    o.threads = 1;
+    o.progress = 1;
+    o.world = 1;
+    /* at most argc inputs; argv outlives this function */
+    const char *inputs[argc];
+    int n_inputs = 0;
+    int rc = parse_shards(argc, argv, &ta, &o, inputs, &n_inputs);
+    if (rc >= 0) return rc;
+
+    prep_world w = {.comm = NULL, .rank = 0};
+    if (cz_launch_size() > 0) {
+        cz_error err = {{0}};
+        if (cz_comm_init(&w.c, &argc, &argv, &err) != 0) return die(&err);
+        w.comm = &w.c;
+        w.rank = o.rank = w.c.rank;
+        o.world = w.c.size;
+        if (o.rank != 0) o.progress = 0;
+    }
+    rc = run_shards(&w, o, &ta, inputs, n_inputs);
     if (w.comm) cz_comm_finalize(w.comm);
     return rc;
 }

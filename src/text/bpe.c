@@ -11,9 +11,9 @@
  * Tokens are ids throughout: a merge (left id, right id) maps to its rank and
  * the id of the merged string, so no strings are built while encoding. The
  * text "<|endoftext|>" is encoded as ordinary text, as encoder.py does. */
-#include "json.h"
-#include "tokenizer_internal.h"
-#include "unicode.h"
+#include "text_internal.h"
+
+#include "cloze/json.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -34,7 +34,7 @@ static int load_encoder(cz_tokenizer *t, const char *path, const char *s, size_t
         key.len = 0;
         const char *q = p;
         /* keys must map exactly: a lone surrogate is an error, not U+FFFD */
-        int rc = *p == '"' ? cz_json_string(&q, e, 0, &key, err) : -1;
+        int rc = *p == '"' ? cz_json_string(&q, e, CZ_JSON_RAW_CONTROL, &key, err) : -1;
         if (rc == -2) goto fail;
         if (rc) goto bad;
         p = cz_json_ws(q, e);

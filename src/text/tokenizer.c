@@ -1,7 +1,6 @@
 /* tokenizer: what WordPiece and BPE share (id vectors, the string table,
  * id <-> token lookups) and the dispatch of encode/decode by kind. */
-#include "tokenizer_internal.h"
-#include "unicode.h"
+#include "text_internal.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -11,8 +11,7 @@
  *      than max_word_chars code points, is one [UNK].
  * All steps are per character, so one pass over the text does them all and
  * hands each finished word to the matcher; no strings are built per token. */
-#include "tokenizer_internal.h"
-#include "unicode.h"
+#include "text_internal.h"
 
 #include <stdlib.h>
 #include <string.h>

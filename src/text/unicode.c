@@ -1,6 +1,6 @@
 /* unicode: UTF-8 coding and the character classes of the BERT and GPT-2
- * tokenizers. See unicode.h for the source of each definition. */
-#include "unicode.h"
+ * tokenizers. See text_internal.h for the source of each definition. */
+#include "text_internal.h"
 
 #include <string.h>
 #include <utf8proc.h>

@@ -1,0 +1,219 @@
+/* prep: the library of `cloze-prep` (src/programs/cloze_prep.c), in
+ * corpus_tools/: input readers, the shard writer and its pipeline, the
+ * shard set of an output directory, the vocabulary learners. The text
+ * itself (normaliser, sentence splitter, tokenizers) is the text module's
+ * (cloze/text.h); the shard format is data's (cloze/shard.h). */
+#ifndef CLOZE_PREP_H
+#define CLOZE_PREP_H
+
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "cloze/core.h"
+#include "cloze/shard.h"
+#include "cloze/text.h"
+
+/* ---- inputs and their readers ----
+ * The input files of cloze-prep and the readers that cut them into
+ * documents (formats in docs/formats.md, "Inputs"). */
+
+typedef enum {
+    CZ_FMT_AUTO = 0, /* by name and content, see cz_input_detect */
+    CZ_FMT_TEXT,     /* blank line ends a document, one paragraph per line */
+    CZ_FMT_WIKITEXT, /* " = Title = " starts a document, headings dropped */
+    CZ_FMT_JSONL,    /* one JSON object per line, a string field holds the text */
+    CZ_FMT_GUTENBERG /* a book: hard-wrapped lines joined, paragraphs by blank lines */
+} cz_input_format;
+
+const char *cz_input_format_name(cz_input_format f);
+int cz_input_format_parse(const char *s, cz_input_format *f);
+
+/* The expanded list of input files (directories walked, sorted by name). */
+typedef struct cz_file_list {
+    char **paths;
+    int n, cap;
+    uint64_t total_bytes;
+} cz_file_list;
+
+int cz_file_list_add(cz_file_list *l, const char *path, cz_error *err);
+void cz_file_list_free(cz_file_list *l);
+
+/* Streams one file, document by document. The document's raw bytes go to
+ * doc ('\n' between paragraphs), not yet normalised.
+ *
+ * verbatim = 1 (GPT mode) keeps the bytes of every line as they are: the
+ * format decides only where documents begin and end (and, for Gutenberg,
+ * which part of the file is the book). Inside a document every line keeps
+ * its terminator ("\n", "\r\n") but the last, blank lines inside it are
+ * kept, and WikiText headings are text. Blank lines at a document's edges
+ * separate documents and are not part of any. */
+typedef struct cz_reader {
+    char path[1024];
+    FILE *f;
+    cz_input_format fmt;
+    const char *jsonl_field;
+    char *line;
+    size_t line_cap;
+    uint64_t offset; /* bytes consumed */
+    uint64_t line_no;
+    int in_body; /* Gutenberg: between the START and END markers */
+    int done;
+    int pending_title; /* WikiText: the last line read started the next article */
+    int verbatim;
+    long line_len;      /* the last line's length, without its terminator */
+    int eol_cr, eol_nl; /* the last line's terminator: eol_cr '\r's, then '\n' if eol_nl */
+    cz_buf pend;        /* verbatim: terminators and blank lines since the last text line */
+} cz_reader;
+
+/* Opens a file; refuses binary data (a NUL byte or mostly invalid UTF-8 in the
+ * first 64 KiB) with an error naming the offset. */
+int cz_reader_open(cz_reader *r, const char *path, cz_input_format fmt, const char *jsonl_field,
+                   int verbatim, cz_error *err);
+/* 1 = a document is in doc, 0 = end of file, -1 = error. */
+int cz_reader_next(cz_reader *r, cz_buf *doc, cz_error *err);
+void cz_reader_close(cz_reader *r);
+
+/* Documents longer than this are cut at a paragraph boundary, so that memory
+ * stays bounded whatever the input. */
+#define CZ_MAX_DOC_BYTES (8u << 20)
+
+/* ---- the output directory's shard set ----
+ * How `cloze-prep shards` replaces the shard set in an output
+ * directory without ever putting the old one at risk.
+ *
+ * Layout of an output directory DIR (docs/formats.md, "Output directory"):
+ *   DIR/train.manifest, DIR/heldout.manifest  the current set: what users
+ *                                             give cloze-train
+ *   DIR/set-NNNN/{train,heldout}-KKKKK.bin    its shards
+ *   DIR/.set-NNNN.staging/                    a set being written
+ *   DIR/.cloze-prep.lock                      flock()ed by the run writing DIR
+ *
+ * A run writes every shard into a new staging directory. Only when all of
+ * them are complete (fsynced) does it rename the directory to set-NNNN,
+ * write the new manifests under temporary names, and rename them over the
+ * old ones; the old set's files are removed last. Until the manifests are
+ * renamed, DIR/train.manifest and every file it names are untouched, so a
+ * full disk, a kill or an error at any earlier point leaves the old set as
+ * it was (the next run removes the leftover staging directory). */
+
+typedef struct cz_prep_set {
+    char dir[PATH_MAX];     /* the output directory, without trailing '/' */
+    char staging[PATH_MAX]; /* DIR/.set-NNNN.staging */
+    char final[PATH_MAX];   /* DIR/set-NNNN */
+    int number;             /* NNNN */
+    int lock_fd;            /* -1 when not held */
+    int committed;
+    int removed_sets; /* earlier set directories removed by the commit */
+    int created_dir;  /* begin created DIR: a failed run removes it again */
+} cz_prep_set;
+
+/* Creates DIR if needed, takes its lock (refused with the holder's host and
+ * pid when another cloze-prep holds it), removes staging directories that
+ * killed runs left, and creates a new empty staging directory. */
+int cz_prep_set_begin(cz_prep_set *s, const char *out_dir, cz_error *err);
+
+/* Swaps the staged set in: train (and heldout, or NULL when this run has no
+ * held-out set: an old heldout.manifest is then removed) list shards inside
+ * s->staging. On success their paths point into s->final. On failure the
+ * old set is still the current one and the new files are removed. */
+int cz_prep_set_commit(cz_prep_set *s, cz_manifest *train, cz_manifest *heldout, cz_error *err);
+
+/* Removes the staging directory unless the set was committed, and releases
+ * the lock; when begin created DIR, an uncommitted run removes DIR too (its
+ * lock file, then DIR if nothing else is in it). Safe to call after a
+ * failed begin. */
+void cz_prep_set_end(cz_prep_set *s);
+
+/* ---- the shards pipeline ----
+ * The `cloze-prep shards` pipeline: read documents, normalise,
+ * split sentences, tokenize on a thread pool, write shards in input order.
+ *
+ * Determinism: documents are read in a fixed order (files in the given
+ * order, directories sorted), tokenized in batches by OpenMP threads into
+ * per-document slots, and written in read order, so the shards are
+ * byte-identical for any thread count. With MPI, file i goes to rank
+ * i % world; rank r owns train shards k with k % world == r. */
+
+typedef struct cz_prep_options {
+    const char *out_dir;
+    int n_shards;   /* train shards over all ranks */
+    double heldout; /* fraction of documents held out, 0 = none */
+    int threads;
+    cz_input_format fmt;
+    const char *jsonl_field;
+    int wikitext_detok;
+    int progress;    /* progress line on stderr */
+    int rank, world; /* MPI position (0, 1 without MPI) */
+} cz_prep_options;
+
+typedef struct cz_prep_stats {
+    uint64_t bytes_in, documents, heldout_documents, sentences, tokens, unk, bytes_replaced,
+        chars_dropped;
+} cz_prep_stats;
+#define CZ_PREP_STATS_N 8 /* uint64 fields, for MPI reductions */
+
+/* A document's tokens, sentence lengths and counts. */
+typedef struct cz_prep_doc {
+    cz_buf norm;
+    cz_spans spans;
+    cz_ids ids;
+    uint32_t *sent_len;
+    size_t n_sent, cap_sent;
+    cz_prep_stats st;
+    uint64_t hash; /* FNV-1a 64 of the normalised text: decides the heldout split */
+} cz_prep_doc;
+
+/* Raw document bytes into d (reset first). WordPiece (BERT): normalised,
+ * split into sentences, each encoded; BPE (GPT): the bytes as they are
+ * (cz_verbatim), encoded whole as one sentence. */
+int cz_prep_document(const cz_tokenizer *tok, const char *raw, size_t len, int detok,
+                     cz_prep_doc *d, cz_error *err);
+void cz_prep_doc_free(cz_prep_doc *d);
+
+/* Is a document with this content hash held out? (hash / 2^64 < fraction) */
+int cz_prep_is_heldout(uint64_t hash, double fraction);
+
+/* Writes this rank's shards (<out>/train-KKKKK.bin, <out>/heldout-RRRRR.bin). */
+int cz_prep_shards(const cz_prep_options *o, const cz_tokenizer *tok, const cz_file_list *files,
+                   cz_prep_stats *st, cz_error *err);
+
+/* After every rank finished: the manifests of the shards in o->out_dir, with
+ * the vocabulary they were made with (kind, size, fingerprint, and each
+ * file's paths and SHA-256). Empty shards are removed and left out; heldout
+ * lists no shard without --heldout. Free both with cz_manifest_free. */
+int cz_prep_collect_manifests(const cz_prep_options *o, const cz_tokenizer *tok,
+                              const char *vocab_path, const char *merges_path, cz_manifest *train,
+                              cz_manifest *heldout, cz_error *err);
+
+/* ---- vocabulary learners ----
+ * Learn a WordPiece vocabulary (BERT vocab.txt layout) or GPT-2
+ * byte-level BPE merges (encoder.json + vocab.bpe) from text files, for
+ * `cloze-prep vocab`. Deterministic: the same files and options give the same
+ * bytes, whatever the thread count. Memory is bounded by the table of
+ * distinct words (one entry per distinct pre-tokenised word + its count).
+ * The algorithm is described in docs/tokenizers.md. */
+
+typedef struct cz_vocab_learn_options {
+    int vocab_size;     /* total entries, specials and reserved included */
+    int lower_case;     /* WordPiece: 1 = uncased (lower-case + strip accents) */
+    int n_unused;       /* WordPiece: [unused0..n-1] after [PAD] (BERT: 99, so [UNK] = 100) */
+    int min_frequency;  /* merges whose pair occurs fewer times are not learned (default 2) */
+    int max_word_chars; /* WordPiece: longer words are skipped (default 100, as the tokenizer) */
+} cz_vocab_learn_options;
+
+void cz_vocab_learn_options_default(cz_vocab_learn_options *o);
+
+/* vocab.txt: [PAD] [unused0..] [UNK] [CLS] [SEP] [MASK], every character
+ * seen (and its ## form), then learned pieces; written atomically. */
+int cz_learn_wordpiece_opts(const char *const *files, int n_files, const cz_vocab_learn_options *o,
+                            const char *out_vocab, cz_error *err);
+int cz_learn_wordpiece(const char *const *files, int n_files, int vocab_size, int lower_case,
+                       const char *out_vocab, cz_error *err);
+
+/* encoder.json (256 byte tokens, merges, then <|endoftext|> last) and
+ * vocab.bpe ("#version: 0.2" + one merge per line, rank order). */
+int cz_learn_bpe(const char *const *files, int n_files, int vocab_size,
+                 const char *out_encoder_json, const char *out_merges, cz_error *err);
+
+#endif

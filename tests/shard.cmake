@@ -1,1 +1,0 @@
-cloze_add_unit_test(test_shard)
