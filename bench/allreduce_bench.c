@@ -64,28 +64,6 @@ typedef struct bench {
     int reps;
 } bench;
 
-static int cmp_double(const void *x, const void *y) {
-    double a = *(const double *)x, b = *(const double *)y;
-    return a < b ? -1 : a > b;
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-/* Ranks not in a measurement wait here without spinning, so that the pair
- * measured gets the cores (a blocking barrier would poll). */
-static void quiet_barrier(MPI_Comm comm) {
-    MPI_Request r;
-    int done = 0;
-    MPI_Ibarrier(comm, &r);
-    while (!done) {
-        MPI_Test(&r, &done, MPI_STATUS_IGNORE);
-        if (!done) usleep(200);
-    }
-}
-
 /* ---- calibration: ping-pong (alpha) and streaming (beta) ---- */
 
 /* Half the round trip of an 8-byte message between a and b: median of 9
@@ -110,8 +88,8 @@ static double pingpong(const bench *B, int a, int b) {
             if (k >= 0) batch[k] = (cz_now() - t0) / 400;
         }
     }
-    quiet_barrier(comm);
-    double alpha = median(batch, 9);
+    cz_comm_quiet_barrier(comm);
+    double alpha = cz_median(batch, 9);
     MPI_Bcast(&alpha, 1, MPI_DOUBLE, a, comm);
     return alpha;
 }
@@ -126,7 +104,7 @@ static double stream(const bench *B, const int *to, size_t bytes, char *buf) {
         if (to[r] == me) from = r;
     double best = 1e30;
     for (int rep = 0; rep < 3; rep++) {
-        quiet_barrier(comm);
+        cz_comm_quiet_barrier(comm);
         double t0 = cz_now();
         MPI_Request q[2];
         int nq = 0;
@@ -555,7 +533,7 @@ int main(int argc, char **argv) {
         double t[MAX_ALGOS], best_own = 1e30, best_mpi = 1e30;
         printf("%12zu", bytes);
         for (int k = 0; k < B.n_algos; k++) {
-            t[k] = median(B.a[k].t, B.reps);
+            t[k] = cz_median(B.a[k].t, B.reps);
             printf(" %12.3f %12.3f", t[k] * 1e3, f / t[k]);
             if (!B.a[k].own)
                 best_mpi = t[k] < best_mpi ? t[k] : best_mpi;

@@ -149,10 +149,27 @@ typedef enum {
 typedef enum { CZ_WIRE_FP32 = 0, CZ_WIRE_BF16 = 1 } cz_grad_wire;
 #define CZ_WIRE_WORDS "fp32|bf16"
 
+/* ---- the network as the cost model sees it ----
+ * The alpha-beta model (Hockney): a message of m bytes costs alpha + m*beta.
+ * Inside a host copies share the host's memory (beta_shm per byte copied by
+ * all its ranks together); between hosts every message crosses its path's
+ * links, each link direction carries beta_net per byte, shared by the
+ * messages crossing it at once, plus alpha_hop per link after the first
+ * (src/comm/cost_model.c; docs/distributed.md). */
+typedef struct cz_net_model {
+    double alpha_net; /* seconds per message between hosts (software + first hop) */
+    double alpha_hop; /* seconds per further link on the path (torus forwarding) */
+    double beta_net;  /* seconds per byte on one direction of one link */
+    double alpha_shm; /* seconds per message inside a host */
+    double beta_shm;  /* seconds per byte copied inside a host */
+} cz_net_model;
+/* Defaults: a 10 Gbit/s Ethernet cluster over TCP (docs/distributed.md). */
+void cz_net_model_default(cz_net_model *m);
+
 /* The dist section of the configuration that belongs to comm (keys
  * dist.allreduce, dist.bucket_mb, dist.grid, dist.link_gbit,
- * dist.link_latency_us, dist.timeout_s, dist.grad_wire, dist.overlap;
- * docs/config.md). */
+ * dist.link_latency_us, dist.timeout_s, dist.grad_wire, dist.overlap,
+ * dist.calibrate, dist.calibrate_s, dist.cluster_file; docs/config.md). */
 typedef struct cz_comm_config {
     cz_allreduce_algo allreduce;
     double bucket_mb;       /* gradient bucket size in MiB */
@@ -162,10 +179,56 @@ typedef struct cz_comm_config {
     double timeout_s;       /* longest wait for a peer before the job stops */
     cz_grad_wire grad_wire; /* gradients on the wire: fp32 or bf16 */
     int overlap;            /* 1: buckets reduced while backward runs; 0: after it */
+    int calibrate;          /* measure the network at start-up (cz_comm_calibrate) */
+    double calibrate_s;     /* ... within about this many seconds */
+    char cluster_file[CZ_PATH_MAX]; /* a calibration written before ("": none) */
+    /* Set by cz_comm_net_setup, not a key: the network auto prices with. */
+    int net_known;
+    cz_net_model net;
 } cz_comm_config;
+
+/* The model's parameters from the configuration: the measured or read
+ * network when cfg->net_known, else the defaults with dist.link_gbit and
+ * dist.link_latency_us. */
+void cz_comm_config_net(const cz_comm_config *cfg, cz_net_model *m);
+
+/* ---- calibration (calibrate.c) ----
+ * Collective. Measures, within about budget_s seconds, the latency (half
+ * the round trip of 8-byte ping-pongs) and the per-byte time (our ring
+ * all-reduce at a few sizes, fitted to the model's formula) between host
+ * leaders, and the same among the ranks of each host. Parts that do not
+ * apply (one host; one rank per host) keep what *out holds. Every rank gets
+ * the same model; hosts and ranks_per_host say where it was measured. */
+int cz_comm_calibrate(const cz_comm *c, double budget_s, cz_net_model *out, int *hosts,
+                      int *ranks_per_host, cz_error *err);
+/* Fills cfg->net (net_known = 1) from dist.cluster_file, or by measuring
+ * (dist.calibrate, more than one rank), and logs it on rank 0 (one line
+ * per part); with neither, leaves the defaults. Collective. */
+int cz_comm_net_setup(const cz_comm *c, cz_comm_config *cfg, cz_error *err);
+/* The cluster file: "key value" lines (# comments): alpha_net_us,
+ * net_gbit, alpha_shm_us, shm_gbyte, alpha_hop_us, hosts, ranks_per_host.
+ * Errors name the file and line. */
+int cz_net_model_write(const char *path, const cz_net_model *m, int hosts, int ranks_per_host,
+                       cz_error *err);
+int cz_net_model_read(const char *path, cz_net_model *m, int *hosts, int *ranks_per_host,
+                      cz_error *err);
+
+/* ---- prediction, without MPI (cost_model.c): the planner's arithmetic ----
+ * Hosts of ranks_per_host ranks each, ranks placed host by host, on a
+ * non-blocking switch. */
+/* Model seconds of one all-reduce (grid_x for torus2d) of `bytes`;
+ * INFINITY when the algorithm does not apply. */
+double cz_net_allreduce_seconds(const cz_net_model *m, int hosts, int ranks_per_host,
+                                cz_allreduce_algo algo, int grid_x, double bytes);
+/* auto's choice for messages of `bytes` (cz_allreduce_choose): the
+ * algorithm and *grid_x. */
+cz_allreduce_algo cz_net_choose(const cz_net_model *m, int hosts, int ranks_per_host, double bytes,
+                                int *grid_x);
 
 /* dist.grid: "" (0 x 0) or "XxY" with X, Y >= 1. */
 int cz_comm_grid_parse(const char *s, int *x, int *y, cz_error *err);
+/* X of the most square grid X x Y = p, X <= Y (torus2d without dist.grid). */
+int cz_comm_grid_square(int p);
 
 /* scratch: at least ceil(n / p) floats, or NULL (allocated per call).
  * ring, hierarchical and torus2d run on the algorithm's context when one
@@ -295,5 +358,29 @@ int cz_grad_sync_finish(cz_grad_sync *gs, cz_error *err);
 double cz_grad_sync_wait_seconds(const cz_grad_sync *gs);
 /* Buckets reduced so far in this step (any thread may ask; tests). */
 int cz_grad_sync_buckets_done(cz_grad_sync *gs);
+/* Seconds the last step's buckets spent being reduced (the communication
+ * thread's busy time, hidden or not). */
+double cz_grad_sync_comm_seconds(const cz_grad_sync *gs);
+
+/* ---- the gradient sync's schedule, predicted (cost_model.c) ----
+ * What cz_grad_sync does, in model time: backward makes ranges final in
+ * `order` (grads.h), ready[i] floats of them (counted from the end that
+ * finishes first) by ready_t[i] seconds after that backward began (both
+ * ascending, the last count n); the buckets are reduced one after the
+ * other in the order they complete (cz_layout_bucket_at), each once it is
+ * complete, each taking the model's time for its bytes (ALLREDUCE: an
+ * all-reduce; REDUCE_SCATTER, REDUCE: its reduce-scatter half). After the
+ * update, a sharded placement all-gathers the weights bucket by bucket and
+ * a coordinator broadcasts them (priced as that all-gather). So the
+ * prediction follows whatever the layout's buckets are. */
+typedef struct cz_sync_prediction {
+    double total;   /* the buckets' reductions, hidden or not */
+    double exposed; /* the last bucket's end after backward's end (>= 0) */
+    double gather;  /* the weights back to every rank after the update */
+} cz_sync_prediction;
+void cz_sync_predict(const cz_net_model *m, int hosts, int ranks_per_host, cz_allreduce_algo algo,
+                     int grid_x, const cz_bucket_layout *l, cz_grad_order order, cz_sync_mode mode,
+                     const double *ready, const double *ready_t, int n_ready, double backward_s,
+                     cz_sync_prediction *out);
 
 #endif

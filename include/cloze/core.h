@@ -49,6 +49,8 @@ int cz_launch_size(void);
 
 /* ---- time ---- */
 double cz_now(void); /* monotonic seconds */
+/* The median of v[0..n-1] (n >= 1; sorts v in place). */
+double cz_median(double *v, int n);
 
 /* Formats seconds as "1h02m03s" / "4m05s" / "6.2s" into buf. */
 const char *cz_format_duration(double seconds, char *buf, size_t len);

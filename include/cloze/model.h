@@ -195,6 +195,20 @@ const float *cz_model_hidden_states(const cz_model *m, int l);
  * used for MFU: train step = 3x forward. */
 double cz_model_forward_flops(const cz_model_config *cfg, int seq, int max_pred);
 
+/* Backward's stages, in the order it finishes them (heads, layer L-1 ...
+ * layer 0, embeddings), as the planner and metrics.jsonl's predictions
+ * need them to know when each gradient bucket is final: after stage i the
+ * buffer's floats [0, end) are final (cz_model_grad_order: ascending), and
+ * the stage's backward took `flops` for one sequence of seq tokens and
+ * max_pred prediction slots. Without allocating the model. Returns the
+ * number of stages (layers + 2; max must allow it), -1 on error. */
+typedef struct cz_grad_stage {
+    size_t end;
+    double flops;
+} cz_grad_stage;
+int cz_model_grad_stages(const cz_model_config *cfg, int seq, int max_pred, cz_grad_stage *out,
+                         int max, cz_error *err);
+
 /* Parameter counts of the model cfg describes, from the same tensor table
  * as cz_model_create but without allocating parameters or activations (a
  * scaling-study planner counts BERT-large on a login node). non_embedding is

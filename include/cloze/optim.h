@@ -170,6 +170,7 @@ typedef struct cz_step_report {
     double clip_scale; /* factor applied (1 when not clipped) */
     int skipped;       /* 1: non-finite norm; weights, moments, step count untouched */
     double lr;
+    double gather_seconds; /* the new weights sent to every rank (sharded, coordinator) */
 } cz_step_report;
 
 /* After cz_grad_sync_finish: grads holds the sum over ranks where the

@@ -44,6 +44,10 @@ int cz_ring_allreduce(const cz_comm *c, float *buf, size_t n, float *scratch, cz
 int cz_ring_reduce_scatter(const cz_comm *c, float *buf, size_t n, float *scratch, cz_error *err);
 int cz_ring_allgather(const cz_comm *c, float *buf, size_t n, cz_error *err);
 
+/* A barrier that waits without spinning (MPI_Ibarrier and short sleeps),
+ * so that the ranks being measured get the cores (calibrate.c). */
+void cz_comm_quiet_barrier(MPI_Comm comm);
+
 /* ---- hosts (hosts.c) ----
  * Every algorithm keeps the chunk ownership of comm.h: after a
  * reduce-scatter, rank c holds chunk c (cz_comm_chunk(n, p, c)) of the sum,
@@ -84,20 +88,8 @@ int cz_host_layout_copy(cz_host_layout *dst, const cz_host_layout *src, cz_error
 void cz_host_layout_free(cz_host_layout *l);
 
 /* ---- the cost model (cost_model.c; docs/distributed.md) ----
- * The alpha-beta model (Hockney): a message of m bytes costs alpha + m*beta.
- * Inside a host copies share the host's memory (beta_shm per byte copied by
- * all its ranks together); between hosts every message crosses its path's
- * links, each link direction carries beta_net per byte, shared by the
- * messages crossing it at once, plus alpha_hop per link after the first. */
-typedef struct cz_net_model {
-    double alpha_net; /* seconds per message between hosts (software + first hop) */
-    double alpha_hop; /* seconds per further link on the path (torus forwarding) */
-    double beta_net;  /* seconds per byte on one direction of one link */
-    double alpha_shm; /* seconds per message inside a host */
-    double beta_shm;  /* seconds per byte copied inside a host */
-} cz_net_model;
-/* Defaults: a 10 Gbit/s Ethernet cluster over TCP (docs/distributed.md). */
-void cz_net_model_default(cz_net_model *m);
+ * cz_net_model (the alpha-beta parameters) is public (comm.h): the planner
+ * and the calibration file use it. */
 /* The network the hosts sit on: a non-blocking switch (star) or a 2-D torus
  * of tx*ty hosts, host h at (h % tx, h / tx), routed X first then Y. */
 typedef struct cz_net_topology {

@@ -182,3 +182,85 @@ cz_allreduce_algo cz_allreduce_choose(const cz_coll_opts *o, const cz_host_layou
                  1e-9 / o->net.beta_shm, o->net.alpha_shm * 1e6, list);
     return algo;
 }
+
+/* ---- prediction without MPI: the planner's side of the same model ---- */
+
+void cz_comm_config_net(const cz_comm_config *cfg, cz_net_model *m) {
+    if (cfg->net_known) {
+        *m = cfg->net;
+        return;
+    }
+    cz_net_model_default(m);
+    if (cfg->link_gbit > 0) m->beta_net = 8.0 / (cfg->link_gbit * 1e9);
+    if (cfg->link_latency_us > 0) m->alpha_net = cfg->link_latency_us * 1e-6;
+}
+
+double cz_net_allreduce_seconds(const cz_net_model *m, int hosts, int ranks_per_host,
+                                cz_allreduce_algo algo, int grid_x, double bytes) {
+    cz_host_layout l;
+    cz_error err;
+    if (algo == CZ_ALLREDUCE_TORUS2D && grid_x <= 0)
+        grid_x = cz_comm_grid_square(hosts * ranks_per_host);
+    if (cz_host_layout_make(&l, hosts, ranks_per_host, 0, &err) != 0) return INFINITY;
+    double t = cz_net_allreduce_time(m, NULL, &l, algo, grid_x, bytes);
+    cz_host_layout_free(&l);
+    return t;
+}
+
+cz_allreduce_algo cz_net_choose(const cz_net_model *m, int hosts, int ranks_per_host, double bytes,
+                                int *grid_x) {
+    cz_host_layout l;
+    cz_error err;
+    *grid_x = 0;
+    if (cz_host_layout_make(&l, hosts, ranks_per_host, 0, &err) != 0) return CZ_ALLREDUCE_RING;
+    cz_coll_opts o;
+    cz_coll_opts_default(&o);
+    o.algo = CZ_ALLREDUCE_AUTO;
+    o.net = *m;
+    o.bytes = bytes;
+    cz_allreduce_algo a = cz_allreduce_choose(&o, &l, grid_x, NULL, 0);
+    cz_host_layout_free(&l);
+    return a;
+}
+
+/* When bucket k is complete: the time of the first ready point whose count
+ * covers the bucket's far end (counted from the end that finishes first). */
+static double bucket_ready(const cz_bucket_layout *l, cz_grad_order order, int k,
+                           const double *ready, const double *ready_t, int n_ready) {
+    size_t off, count;
+    cz_bucket_range(l, k, &off, &count);
+    double need = order == CZ_GRAD_ASCENDING ? (double)(off + count) : (double)(l->n - off);
+    for (int i = 0; i < n_ready; i++)
+        if (ready[i] >= need) return ready_t[i];
+    return n_ready > 0 ? ready_t[n_ready - 1] : 0;
+}
+
+void cz_sync_predict(const cz_net_model *m, int hosts, int ranks_per_host, cz_allreduce_algo algo,
+                     int grid_x, const cz_bucket_layout *l, cz_grad_order order, cz_sync_mode mode,
+                     const double *ready, const double *ready_t, int n_ready, double backward_s,
+                     cz_sync_prediction *out) {
+    memset(out, 0, sizeof *out);
+    if (hosts * ranks_per_host < 2 || l->n_buckets == 0) return;
+    cz_host_layout hl;
+    cz_error err;
+    if (algo == CZ_ALLREDUCE_TORUS2D && grid_x <= 0)
+        grid_x = cz_comm_grid_square(hosts * ranks_per_host);
+    if (cz_host_layout_make(&hl, hosts, ranks_per_host, 0, &err) != 0) return;
+    /* a reduce-scatter is the first half of the phases of an all-reduce,
+     * an all-gather the second (cz_net_allreduce_time: 2 x each phase) */
+    double share = mode == CZ_SYNC_ALLREDUCE ? 1.0 : 0.5;
+    double end = 0;
+    for (int i = 0; i < l->n_buckets; i++) {
+        int k = cz_layout_bucket_at(l, order, i);
+        size_t off, count;
+        cz_bucket_range(l, k, &off, &count);
+        double t = cz_net_allreduce_time(m, NULL, &hl, algo, grid_x, (double)count * sizeof(float));
+        double start = bucket_ready(l, order, k, ready, ready_t, n_ready);
+        if (start < end) start = end;
+        end = start + share * t;
+        out->total += share * t;
+        if (mode != CZ_SYNC_ALLREDUCE) out->gather += 0.5 * t;
+    }
+    out->exposed = end > backward_s ? end - backward_s : 0;
+    cz_host_layout_free(&hl);
+}

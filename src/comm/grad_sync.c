@@ -35,7 +35,8 @@ struct cz_grad_sync {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     double wait_seconds;
-    float *scratch; /* one chunk: ring receive buffer / MPI_Reduce_scatter output */
+    double comm_seconds; /* this step's time inside reduce_bucket */
+    float *scratch;      /* one chunk: ring receive buffer / MPI_Reduce_scatter output */
 };
 
 static int bucket_complete(const cz_grad_sync *gs, int k) {
@@ -79,8 +80,11 @@ static void *comm_thread(void *arg) {
         pthread_mutex_unlock(&gs->mu);
         cz_error e;
         /* after a failure keep counting buckets but stop communicating */
+        double t0 = cz_now();
         int rc = failed ? 0 : reduce_bucket(gs, k, &e);
+        double busy = cz_now() - t0;
         pthread_mutex_lock(&gs->mu);
+        gs->comm_seconds += busy;
         if (rc != 0 && !gs->failed) {
             gs->failed = 1;
             gs->err = e;
@@ -214,6 +218,7 @@ void cz_grad_sync_begin(cz_grad_sync *gs, float *grads) {
     memset(gs->ready, 0, (size_t)gs->layout.n_buckets * sizeof *gs->ready);
     gs->next = 0;
     gs->done = 0;
+    gs->comm_seconds = 0;
     gs->failed = 0;
     gs->active = 1;
     pthread_mutex_unlock(&gs->mu);
@@ -262,7 +267,9 @@ int cz_grad_sync_finish(cz_grad_sync *gs, cz_error *err) {
     } else {
         for (int i = 0; i < l->n_buckets; i++) {
             int k = cz_layout_bucket_at(l, gs->order, i);
+            double t1 = cz_now();
             if (!gs->failed && reduce_bucket(gs, k, &gs->err) != 0) gs->failed = 1;
+            gs->comm_seconds += cz_now() - t1;
             gs->done++;
         }
     }
@@ -276,6 +283,10 @@ int cz_grad_sync_finish(cz_grad_sync *gs, cz_error *err) {
 
 double cz_grad_sync_wait_seconds(const cz_grad_sync *gs) {
     return gs->wait_seconds;
+}
+
+double cz_grad_sync_comm_seconds(const cz_grad_sync *gs) {
+    return gs->comm_seconds;
 }
 
 int cz_grad_sync_buckets_done(cz_grad_sync *gs) {

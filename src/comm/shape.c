@@ -93,3 +93,10 @@ int cz_comm_grid_parse(const char *s, int *x, int *y, cz_error *err) {
         return cz_fail(err, "\"%s\" is not XxY (X ranks per row), e.g. \"2x4\"", s);
     return 0;
 }
+
+int cz_comm_grid_square(int p) {
+    int best = 1;
+    for (int x = 1; x * x <= p; x++)
+        if (p % x == 0) best = x;
+    return best;
+}

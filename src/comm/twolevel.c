@@ -52,19 +52,10 @@ int cz_coll_opts_from_config(cz_coll_opts *o, const cz_comm_config *cfg, double 
     o->algo = cfg->allreduce;
     o->bytes = bytes;
     if (cz_comm_grid_parse(cfg->grid, &o->grid_x, &o->grid_y, err) != 0) return -1;
-    if (cfg->link_gbit > 0) o->net.beta_net = 8.0 / (cfg->link_gbit * 1e9);
-    if (cfg->link_latency_us > 0) o->net.alpha_net = cfg->link_latency_us * 1e-6;
+    cz_comm_config_net(cfg, &o->net); /* measured or read when known, else the keys */
     o->timeout_s = cfg->timeout_s;
     o->wire_bf16 = cfg->grad_wire == CZ_WIRE_BF16;
     return 0;
-}
-
-/* Most square X x Y = p with X <= Y (torus2d when no grid is given). */
-static int square_grid(int p) {
-    int best = 1;
-    for (int x = 1; x * x <= p; x++)
-        if (p % x == 0) best = x;
-    return best;
 }
 
 int cz_coll_create(cz_coll **out, MPI_Comm comm, const cz_coll_opts *o, cz_error *err) {
@@ -98,7 +89,7 @@ int cz_coll_create(cz_coll **out, MPI_Comm comm, const cz_coll_opts *o, cz_error
     if (algo == CZ_ALLREDUCE_AUTO) {
         algo = cz_allreduce_choose(o, &l, &gx, why, sizeof why);
     } else if (algo == CZ_ALLREDUCE_TORUS2D) {
-        if (gx <= 0) gx = square_grid(c->p);
+        if (gx <= 0) gx = cz_comm_grid_square(c->p);
         if (o->grid_y > 0 && gx * o->grid_y != c->p) {
             cz_fail(err, "dist.grid = %dx%d has %d ranks, the job has %d", gx, o->grid_y,
                     gx * o->grid_y, c->p);

@@ -230,10 +230,23 @@ const cz_key cz_config_keys[] = {
                 "most square; auto: considered only with this grid"},
     {KEY("dist", "link_gbit", CZ_KEY_DOUBLE, dist.link_gbit), .resume = CZ_RESUME_ACCEPTED,
      .def = "10", .min = 0, .max = 1e6, .flags = CZ_MIN_EXCL,
-     .meaning = "auto's cost model: one host's network link, Gbit/s each way"},
+     .meaning = "auto's cost model: one host's network link, Gbit/s each way, where nothing "
+                "measured it (dist.calibrate = false, one host)"},
     {KEY("dist", "link_latency_us", CZ_KEY_DOUBLE, dist.link_latency_us),
      .resume = CZ_RESUME_ACCEPTED, .def = "30", .min = 0, .max = 1e6,
-     .meaning = "auto's cost model: latency of one message between hosts, us"},
+     .meaning = "auto's cost model: latency of one message between hosts, us, where nothing "
+                "measured it (dist.calibrate = false, one host)"},
+    {KEY("dist", "calibrate", CZ_KEY_BOOL, dist.calibrate), .resume = CZ_RESUME_ACCEPTED,
+     .def = "true",
+     .meaning = "measure latency and bandwidth between hosts and inside a host at start-up "
+                "(logged; auto and metrics.jsonl's predictions use them); false: the "
+                "dist.link_* keys' model"},
+    {KEY("dist", "calibrate_s", CZ_KEY_DOUBLE, dist.calibrate_s), .resume = CZ_RESUME_ACCEPTED,
+     .def = "2", .min = 0.1, .max = 600,
+     .meaning = "about how long the start-up calibration may take, seconds"},
+    {KEY("dist", "cluster_file", CZ_KEY_STRING, dist.cluster_file), .resume = CZ_RESUME_ACCEPTED,
+     .def = "",
+     .meaning = "a calibration written by cloze-plan calibrate, used instead of measuring"},
     {KEY("dist", "timeout_s", CZ_KEY_DOUBLE, dist.timeout_s), .resume = CZ_RESUME_ACCEPTED,
      .def = "300", .min = 0, .max = 1e7,
      .meaning = "a collective of the run (gradient exchange, statistics, checkpoint gather, "

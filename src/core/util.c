@@ -28,6 +28,16 @@ const char *cz_format_duration(double s, char *buf, size_t len) {
     return buf;
 }
 
+static int cmp_double(const void *x, const void *y) {
+    double a = *(const double *)x, b = *(const double *)y;
+    return a < b ? -1 : a > b;
+}
+
+double cz_median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
 void *cz_alloc(size_t bytes, cz_error *err) {
     void *p = NULL;
     size_t rounded = (bytes + 63) & ~(size_t)63;

@@ -1101,6 +1101,16 @@ void cz_model_backward(cz_model *m, const cz_batch *b, float grad_scale) {
     }
 }
 
+static void table_free(cz_model *m) {
+    if (!m) return;
+    cz_free(m->layers);
+    cz_free(m->tensor_kind);
+    cz_free(m->tensors);
+    cz_free(m);
+}
+
+static cz_model *table_only(const cz_model_config *cfg, cz_error *err);
+
 /* ---- FLOPs ---- */
 
 /* Matrix products of one forward pass over one sequence, 2 FLOPs per
@@ -1108,9 +1118,13 @@ void cz_model_backward(cz_model *m, const cz_batch *b, float grad_scale) {
  * maps, plus 4 T^2 H for Q K^T and P V (full T x T, also when causal, since
  * that is what the GEMMs compute); heads: BERT P (2 H^2 + 2 H V) for the MLM
  * transform and decoder plus 2 H^2 + 4 H for pooler and NSP; GPT 2 T H V. */
-double cz_model_forward_flops(const cz_model_config *c, int seq, int max_pred) {
-    double H = c->hidden, I = c->intermediate, V = c->vocab_size, T = seq, P = max_pred;
-    double per_layer = T * (8.0 * H * H + 4.0 * H * I) + 4.0 * T * T * H;
+static double layer_flops(const cz_model_config *c, int seq) {
+    double H = c->hidden, I = c->intermediate, T = seq;
+    return T * (8.0 * H * H + 4.0 * H * I) + 4.0 * T * T * H;
+}
+
+static double heads_flops(const cz_model_config *c, int seq, int max_pred) {
+    double H = c->hidden, V = c->vocab_size, T = seq, P = max_pred;
     double heads = c->arch == CZ_ARCH_BERT ? P * (2.0 * H * H + 2.0 * H * V) + 2.0 * H * H + 4.0 * H
                                            : 2.0 * T * H * V;
     /* fine-tuning heads: the linear maps of task_head_forward (below) */
@@ -1139,7 +1153,34 @@ double cz_model_forward_flops(const cz_model_config *c, int seq, int max_pred) {
     default:
         break;
     }
-    return c->layers * per_layer + heads;
+    return heads;
+}
+
+double cz_model_forward_flops(const cz_model_config *c, int seq, int max_pred) {
+    return c->layers * layer_flops(c, seq) + heads_flops(c, seq, max_pred);
+}
+
+/* Backward of a matrix product is two products of the same size (the
+ * input's gradient and the weight's), so a stage's backward is twice its
+ * forward FLOPs, three times for a layer whose forward backward runs again
+ * (model.recompute). The stages and their ends are the buffer layout's
+ * (build_bert_table / build_gpt_table), in the order cz_model_backward
+ * reports them. */
+int cz_model_grad_stages(const cz_model_config *cfg, int seq, int max_pred, cz_grad_stage *out,
+                         int max, cz_error *err) {
+    if (max < cfg->layers + 2)
+        return cz_fail(err, "model: %d gradient stages need room for %d", max, cfg->layers + 2);
+    if (check_config(cfg, 1, seq, max_pred, err)) return -1;
+    cz_model *m = table_only(cfg, err);
+    if (!m) return -1;
+    double per_layer = (cfg->recompute == CZ_RECOMPUTE_LAYERS ? 3.0 : 2.0) * layer_flops(cfg, seq);
+    int n = 0;
+    out[n++] = (cz_grad_stage){m->heads_end, 2.0 * heads_flops(cfg, seq, max_pred)};
+    for (int l = cfg->layers - 1; l >= 0; l--)
+        out[n++] = (cz_grad_stage){m->layers[l].end, per_layer};
+    out[n++] = (cz_grad_stage){m->emb_end, 0.0};
+    table_free(m);
+    return n;
 }
 
 /* ---- fine-tuning heads (cz_head in include/cloze/model.h) ----
@@ -1407,36 +1448,43 @@ static size_t numel_at(const cz_model *m, size_t offset) {
     return 0;
 }
 
+/* The tensor table of cfg without parameters or activations (counts,
+ * stages); freed by table_free. */
+static cz_model *table_only(const cz_model_config *cfg, cz_error *err) {
+    if (cfg->layers * 16 + 16 > MAX_TENSORS) {
+        cz_fail(err, "model: %d layers exceed the tensor table", cfg->layers);
+        return NULL;
+    }
+    cz_model *m = cz_alloc(sizeof *m, err);
+    if (!m) return NULL;
+    m->cfg = *cfg;
+    m->tensors = cz_alloc(MAX_TENSORS * sizeof *m->tensors, err);
+    m->tensor_kind = cz_alloc(MAX_TENSORS * sizeof *m->tensor_kind, err);
+    m->layers = cz_alloc((size_t)(cfg->layers > 0 ? cfg->layers : 1) * sizeof *m->layers, err);
+    if (!m->tensors || !m->tensor_kind || !m->layers) {
+        table_free(m);
+        return NULL;
+    }
+    if (cfg->arch == CZ_ARCH_BERT)
+        build_bert_table(m);
+    else
+        build_gpt_table(m);
+    return m;
+}
+
 int cz_model_count_params(const cz_model_config *cfg, cz_model_param_counts *out, cz_error *err) {
     memset(out, 0, sizeof *out);
     if (check_config(cfg, 1, 1, 1, err)) return -1;
-    if (cfg->layers * 16 + 16 > MAX_TENSORS)
-        return cz_fail(err, "model: %d layers exceed the tensor table", cfg->layers);
-    cz_model *m = cz_alloc(sizeof *m, err);
+    cz_model *m = table_only(cfg, err);
     if (!m) return -1;
-    m->cfg = *cfg;
-    int rc = -1;
-    m->tensors = cz_alloc(MAX_TENSORS * sizeof *m->tensors, err);
-    m->tensor_kind = cz_alloc(MAX_TENSORS * sizeof *m->tensor_kind, err);
-    m->layers = cz_alloc((size_t)cfg->layers * sizeof *m->layers, err);
-    if (m->tensors && m->tensor_kind && m->layers) {
-        int bert = cfg->arch == CZ_ARCH_BERT;
-        if (bert)
-            build_bert_table(m);
-        else
-            build_gpt_table(m);
-        size_t emb = numel_at(m, m->wte) + numel_at(m, m->wpe);
-        if (bert) {
-            const cz_tensor_info *bias = cz_model_find_tensor(m, "cls.predictions.bias");
-            emb += numel_at(m, m->wtt) + (bias ? bias->numel : 0);
-        }
-        out->total = m->n_params;
-        out->non_embedding = m->n_params - emb;
-        rc = 0;
+    int bert = cfg->arch == CZ_ARCH_BERT;
+    size_t emb = numel_at(m, m->wte) + numel_at(m, m->wpe);
+    if (bert) {
+        const cz_tensor_info *bias = cz_model_find_tensor(m, "cls.predictions.bias");
+        emb += numel_at(m, m->wtt) + (bias ? bias->numel : 0);
     }
-    cz_free(m->layers);
-    cz_free(m->tensor_kind);
-    cz_free(m->tensors);
-    cz_free(m);
-    return rc;
+    out->total = m->n_params;
+    out->non_embedding = m->n_params - emb;
+    table_free(m);
+    return 0;
 }

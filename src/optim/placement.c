@@ -346,7 +346,8 @@ static int lamb_update(cz_optimizer *o, const cz_adam_coef *k, float scale, floa
 typedef struct gather_job {
     cz_optimizer *o;
     float *params;
-    int updated; /* buckets whose blocks are updated */
+    int updated;    /* buckets whose blocks are updated */
+    double seconds; /* in the all-gathers (metrics.jsonl's gather_seconds) */
     int rc;
     cz_error err;
     pthread_mutex_t mu;
@@ -362,14 +363,16 @@ static void *gather_thread(void *arg) {
         pthread_mutex_unlock(&j->mu);
         size_t off, count;
         cz_bucket_range(l, k, &off, &count);
+        double t0 = cz_now();
         if (cz_allgather(&j->o->sync_comm, j->o->algo, j->params + off, count, &j->err) != 0)
             j->rc = cz_fail_prefix(&j->err, "bucket %d of %d", k, l->n_buckets);
+        j->seconds += cz_now() - t0;
     }
     return NULL;
 }
 
 static int adamw_update_gathered(cz_optimizer *o, const cz_adam_coef *k, float scale, float *params,
-                                 const float *grads, cz_error *err) {
+                                 const float *grads, double *gather_seconds, cz_error *err) {
     gather_job j = {.o = o, .params = params};
     pthread_mutex_init(&j.mu, NULL);
     pthread_cond_init(&j.cv, NULL);
@@ -378,7 +381,10 @@ static int adamw_update_gathered(cz_optimizer *o, const cz_adam_coef *k, float s
         pthread_mutex_destroy(&j.mu);
         pthread_cond_destroy(&j.cv);
         adamw_update(o, k, scale, params, grads);
-        return cz_layout_allgather(&o->sync_comm, o->algo, &o->layout, params, err);
+        double t0 = cz_now();
+        int rc = cz_layout_allgather(&o->sync_comm, o->algo, &o->layout, params, err);
+        *gather_seconds = cz_now() - t0;
+        return rc;
     }
     const block *blk = o->blk;
     int b0 = 0;
@@ -399,6 +405,7 @@ static int adamw_update_gathered(cz_optimizer *o, const cz_adam_coef *k, float s
         pthread_mutex_unlock(&j.mu);
     }
     pthread_join(t, NULL);
+    *gather_seconds = j.seconds;
     pthread_mutex_destroy(&j.mu);
     pthread_cond_destroy(&j.cv);
     if (b0 != o->n_blk)
@@ -440,14 +447,17 @@ int cz_optimizer_step(cz_optimizer *o, float *params, float *grads, int micro_ba
         if (lamb_update(o, &k, scale, params, grads, err) != 0) return -1;
     } else if (o->overlap) {
         o->t++;
-        return adamw_update_gathered(o, &k, scale, params, grads, err) == 0
+        return adamw_update_gathered(o, &k, scale, params, grads, &rep->gather_seconds, err) == 0
                    ? 0
                    : cz_fail_prefix(err, "optim: weights to every rank");
     } else {
         adamw_update(o, &k, scale, params, grads);
     }
     o->t++;
-    return distribute_params(o, params, err);
+    double t0 = cz_now();
+    int rc = distribute_params(o, params, err);
+    rep->gather_seconds = cz_now() - t0; /* metrics.jsonl: the weights' exchange alone */
+    return rc;
 }
 
 int cz_optimizer_gather_moments(cz_optimizer *o, float *m_out, float *v_out, cz_error *err) {

@@ -53,7 +53,7 @@ void cz_metrics_step(cz_run *r, const cz_step_stats *s) {
     double done = (double)(s->step + 1 - r->first_step);
     double eta = done > 0 ? r->elapsed / done * (double)(r->cfg.train.steps - s->step - 1) : 0;
     if (r->metrics) {
-        char line[1024];
+        char line[2048];
         size_t n = (size_t)snprintf(line, sizeof line, "{\"step\":%ld", s->step + 1);
         json_num(line, &n, sizeof line, "loss", s->loss);
         json_num(line, &n, sizeof line, "mlm_loss", s->mlm_loss);
@@ -74,6 +74,13 @@ void cz_metrics_step(cz_run *r, const cz_step_stats *s) {
         json_num(line, &n, sizeof line, "step_seconds", s->seconds);
         json_num(line, &n, sizeof line, "comm_wait_seconds", s->comm_wait);
         json_num(line, &n, sizeof line, "optim_seconds", s->optim_seconds);
+        json_num(line, &n, sizeof line, "compute_seconds", s->compute_seconds);
+        json_num(line, &n, sizeof line, "backward_seconds", s->backward_seconds);
+        json_num(line, &n, sizeof line, "grad_comm_seconds", s->grad_comm_seconds);
+        json_num(line, &n, sizeof line, "gather_seconds", s->gather_seconds);
+        json_num(line, &n, sizeof line, "pred_grad_comm_seconds", s->pred.total);
+        json_num(line, &n, sizeof line, "pred_exposed_seconds", s->pred.exposed);
+        json_num(line, &n, sizeof line, "pred_gather_seconds", s->pred.gather);
         json_num(line, &n, sizeof line, "samples", (double)s->samples_done);
         fprintf(r->metrics, "%s}\n", line);
         fflush(r->metrics);

@@ -168,6 +168,25 @@ static void log_memory_plan(const cz_run *r, int max_b, int max_t) {
             (double)mem.layer_acts * mib, (double)mem.other * mib, (double)mem.params * mib);
 }
 
+/* What metrics.jsonl's predictions need: the host layout (ranks per node
+ * from comm; hosts assumed alike) and backward's stages of each phase. */
+static int prediction_setup(cz_run *r, cz_error *err) {
+    int n = 1;
+    if (cz_comm_node_ranks(&r->comm, &n, err) != 0) return -1;
+    r->ranks_per_host = n > 0 ? n : 1;
+    r->hosts = r->comm.size / r->ranks_per_host;
+    if (r->hosts < 1) r->hosts = 1;
+    for (int ph = 0; ph < 2; ph++) {
+        int max = r->cfg.model.layers + 2;
+        r->stages[ph] = cz_alloc(sizeof *r->stages[ph] * (size_t)max, err);
+        if (!r->stages[ph]) return -1;
+        r->n_stages[ph] = cz_model_grad_stages(&r->cfg.model, r->phase[ph].seq,
+                                               r->phase[ph].max_pred, r->stages[ph], max, err);
+        if (r->n_stages[ph] < 0) return -1;
+    }
+    return 0;
+}
+
 /* The shards both phases read, opened on every rank, with their sample
  * indexes built now (reads only boundary tables): the first step's time
  * then measures training, and a bad shard fails here. */
@@ -185,6 +204,31 @@ static int setup_data(cz_run *r, cz_error *err) {
         return -1;
     }
     return 0;
+}
+
+/* The cost model's gradient sync and weight exchange for this step: the
+ * buckets final as backward's stages end, each stage's share of the last
+ * backward's measured time its share of backward's FLOPs. */
+static void predict_step(const cz_run *r, int ph, cz_step_stats *s) {
+    cz_net_model net;
+    cz_comm_config_net(&r->cfg.dist, &net);
+    int n = r->n_stages[ph], gx = 0, gy = 0;
+    double ready[n > 0 ? n : 1], at[n > 0 ? n : 1], total = 0, acc = 0;
+    for (int i = 0; i < n; i++) total += r->stages[ph][i].flops;
+    for (int i = 0; i < n; i++) {
+        acc += r->stages[ph][i].flops;
+        ready[i] = (double)r->stages[ph][i].end;
+        /* without overlap (dist.overlap = false, one rank, no
+         * MPI_THREAD_MULTIPLE) every bucket starts after backward */
+        at[i] = total > 0 && cz_grad_sync_overlaps(r->gs) ? s->backward_seconds * acc / total
+                                                          : s->backward_seconds;
+    }
+    cz_error e;
+    if (cz_comm_grid_parse(r->cfg.dist.grid, &gx, &gy, &e) != 0) gx = 0;
+    cz_sync_predict(&net, r->hosts, r->ranks_per_host, cz_grad_sync_algo(r->gs), gx,
+                    cz_grad_sync_layout(r->gs), cz_model_grad_order(r->model),
+                    cz_grad_sync_mode(r->gs), ready, at, n, s->backward_seconds, &s->pred);
+    if (r->cfg.optim.placement == CZ_PLACE_REPLICATED) s->pred.gather = 0;
 }
 
 /* The model for micro-batches up to max_b x max_t, a batch buffer per
@@ -207,8 +251,8 @@ static int setup_model(cz_run *r, int max_b, int max_t, cz_error *err) {
     return 0;
 }
 
-/* The optimizer's ranges (one per tensor), the gradient sync and the
- * optimizer over them. */
+/* The optimizer's ranges (one per tensor), the network auto prices with,
+ * the gradient sync and the optimizer over them. */
 static int setup_optimizer(cz_run *r, cz_error *err) {
     int nt = cz_model_num_tensors(r->model);
     r->ranges = cz_alloc(sizeof *r->ranges * (size_t)nt, err);
@@ -216,6 +260,13 @@ static int setup_optimizer(cz_run *r, cz_error *err) {
     const cz_tensor_info *t0 = cz_model_tensor(r->model, 0);
     if (cz_optim_ranges_from_tensors(t0, nt, &r->cfg.optim, r->ranges, err) != 0) return -1;
     r->n_ranges = nt;
+    /* the network auto prices with: measured now, read from
+     * dist.cluster_file, or the dist.link_* keys (logged by rank 0) */
+    if (cz_comm_net_setup(&r->comm, &r->cfg.dist, err) != 0) {
+        r->err_shared = r->cfg.dist.cluster_file[0] != 0; /* rank 0's verdict, every rank's */
+        return -1;
+    }
+    if (prediction_setup(r, err) != 0) return -1;
     /* the gradient sync belongs to the step loop: the optimizer's placement
      * says what it must leave where, the model says in which order backward
      * finishes the gradients */
@@ -300,6 +351,8 @@ static void teardown(cz_run *r) {
     cz_optimizer_free(r->opt);
     cz_comm_watch(&r->comm, NULL);
     cz_grad_sync_free(r->gs);
+    cz_free(r->stages[0]);
+    cz_free(r->stages[1]);
     cz_free(r->ranges);
     cz_batch_buf_free(&r->buf[0]);
     cz_batch_buf_free(&r->buf[1]);
@@ -432,10 +485,14 @@ static int train_step(cz_run *r, cz_step_stats *s, cz_error *err) {
         } else {
             cz_model_set_grad_hook(r->model, NULL, NULL);
         }
+        double t_bwd = cz_now();
         cz_model_backward(r->model, &b, 1.0f);
+        if (last) s->backward_seconds = cz_now() - t_bwd;
     }
     cz_model_set_grad_hook(r->model, NULL, NULL);
+    s->compute_seconds = cz_now() - t0;
     if (cz_grad_sync_finish(gs, err) != 0) return -1;
+    s->grad_comm_seconds = cz_grad_sync_comm_seconds(gs);
     double lr = cz_lr_at(&r->cfg.optim, r->step, r->cfg.train.steps);
     cz_step_report rep;
     double t_opt = cz_now();
@@ -444,6 +501,8 @@ static int train_step(cz_run *r, cz_step_stats *s, cz_error *err) {
         return -1;
     /* the norm, clipping, the AdamW/LAMB update and any weight exchange */
     s->optim_seconds = cz_now() - t_opt;
+    s->gather_seconds = rep.gather_seconds;
+    predict_step(r, ph != &r->phase[0], s);
     if (reduce_step_stats(r, s, ph->micro_batches, err) != 0) return -1;
     s->lr = lr;
     s->grad_norm = rep.grad_norm;
@@ -617,7 +676,8 @@ static int run_loop(cz_run *r, cz_error *err) {
 }
 
 /* RUN_DIR/config.cfg: the effective configuration of the job now using the
- * directory (after the lock and the choice of checkpoint: a refused job
+ * directory, and RUN_DIR/network.txt: the network measured or read at
+ * start-up (a cluster file) (after the lock and the choice of checkpoint: a refused job
  * leaves the holder's file alone). */
 static int write_run_config(cz_run *r, cz_error *err) {
     int rc = 0;
@@ -625,6 +685,10 @@ static int write_run_config(cz_run *r, cz_error *err) {
         char path[CZ_PATH_MAX + 32];
         snprintf(path, sizeof path, "%s/config.cfg", r->cfg.train.run_dir);
         rc = cz_config_write(&r->cfg, path, err);
+        /* the network auto decided with, for cloze-plan --cluster-file */
+        snprintf(path, sizeof path, "%s/network.txt", r->cfg.train.run_dir);
+        if (rc == 0 && r->cfg.dist.net_known)
+            rc = cz_net_model_write(path, &r->cfg.dist.net, r->hosts, r->ranks_per_host, err);
     }
     return cz_run_verdict(r, rc, err);
 }

@@ -32,6 +32,12 @@ typedef struct cz_run {
     cz_param_range *ranges;
     int n_ranges;
     cz_grad_sync *gs; /* owned here: begun, hooked and finished by train_step */
+    /* the cost model's view of this job, for metrics.jsonl's predictions:
+     * hosts x ranks per host, and backward's stages per phase (FLOPs and
+     * the gradient floats final after each, cz_model_grad_stages) */
+    int hosts, ranks_per_host;
+    cz_grad_stage *stages[2];
+    int n_stages[2];
     cz_optimizer *opt;
     cz_ckpt_writer *ckpt_writer; /* rank 0: writes the checkpoints */
     int ckpt_background;         /* ... in a thread of its own (train.ckpt_writer) */
@@ -64,7 +70,11 @@ typedef struct cz_step_stats {
     double lr, grad_norm;
     int skipped;
     double seconds, comm_wait, tokens, flops;
-    double optim_seconds; /* optimizer step without the all-reduce wait */
+    double optim_seconds;    /* optimizer step without the all-reduce wait */
+    double compute_seconds;  /* forward + backward of every micro-batch */
+    double backward_seconds; /* the last backward, which the gradient sync overlaps */
+    double grad_comm_seconds, gather_seconds; /* measured: buckets' reductions, weights back */
+    cz_sync_prediction pred;                  /* the cost model's for the same */
     uint64_t samples_done;
 } cz_step_stats;
 

@@ -1,0 +1,390 @@
+/* cloze-plan: how fast a training configuration runs on 1 ... 512 hosts,
+ * and what to set (include/cloze/plan.h); `calibrate` measures a cluster's
+ * network into a file that cloze-train (dist.cluster_file) and the plan
+ * read. A thin main: arguments -> config, cluster, compute rate -> rows. */
+#include "cloze/comm.h"
+#include "cloze/config.h"
+#include "cloze/core.h"
+#include "cloze/plan.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_OVERRIDES 256
+#define MAX_HOSTS 64
+
+static void usage(FILE *out) {
+    fprintf(out,
+            "usage: cloze-plan CONFIG [--set section.key=value]... [options]\n"
+            "       mpirun ... cloze-plan calibrate --out FILE [--seconds S]\n"
+            "\n"
+            "Predicts one optimizer step of the training configuration CONFIG (a\n"
+            "libconfig file, as for cloze-train) on 1, 2, 4, ... 512 hosts with the same\n"
+            "work per rank (weak scaling): compute, the gradient all-reduce of each\n"
+            "algorithm (ring, hierarchical, torus2d) with the part backward hides (from\n"
+            "when each bucket is final in backward), the optimizer update, the weights'\n"
+            "all-gather, exposed communication, memory per rank, tokens/s, efficiency\n"
+            "against one host, and the algorithm and bucket size it would choose.\n"
+            "\n"
+            "cluster (default: CONFIG's dist.cluster_file, else dist.link_gbit and\n"
+            "dist.link_latency_us):\n"
+            "  --hosts LIST          host counts, e.g. 2,4,8 (default 1,2,4,...,512)\n"
+            "  --ranks-per-host R    ranks on each host (default 1)\n"
+            "  --cluster-file FILE   a calibration written by `cloze-plan calibrate`\n"
+            "  --link-gbit G         each host's link, Gbit/s each way\n"
+            "  --latency-us L        one message between hosts, us\n"
+            "  --shm-gbyte B         copies inside a host, GB/s per host (default 10)\n"
+            "  --shm-latency-us A    one message inside a host, us (default 2)\n"
+            "compute per rank (one of; default: --probe):\n"
+            "  --gflops G            FLOPs per second of forward + backward, in GFLOP/s\n"
+            "  --compute-from FILE   a run's metrics.jsonl: its measured compute, backward\n"
+            "                        and update times (its run directory's config.cfg is read\n"
+            "                        when present, else CONFIG describes that run)\n"
+            "  --from-ranks P        ranks of that run (default: its global batch / micro-batch)\n"
+            "  --probe               measure here: one sequence forward + backward and one\n"
+            "                        optimizer update (--threads N, default 1)\n"
+            "  --backward-share S    with --gflops: backward's share of compute (default: FLOPs')\n"
+            "  --optim-ns N          with --gflops: update time per parameter (default: probed)\n"
+            "output:\n"
+            "  --accum A             micro-batches per rank per step (default 1)\n"
+            "  --json                one JSON object per host count instead of the table\n"
+            "  --help                this text\n"
+            "\n"
+            "calibrate (under mpirun, at least one rank on each of 2 hosts for the network\n"
+            "between hosts, 2 ranks on a host for inside): measures latency (8-byte\n"
+            "ping-pong) and bandwidth (streams of a few sizes, every host sending at once,\n"
+            "alpha and beta fitted) within about S seconds (default 5) and writes FILE.\n"
+            "Seconds in the table are per optimizer step.\n");
+}
+
+static int calibrate_main(int argc, char **argv) {
+    const char *out = NULL;
+    double seconds = 5;
+    FILE *errs = cz_launch_rank() == 0 ? stderr : NULL;
+    for (int i = 2; i < argc; i++) {
+        if (!strcmp(argv[i], "--out") && i + 1 < argc)
+            out = argv[++i];
+        else if (!strcmp(argv[i], "--seconds") && i + 1 < argc) {
+            char *end;
+            seconds = strtod(argv[++i], &end);
+            if (*end || !(seconds >= 0.1 && seconds <= 600)) {
+                if (errs)
+                    fprintf(errs, "cloze-plan calibrate: --seconds %s: want 0.1 .. 600\n", argv[i]);
+                return cz_comm_end_early(&argc, &argv, 2);
+            }
+        } else {
+            if (errs)
+                fprintf(errs,
+                        "cloze-plan calibrate: unknown or incomplete option '%s' (try "
+                        "--help)\n",
+                        argv[i]);
+            return cz_comm_end_early(&argc, &argv, 2);
+        }
+    }
+    if (!out) {
+        if (errs) fprintf(errs, "cloze-plan calibrate: --out FILE is required\n");
+        return cz_comm_end_early(&argc, &argv, 2);
+    }
+    cz_comm c;
+    cz_error err;
+    if (cz_comm_init(&c, &argc, &argv, &err) != 0) {
+        fprintf(stderr, "cloze-plan calibrate: %s\n", err.msg);
+        return 1;
+    }
+    cz_log_setup(c.rank, CZ_LOG_INFO);
+    cz_net_model m;
+    cz_net_model_default(&m);
+    int hosts = 0, rph = 0;
+    double t0 = cz_now();
+    int rc = cz_comm_calibrate(&c, seconds, &m, &hosts, &rph, &err);
+    if (rc == 0 && c.rank == 0) rc = cz_net_model_write(out, &m, hosts, rph, &err);
+    rc = cz_comm_share_verdict(&c, 0, rc, &err);
+    if (rc == 0 && c.rank == 0)
+        printf("%s: %d host(s) x %d rank(s) in %.2f s: between hosts alpha %.1f us, %.4g "
+               "Gbit/s per link%s; inside a host alpha %.1f us, %.3g GB/s%s\n",
+               out, hosts, rph, cz_now() - t0, m.alpha_net * 1e6, 8e-9 / m.beta_net,
+               hosts > 1 ? "" : " (default: one host)", m.alpha_shm * 1e6, 1e-9 / m.beta_shm,
+               rph > 1 ? "" : " (default: one rank per host)");
+    else if (rc != 0 && c.rank == 0)
+        fprintf(stderr, "cloze-plan calibrate: %s\n", err.msg);
+    cz_comm_finalize(&c);
+    return rc == 0 ? 0 : 1;
+}
+
+static int parse_num(const char *opt, const char *s, double lo, double hi, double *v) {
+    char *end;
+    *v = strtod(s, &end);
+    if (end == s || *end || !(*v >= lo && *v <= hi)) {
+        fprintf(stderr, "cloze-plan: %s %s: want a number in [%g, %g]\n", opt, s, lo, hi);
+        return -1;
+    }
+    return 0;
+}
+
+static int parse_hosts(const char *s, int *h, int *n) {
+    *n = 0;
+    const char *p = s;
+    while (*p) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || v < 1 || v > 1000000 || *n == MAX_HOSTS || (*end && *end != ',')) {
+            fprintf(stderr,
+                    "cloze-plan: --hosts %s: want a comma-separated list of host "
+                    "counts >= 1 (at most %d)\n",
+                    s, MAX_HOSTS);
+            return -1;
+        }
+        h[(*n)++] = (int)v;
+        p = *end ? end + 1 : end;
+    }
+    return *n > 0 ? 0 : -1;
+}
+
+static const char *algo_name(cz_allreduce_algo a) {
+    static const char *names[] = {"ring", "mpi", "hierarchical", "torus2d", "auto"};
+    return (int)a >= 0 && (int)a < 5 ? names[a] : "?";
+}
+
+static void print_time(char *buf, size_t cap, double t, double exposed) {
+    if (!isfinite(t))
+        snprintf(buf, cap, "-");
+    else
+        snprintf(buf, cap, "%.3f (%.3f)", t, exposed);
+}
+
+static void print_table(const cz_config *cfg, const cz_plan_cluster *cl, const cz_plan_row *rows,
+                        int n) {
+    printf("# %s x%d layers, hidden %d, micro-batch %d x seq %d per rank, accumulation %d, "
+           "dist.allreduce %s, dist.bucket_mb %g, dist.placement %s\n",
+           cfg->model.arch == CZ_ARCH_BERT ? "BERT" : "GPT", cfg->model.layers, cfg->model.hidden,
+           cfg->train.micro_batch, cfg->data.seq, rows[0].accum, algo_name(cfg->dist.allreduce),
+           cfg->dist.bucket_mb,
+           cfg->optim.placement == 0   ? "coordinator"
+           : cfg->optim.placement == 1 ? "sharded"
+                                       : "replicated");
+    printf("# network: between hosts alpha %.1f us, %.4g Gbit/s per link; inside a host alpha "
+           "%.1f us, %.3g GB/s; %d rank(s) per host\n",
+           cl->net.alpha_net * 1e6, 8e-9 / cl->net.beta_net, cl->net.alpha_shm * 1e6,
+           1e-9 / cl->net.beta_shm, cl->ranks_per_host);
+    printf("# compute per rank: %.4g GFLOP/s, backward %.0f %% of it, update %.3g ns per "
+           "parameter (%s)\n",
+           cl->compute.gflops, 100 * cl->compute.backward_share, cl->compute.optim_ns,
+           cl->compute.source);
+    printf("# seconds per step; all-reduce columns: reduction time (exposed after backward)\n");
+    printf("%6s %6s %9s %17s %17s %17s %8s %8s %8s %9s %9s %11s %5s  %s\n", "hosts", "ranks",
+           "compute", "ring", "hierarchical", "torus2d", "optim", "gather", "exposed", "step",
+           "mem_MiB", "tokens/s", "eff", "choice (step s)");
+    for (int i = 0; i < n; i++) {
+        const cz_plan_row *r = &rows[i];
+        char t[3][40];
+        for (int k = 0; k < CZ_PLAN_ALGOS; k++)
+            print_time(t[k], sizeof t[k], r->reduce[k], r->exposed[k]);
+        int k = r->algo == CZ_ALLREDUCE_HIERARCHICAL ? CZ_PLAN_HIER
+                : r->algo == CZ_ALLREDUCE_TORUS2D    ? CZ_PLAN_TORUS
+                                                     : CZ_PLAN_RING;
+        printf("%6d %6d %9.3f %17s %17s %17s %8.3f %8.3f %8.3f %9.3f %9.0f %11.0f %5.2f  %s "
+               "%g MiB (%.3f)\n",
+               r->hosts, r->ranks, r->compute, t[0], t[1], t[2], r->optim, r->gather,
+               r->ranks > 1 ? r->exposed[k] : 0.0, r->step, r->mem_mib, r->tokens_per_s,
+               r->efficiency, algo_name(r->best_algo), r->best_bucket_mb, r->best_step);
+    }
+}
+
+static void json_time(const char *key, double v) {
+    if (isfinite(v))
+        printf(",\"%s\":%.9g", key, v);
+    else
+        printf(",\"%s\":null", key);
+}
+
+static void print_json(const cz_plan_row *rows, int n) {
+    static const char *keys[CZ_PLAN_ALGOS] = {"ring", "hierarchical", "torus2d"};
+    for (int i = 0; i < n; i++) {
+        const cz_plan_row *r = &rows[i];
+        int k = r->algo == CZ_ALLREDUCE_HIERARCHICAL ? CZ_PLAN_HIER
+                : r->algo == CZ_ALLREDUCE_TORUS2D    ? CZ_PLAN_TORUS
+                                                     : CZ_PLAN_RING;
+        printf("{\"hosts\":%d,\"ranks\":%d,\"global_batch\":%d", r->hosts, r->ranks,
+               r->global_batch);
+        json_time("compute", r->compute);
+        json_time("backward", r->backward);
+        for (int a = 0; a < CZ_PLAN_ALGOS; a++) {
+            char key[40];
+            snprintf(key, sizeof key, "%s_reduce", keys[a]);
+            json_time(key, r->reduce[a]);
+            snprintf(key, sizeof key, "%s_exposed", keys[a]);
+            json_time(key, r->exposed[a]);
+        }
+        json_time("optim", r->optim);
+        json_time("gather", r->gather);
+        json_time("control", r->control);
+        printf(",\"algo\":\"%s\"", algo_name(r->algo));
+        json_time("exposed", r->ranks > 1 ? r->exposed[k] : 0.0);
+        json_time("step", r->step);
+        json_time("tokens_per_s", r->tokens_per_s);
+        json_time("efficiency", r->efficiency);
+        json_time("mem_mib", r->mem_mib);
+        printf(",\"best_algo\":\"%s\",\"best_bucket_mb\":%g", algo_name(r->best_algo),
+               r->best_bucket_mb);
+        json_time("best_step", r->best_step);
+        printf("}\n");
+    }
+}
+
+/* RUN_DIR/config.cfg beside a metrics.jsonl, when there is one. */
+static int run_config(const char *metrics, cz_config *out, int *found, cz_error *err) {
+    char dir[CZ_PATH_MAX + 32];
+    snprintf(dir, sizeof dir, "%s", metrics);
+    char *slash = strrchr(dir, '/');
+    if (slash)
+        strcpy(slash + 1, "config.cfg");
+    else
+        snprintf(dir, sizeof dir, "config.cfg");
+    FILE *f = fopen(dir, "r");
+    *found = f != NULL;
+    if (!f) return 0;
+    fclose(f);
+    return cz_config_load(out, dir, NULL, 0, err);
+}
+
+int main(int argc, char **argv) {
+    if (argc >= 2 && !strcmp(argv[1], "calibrate")) {
+        for (int i = 2; i < argc; i++)
+            if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+                usage(stdout);
+                return 0;
+            }
+        return calibrate_main(argc, argv);
+    }
+    const char *config_path = NULL, *overrides[MAX_OVERRIDES], *cluster_file = NULL,
+               *compute_from = NULL;
+    int n_overrides = 0, hosts[MAX_HOSTS], n_hosts = 0, json = 0, threads = 1, accum = 1,
+        from_ranks = 0, probe = 0;
+    double rph = 1, link = 0, lat = -1, shm_gb = 0, shm_lat = -1, gflops = 0, bshare = 0,
+           optim_ns = 0, v;
+    for (int h = 1; h <= 512; h *= 2) hosts[n_hosts++] = h;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int more = i + 1 < argc;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "--set") && more) {
+            if (n_overrides == MAX_OVERRIDES) {
+                fprintf(stderr, "cloze-plan: more than %d --set options\n", MAX_OVERRIDES);
+                return 2;
+            }
+            overrides[n_overrides++] = argv[++i];
+        } else if (!strcmp(a, "--hosts") && more) {
+            if (parse_hosts(argv[++i], hosts, &n_hosts) != 0) return 2;
+        } else if (!strcmp(a, "--ranks-per-host") && more) {
+            if (parse_num(a, argv[++i], 1, 4096, &rph) != 0) return 2;
+        } else if (!strcmp(a, "--cluster-file") && more) {
+            cluster_file = argv[++i];
+        } else if (!strcmp(a, "--link-gbit") && more) {
+            if (parse_num(a, argv[++i], 1e-6, 1e6, &link) != 0) return 2;
+        } else if (!strcmp(a, "--latency-us") && more) {
+            if (parse_num(a, argv[++i], 0, 1e6, &lat) != 0) return 2;
+        } else if (!strcmp(a, "--shm-gbyte") && more) {
+            if (parse_num(a, argv[++i], 1e-6, 1e6, &shm_gb) != 0) return 2;
+        } else if (!strcmp(a, "--shm-latency-us") && more) {
+            if (parse_num(a, argv[++i], 0, 1e6, &shm_lat) != 0) return 2;
+        } else if (!strcmp(a, "--gflops") && more) {
+            if (parse_num(a, argv[++i], 1e-6, 1e9, &gflops) != 0) return 2;
+        } else if (!strcmp(a, "--backward-share") && more) {
+            if (parse_num(a, argv[++i], 0.01, 0.99, &bshare) != 0) return 2;
+        } else if (!strcmp(a, "--optim-ns") && more) {
+            if (parse_num(a, argv[++i], 0, 1e6, &optim_ns) != 0) return 2;
+        } else if (!strcmp(a, "--compute-from") && more) {
+            compute_from = argv[++i];
+        } else if (!strcmp(a, "--from-ranks") && more) {
+            if (parse_num(a, argv[++i], 1, 1e6, &v) != 0) return 2;
+            from_ranks = (int)v;
+        } else if (!strcmp(a, "--probe")) {
+            probe = 1;
+        } else if (!strcmp(a, "--threads") && more) {
+            if (parse_num(a, argv[++i], 1, 1024, &v) != 0) return 2;
+            threads = (int)v;
+        } else if (!strcmp(a, "--accum") && more) {
+            if (parse_num(a, argv[++i], 1, 1e6, &v) != 0) return 2;
+            accum = (int)v;
+        } else if (!strcmp(a, "--json")) {
+            json = 1;
+        } else if (a[0] == '-') {
+            fprintf(stderr, "cloze-plan: unknown or incomplete option '%s' (try --help)\n", a);
+            return 2;
+        } else if (!config_path) {
+            config_path = a;
+        } else {
+            fprintf(stderr, "cloze-plan: one CONFIG only ('%s' and '%s')\n", config_path, a);
+            return 2;
+        }
+    }
+    if (!config_path) {
+        fprintf(stderr, "cloze-plan: CONFIG is required (try --help)\n");
+        return 2;
+    }
+    if ((gflops > 0) + (compute_from != NULL) + probe > 1) {
+        fprintf(stderr, "cloze-plan: give one of --gflops, --compute-from, --probe\n");
+        return 2;
+    }
+    cz_config cfg;
+    cz_error err;
+    if (cz_config_load(&cfg, config_path, overrides, n_overrides, &err) != 0) {
+        fprintf(stderr, "cloze-plan: %s\n", err.msg);
+        return 1;
+    }
+    cz_plan_cluster cl;
+    memset(&cl, 0, sizeof cl);
+    cl.ranks_per_host = (int)rph;
+    if (!cluster_file && cfg.dist.cluster_file[0]) cluster_file = cfg.dist.cluster_file;
+    int ch = 0, crph = 0;
+    if (cluster_file) {
+        if (cz_net_model_read(cluster_file, &cl.net, &ch, &crph, &err) != 0) {
+            fprintf(stderr, "cloze-plan: %s\n", err.msg);
+            return 1;
+        }
+    } else {
+        cz_comm_config_net(&cfg.dist, &cl.net);
+    }
+    if (link > 0) cl.net.beta_net = 8.0 / (link * 1e9);
+    if (lat >= 0) cl.net.alpha_net = lat * 1e-6;
+    if (shm_gb > 0) cl.net.beta_shm = 1.0 / (shm_gb * 1e9);
+    if (shm_lat >= 0) cl.net.alpha_shm = shm_lat * 1e-6;
+    int rc = 0;
+    if (compute_from) {
+        cz_config run = cfg;
+        int found = 0;
+        rc = run_config(compute_from, &run, &found, &err);
+        int ranks = from_ranks > 0 ? from_ranks : run.train.global_batch / run.train.micro_batch;
+        if (rc == 0)
+            rc = cz_plan_compute_from_metrics(&run, compute_from, ranks, &cl.compute, &err);
+    } else if (gflops > 0) {
+        rc = cz_plan_compute_given(&cfg, gflops, &cl.compute, &err);
+    } else {
+        fprintf(stderr, "cloze-plan: measuring this machine's compute rate (one sequence; "
+                        "--gflops or --compute-from skip it)...\n");
+        rc = cz_plan_compute_probe(&cfg, threads, &cl.compute, &err);
+    }
+    if (rc == 0 && bshare > 0) cl.compute.backward_share = bshare;
+    if (rc == 0 && optim_ns > 0) cl.compute.optim_ns = optim_ns;
+    if (rc != 0) {
+        fprintf(stderr, "cloze-plan: %s\n", err.msg);
+        return 1;
+    }
+    cz_plan_row rows[MAX_HOSTS];
+    double one = 0;
+    for (int i = 0; i < n_hosts; i++) {
+        if (cz_plan_row_make(&cfg, &cl, hosts[i], accum, one, &rows[i], &err) != 0) {
+            fprintf(stderr, "cloze-plan: %s\n", err.msg);
+            return 1;
+        }
+        if (hosts[i] == 1) one = rows[i].tokens_per_s;
+    }
+    if (json)
+        print_json(rows, n_hosts);
+    else
+        print_table(&cfg, &cl, rows, n_hosts);
+    return 0;
+}
