@@ -6,7 +6,7 @@ cloze_add_script_test(test_netsim COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_ne
 # Faults across simulated hosts: a host's link cut and a rank killed end the
 # job in bounded time naming the rank and host; --resume auto continues exactly.
 cloze_add_script_test(test_netsim_faults COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_netsim_faults.sh
-                      LABELS "mpi;netsim" TIMEOUT 300)
+                      LABELS "mpi;netsim" TIMEOUT 600)
 # Real Slurm on the simulated cluster (cloze-netsim slurm: munged, slurmctld
 # and one slurmd per host, inside the cluster's namespaces, so its ports and
 # files never meet test_slurm's one-node Slurm): sbatch --nodes=4 trains as
@@ -22,3 +22,8 @@ cloze_add_script_test(test_slurm_netsim_lost COMMAND bash ${CLOZE_TEST_DIR}/scri
 # Slurm: results.csv equal to the same spec run on one machine.
 cloze_add_script_test(test_slurm_netsim_sweep COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_slurm_netsim_sweep.sh
                       LABELS "mpi;netsim;slurm;sweep" TIMEOUT 600)
+# test_netsim_faults checks that a fault ends the job within a bound of
+# seconds, and its start-up crosses the simulated hosts: on a 2-core machine
+# an 8-rank test beside it (test_netsim) starved it past its wait for the
+# first checkpoints in CI, so it runs alone.
+set_tests_properties(test_netsim_faults PROPERTIES RUN_SERIAL TRUE)
