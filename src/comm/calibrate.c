@@ -76,19 +76,20 @@ static double pingpong(MPI_Comm comm, int me, int a, int b, double budget) {
 
 /* Seconds of our ring all-reduce of `floats` on sub (this rank's group;
  * sub NULL: this rank takes no part), every group at once: the slowest
- * rank's time, best of 2. */
+ * rank's time, the median of 3. The median, not the best: a shaped link
+ * under TCP runs some transfers near its rate and some well below it (a
+ * lost segment, a window restarting), and training sees the typical one. */
 static double ring_time(MPI_Comm comm, const cz_comm *sub, float *buf, size_t floats) {
-    double best = INFINITY;
-    for (int rep = 0; rep < 2; rep++) {
+    double t[3];
+    for (int rep = 0; rep < 3; rep++) {
         cz_comm_quiet_barrier(comm);
         double t0 = cz_now();
         cz_error e;
         if (sub && cz_ring_allreduce(sub, buf, floats, NULL, &e) != 0) t0 = -INFINITY;
-        double t = sub ? cz_now() - t0 : 0;
-        MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, comm);
-        if (t < best) best = t;
+        t[rep] = sub ? cz_now() - t0 : 0;
+        MPI_Allreduce(MPI_IN_PLACE, &t[rep], 1, MPI_DOUBLE, MPI_MAX, comm);
     }
-    return best;
+    return cz_median(t, 3);
 }
 
 /* The slope of the ring's time against its bytes: sizes 256 KiB, 1 MiB,

@@ -242,7 +242,7 @@ const cz_key cz_config_keys[] = {
                 "(logged; auto and metrics.jsonl's predictions use them); false: the "
                 "dist.link_* keys' model"},
     {KEY("dist", "calibrate_s", CZ_KEY_DOUBLE, dist.calibrate_s), .resume = CZ_RESUME_ACCEPTED,
-     .def = "2", .min = 0.1, .max = 600,
+     .def = "4", .min = 0.1, .max = 600,
      .meaning = "about how long the start-up calibration may take, seconds"},
     {KEY("dist", "cluster_file", CZ_KEY_STRING, dist.cluster_file), .resume = CZ_RESUME_ACCEPTED,
      .def = "",
