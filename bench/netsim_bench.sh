@@ -2,7 +2,8 @@
 # (launch/cloze-netsim): needs $NETSIM, $BUILD, $SRC and $manifest (empty:
 # bench_corpus's shards).
 # netsim_bench_begin TOOL WORK_TAG NAME_PREFIX: exits 2 where namespaces
-# cannot be made; sets $work (removed on exit), $name (the cluster, torn
+# cannot be made; sets $work (removed on exit unless $keep_work is 1: then
+# its path is printed), $name (the cluster, torn
 # down on exit), $manifest and $vocab_size, and prints the date, the commit
 # and the machine (CPU, cores, load average) as '#' lines.
 source "$(dirname "${BASH_SOURCE[0]}")/bench_corpus.sh"
@@ -12,7 +13,8 @@ netsim_bench_begin() {
   work=$(mktemp -d "/tmp/cloze-netsim-$tag-XXXXXX")
   name="$prefix$$"
   name=${name:0:8}
-  trap '"$NETSIM" --name "$name" down >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
+  trap '"$NETSIM" --name "$name" down >/dev/null 2>&1 || true
+    if [ "${keep_work:-0}" = 1 ]; then echo "# kept $work" >&2; else rm -rf "$work"; fi' EXIT
   trap 'exit 130' INT TERM
   [ -n "$manifest" ] || manifest=$(bench_corpus "$BUILD" "$SRC" "$work")
   vocab_size=$(awk '$1 == "vocab" { print $3 }' "$manifest")

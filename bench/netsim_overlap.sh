@@ -21,8 +21,9 @@
 # dist.overlap = false: all of it); compute_s = step_s - wait_s; MB/step =
 # bytes the hosts' links sent during the run (`cloze-netsim stats`, every
 # host's egress, start-up and evaluation included) divided by the steps.
-# hidden = 1 - wait_s / wait_s of the same CONFIG:MICRO with overlap=false
-# (first such case given): the share of the all-reduce behind backward.
+# hidden = 1 - wait_s / wait_s of the same CONFIG:MICRO and placement with
+# overlap=false (first such case given): the share of the all-reduce behind
+# backward.
 # Every simulated host shares this machine's cores, so compute is slower
 # than on real hosts and varies with other load.
 set -euo pipefail
@@ -86,7 +87,9 @@ for cfg, micro, steps, settings, sent, path in (l.split() for l in open(sys.argv
     recs = [r for r in map(json.loads, open(path)) if "step_seconds" in r][2:]
     step = statistics.median(r["step_seconds"] for r in recs)
     wait = statistics.median(r["comm_wait_seconds"] for r in recs)
-    key = (cfg, micro)
+    # compared with overlap=false of the same model, micro-batch and placement
+    place = [kv for kv in settings.split(",") if kv.startswith("placement=")]
+    key = (cfg, micro, place[0] if place else "placement=sharded")
     if "overlap=false" in settings and key not in off:
         off[key] = wait
     hidden = f"{1 - wait / off[key]:.0%}" if key in off and "overlap=false" not in settings else "-"

@@ -8,11 +8,12 @@
 # step and its exposed communication.
 #
 #   bench/plan_validate.sh BUILD_DIR [options]
-#     --steps S          steps per run (default 5; medians over steps 3..S)
+#     --steps S          steps per run (default 8; medians over steps 3..S)
 #     --only N,M,...     only these configurations (numbers of the list below)
 #     --manifest FILE    shards (default: bench_corpus.sh's)
 #     --time-limit S     each training run is stopped after S s (default 300)
 #     --name NAME        cluster name prefix (default pln)
+#     --keep             keep the runs, logs and plans (their folder is printed)
 #
 # Configurations (model, hosts x ranks per host, rate, dist.allreduce,
 # overlap): see the table `configs` below. Overlap off: dist.overlap=false
@@ -24,8 +25,9 @@
 # communication (medians over steps 3..S of step_seconds and
 # comm_wait_seconds), the step's error, then the median and largest
 # |error|, and per group of runs that differ only in dist.allreduce whether
-# the planner's pick (the smallest predicted step) was measured fastest or
-# within 3 % of it. Needs root (network namespaces). Every simulated host
+# the planner's pick (the smallest predicted step in one plan: the auto
+# run's calibration where the group has one) was measured fastest or within
+# 3 % of it. Needs root (network namespaces). Every simulated host
 # shares this machine's cores.
 set -euo pipefail
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
@@ -34,7 +36,7 @@ case $1 in -h | --help) usage; exit 0 ;; esac
 BUILD=$(cd "$1" && pwd)
 shift
 SRC=$(cd "$(dirname "$0")/.." && pwd)
-steps=5 only="" manifest="" limit=300 prefix=pln
+steps=8 only="" manifest="" limit=300 prefix=pln
 while [ $# -gt 0 ]; do
   case $1 in
     --steps) steps=$2; shift 2 ;;
@@ -42,6 +44,7 @@ while [ $# -gt 0 ]; do
     --manifest) manifest=$2; shift 2 ;;
     --time-limit) limit=$2; shift 2 ;;
     --name) prefix=$2; shift 2 ;;
+    --keep) keep_work=1; shift ;;
     -h | --help) usage; exit 0 ;;
     *) echo "plan_validate.sh: unknown option $1 (--help)" >&2; exit 2 ;;
   esac
@@ -145,20 +148,27 @@ for num, model, h, r, rate, algo, ov, micro, ran, metrics, plan in rows:
     groups.setdefault((model, h, r, rate, ov), []).append((algo, ran, step, p))
 print(f"\nstep time |error|: median {100 * statistics.median(errs):.1f} %, max {100 * max(errs):.1f} % "
       f"over {len(errs)} runs")
+autos_of = lambda runs: [x for x in runs if x[0] == "auto"]
 right = total = 0
 for g, runs in groups.items():
     fixed = [x for x in runs if x[0] != "auto"]
     if len(fixed) < 2:
         continue
-    # the planner's pick: smallest predicted step among the algorithms that ran
-    pred = {x[0]: x[3]["compute"] + x[3][x[0] + "_exposed"] + x[3]["optim"] + x[3]["gather"] for x in fixed}
+    # the planner's pick, from ONE plan (one calibration, as a user would
+    # plan): the auto run's where the group has one, else the first run's;
+    # smallest predicted step among the algorithms that ran. With the sharded
+    # placement an algorithm's weight all-gather is its reduce-scatter's
+    # other half, so it costs the same as its reduction.
+    ref = (autos_of(runs) or runs)[0][3]
+    gath = lambda a: ref[a + "_reduce"] if ref["gather"] > 0 else 0.0
+    pred = {x[0]: ref["compute"] + ref[x[0] + "_exposed"] + ref["optim"] + gath(x[0]) for x in fixed}
     pick = min(pred, key=pred.get)
     meas = {x[0]: x[2] for x in fixed}
     best = min(meas.values())
     ok = meas[pick] <= 1.03 * best
     right += ok
     total += 1
-    autos = [x for x in runs if x[0] == "auto"]
+    autos = autos_of(runs)
     auto = f"; auto ran {autos[0][1]} ({autos[0][2]:.3f} s)" if autos else ""
     print(f"choice {g}: planner {pick}, measured " +
           ", ".join(f"{a} {t:.3f} s" for a, t in meas.items()) + f": {'right' if ok else 'WRONG'}{auto}")
