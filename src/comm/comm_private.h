@@ -79,8 +79,7 @@ struct cz_coll {
 
 /* ---- deadline.c ---- */
 /* MPI_Testall until the requests are done (0), an MPI error (-1) or c's
- * deadline (1, *waited set; none when c->timeout is 0), answering liveness
- * pings meanwhile; spins briefly, then sleeps between polls. */
+ * deadline (1, *waited set), answering liveness pings meanwhile. */
 int comm_poll_deadline(cz_coll *c, int n, MPI_Request *req, double *waited);
 /* The probe after a wait of `waited` s in `where` (peer: the rank waited
  * for, or -1 for a collective of everyone): when some rank does not answer,

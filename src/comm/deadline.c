@@ -14,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 enum { TAG_PING = 1, TAG_PONG = 2 };
@@ -146,49 +145,29 @@ int comm_stalled(cz_coll *c, const char *where, int peer, double waited, cz_erro
                    me, c->host[me], waited, whom, where);
 }
 
-/* MPI_Testall with the deadline (comm_private.h).
- *
- * How it waits. Open MPI moves TCP data only inside MPI calls, so a wait
- * must keep polling; but the gradient sync's thread waits while backward
- * runs on the rank's cores (train.threads of them, and on a simulated
- * cluster several ranks share the machine's cores). A loop that never
- * sleeps takes a core's share from the compute threads, and where the
- * cores are oversubscribed it is itself descheduled for whole time slices
- * while its pieces wait. So it spins for POLL_SPIN_S (a piece on a fast
- * link completes within it, and a spin costs no wake-up), then sleeps
- * POLL_SLEEP_NS between polls: a thread waking from a sleep is scheduled
- * ahead of the busy compute threads (CFS favours the sleeper), so its
- * pieces move within about one sleep of their arrival
- * (docs/distributed.md, "Waiting"). */
-#define POLL_SPIN_S 100e-6
-#define POLL_SLEEP_NS 50000L
+/* MPI_Testall with the deadline (comm_private.h). */
 int comm_poll_deadline(cz_coll *c, int n, MPI_Request *req, double *waited) {
     double t0 = cz_now(), polled = t0;
-    int sleeping = 0;
     for (unsigned it = 1;; it++) {
         int done = 0;
         if (MPI_Testall(n, req, &done, MPI_STATUSES_IGNORE) != MPI_SUCCESS) return -1;
         if (done) return 0;
-        if (!sleeping && it % 16 != 0) continue;
-        double now = cz_now();
-        if (c->timeout > 0) {
+        if (it % 64 == 0) {
+            double now = cz_now();
             if (now - polled > 1e-3) answer_pings(c), polled = now;
             if (now - t0 > c->timeout) {
                 *waited = now - t0;
                 return 1;
             }
         }
-        if (now - t0 > POLL_SPIN_S) {
-            struct timespec ts = {0, POLL_SLEEP_NS};
-            nanosleep(&ts, NULL);
-            sleeping = 1;
-        }
     }
 }
 
 int cz_coll_wait(cz_coll *c, MPI_Request *req, const char *what, cz_error *err) {
     double waited = 0;
-    int rc = comm_poll_deadline(c, 1, req, &waited);
+    int rc = c->timeout > 0 ? comm_poll_deadline(c, 1, req, &waited)
+             : MPI_Wait(req, MPI_STATUS_IGNORE) == MPI_SUCCESS ? 0
+                                                               : -1;
     if (rc == 0) return 0;
     if (rc < 0)
         return cz_fail(err, "comm: rank %d (host %s): %s failed", c->rank, c->host[c->rank], what);

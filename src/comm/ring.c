@@ -200,7 +200,9 @@ static int send_window(cz_coll *c, int level, const ring *r, float *buf, const c
 static int wait_bounded(cz_coll *c, int n, MPI_Request *req, int level, const char *what, int step,
                         int peer, cz_error *err) {
     double waited = 0;
-    int rc = comm_poll_deadline(c, n, req, &waited);
+    int rc = c->timeout > 0 ? comm_poll_deadline(c, n, req, &waited)
+             : MPI_Waitall(n, req, MPI_STATUSES_IGNORE) == MPI_SUCCESS ? 0
+                                                                       : -1;
     if (rc == 0) return 0;
     if (rc < 0) return fail_step(c, level, what, step, peer, err);
     char where[128];
