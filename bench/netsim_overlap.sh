@@ -8,7 +8,7 @@
 #                           bert-mini:8:8:overlap=false  (conf/CONFIG.cfg,
 #                           micro-batch per rank, steps, then dist.KEY=VALUE
 #                           pairs joined by ',': overlap, grad_wire,
-#                           bucket_mb, allreduce, placement)
+#                           bucket_mb, allreduce, placement, calibrate)
 #     --hosts H             simulated hosts (default 4), --ranks-per-host R (1)
 #     --rate RATE           each link direction (default 250mbit)
 #     --seq S               (default 128)
