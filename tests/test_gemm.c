@@ -148,22 +148,24 @@ static void check_peak(const cz_gemm_ctx *g) {
           "a given peak must be taken as given: %g (%s)", p.gflops, p.source);
     CHECK(cz_gemm_peak(g, 0, &p, &err) == 0 && p.gflops > 0, "peak: %s", err.msg);
     printf("peak: %.1f GFLOP/s per rank, %s\n", p.gflops, p.source);
-    /* a probed peak is the best of CZ_PEAK_PROBES products: it can only be
-     * at least a single 1024^3 product's rate, measured again here */
-    if (p.measured && getenv("CLOZE_TEST_EMULATED")) {
-        /* under user emulation (tests/aarch64/run.sh) translation and the
-         * host's load dominate wall time: two rates of one product differed 2x */
-        printf("probe vs one product: not compared under emulation\n");
-    } else if (p.measured) {
-        const int n = 1024;
-        float *a = cz_alloc(sizeof(float) * 3 * n * n, &err);
-        double t0 = cz_now();
-        cz_gemm(g, 0, 0, n, n, n, 1.0f, a, n, a + n * n, n, 0.0f, a + 2 * n * n, n);
-        double once = 2.0 * n * n * n / (cz_now() - t0) / 1e9;
-        cz_free(a);
-        printf("one more 1024^3 product: %.1f GFLOP/s\n", once);
-        CHECK(p.gflops >= 0.5 * once, "best probe %.1f far below a single product %.1f", p.gflops,
-              once);
+    /* a probed peak is the best of CZ_PEAK_PROBES products. Comparing it
+     * with one more product timed now is not a property: ctest runs the
+     * gemm tests side by side, so a probe that ran beside another test's
+     * products can read well below a product timed alone (it failed CI
+     * that way). What the code promises is the maximum of its probes. */
+    if (p.measured) {
+        double best = 0;
+        int positive = 1;
+        for (int i = 0; i < CZ_PEAK_PROBES; i++) {
+            positive &= p.probe[i] > 0;
+            if (p.probe[i] > best) best = p.probe[i];
+        }
+        CHECK(positive && p.gflops == best,
+              "probed peak %.1f must be the best of its %d probes (%.1f)", p.gflops, CZ_PEAK_PROBES,
+              best);
+        printf("probes:");
+        for (int i = 0; i < CZ_PEAK_PROBES; i++) printf(" %.1f", p.probe[i]);
+        printf(" GFLOP/s\n");
     }
     char buf[320];
     CHECK(!strcmp(cz_format_mfu(0.5, p.source, 1, buf, sizeof buf), "MFU 50.0%"), "%s", buf);

@@ -72,8 +72,9 @@ void cz_gemm_ref(int trans_a, int trans_b, int m, int n, int k, float alpha, con
  * Returns -1 with err only when the probe buffers cannot be allocated. */
 #define CZ_PEAK_PROBES 8
 typedef struct cz_peak {
-    double gflops; /* per rank */
-    int measured;  /* 1: probed on this machine (case 3) */
+    double gflops;                /* per rank */
+    int measured;                 /* 1: probed on this machine (case 3) */
+    double probe[CZ_PEAK_PROBES]; /* case 3: each product's rate, in run order */
     char source[192];
 } cz_peak;
 int cz_gemm_peak(const cz_gemm_ctx *g, double given, cz_peak *out, cz_error *err);
