@@ -1,6 +1,9 @@
-/* The real model's backward driven through cz_grad_sync (2-3 ranks):
- *   - overlap: when backward reports the range holding the embeddings
- *     (finished last), every bucket lying wholly below them has already
+/* The real model's backward driven through cz_grad_sync (2-3 ranks), the
+ * word embedding lookup's rows handed to the sync apart
+ * (cz_grad_sync_rows), as cloze-train does:
+ *   - overlap: when backward reports the range holding the position
+ *     embeddings (finished last), every bucket lying wholly below them,
+ *     the tied word embedding's first, has already
  *     been reduced by the communication thread. The hook waits (bounded)
  *     for those reductions before it passes the embeddings on; a scheduler
  *     that starts with the embeddings' bucket never gets there and the wait
@@ -9,7 +12,9 @@
  *     every bucket reduced in finish) bit for bit, in the pieces each rank
  *     holds; and both are within rounding of a double sum of every rank's
  *     local gradients;
- * for BERT and GPT (tied embedding), all-reduce and reduce-scatter. */
+ * for BERT and GPT (tied embedding), all-reduce and reduce-scatter. The
+ * ranks' batches hold different tokens, so the rows' union is more than
+ * any one rank's rows, and a row missing from it is off the sum. */
 #include "cloze/comm.h"
 #include "cloze/model.h"
 
@@ -25,7 +30,7 @@
 
 typedef struct overlap_hook {
     cz_grad_sync *gs;
-    size_t emb_begin; /* first float of the embeddings' tensors */
+    size_t emb_begin; /* first float of the position embeddings */
     int before;       /* buckets lying wholly below emb_begin */
     int waited;       /* 1 once the embeddings' range was reached */
     int done_then;    /* buckets reduced when it was */
@@ -47,15 +52,30 @@ static void hook(void *ctx, size_t offset, size_t count) {
     cz_grad_sync_ready(h->gs, offset, count);
 }
 
-/* Local gradients of this rank's batch (no hook), into g. */
-static void local_grads(cz_model *m, const cz_batch *b, float *g) {
+/* rows hook of local_grads: the rows scattered into a buffer of their own */
+static void rows_apart(void *ctx, const cz_grad_rows *r) {
+    float *g = ctx;
+    for (size_t i = 0; i < r->n; i++)
+        memcpy(g + r->offset + (size_t)r->rows[i] * r->width, r->vals + i * r->width,
+               r->width * sizeof(float));
+}
+
+/* Local gradients of this rank's batch in two parts: the buffer's into g,
+ * the lookup's rows (laid out as in the buffer, zero elsewhere) into rows.
+ * Their sum is the gradient; a reference that adds the parts in double is
+ * exact for whatever order the sync adds them in. */
+static void local_grads(cz_model *m, const cz_batch *b, float *g, float *rows) {
     cz_losses l;
     cz_error err;
+    size_t n = cz_model_num_params(m);
     cz_model_zero_grads(m);
+    memset(rows, 0, n * sizeof(float));
     cz_model_set_grad_hook(m, NULL, NULL);
+    cz_model_set_grad_rows_hook(m, rows_apart, rows);
     CHECK(cz_model_forward(m, b, &l, &err) == 0, "%s", err.msg);
     cz_model_backward(m, b, 1.0f);
-    memcpy(g, cz_model_grads(m), cz_model_num_params(m) * sizeof(float));
+    cz_model_set_grad_rows_hook(m, NULL, NULL);
+    memcpy(g, cz_model_grads(m), n * sizeof(float));
 }
 
 /* One step's backward through a grad sync on c; the synced gradients into
@@ -74,6 +94,7 @@ static void synced_grads(const cz_comm *c, cz_model *m, const cz_batch *b, cz_sy
     cz_model_zero_grads(m);
     CHECK(cz_model_forward(m, b, &l, &err) == 0, "%s", err.msg);
     cz_grad_sync_begin(gs, cz_model_grads(m));
+    cz_model_set_grad_rows_hook(m, cz_grad_sync_rows, gs);
     if (hk) {
         hk->gs = gs;
         cz_model_set_grad_hook(m, hook, hk);
@@ -82,7 +103,9 @@ static void synced_grads(const cz_comm *c, cz_model *m, const cz_batch *b, cz_sy
     }
     cz_model_backward(m, b, 1.0f);
     cz_model_set_grad_hook(m, NULL, NULL);
+    cz_model_set_grad_rows_hook(m, NULL, NULL);
     CHECK(cz_grad_sync_finish(gs, &err) == 0, "%s", err.msg);
+    CHECK(cz_grad_sync_tail_rows(gs) > 0, "no rows were reduced after backward");
     memcpy(out, cz_model_grads(m), n * sizeof(float));
     cz_grad_sync_free(gs);
 }
@@ -107,9 +130,9 @@ static void run(const cz_comm *c, cz_arch arch, cz_sync_mode mode) {
 
     overlap_hook hk = {0};
     const cz_tensor_info *emb =
-        cz_model_find_tensor(m, arch == CZ_ARCH_BERT ? "bert.embeddings.word_embeddings.weight"
-                                                     : "transformer.tokens_embed.weight");
-    CHECK(emb != NULL, "%s: no word embeddings", label);
+        cz_model_find_tensor(m, arch == CZ_ARCH_BERT ? "bert.embeddings.position_embeddings.weight"
+                                                     : "transformer.positions_embed.weight");
+    CHECK(emb != NULL, "%s: no position embeddings", label);
     if (!emb) return;
     hk.emb_begin = emb->offset;
     cz_bucket_layout l;
@@ -123,6 +146,8 @@ static void run(const cz_comm *c, cz_arch arch, cz_sync_mode mode) {
 
     float *over = malloc(n * sizeof(float)), *sync = malloc(n * sizeof(float));
     float *mine = malloc(n * sizeof(float)), *all = malloc(n * (size_t)c->size * sizeof(float));
+    float *rows = malloc(n * sizeof(float)),
+          *all_rows = malloc(n * (size_t)c->size * sizeof(float));
     synced_grads(c, m, &tb.b, mode, bucket_mb, &hk, over);
     CHECK(hk.waited && hk.done_then >= hk.before,
           "%s mode %d: %d of the %d buckets below the embeddings reduced when their range was "
@@ -138,9 +163,12 @@ static void run(const cz_comm *c, cz_arch arch, cz_sync_mode mode) {
 
     /* a double reference from every rank's local gradients */
     /* (the library's all-gather, "mpi": rank r's n floats are chunk r of all) */
-    local_grads(m, &tb.b, mine);
+    local_grads(m, &tb.b, mine, rows);
     memcpy(all + (size_t)c->rank * n, mine, n * sizeof(float));
+    memcpy(all_rows + (size_t)c->rank * n, rows, n * sizeof(float));
     CHECK(cz_allgather(c, CZ_ALLREDUCE_MPI, all, n * (size_t)c->size, &err) == 0, "%s", err.msg);
+    CHECK(cz_allgather(c, CZ_ALLREDUCE_MPI, all_rows, n * (size_t)c->size, &err) == 0, "%s",
+          err.msg);
     size_t differ = 0, off_ref = 0, held = 0;
     for (int k = 0; k < l.n_buckets; k++)
         for (int ch = 0; ch < c->size; ch++) {
@@ -152,8 +180,8 @@ static void run(const cz_comm *c, cz_arch arch, cz_sync_mode mode) {
                 differ += memcmp(&over[i], &sync[i], sizeof(float)) != 0;
                 double ref = 0, mag = 0;
                 for (int r = 0; r < c->size; r++) {
-                    ref += all[(size_t)r * n + i];
-                    mag += fabs(all[(size_t)r * n + i]);
+                    ref += (double)all[(size_t)r * n + i] + all_rows[(size_t)r * n + i];
+                    mag += fabs(all[(size_t)r * n + i]) + fabs(all_rows[(size_t)r * n + i]);
                 }
                 off_ref += fabs(over[i] - ref) > 1e-6 * mag + 1e-30;
             }
@@ -167,7 +195,7 @@ static void run(const cz_comm *c, cz_arch arch, cz_sync_mode mode) {
         printf("%s mode %d: %d buckets, %d below the embeddings, all reduced before their range "
                "was reported (hook waited %.4f s); %zu floats equal to the synchronous path\n",
                label, mode, l.n_buckets, hk.before, hk.seconds, held);
-    free(over), free(sync), free(mine), free(all);
+    free(over), free(sync), free(mine), free(all), free(rows), free(all_rows);
     cz_model_free(m);
     cz_gemm_free(gemm);
 }

@@ -1,5 +1,6 @@
 /* Finite differences through the whole model (BERT and GPT, tiny configs,
- * dropout off), the grad-ready hook's ranges, and the rank-layout
+ * dropout off), the grad-ready hook's ranges, the word embedding's rows
+ * handed over apart (rows hook), and the rank-layout
  * independence of dropout: with dropout on, a batch of 2 gives the same
  * gradients as the two sequences run as two batches of 1. */
 #include <omp.h>
@@ -10,13 +11,88 @@ typedef struct hook_log {
     size_t next;
     int calls;
     int ok;
+    size_t last_off, last_count;      /* the last range */
+    int rows_calls, rows_before_last; /* rows hook: calls, before the last range */
+    cz_grad_rows rows;
 } hook_log;
 
 static void hook(void *ctx, size_t offset, size_t count) {
     hook_log *h = ctx;
     if (offset != h->next || count == 0) h->ok = 0;
     h->next = offset + count;
+    h->last_off = offset;
+    h->last_count = count;
     h->calls++;
+}
+
+static void rows_hook(void *ctx, const cz_grad_rows *r) {
+    hook_log *h = ctx;
+    h->rows = *r;
+    h->rows_calls++;
+}
+
+/* Without a rows hook, ranges come in buffer order from the heads up, and
+ * the word embedding (offset 0) last, as the lookup adds to it at the end.
+ * With one, ranges are contiguous from 0 and the lookup's rows are handed
+ * over once, before the last range: those rows are the batch's distinct
+ * tokens in ascending order, and buffer + rows is the plain gradient (up
+ * to rounding in those rows: (decoder + lookup) is summed in another order;
+ * every other float bit-identical). */
+static void rows_handover(cz_model *m, const cz_model_config *c, const char *label) {
+    static test_batch tb;
+    make_batch(&tb, c, 2, 8, 3, 2, NULL, 5);
+    tb.b.train = 1;
+    size_t np = cz_model_num_params(m), V = (size_t)c->vocab_size, H = (size_t)c->hidden;
+    float *plain = malloc(np * sizeof *plain);
+    cz_losses l;
+    cz_error err;
+    hook_log hl = {0, 0, 1, 0, 0, 0, 0, {0}};
+    cz_model_zero_grads(m);
+    CHECK(cz_model_forward(m, &tb.b, &l, &err) == 0);
+    cz_model_set_grad_hook(m, hook, &hl);
+    hl.next = V * H; /* the heads' range starts after the word embedding */
+    cz_model_backward(m, &tb.b, 1.0f);
+    /* contiguous from the heads to the end of the buffer, then [0, V*H) */
+    CHECK(!hl.ok && hl.last_off == 0 && hl.last_count == V * H && hl.calls >= c->layers + 2);
+    memcpy(plain, cz_model_grads(m), np * sizeof *plain);
+
+    hook_log hr = {0, 0, 1, 0, 0, 0, 0, {0}};
+    cz_model_set_grad_rows_hook(m, rows_hook, &hr);
+    cz_model_set_grad_hook(m, hook, &hr);
+    cz_model_zero_grads(m);
+    CHECK(cz_model_forward(m, &tb.b, &l, &err) == 0);
+    cz_model_backward(m, &tb.b, 1.0f);
+    cz_model_set_grad_hook(m, NULL, NULL);
+    cz_model_set_grad_rows_hook(m, NULL, NULL);
+    CHECK(hr.ok && hr.next == np && hr.rows_calls == 1);
+    const cz_grad_rows *r = &hr.rows;
+    CHECK(r->offset == 0 && r->width == H && r->height == V);
+    /* the rows: exactly the distinct tokens of the batch, ascending */
+    char seen[4096] = {0};
+    size_t distinct = 0;
+    for (int i = 0; i < tb.b.batch * tb.b.seq; i++)
+        if (!seen[tb.b.tokens[i]]++) distinct++;
+    CHECK(r->n == distinct);
+    for (size_t i = 0; i < r->n; i++)
+        CHECK(seen[r->rows[i]] && (i == 0 || r->rows[i] > r->rows[i - 1]));
+    float *g = cz_model_grads(m);
+    char *in_rows = calloc(np, 1);
+    double worst = 0;
+    for (size_t i = 0; i < r->n; i++)
+        for (size_t j = 0; j < H; j++) {
+            size_t at = r->offset + (size_t)r->rows[i] * H + j;
+            float sum = g[at] + r->vals[i * H + j];
+            worst = fmax(worst, fabs(sum - plain[at]) / (fabs(plain[at]) + 1e-6));
+            in_rows[at] = 1;
+        }
+    size_t other_diff = 0;
+    for (size_t i = 0; i < np; i++) other_diff += !in_rows[i] && g[i] != plain[i];
+    printf("%s: rows hook: %zu rows; buffer + rows vs plain: worst rel %.2e, %zu other floats "
+           "differ (must be 0)\n",
+           label, r->n, worst, other_diff);
+    CHECK(worst < 1e-5 && other_diff == 0);
+    free(in_rows);
+    free(plain);
 }
 
 /* Batch of 2 vs two batches of 1, dropout on. Both sequences have the same
@@ -156,16 +232,11 @@ static void run(cz_arch arch, const char *label, const cz_gemm_ctx *gemm) {
     static test_batch tb;
     make_batch(&tb, &c, B, T, P, 2, NULL, 3);
 
-    hook_log hl = {0, 0, 1};
-    cz_model_set_grad_hook(m, hook, &hl);
     gradcheck(m, &tb.b, label);
-    /* ranges come contiguous from offset 0 up: the order the model declares
-     * to the gradient sync (cz_model_grad_order) */
+    /* ranges come contiguous from offset 0 up when the rows go apart: the
+     * order the model declares to the gradient sync (cz_model_grad_order) */
     CHECK(cz_model_grad_order(m) == CZ_GRAD_ASCENDING);
-    CHECK(hl.ok && hl.next == cz_model_num_params(m) && hl.calls >= c.layers + 1);
-    printf("%s: grad hook: %d contiguous ranges covering %zu params\n", label, hl.calls,
-           cz_model_num_params(m));
-    cz_model_set_grad_hook(m, NULL, NULL);
+    rows_handover(m, &c, label);
     layout_independence(m, &c, label);
     thread_independence(m, &c, label);
     smaller_batch(m, &c, gemm, label);

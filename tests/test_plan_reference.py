@@ -4,7 +4,10 @@
 For a small BERT and given rates (--gflops, --optim-ns, link and memory
 figures) this file recomputes, without any of cloze's code, what one step
 should take: the parameter table and backward's stages from the BERT layout
-(heads, layer L-1 .. 0, embeddings), the stages' FLOPs, the buckets counted
+(the tied word embedding, final with the heads because its lookup rows are
+reduced apart; heads, layer L-1 .. 0, the other embeddings), the stages'
+FLOPs, the word embedding's rows after backward (their union estimated by
+Heaps' law, as docs/distributed.md states it), the buckets counted
 from the end of the buffer, the alpha-beta times of the ring (one rank per
 host) and the hierarchical all-reduce (two ranks per host) on a switch, the
 serial schedule of the buckets as they become final, the weights'
@@ -57,7 +60,14 @@ heads = lin(H, H) + 2 * H + V + lin(H, H) + lin(H, 2)
 layer = 3 * H * H + 3 * H + lin(H, H) + 2 * H + lin(H, I) + lin(I, H) + 2 * H
 emb = V * H + POS * H + TYPES * H + 2 * H
 N = heads + L * layer + emb
-ends = [heads] + [heads + (k + 1) * layer for k in range(L)] + [N]
+WTE = V * H
+ends = [WTE + heads] + [WTE + heads + (k + 1) * layer for k in range(L)] + [N]
+HEAPS_K, HEAPS_B = 0.78, 0.815  # distinct ids among n tokens: K n^B, within [0, min(n, V)]
+
+
+def union_rows(p):
+    n = p * MICRO * T
+    return min(HEAPS_K * n ** HEAPS_B, n, V)
 fwd_layer = T * (8 * H * H + 4 * H * I) + 4 * T * T * H
 fwd_heads = P * (2 * H * H + 2 * H * V) + 2 * H * H + 4 * H
 fwd = L * fwd_layer + fwd_heads
@@ -95,7 +105,7 @@ def buckets(n, mb):
     return out
 
 
-def schedule(allreduce_time, backward, mb):
+def schedule(allreduce_time, backward, mb, p):
     """ascending: the bucket holding offset 0 (the last counted) finishes first"""
     acc, ready = 0.0, []
     for e, f in zip(ends, stage_flops):
@@ -109,6 +119,11 @@ def schedule(allreduce_time, backward, mb):
         end = start + 0.5 * t  # sharded: the reduce-scatter half
         total += 0.5 * t
         gather += 0.5 * t
+    # the rows, after both: the union's bit mask (one bit per id, in 64-bit
+    # words), then its rows x H floats, whole all-reduces
+    tail = allreduce_time(8 * ((V + 63) // 64)) + allreduce_time(union_rows(p) * H * 4)
+    end = max(end, backward) + tail
+    total += tail
     return total, max(0.0, end - backward), gather
 
 
@@ -124,11 +139,11 @@ def reference(hosts, rph, gflops=GFLOPS, gbit=GBIT, mb=BUCKET_MB):
     r = {"compute": micro_s, "backward": backward, "optim": optim, "control": control}
     if p > 1 and rph == 1:
         r["ring_reduce"], r["ring_exposed"], gather = schedule(lambda b: ring_time(hosts, b),
-                                                               backward, mb)
+                                                               backward, mb, p)
         exposed = r["ring_exposed"]
     elif p > 1:
         r["hierarchical_reduce"], r["hierarchical_exposed"], _ = schedule(
-            lambda b: hier_time(hosts, rph, b), backward, mb)
+            lambda b: hier_time(hosts, rph, b), backward, mb, p)
         gather = exposed = None  # the configured ring with 2 per host: not modelled here
     else:
         gather = exposed = 0.0

@@ -47,6 +47,11 @@ typedef struct cz_blob {
 #define CZ_BLOB_PARAMS "params" /* float32 parameters, the model's flat layout */
 #define CZ_BLOB_ADAM_M "adam_m" /* AdamW moments, the same layout */
 #define CZ_BLOB_ADAM_V "adam_v"
+/* the flat layout of params, adam_m and adam_v: CZ_PARAMS_LAYOUT, the tied
+ * word embedding first; a file without this blob has the layout of before
+ * (model.h cz_model_relayout_v2; hf.h cz_ckpt_get_params reads either) */
+#define CZ_BLOB_LAYOUT "layout"
+#define CZ_PARAMS_LAYOUT "word-embedding-first"
 /* a fine-tuning run's, besides those (hf.h formats and reads them): */
 #define CZ_BLOB_FT_HEAD "finetune.head"
 #define CZ_BLOB_FT_TASK "finetune.task"

@@ -78,7 +78,7 @@ int cz_comm_node_allgather(const cz_comm *c, const void *mine, size_t bytes, voi
 
 /* ---- small collectives for control and statistics (every rank calls) ---- */
 int cz_comm_barrier(const cz_comm *c, cz_error *err);
-typedef enum { CZ_OP_SUM = 0, CZ_OP_MAX = 1 } cz_reduce_op;
+typedef enum { CZ_OP_SUM = 0, CZ_OP_MAX = 1, CZ_OP_BOR = 2 /* u64 only */ } cz_reduce_op;
 /* In place over n doubles; every rank gets the result (MPI_Allreduce). */
 int cz_comm_allreduce_doubles(const cz_comm *c, double *v, int n, cz_reduce_op op, cz_error *err);
 /* The same over n unsigned 64-bit counts (exact, where doubles stop at 2^53). */
@@ -351,6 +351,18 @@ void cz_grad_sync_begin(cz_grad_sync *gs, float *grads);
 /* Backward hook (a cz_grad_ready_fn: pass gs as ctx): the range is final on
  * this rank; every bucket that became complete is started. */
 void cz_grad_sync_ready(void *gs, size_t offset, size_t count);
+/* Backward's rows hook (a cz_grad_rows_fn, model.h
+ * cz_model_set_grad_rows_hook: pass gs as ctx): rows backward kept out of
+ * the buffer, added after the buckets in cz_grad_sync_finish. There the
+ * ranks first agree on the union of their row ids (a bit per row, OR-ed),
+ * then all-reduce one compact [union, width] block with the sync's
+ * algorithm and add it to every union row of the reduced buffer. So the
+ * sum of a row differs from one reduction of (buffer + rows) only in
+ * rounding: (sum of buffers) + (sum of rows), the same on every rank for a
+ * given layout. r must stay valid until finish. */
+void cz_grad_sync_rows(void *gs, const cz_grad_rows *r);
+/* Rows in the last step's union (0 without rows). */
+size_t cz_grad_sync_tail_rows(const cz_grad_sync *gs);
 /* Marks everything final (ranges never reported are taken as done), waits
  * until every bucket is reduced. Returns the first communication error. */
 int cz_grad_sync_finish(cz_grad_sync *gs, cz_error *err);
@@ -371,16 +383,19 @@ double cz_grad_sync_comm_seconds(const cz_grad_sync *gs);
  * complete, each taking the model's time for its bytes (ALLREDUCE: an
  * all-reduce; REDUCE_SCATTER, REDUCE: its reduce-scatter half). After the
  * update, a sharded placement all-gathers the weights bucket by bucket and
- * a coordinator broadcasts them (priced as that all-gather). So the
- * prediction follows whatever the layout's buckets are. */
+ * a coordinator broadcasts them (priced as that all-gather). tail_floats:
+ * the rows handed over apart (cz_grad_sync_rows: the union's rows x width,
+ * 0 for none), all-reduced after both the buckets and backward, with the
+ * union's bit mask of tail_mask_bytes before them. So the prediction
+ * follows whatever the layout's buckets are. */
 typedef struct cz_sync_prediction {
-    double total;   /* the buckets' reductions, hidden or not */
+    double total;   /* the buckets' (and rows') reductions, hidden or not */
     double exposed; /* the last bucket's end after backward's end (>= 0) */
     double gather;  /* the weights back to every rank after the update */
 } cz_sync_prediction;
 void cz_sync_predict(const cz_net_model *m, int hosts, int ranks_per_host, cz_allreduce_algo algo,
                      int grid_x, const cz_bucket_layout *l, cz_grad_order order, cz_sync_mode mode,
                      const double *ready, const double *ready_t, int n_ready, double backward_s,
-                     cz_sync_prediction *out);
+                     double tail_floats, double tail_mask_bytes, cz_sync_prediction *out);
 
 #endif

@@ -86,6 +86,11 @@ int cz_hf_export(cz_model *m, const cz_hf_vocab *v, const char *dir, cz_error *e
  * it to mc (head, num_labels, lm_weight, vocab_size; 1 when the blob is
  * there, 0 when not: a pre-training checkpoint). */
 void cz_hf_head_text(const cz_model_config *mc, char *buf, size_t cap);
+/* Blob `name` (params, adam_m or adam_v) of checkpoint c (read from path)
+ * into dst, m's parameter count of floats, in m's layout: moved from the
+ * older layout where the file has no CZ_BLOB_LAYOUT blob. */
+int cz_ckpt_get_params(const cz_ckpt *c, const char *path, const char *name, const cz_model *m,
+                       float *dst, cz_error *err);
 int cz_hf_head_from_ckpt(const cz_ckpt *c, cz_model_config *mc);
 
 /* The task of a fine-tuned checkpoint (blob "finetune.task", "task NAME\n

@@ -164,12 +164,24 @@ typedef struct cz_model_memory {
 void cz_model_get_memory(const cz_model *m, cz_model_memory *out);
 
 /* Backward calls fn(ctx, offset, count) each time a contiguous range of the
- * gradient buffer is final (grads.h), in the order it produces them: heads,
- * last layer ... first layer, embeddings. The flat layout puts them in that
- * order, so ranges become final from offset 0 upwards: cz_model_grad_order
- * says so, and the gradient sync reduces buckets in that order while
- * backward continues. fn NULL: no calls. */
+ * gradient buffer is final (grads.h), in the order it produces them: the
+ * tied word embedding with the heads, last layer ... first layer, the other
+ * embeddings. The flat layout puts them in that order, so ranges become
+ * final from offset 0 upwards: cz_model_grad_order says so, and the
+ * gradient sync reduces buckets in that order while backward continues.
+ * fn NULL: no calls.
+ * The word embedding is final with the heads only when a rows hook takes
+ * the embedding lookup's rows (cz_model_set_grad_rows_hook: called once at
+ * the end of backward, before the last range is reported; the buffer then
+ * lacks those rows' lookup part). Without one, the lookup adds to the
+ * buffer as always and the word embedding's range is reported last, out of
+ * order. */
 void cz_model_set_grad_hook(cz_model *m, cz_grad_ready_fn fn, void *ctx);
+void cz_model_set_grad_rows_hook(cz_model *m, cz_grad_rows_fn fn, void *ctx);
+/* A buffer in this model's layout of before the tied word embedding went
+ * first (run-state versions <= 2: heads, layers, word embedding, the other
+ * embeddings) into today's, in place. -1 with err only when out of memory. */
+int cz_model_relayout_v2(const cz_model *m, float *buf, cz_error *err);
 cz_grad_order cz_model_grad_order(const cz_model *m);
 
 /* Forward pass; keeps the activations that backward needs. */
@@ -198,7 +210,8 @@ double cz_model_forward_flops(const cz_model_config *cfg, int seq, int max_pred)
 /* Backward's stages, in the order it finishes them (heads, layer L-1 ...
  * layer 0, embeddings), as the planner and metrics.jsonl's predictions
  * need them to know when each gradient bucket is final: after stage i the
- * buffer's floats [0, end) are final (cz_model_grad_order: ascending), and
+ * buffer's floats [0, end) are final (cz_model_grad_order: ascending; with
+ * a rows hook, so the word embedding is final with the heads), and
  * the stage's backward took `flops` for one sequence of seq tokens and
  * max_pred prediction slots. Without allocating the model. Returns the
  * number of stages (layers + 2; max must allow it), -1 on error. */

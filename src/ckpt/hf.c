@@ -405,6 +405,19 @@ void cz_hf_head_text(const cz_model_config *mc, char *buf, size_t cap) {
              mc->num_labels, (double)mc->lm_weight, mc->vocab_size);
 }
 
+int cz_ckpt_get_params(const cz_ckpt *c, const char *path, const char *name, const cz_model *m,
+                       float *dst, cz_error *err) {
+    if (cz_ckpt_get_exact(c, name, dst, cz_model_num_params(m) * sizeof(float), err) != 0)
+        return -1;
+    size_t len = 0;
+    const char *layout = cz_ckpt_get(c, CZ_BLOB_LAYOUT, &len);
+    if (!layout) return cz_model_relayout_v2(m, dst, err);
+    if (len != strlen(CZ_PARAMS_LAYOUT) || memcmp(layout, CZ_PARAMS_LAYOUT, len) != 0)
+        return cz_fail(err, "%s: blob '%s': layout '%.*s' is not one this cloze reads ('%s')", path,
+                       CZ_BLOB_LAYOUT, (int)(len < 64 ? len : 64), layout, CZ_PARAMS_LAYOUT);
+    return 0;
+}
+
 int cz_hf_head_from_ckpt(const cz_ckpt *c, cz_model_config *mc) {
     size_t n = 0;
     const char *h = cz_ckpt_get(c, CZ_BLOB_FT_HEAD, &n);

@@ -238,7 +238,7 @@ static double bucket_ready(const cz_bucket_layout *l, cz_grad_order order, int k
 void cz_sync_predict(const cz_net_model *m, int hosts, int ranks_per_host, cz_allreduce_algo algo,
                      int grid_x, const cz_bucket_layout *l, cz_grad_order order, cz_sync_mode mode,
                      const double *ready, const double *ready_t, int n_ready, double backward_s,
-                     cz_sync_prediction *out) {
+                     double tail_floats, double tail_mask_bytes, cz_sync_prediction *out) {
     memset(out, 0, sizeof *out);
     if (hosts * ranks_per_host < 2 || l->n_buckets == 0) return;
     cz_host_layout hl;
@@ -260,6 +260,12 @@ void cz_sync_predict(const cz_net_model *m, int hosts, int ranks_per_host, cz_al
         end = start + share * t;
         out->total += share * t;
         if (mode != CZ_SYNC_ALLREDUCE) out->gather += 0.5 * t;
+    }
+    if (tail_floats > 0) { /* after both (cz_grad_sync_finish), whole all-reduces in every mode */
+        double t = cz_net_allreduce_time(m, NULL, &hl, algo, grid_x, tail_mask_bytes) +
+                   cz_net_allreduce_time(m, NULL, &hl, algo, grid_x, tail_floats * sizeof(float));
+        end = (end > backward_s ? end : backward_s) + t;
+        out->total += t;
     }
     out->exposed = end > backward_s ? end - backward_s : 0;
     cz_host_layout_free(&hl);

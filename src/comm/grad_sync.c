@@ -9,7 +9,14 @@
  * issues the same message sequence whatever order the hook reports ranges
  * in (no deadlock), and each bucket's bits come from the fixed ring order.
  * Without MPI_THREAD_MULTIPLE, cz_grad_sync_finish reduces all buckets
- * itself, in the same order. */
+ * itself, in the same order.
+ *
+ * Rows handed over apart (cz_grad_sync_rows: the word embedding lookup's)
+ * are reduced in finish, after every bucket, on the caller's thread: the
+ * union of the ranks' row ids as a bit mask (MPI_BOR), then one compact
+ * block of the union's rows through the same algorithm. The block is small
+ * (the batch's distinct tokens, against the whole vocabulary in the
+ * buckets), so this is what backward cannot hide. */
 #include "comm_private.h"
 
 #include <limits.h>
@@ -37,6 +44,12 @@ struct cz_grad_sync {
     double wait_seconds;
     double comm_seconds; /* this step's time inside reduce_bucket */
     float *scratch;      /* one chunk: ring receive buffer / MPI_Reduce_scatter output */
+    cz_grad_rows rows;   /* this step's rows (has_rows) */
+    int has_rows;
+    uint64_t *mask; /* the union's bits, one per row of the rows' tensor */
+    size_t mask_words;
+    float *block; /* [union, width] */
+    size_t block_cap, tail_rows;
 };
 
 static int bucket_complete(const cz_grad_sync *gs, int k) {
@@ -103,6 +116,50 @@ static void *comm_thread(void *arg) {
  * the size that earlier runs used (and PyTorch DDP's default), kept for
  * models of 400 MiB of gradients and more, so that their bits do not change
  * (docs/distributed.md, "Buckets"). */
+static int ensure(void **p, size_t *cap, size_t want, size_t elem, cz_error *err) {
+    if (want <= *cap) return 0;
+    void *q = realloc(*p, want * elem);
+    if (!q) return cz_fail(err, "grad sync: out of memory for %zu rows' block", want);
+    *p = q;
+    *cap = want;
+    return 0;
+}
+
+/* The rows' union, its block all-reduced, added to the reduced buffer. */
+static int reduce_rows(cz_grad_sync *gs, cz_error *err) {
+    const cz_grad_rows *r = &gs->rows;
+    size_t words = (r->height + 63) / 64, w = r->width;
+    if (ensure((void **)&gs->mask, &gs->mask_words, words, sizeof *gs->mask, err) != 0) return -1;
+    memset(gs->mask, 0, words * sizeof *gs->mask);
+    for (size_t i = 0; i < r->n; i++) gs->mask[r->rows[i] / 64] |= 1ull << (r->rows[i] % 64);
+    if (gs->comm.size > 1 && words > (size_t)INT_MAX)
+        return cz_fail(err, "grad sync: %zu rows exceed MPI's int counts", r->height);
+    if (gs->comm.size > 1 && cz_comm_allreduce_u64(&gs->comm, gs->mask, (int)words, CZ_OP_BOR, err))
+        return cz_fail_prefix(err, "grad sync: the union of %zu rows", r->n);
+    size_t u = 0;
+    for (size_t k = 0; k < words; k++) u += (size_t)__builtin_popcountll(gs->mask[k]);
+    gs->tail_rows = u;
+    if (ensure((void **)&gs->block, &gs->block_cap, u * w + 1, sizeof(float), err) != 0) return -1;
+    memset(gs->block, 0, u * w * sizeof(float));
+    /* slot of a row = how many union rows lie below it; both lists ascend */
+    size_t slot = 0, mine = 0;
+    for (size_t k = 0; k < words && mine < r->n; k++)
+        for (uint64_t bits = gs->mask[k]; bits && mine < r->n; bits &= bits - 1, slot++)
+            if (k * 64 + (size_t)__builtin_ctzll(bits) == (size_t)r->rows[mine])
+                memcpy(gs->block + slot * w, r->vals + mine++ * w, w * sizeof(float));
+    if (gs->comm.size > 1 && u * w > 0 &&
+        cz_allreduce(&gs->comm, gs->algo, gs->block, u * w, NULL, err) != 0)
+        return cz_fail_prefix(err, "grad sync: the block of %zu rows", u);
+    slot = 0;
+    for (size_t k = 0; k < words; k++)
+        for (uint64_t bits = gs->mask[k]; bits; bits &= bits - 1, slot++) {
+            float *g = gs->grads + r->offset + (k * 64 + (size_t)__builtin_ctzll(bits)) * w;
+            const float *b = gs->block + slot * w;
+            for (size_t j = 0; j < w; j++) g[j] += b[j];
+        }
+    return 0;
+}
+
 double cz_grad_bucket_bytes(const cz_comm_config *cfg, size_t n) {
     const double mib = 1024.0 * 1024.0;
     if (cfg->bucket_mb > 0) return cfg->bucket_mb * mib;
@@ -148,6 +205,9 @@ int cz_grad_sync_create(cz_grad_sync **out, const cz_comm *c, const cz_comm_conf
         return cz_fail_prefix(err, "grad sync");
     }
     if (gs->comm.impl->coll) gs->algo = cz_coll_algo(gs->comm.impl->coll);
+    /* the rows' union mask is a small collective on this communicator: its
+     * wait is bounded like the algorithm's (a lost host, one line) */
+    gs->comm.impl->watch = gs->comm.impl->coll;
     pthread_mutex_init(&gs->mu, NULL);
     pthread_cond_init(&gs->cv, NULL);
     gs->sync_ok = 1;
@@ -184,6 +244,8 @@ void cz_grad_sync_free(cz_grad_sync *gs) {
     }
     cz_comm_finalize(&gs->comm);
     free(gs->ready);
+    free(gs->mask);
+    free(gs->block);
     cz_free(gs->scratch);
     free(gs);
 }
@@ -220,6 +282,8 @@ void cz_grad_sync_begin(cz_grad_sync *gs, float *grads) {
     gs->done = 0;
     gs->comm_seconds = 0;
     gs->failed = 0;
+    gs->has_rows = 0;
+    gs->tail_rows = 0;
     gs->active = 1;
     pthread_mutex_unlock(&gs->mu);
 }
@@ -247,6 +311,20 @@ void cz_grad_sync_ready(void *ctx, size_t offset, size_t count) {
     pthread_mutex_unlock(&gs->mu);
 }
 
+void cz_grad_sync_rows(void *ctx, const cz_grad_rows *r) {
+    cz_grad_sync *gs = ctx;
+    pthread_mutex_lock(&gs->mu);
+    if (gs->active) {
+        gs->rows = *r;
+        gs->has_rows = 1;
+    }
+    pthread_mutex_unlock(&gs->mu);
+}
+
+size_t cz_grad_sync_tail_rows(const cz_grad_sync *gs) {
+    return gs->tail_rows;
+}
+
 int cz_grad_sync_finish(cz_grad_sync *gs, cz_error *err) {
     double t0 = cz_now();
     const cz_bucket_layout *l = &gs->layout;
@@ -272,6 +350,11 @@ int cz_grad_sync_finish(cz_grad_sync *gs, cz_error *err) {
             gs->comm_seconds += cz_now() - t1;
             gs->done++;
         }
+    }
+    if (gs->has_rows && !gs->failed) {
+        double t1 = cz_now();
+        if (reduce_rows(gs, &gs->err) != 0) gs->failed = 1;
+        gs->comm_seconds += cz_now() - t1;
     }
     gs->active = 0;
     int failed = gs->failed;

@@ -154,7 +154,10 @@ static int allreduce(const cz_comm *c, void *v, int n, MPI_Datatype type, cz_red
     char w[64];
     snprintf(w, sizeof w, "all-reduce of %d %s", n, what);
     return started(c,
-                   MPI_Iallreduce(MPI_IN_PLACE, v, n, type, op == CZ_OP_MAX ? MPI_MAX : MPI_SUM,
+                   MPI_Iallreduce(MPI_IN_PLACE, v, n, type,
+                                  op == CZ_OP_MAX   ? MPI_MAX
+                                  : op == CZ_OP_BOR ? MPI_BOR
+                                                    : MPI_SUM,
                                   c->impl->mpi, &r),
                    &r, w, err);
 }

@@ -97,8 +97,7 @@ static int base_load(ft_base *b, const char *init, cz_error *err) {
     b->seq = cfg.data.seq;
     cz_hf_head_from_ckpt(b->ck, &b->mc); /* a fine-tuned checkpoint: its head */
     if (cz_model_create(&b->m, &b->mc, 1, 1, 1, NULL, err) ||
-        cz_ckpt_get_exact(b->ck, CZ_BLOB_PARAMS, cz_model_params(b->m),
-                          cz_model_num_params(b->m) * sizeof(float), err))
+        cz_ckpt_get_params(b->ck, init, CZ_BLOB_PARAMS, b->m, cz_model_params(b->m), err))
         return cz_fail_prefix(err, "%s", init);
     b->has_vocab = cz_hf_vocab_from_ckpt(&b->vocab, b->ck, err);
     if (b->has_vocab < 0) return cz_fail_prefix(err, "%s", init);

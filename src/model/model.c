@@ -7,9 +7,16 @@
  * Activations are row-major [tokens x features], token n = b*T + t.
  *
  * Parameter layout: one flat buffer, tensors in the order backward finishes
- * them: heads, layer L-1, ..., layer 0, embeddings (the tied word embedding is
- * last to finish because the embedding lookup adds to it at the very end).
- * The gradient buffer has the same layout; backward calls the grad hook with
+ * them: the tied word embedding, heads, layer L-1, ..., layer 0, the other
+ * embeddings. The word embedding's gradient has two parts: the LM decoder's
+ * (dense, every vocabulary row, done at the start of backward) and the
+ * embedding lookup's (only the rows of the batch's tokens, done at the very
+ * end). With a rows hook (cz_model_set_grad_rows_hook) the lookup's rows go
+ * to the hook instead of the buffer, so the word embedding's range is final
+ * with the heads and its all-reduce can run under the whole encoder's
+ * backward; the few rows follow after backward (Goyal et al. 2017 and
+ * PyTorch DDP bucket the same way: reduce what is final first). The
+ * gradient buffer has the same layout; backward calls the grad hook with
  * each finished range, in buffer order.
  *
  * Recomputation (cfg.recompute = CZ_RECOMPUTE_LAYERS; Chen et al. 2016,
@@ -77,10 +84,18 @@ struct cz_model {
     cz_tensor_info *tensors;
     int n_tensors;
     int *tensor_kind;
+    int *tensor_key; /* the tensor's place in the order of creation: keys its initial values */
     size_t n_params;
     float *params, *grads;
     cz_grad_ready_fn hook;
     void *hook_ctx;
+    cz_grad_rows_fn rows_hook;
+    void *rows_ctx;
+    /* the lookup's word-embedding rows (rows hook): row_of[v] is v's slot
+     * + 1 while backward builds them (0: absent), row_ids[slot] the id,
+     * tok_slot[n] token n's slot, row_vals [slots, H] */
+    int32_t *row_of, *row_ids, *tok_slot;
+    float *row_vals;
 
     /* parameter offsets */
     size_t wte, wpe, wtt, lne_g, lne_b; /* embeddings (wtt, lne only BERT) */
@@ -137,19 +152,44 @@ enum { MEM_PARAMS, MEM_LAYER_INPUTS, MEM_LAYER_ACTS, MEM_OTHER };
 
 /* ---- creation: the parameter table ---- */
 
-static size_t add_tensor(cz_model *m, const char *name, int s0, int s1, int kind) {
-    cz_tensor_info *t = &m->tensors[m->n_tensors];
+/* A tensor at `offset` (SIZE_MAX: the next free offset). The table stays
+ * in buffer order (the optimizer and the exports walk it so); each
+ * tensor's creation order keys its initial values (cz_model_init_weights),
+ * so that a tensor placed out of turn keeps the values it had. */
+static size_t place_tensor(cz_model *m, const char *name, int s0, int s1, int kind, size_t offset) {
+    int at = m->n_tensors;
+    if (offset != SIZE_MAX)
+        while (at > 0 && m->tensors[at - 1].offset > offset) at--;
+    memmove(m->tensors + at + 1, m->tensors + at, (size_t)(m->n_tensors - at) * sizeof *m->tensors);
+    memmove(m->tensor_kind + at + 1, m->tensor_kind + at,
+            (size_t)(m->n_tensors - at) * sizeof *m->tensor_kind);
+    memmove(m->tensor_key + at + 1, m->tensor_key + at,
+            (size_t)(m->n_tensors - at) * sizeof *m->tensor_key);
+    m->tensor_key[at] = m->n_tensors;
+    cz_tensor_info *t = &m->tensors[at];
     snprintf(t->name, sizeof t->name, "%s", name);
-    t->offset = m->n_params;
+    t->offset = offset == SIZE_MAX ? m->n_params : offset;
     t->ndim = s1 > 0 ? 2 : 1;
     t->shape[0] = s0;
     t->shape[1] = s1 > 0 ? s1 : 0;
     t->numel = (size_t)s0 * (size_t)(s1 > 0 ? s1 : 1);
     t->no_decay = kind != KIND_WEIGHT;
-    m->tensor_kind[m->n_tensors] = kind;
+    m->tensor_kind[at] = kind;
     m->n_tensors++;
-    m->n_params += t->numel;
+    if (offset == SIZE_MAX) m->n_params += t->numel;
     return t->offset;
+}
+
+static size_t add_tensor(cz_model *m, const char *name, int s0, int s1, int kind) {
+    return place_tensor(m, name, s0, s1, kind, SIZE_MAX);
+}
+
+/* The tied word embedding goes first in the buffer (top of the file) but
+ * keeps its place in the table, after the layers, so that the initial
+ * values stay those of the layout it had before. */
+static void reserve_word_embedding(cz_model *m) {
+    m->wte = 0;
+    m->n_params = (size_t)m->cfg.vocab_size * (size_t)m->cfg.hidden;
 }
 
 /* prefix.weight and prefix.bias of a linear map */
@@ -203,6 +243,7 @@ static void build_bert_table(cz_model *m) {
     const cz_model_config *c = &m->cfg;
     int h = c->hidden, in = c->intermediate;
     char p[96];
+    reserve_word_embedding(m);
     m->heads_begin = m->n_params;
     if (c->head == CZ_HEAD_PRETRAIN) {
         m->mlm_dense = add_lin(m, "cls.predictions.transform.dense", h, h, 0);
@@ -232,7 +273,8 @@ static void build_bert_table(cz_model *m) {
         ly->end = m->n_params;
     }
     m->emb_begin = m->n_params;
-    m->wte = add_tensor(m, "bert.embeddings.word_embeddings.weight", c->vocab_size, h, KIND_WEIGHT);
+    place_tensor(m, "bert.embeddings.word_embeddings.weight", c->vocab_size, h, KIND_WEIGHT,
+                 m->wte);
     m->wpe = add_tensor(m, "bert.embeddings.position_embeddings.weight", c->max_positions, h,
                         KIND_WEIGHT);
     m->wtt = add_tensor(m, "bert.embeddings.token_type_embeddings.weight", c->type_vocab_size, h,
@@ -245,6 +287,7 @@ static void build_gpt_table(cz_model *m) {
     const cz_model_config *c = &m->cfg;
     int h = c->hidden, in = c->intermediate;
     char p[96];
+    reserve_word_embedding(m);
     m->heads_begin = m->n_params; /* LM head is the tied embedding */
     if (c->head != CZ_HEAD_PRETRAIN) build_task_head(m);
     m->heads_end = m->n_params;
@@ -266,7 +309,7 @@ static void build_gpt_table(cz_model *m) {
         ly->end = m->n_params;
     }
     m->emb_begin = m->n_params;
-    m->wte = add_tensor(m, "transformer.tokens_embed.weight", c->vocab_size, h, KIND_WEIGHT);
+    place_tensor(m, "transformer.tokens_embed.weight", c->vocab_size, h, KIND_WEIGHT, m->wte);
     m->wpe = add_tensor(m, "transformer.positions_embed.weight", c->max_positions, h, KIND_WEIGHT);
     m->emb_end = m->n_params;
 }
@@ -312,6 +355,7 @@ static int alloc_params(cz_model *m, cz_error *err) {
     m->mem_slot = MEM_OTHER; /* tables, then re-assigned below */
     TAKE(m->tensors, MAX_TENSORS);
     TAKE(m->tensor_kind, MAX_TENSORS);
+    TAKE(m->tensor_key, MAX_TENSORS);
     TAKE(m->layers, L);
     if (L * 16 + 16 > MAX_TENSORS)
         return cz_fail(err, "model: %d layers exceed the tensor table", L);
@@ -421,6 +465,11 @@ static int alloc_work(cz_model *m, cz_error *err) {
     TAKE(m->dctx, N * H);
     TAKE(m->di, N * I);
     TAKE(m->dqkv, N * 3 * H);
+    TAKE(m->row_of, V);
+    TAKE(m->row_ids, N);
+    TAKE(m->tok_slot, N);
+    TAKE(m->row_vals, N * H);
+    memset(m->row_of, 0, (size_t)V * sizeof *m->row_of);
     return 0;
 }
 
@@ -526,6 +575,24 @@ void cz_model_set_grad_hook(cz_model *m, cz_grad_ready_fn fn, void *ctx) {
     m->hook_ctx = ctx;
 }
 
+void cz_model_set_grad_rows_hook(cz_model *m, cz_grad_rows_fn fn, void *ctx) {
+    m->rows_hook = fn;
+    m->rows_ctx = ctx;
+}
+
+/* before: [heads and layers: e][word embedding: vh][the rest]
+ * now:    [word embedding: vh][heads and layers: e][the rest] */
+int cz_model_relayout_v2(const cz_model *m, float *buf, cz_error *err) {
+    size_t vh = (size_t)m->cfg.vocab_size * m->cfg.hidden, e = m->emb_begin - vh;
+    float *tmp = cz_alloc(vh * sizeof *tmp, err);
+    if (!tmp) return -1;
+    memcpy(tmp, buf + e, vh * sizeof *tmp);
+    memmove(buf + vh, buf, e * sizeof *buf);
+    memcpy(buf, tmp, vh * sizeof *tmp);
+    cz_free(tmp);
+    return 0;
+}
+
 /* build_bert_table / build_gpt_table lay tensors out in the order backward
  * finishes them (top of the file), and cz_model_backward reports each
  * range as it finishes: from offset 0 upwards. */
@@ -538,9 +605,9 @@ void cz_model_zero_grads(cz_model *m) {
     memset(m->grads, 0, m->n_params * sizeof *m->grads);
 }
 
-/* Truncated normal: draw i of tensor k takes the first of the normals
- * (seed, INIT, k) at 64*i, 64*i+1, ... that lies within 2 std (a pure
- * function of (seed, k, i); P(64 rejections) ~ 0.0455^64). */
+/* Truncated normal: draw i of the k-th tensor created takes the first of
+ * the normals (seed, INIT, k) at 64*i, 64*i+1, ... that lies within 2 std
+ * (a pure function of (seed, k, i); P(64 rejections) ~ 0.0455^64). */
 void cz_model_init_weights(cz_model *m, uint64_t seed) {
     float std = m->cfg.init_range;
     for (int k = 0; k < m->n_tensors; k++) {
@@ -552,7 +619,7 @@ void cz_model_init_weights(cz_model *m, uint64_t seed) {
             for (size_t i = 0; i < t->numel; i++) w[i] = v;
             continue;
         }
-        cz_rng_stream s = cz_rng_stream_make(seed, CZ_RNG_INIT, (uint64_t)k, 0, 0);
+        cz_rng_stream s = cz_rng_stream_make(seed, CZ_RNG_INIT, (uint64_t)m->tensor_key[k], 0, 0);
 #pragma omp parallel for schedule(static)
         for (size_t i = 0; i < t->numel; i++) {
             double z = 0;
@@ -1076,8 +1143,27 @@ static void embeddings_backward(cz_model *m, const cz_batch *b) {
                                     m->emb_mean, m->emb_rstd, PARAM(m->lne_g), n, H));
         d = m->dr;
     }
-    PHASE(embeddings, cz_embedding_backward(GRAD(m->wte), GRAD(m->wpe), bert ? GRAD(m->wtt) : NULL,
-                                            d, b->tokens, b->segments, n, b->seq, H));
+    if (!m->rows_hook) {
+        PHASE(embeddings,
+              cz_embedding_backward(GRAD(m->wte), GRAD(m->wpe), bert ? GRAD(m->wtt) : NULL, d,
+                                    b->tokens, b->segments, n, b->seq, H));
+        return;
+    }
+    /* the lookup's rows apart: the batch's distinct ids in ascending order,
+     * each token's slot among them, then the same kernel (the same sums, in
+     * token order) into the compact rows */
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (!m->row_of[b->tokens[i]]) m->row_of[b->tokens[i]] = 1, k++;
+    for (int v = 0, s = 0; s < k; v++)
+        if (m->row_of[v]) m->row_ids[s] = v, m->row_of[v] = ++s;
+    for (int i = 0; i < n; i++) m->tok_slot[i] = m->row_of[b->tokens[i]] - 1;
+    memset(m->row_vals, 0, (size_t)k * H * sizeof *m->row_vals);
+    PHASE(embeddings, cz_embedding_backward(m->row_vals, GRAD(m->wpe), bert ? GRAD(m->wtt) : NULL,
+                                            d, m->tok_slot, b->segments, n, b->seq, H));
+    for (int i = 0; i < k; i++) m->row_of[m->row_ids[i]] = 0;
+    cz_grad_rows r = {m->wte, (size_t)H, (size_t)c->vocab_size, (size_t)k, m->row_ids, m->row_vals};
+    m->rows_hook(m->rows_ctx, &r);
 }
 
 void cz_model_backward(cz_model *m, const cz_batch *b, float grad_scale) {
@@ -1088,13 +1174,17 @@ void cz_model_backward(cz_model *m, const cz_batch *b, float grad_scale) {
         bert_heads_backward(m, b, grad_scale);
     else
         gpt_head_backward(m, b, grad_scale);
-    grad_ready(m, m->heads_begin, m->heads_end);
+    /* the word embedding's range is final now only if the lookup's rows go
+     * to the rows hook; else it is final last, reported after the others */
+    size_t wte_end = m->wte + (size_t)m->cfg.vocab_size * m->cfg.hidden;
+    grad_ready(m, m->rows_hook ? m->wte : m->heads_begin, m->heads_end);
     for (int l = m->cfg.layers - 1; l >= 0; l--) {
         layer_backward(m, l, b);
         grad_ready(m, m->layers[l].begin, m->layers[l].end);
     }
     embeddings_backward(m, b);
     grad_ready(m, m->emb_begin, m->emb_end);
+    if (!m->rows_hook) grad_ready(m, m->wte, wte_end);
     if (m->profiling) {
         m->prof.total += cz_now() - t0;
         m->prof.backwards++;
@@ -1105,6 +1195,7 @@ static void table_free(cz_model *m) {
     if (!m) return;
     cz_free(m->layers);
     cz_free(m->tensor_kind);
+    cz_free(m->tensor_key);
     cz_free(m->tensors);
     cz_free(m);
 }
@@ -1460,8 +1551,9 @@ static cz_model *table_only(const cz_model_config *cfg, cz_error *err) {
     m->cfg = *cfg;
     m->tensors = cz_alloc(MAX_TENSORS * sizeof *m->tensors, err);
     m->tensor_kind = cz_alloc(MAX_TENSORS * sizeof *m->tensor_kind, err);
+    m->tensor_key = cz_alloc(MAX_TENSORS * sizeof *m->tensor_key, err);
     m->layers = cz_alloc((size_t)(cfg->layers > 0 ? cfg->layers : 1) * sizeof *m->layers, err);
-    if (!m->tensors || !m->tensor_kind || !m->layers) {
+    if (!m->tensors || !m->tensor_kind || !m->tensor_key || !m->layers) {
         table_free(m);
         return NULL;
     }

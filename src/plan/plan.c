@@ -12,6 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* distinct_tokens below: Heaps' law constants */
+#define HEAPS_K 0.78
+#define HEAPS_B 0.815
+
 /* The gradient sync's buckets, as cz_grad_sync_create cuts them: the one
  * place the planner learns the layout, so a change of the cut in comm
  * reaches the plan. */
@@ -59,6 +63,17 @@ static double control_seconds(const cz_net_model *m, int hosts, int rph) {
     return 3.0 * one;
 }
 
+/* Distinct ids among n tokens of text over a vocabulary of v: the word
+ * embedding rows the ranks' union holds after backward (cz_grad_sync_rows).
+ * Heaps' law, k n^b (Heaps 1978), capped by n and v; k and b fitted to
+ * the union counts of training runs (docs/distributed.md, "The word
+ * embedding's rows"). */
+static double distinct_tokens(double n, int v) {
+    double u = HEAPS_K * pow(n, HEAPS_B);
+    if (u > n) u = n;
+    return u < v ? u : v;
+}
+
 typedef struct sync_cost {
     double reduce, exposed, gather;
 } sync_cost;
@@ -79,9 +94,11 @@ static sync_cost sync_cost_of(const cz_config *cfg, const cz_plan_cluster *cl, c
     cz_bucket_layout l;
     sync_layout(&l, pm->n, bucket_mb, p);
     cz_sync_prediction pr;
+    int V = cfg->model.vocab_size;
+    double rows = p > 1 ? distinct_tokens((double)p * pm->micro * pm->seq, V) : 0;
     cz_sync_predict(&cl->net, hosts, rph, algo, gx, &l, CZ_GRAD_ASCENDING,
                     cz_placement_sync_mode(cfg->optim.placement), ready, at, pm->n_st, backward,
-                    &pr);
+                    rows * cfg->model.hidden, 8.0 * ((V + 63) / 64), &pr);
     sync_cost c = {pr.total, pr.exposed, pr.gather};
     if (cfg->optim.placement == CZ_PLACE_REPLICATED) c.gather = 0;
     return c;

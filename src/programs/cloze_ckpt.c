@@ -131,8 +131,7 @@ static int model_of_ckpt(const char *path, const cz_ckpt *c, cz_config *cfg, cz_
     if (rc) return -1;
     cz_hf_head_from_ckpt(c, &cfg->model); /* a cloze-finetune checkpoint: its task head */
     if (cz_model_create(m, &cfg->model, 1, 1, 1, NULL, err)) return cz_fail_prefix(err, "%s", path);
-    size_t bytes = cz_model_num_params(*m) * sizeof(float);
-    if (cz_ckpt_get_exact(c, CZ_BLOB_PARAMS, cz_model_params(*m), bytes, err)) return -1;
+    if (cz_ckpt_get_params(c, path, CZ_BLOB_PARAMS, *m, cz_model_params(*m), err)) return -1;
     return 0;
 }
 
@@ -354,13 +353,14 @@ static int import_hf(int argc, char **argv) {
     }
     char source[1200], meta[1200];
     snprintf(source, sizeof source, "imported from %s (%s)\n", dir, arch[0] ? arch : "?");
-    cz_blob blobs[6] = {
+    cz_blob blobs[7] = {
         {CZ_BLOB_CONFIG, config_text, strlen(config_text)},
         {CZ_BLOB_PARAMS, cz_model_params(m), cz_model_num_params(m) * sizeof(float)},
         {"source", source, strlen(source)},
+        {CZ_BLOB_LAYOUT, CZ_PARAMS_LAYOUT, strlen(CZ_PARAMS_LAYOUT)},
     };
-    int nb = 3;
-    if (has_vocab) nb += cz_hf_vocab_blobs(&v, meta, sizeof meta, blobs + 3);
+    int nb = 4;
+    if (has_vocab) nb += cz_hf_vocab_blobs(&v, meta, sizeof meta, blobs + 4);
     if (cz_ckpt_write(out, blobs, nb, &err)) goto done;
     printf("%s -> %s: %s, %d tensors loaded%s", dir, out, arch[0] ? arch : "model", rep.loaded,
            rep.unprefixed ? " (names without the task model's prefix)" : "");

@@ -78,6 +78,7 @@ void cz_metrics_step(cz_run *r, const cz_step_stats *s) {
         json_num(line, &n, sizeof line, "backward_seconds", s->backward_seconds);
         json_num(line, &n, sizeof line, "grad_comm_seconds", s->grad_comm_seconds);
         json_num(line, &n, sizeof line, "gather_seconds", s->gather_seconds);
+        json_num(line, &n, sizeof line, "grad_rows", s->grad_rows);
         json_num(line, &n, sizeof line, "pred_grad_comm_seconds", s->pred.total);
         json_num(line, &n, sizeof line, "pred_exposed_seconds", s->pred.exposed);
         json_num(line, &n, sizeof line, "pred_gather_seconds", s->pred.gather);

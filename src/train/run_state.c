@@ -22,10 +22,16 @@
 
 #include "cloze/hf.h"
 
-/* 2: BERT's query, key and value weights lie one after the other in the
+/* 3: the tied word embedding lies first in the flat buffer (so that its
+ * gradient can be reduced under the encoder's backward: src/model/model.c),
+ * and the file says so (CZ_BLOB_LAYOUT); versions 1 and 2 had it after the
+ * layers, and are read by moving it (cz_ckpt_get_params). A cloze that
+ * reads only 2 refuses 3, rather than load the new layout as the old.
+ * 2: BERT's query, key and value weights lie one after the other in the
  * flat buffer, then their biases (add_qkv in src/model/model.c); version 1
- * interleaved weight and bias per map. GPT's layout is the same in both. */
-#define CZ_RUN_STATE_VERSION 2
+ * interleaved weight and bias per map, and is refused for BERT. GPT's
+ * layout is the same in 1 and 2. */
+#define CZ_RUN_STATE_VERSION 3
 
 typedef struct cz_run_state {
     uint64_t version;
@@ -71,15 +77,16 @@ int cz_run_save_checkpoint(cz_run *r, cz_error *err) {
         size_t bytes = sizeof(float) * r->n_params;
         int64_t step_le = r->step; /* little-endian hosts only (see shard.h) */
         enum { MAX_TASK_BLOBS = 8 };
-        cz_blob blobs[6 + MAX_TASK_BLOBS] = {
+        cz_blob blobs[7 + MAX_TASK_BLOBS] = {
             {CZ_BLOB_STEP, &step_le, sizeof step_le},
             {CZ_BLOB_CONFIG, config_text, config_text ? strlen(config_text) : 0},
             {CZ_BLOB_STATE, &st, sizeof st},
             {CZ_BLOB_PARAMS, cz_model_params(r->model), bytes},
             {CZ_BLOB_ADAM_M, m, bytes},
             {CZ_BLOB_ADAM_V, v, bytes},
+            {CZ_BLOB_LAYOUT, CZ_PARAMS_LAYOUT, strlen(CZ_PARAMS_LAYOUT)},
         };
-        int nb = 6; /* and what a task keeps beside them (cz_train_task.blobs) */
+        int nb = 7; /* and what a task keeps beside them (cz_train_task.blobs) */
         for (int i = 0; r->task && i < r->task->n_blobs && i < MAX_TASK_BLOBS; i++)
             blobs[nb++] = r->task->blobs[i];
         char path[CZ_PATH_MAX + 32];
@@ -287,11 +294,11 @@ static int load_on_coordinator(cz_run *r, const char *path, cz_run_state *st, fl
     if (cz_ckpt_read(path, &c, err) != 0) return -1;
     int rc = cz_ckpt_get_exact(c, CZ_BLOB_STATE, st, sizeof *st, err);
     /* GPT's layout did not change with version 2 */
-    if (rc == 0 && st->version != CZ_RUN_STATE_VERSION &&
+    if (rc == 0 && st->version != CZ_RUN_STATE_VERSION && st->version != 2 &&
         !(st->version == 1 && r->cfg.model.arch == CZ_ARCH_GPT))
         rc = cz_fail(err,
-                     "%s: state: version %llu, this cloze reads %d (BERT parameters are laid "
-                     "out differently since version 2)",
+                     "%s: state: version %llu, this cloze reads 2 and %d (BERT parameters are "
+                     "laid out differently since version 2)",
                      path, (unsigned long long)st->version, CZ_RUN_STATE_VERSION);
     if (rc == 0 && st->n_params != r->n_params)
         rc = cz_fail(err,
@@ -302,14 +309,15 @@ static int load_on_coordinator(cz_run *r, const char *path, cz_run_state *st, fl
     const char *saved = rc == 0 ? cz_ckpt_get(c, CZ_BLOB_CONFIG, &saved_len) : NULL;
     if (rc == 0 && saved) rc = check_config(r, path, saved, saved_len, err);
     size_t bytes = sizeof(float) * r->n_params;
-    if (rc == 0) rc = cz_ckpt_get_exact(c, CZ_BLOB_PARAMS, cz_model_params(r->model), bytes, err);
+    if (rc == 0)
+        rc = cz_ckpt_get_params(c, path, CZ_BLOB_PARAMS, r->model, cz_model_params(r->model), err);
     if (rc == 0) {
         *m = cz_alloc(bytes, err);
         *v = *m ? cz_alloc(bytes, err) : NULL;
         if (!*v) rc = -1;
     }
-    if (rc == 0) rc = cz_ckpt_get_exact(c, CZ_BLOB_ADAM_M, *m, bytes, err);
-    if (rc == 0) rc = cz_ckpt_get_exact(c, CZ_BLOB_ADAM_V, *v, bytes, err);
+    if (rc == 0) rc = cz_ckpt_get_params(c, path, CZ_BLOB_ADAM_M, r->model, *m, err);
+    if (rc == 0) rc = cz_ckpt_get_params(c, path, CZ_BLOB_ADAM_V, r->model, *v, err);
     cz_ckpt_free(c);
     return rc;
 }
@@ -391,8 +399,7 @@ int cz_run_init_from(cz_run *r, cz_error *err) {
         free(t);
     }
     if (rc == 0)
-        rc = cz_ckpt_get_exact(c, CZ_BLOB_PARAMS, cz_model_params(r->model),
-                               sizeof(float) * cz_model_num_params(r->model), err);
+        rc = cz_ckpt_get_params(c, from, CZ_BLOB_PARAMS, r->model, cz_model_params(r->model), err);
     cz_ckpt_free(c);
     if (rc == 0 && r->comm.rank == 0) cz_info("model.init_from %s: parameters loaded", from);
     return rc;

@@ -227,7 +227,9 @@ static void predict_step(const cz_run *r, int ph, cz_step_stats *s) {
     if (cz_comm_grid_parse(r->cfg.dist.grid, &gx, &gy, &e) != 0) gx = 0;
     cz_sync_predict(&net, r->hosts, r->ranks_per_host, cz_grad_sync_algo(r->gs), gx,
                     cz_grad_sync_layout(r->gs), cz_model_grad_order(r->model),
-                    cz_grad_sync_mode(r->gs), ready, at, n, s->backward_seconds, &s->pred);
+                    cz_grad_sync_mode(r->gs), ready, at, n, s->backward_seconds,
+                    (double)cz_grad_sync_tail_rows(r->gs) * r->cfg.model.hidden,
+                    8.0 * ((r->cfg.model.vocab_size + 63) / 64), &s->pred);
     if (r->cfg.optim.placement == CZ_PLACE_REPLICATED) s->pred.gather = 0;
 }
 
@@ -482,17 +484,21 @@ static int train_step(cz_run *r, cz_step_stats *s, cz_error *err) {
             if (nan_injected_at(r->inject_nan_steps, r->step)) grads[0] = NAN;
             cz_grad_sync_begin(gs, grads);
             cz_model_set_grad_hook(r->model, cz_grad_sync_ready, gs);
+            cz_model_set_grad_rows_hook(r->model, cz_grad_sync_rows, gs);
         } else {
             cz_model_set_grad_hook(r->model, NULL, NULL);
+            cz_model_set_grad_rows_hook(r->model, NULL, NULL);
         }
         double t_bwd = cz_now();
         cz_model_backward(r->model, &b, 1.0f);
         if (last) s->backward_seconds = cz_now() - t_bwd;
     }
     cz_model_set_grad_hook(r->model, NULL, NULL);
+    cz_model_set_grad_rows_hook(r->model, NULL, NULL);
     s->compute_seconds = cz_now() - t0;
     if (cz_grad_sync_finish(gs, err) != 0) return -1;
     s->grad_comm_seconds = cz_grad_sync_comm_seconds(gs);
+    s->grad_rows = (double)cz_grad_sync_tail_rows(gs);
     double lr = cz_lr_at(&r->cfg.optim, r->step, r->cfg.train.steps);
     cz_step_report rep;
     double t_opt = cz_now();

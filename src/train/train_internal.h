@@ -75,6 +75,7 @@ typedef struct cz_step_stats {
     double backward_seconds; /* the last backward, which the gradient sync overlaps */
     double grad_comm_seconds, gather_seconds; /* measured: buckets' reductions, weights back */
     cz_sync_prediction pred;                  /* the cost model's for the same */
+    double grad_rows; /* word-embedding rows reduced after backward (the ranks' union) */
     uint64_t samples_done;
 } cz_step_stats;
 
