@@ -18,7 +18,8 @@
 # One cluster for all cases; per case one training run. Columns (medians
 # over steps 3..STEPS of metrics.jsonl): step_s; wait_s = comm_wait_seconds,
 # the gradient communication still running after backward (with
-# dist.overlap = false: all of it); compute_s = step_s - wait_s; MB/step =
+# dist.overlap = false: all of it); compute_s = step_s - wait_s; backward_s = the
+# last backward (what the all-reduce can run under); MB/step =
 # bytes the hosts' links sent during the run (`cloze-netsim stats`, every
 # host's egress, start-up and evaluation included) divided by the steps.
 # hidden = 1 - wait_s / wait_s of the same CONFIG:MICRO and placement with
@@ -80,13 +81,14 @@ done
 echo "# load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 python3 - "$work/rows" <<'PY'
 import json, statistics, sys
-print("| model | micro-batch | settings | step s | wait s | compute s | MB/step | hidden |")
-print("|---|---:|---|---:|---:|---:|---:|---:|")
+print("| model | micro-batch | settings | step s | wait s | compute s | backward s | MB/step | hidden |")
+print("|---|---:|---|---:|---:|---:|---:|---:|---:|")
 off = {}
 for cfg, micro, steps, settings, sent, path in (l.split() for l in open(sys.argv[1])):
     recs = [r for r in map(json.loads, open(path)) if "step_seconds" in r][2:]
     step = statistics.median(r["step_seconds"] for r in recs)
     wait = statistics.median(r["comm_wait_seconds"] for r in recs)
+    backward = statistics.median(r["backward_seconds"] for r in recs)
     # compared with overlap=false of the same model, micro-batch and placement
     place = [kv for kv in settings.split(",") if kv.startswith("placement=")]
     key = (cfg, micro, place[0] if place else "placement=sharded")
@@ -95,5 +97,5 @@ for cfg, micro, steps, settings, sent, path in (l.split() for l in open(sys.argv
     hidden = f"{1 - wait / off[key]:.0%}" if key in off and "overlap=false" not in settings else "-"
     mb = int(sent) / int(steps) / 1e6
     print(f"| {cfg} | {micro} | {settings} | {step:.3f} | {wait:.3f} | {step - wait:.3f} | "
-          f"{mb:.1f} | {hidden} |")
+          f"{backward:.3f} | {mb:.1f} | {hidden} |")
 PY

@@ -81,7 +81,7 @@ static void local_grads(cz_model *m, const cz_batch *b, float *g, float *rows) {
 /* One step's backward through a grad sync on c; the synced gradients into
  * out. With hk: the overlap hook, else cz_grad_sync_ready itself. */
 static void synced_grads(const cz_comm *c, cz_model *m, const cz_batch *b, cz_sync_mode mode,
-                         double bucket_mb, overlap_hook *hk, float *out) {
+                         double bucket_mb, overlap_hook *hk, float *out, size_t *union_rows) {
     size_t n = cz_model_num_params(m);
     cz_comm_config cfg = {.allreduce = CZ_ALLREDUCE_RING, .bucket_mb = bucket_mb, .overlap = 1};
     cz_grad_sync *gs;
@@ -106,13 +106,18 @@ static void synced_grads(const cz_comm *c, cz_model *m, const cz_batch *b, cz_sy
     cz_model_set_grad_rows_hook(m, NULL, NULL);
     CHECK(cz_grad_sync_finish(gs, &err) == 0, "%s", err.msg);
     CHECK(cz_grad_sync_tail_rows(gs) > 0, "no rows were reduced after backward");
+    *union_rows = cz_grad_sync_tail_rows(gs);
     memcpy(out, cz_model_grads(m), n * sizeof(float));
     cz_grad_sync_free(gs);
 }
 
-static void run(const cz_comm *c, cz_arch arch, cz_sync_mode mode) {
-    const char *label = arch == CZ_ARCH_BERT ? "bert" : "gpt";
-    cz_model_config cfg = tiny_config(arch, 300, 32, 3, 2, 16);
+/* vocab: 300 sends the rows as one block; 24, where the ranks' tokens
+ * cover more than half the vocabulary, through the word embedding's
+ * buckets (cz_grad_sync_rows) */
+static void run(const cz_comm *c, cz_arch arch, cz_sync_mode mode, int vocab) {
+    char label[32];
+    snprintf(label, sizeof label, "%s vocab %d", arch == CZ_ARCH_BERT ? "bert" : "gpt", vocab);
+    cz_model_config cfg = tiny_config(arch, vocab, 32, 3, 2, 16);
     cfg.hidden_dropout = cfg.attn_dropout = 0; /* the same function on every run */
     cz_error err;
     cz_gemm_ctx *gemm = cz_gemm_setup(CZ_GEMM_AUTO, 1, &err);
@@ -145,10 +150,14 @@ static void run(const cz_comm *c, cz_arch arch, cz_sync_mode mode) {
     CHECK(hk.before >= 3, "%s: only %d buckets below the embeddings", label, hk.before);
 
     float *over = malloc(n * sizeof(float)), *sync = malloc(n * sizeof(float));
+    size_t union_rows = 0;
     float *mine = malloc(n * sizeof(float)), *all = malloc(n * (size_t)c->size * sizeof(float));
     float *rows = malloc(n * sizeof(float)),
           *all_rows = malloc(n * (size_t)c->size * sizeof(float));
-    synced_grads(c, m, &tb.b, mode, bucket_mb, &hk, over);
+    synced_grads(c, m, &tb.b, mode, bucket_mb, &hk, over, &union_rows);
+    int block = cz_grad_rows_as_block((double)union_rows, vocab);
+    CHECK(block == (vocab > 100), "%s: %zu rows of %d went %s", label, union_rows, vocab,
+          block ? "as a block" : "through the buckets");
     CHECK(hk.waited && hk.done_then >= hk.before,
           "%s mode %d: %d of the %d buckets below the embeddings reduced when their range was "
           "reported (waited %.1f s): backward does not overlap communication",
@@ -158,7 +167,7 @@ static void run(const cz_comm *c, cz_arch arch, cz_sync_mode mode) {
     cz_comm single;
     CHECK(cz_comm_dup(c, &single, &err) == 0, "%s", err.msg);
     cz_comm_set_single_thread(&single);
-    synced_grads(&single, m, &tb.b, mode, bucket_mb, NULL, sync);
+    synced_grads(&single, m, &tb.b, mode, bucket_mb, NULL, sync, &union_rows);
     cz_comm_finalize(&single);
 
     /* a double reference from every rank's local gradients */
@@ -193,8 +202,10 @@ static void run(const cz_comm *c, cz_arch arch, cz_sync_mode mode) {
           held);
     if (c->rank == 0 && hk.done_then >= hk.before && differ == 0)
         printf("%s mode %d: %d buckets, %d below the embeddings, all reduced before their range "
-               "was reported (hook waited %.4f s); %zu floats equal to the synchronous path\n",
-               label, mode, l.n_buckets, hk.before, hk.seconds, held);
+               "was reported (hook waited %.4f s); %zu rows %s; %zu floats equal to the "
+               "synchronous path\n",
+               label, mode, l.n_buckets, hk.before, hk.seconds, union_rows,
+               block ? "as a block" : "through the buckets", held);
     free(over), free(sync), free(mine), free(all), free(rows), free(all_rows);
     cz_model_free(m);
     cz_gemm_free(gemm);
@@ -210,9 +221,10 @@ int main(int argc, char **argv) {
         cz_comm_finalize(&c);
         return 77;
     }
-    for (int arch = 0; arch < 2; arch++) {
-        run(&c, (cz_arch)arch, CZ_SYNC_ALLREDUCE);
-        run(&c, (cz_arch)arch, CZ_SYNC_REDUCE_SCATTER);
-    }
+    for (int arch = 0; arch < 2; arch++)
+        for (int v = 0; v < 2; v++) {
+            run(&c, (cz_arch)arch, CZ_SYNC_ALLREDUCE, v ? 24 : 300);
+            run(&c, (cz_arch)arch, CZ_SYNC_REDUCE_SCATTER, v ? 24 : 300);
+        }
     return mpi_test_end(&c);
 }

@@ -65,8 +65,8 @@ ends = [WTE + heads] + [WTE + heads + (k + 1) * layer for k in range(L)] + [N]
 HEAPS_K, HEAPS_B = 0.78, 0.815  # distinct ids among n tokens: K n^B, within [0, min(n, V)]
 
 
-def union_rows(p):
-    n = p * MICRO * T
+def union_rows(p, micro):
+    n = p * micro * T
     return min(HEAPS_K * n ** HEAPS_B, n, V)
 fwd_layer = T * (8 * H * H + 4 * H * I) + 4 * T * T * H
 fwd_heads = P * (2 * H * H + 2 * H * V) + 2 * H * H + 4 * H
@@ -105,7 +105,7 @@ def buckets(n, mb):
     return out
 
 
-def schedule(allreduce_time, backward, mb, p):
+def schedule(allreduce_time, backward, mb, p, micro):
     """ascending: the bucket holding offset 0 (the last counted) finishes first"""
     acc, ready = 0.0, []
     for e, f in zip(ends, stage_flops):
@@ -120,18 +120,24 @@ def schedule(allreduce_time, backward, mb, p):
         total += 0.5 * t
         gather += 0.5 * t
     # the rows, after both: the union's bit mask (one bit per id, in 64-bit
-    # words), then its rows x H floats, whole all-reduces
-    tail = allreduce_time(8 * ((V + 63) // 64)) + allreduce_time(union_rows(p) * H * 4)
+    # words); a block of the union's rows x H floats while the union is at
+    # most half the vocabulary, else the word embedding's buckets again
+    u = union_rows(p, micro)
+    tail = allreduce_time(8 * ((V + 63) // 64))
+    if 2 * u <= V:
+        tail += allreduce_time(u * H * 4)
+    else:
+        tail += sum(0.5 * allreduce_time(cnt * 4) for lo, cnt in buckets(N, mb) if lo < WTE)
     end = max(end, backward) + tail
     total += tail
     return total, max(0.0, end - backward), gather
 
 
-def reference(hosts, rph, gflops=GFLOPS, gbit=GBIT, mb=BUCKET_MB):
+def reference(hosts, rph, gflops=GFLOPS, gbit=GBIT, mb=BUCKET_MB, micro=MICRO):
     global GBIT_NOW
     GBIT_NOW = gbit
     p = hosts * rph
-    micro_s = MICRO * (fwd + bwd) / (gflops * 1e9)
+    micro_s = micro * (fwd + bwd) / (gflops * 1e9)
     backward = micro_s * bwd / (fwd + bwd)
     optim = N / p * OPT_NS * 1e-9
     control = 3 * 2 * (math.ceil(math.log2(hosts)) * ALPHA_NET +
@@ -139,18 +145,18 @@ def reference(hosts, rph, gflops=GFLOPS, gbit=GBIT, mb=BUCKET_MB):
     r = {"compute": micro_s, "backward": backward, "optim": optim, "control": control}
     if p > 1 and rph == 1:
         r["ring_reduce"], r["ring_exposed"], gather = schedule(lambda b: ring_time(hosts, b),
-                                                               backward, mb, p)
+                                                               backward, mb, p, micro)
         exposed = r["ring_exposed"]
     elif p > 1:
         r["hierarchical_reduce"], r["hierarchical_exposed"], _ = schedule(
-            lambda b: hier_time(hosts, rph, b), backward, mb, p)
+            lambda b: hier_time(hosts, rph, b), backward, mb, p, micro)
         gather = exposed = None  # the configured ring with 2 per host: not modelled here
     else:
         gather = exposed = 0.0
     if exposed is not None:
         r["gather"] = gather
         r["step"] = micro_s + exposed + optim + gather + control
-        r["tokens_per_s"] = MICRO * p * T / r["step"]
+        r["tokens_per_s"] = micro * p * T / r["step"]
     return r
 
 
@@ -193,9 +199,15 @@ compare("one bucket", one_bucket, reference(4, 1, gflops=GFLOPS / 20, mb=100))
 if slow["ring_exposed"] >= one_bucket["ring_exposed"]:
     fails.append(f"with backward long enough, small buckets must expose less than one bucket: "
                  f"{slow['ring_exposed']} vs {one_bucket['ring_exposed']}")
+# a large batch: the union of the word embedding's rows passes half the
+# vocabulary, so they go through its buckets again instead of one block
+big = plan([4], 1, sets=["train.micro_batch=64", "train.global_batch=256"])[0]
+if not 2 * union_rows(4, 64) > V:
+    fails.append(f"the large-batch case has a union of {union_rows(4, 64)} rows, not above V/2")
+compare("micro-batch 64 (rows through the buckets)", big, reference(4, 1, micro=64))
 
 if fails:
     print("\n".join("FAIL: " + f for f in fails))
     sys.exit(1)
-print(f"cloze-plan matches the reference on {len(rows) + 2 + 3} rows (N = {N} parameters, "
+print(f"cloze-plan matches the reference on {len(rows) + 2 + 4} rows (N = {N} parameters, "
       f"{len(buckets(N, BUCKET_MB))} buckets) and moves the right way")

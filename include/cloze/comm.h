@@ -356,13 +356,20 @@ void cz_grad_sync_ready(void *gs, size_t offset, size_t count);
  * the buffer, added after the buckets in cz_grad_sync_finish. There the
  * ranks first agree on the union of their row ids (a bit per row, OR-ed),
  * then all-reduce one compact [union, width] block with the sync's
- * algorithm and add it to every union row of the reduced buffer. So the
- * sum of a row differs from one reduction of (buffer + rows) only in
- * rounding: (sum of buffers) + (sum of rows), the same on every rank for a
- * given layout. r must stay valid until finish. */
+ * algorithm and add it to every union row of the reduced buffer; when the
+ * union holds more than half the tensor's rows (that block's all-reduce
+ * would carry more than the tensor's reduction), they reduce the rows
+ * scattered into the tensor's buckets instead, bucket by bucket as the
+ * mode says. Either way the sum of a row differs from one reduction of
+ * (buffer + rows) only in rounding: (sum of buffers) + (sum of rows), the
+ * same on every rank and in every mode for a given layout. r must stay
+ * valid until finish. */
 void cz_grad_sync_rows(void *gs, const cz_grad_rows *r);
 /* Rows in the last step's union (0 without rows). */
 size_t cz_grad_sync_tail_rows(const cz_grad_sync *gs);
+/* Which way those rows went: a block when 2 x union <= the tensor's rows,
+ * else scattered into its buckets (the rule above, one place). */
+int cz_grad_rows_as_block(double union_rows, double height);
 /* Marks everything final (ranges never reported are taken as done), waits
  * until every bucket is reduced. Returns the first communication error. */
 int cz_grad_sync_finish(cz_grad_sync *gs, cz_error *err);
@@ -383,11 +390,15 @@ double cz_grad_sync_comm_seconds(const cz_grad_sync *gs);
  * complete, each taking the model's time for its bytes (ALLREDUCE: an
  * all-reduce; REDUCE_SCATTER, REDUCE: its reduce-scatter half). After the
  * update, a sharded placement all-gathers the weights bucket by bucket and
- * a coordinator broadcasts them (priced as that all-gather). tail_floats:
- * the rows handed over apart (cz_grad_sync_rows: the union's rows x width,
- * 0 for none), all-reduced after both the buckets and backward, with the
- * union's bit mask of tail_mask_bytes before them. So the prediction
- * follows whatever the layout's buckets are. */
+ * a coordinator broadcasts them (priced as that all-gather). rows: the
+ * rows handed over apart (cz_grad_sync_rows, a tensor at offset 0 of
+ * `height` rows of `width`; union 0 for none), reduced after both the
+ * buckets and backward: the union's bit mask, then the block's all-reduce
+ * or, by cz_grad_rows_as_block, the tensor's buckets again. So the
+ * prediction follows whatever the layout's buckets are. */
+typedef struct cz_rows_tail {
+    double union_rows, height, width;
+} cz_rows_tail;
 typedef struct cz_sync_prediction {
     double total;   /* the buckets' (and rows') reductions, hidden or not */
     double exposed; /* the last bucket's end after backward's end (>= 0) */
@@ -396,6 +407,6 @@ typedef struct cz_sync_prediction {
 void cz_sync_predict(const cz_net_model *m, int hosts, int ranks_per_host, cz_allreduce_algo algo,
                      int grid_x, const cz_bucket_layout *l, cz_grad_order order, cz_sync_mode mode,
                      const double *ready, const double *ready_t, int n_ready, double backward_s,
-                     double tail_floats, double tail_mask_bytes, cz_sync_prediction *out);
+                     const cz_rows_tail *rows, cz_sync_prediction *out);
 
 #endif

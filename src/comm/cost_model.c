@@ -235,10 +235,16 @@ static double bucket_ready(const cz_bucket_layout *l, cz_grad_order order, int k
     return n_ready > 0 ? ready_t[n_ready - 1] : 0;
 }
 
+/* A block all-reduce of u rows moves about 2u rows per rank, the
+ * tensor's reduce-scatter about `height`: the block while it is no more. */
+int cz_grad_rows_as_block(double union_rows, double height) {
+    return 2 * union_rows <= height;
+}
+
 void cz_sync_predict(const cz_net_model *m, int hosts, int ranks_per_host, cz_allreduce_algo algo,
                      int grid_x, const cz_bucket_layout *l, cz_grad_order order, cz_sync_mode mode,
                      const double *ready, const double *ready_t, int n_ready, double backward_s,
-                     double tail_floats, double tail_mask_bytes, cz_sync_prediction *out) {
+                     const cz_rows_tail *rows, cz_sync_prediction *out) {
     memset(out, 0, sizeof *out);
     if (hosts * ranks_per_host < 2 || l->n_buckets == 0) return;
     cz_host_layout hl;
@@ -261,9 +267,22 @@ void cz_sync_predict(const cz_net_model *m, int hosts, int ranks_per_host, cz_al
         out->total += share * t;
         if (mode != CZ_SYNC_ALLREDUCE) out->gather += 0.5 * t;
     }
-    if (tail_floats > 0) { /* after both (cz_grad_sync_finish), whole all-reduces in every mode */
-        double t = cz_net_allreduce_time(m, NULL, &hl, algo, grid_x, tail_mask_bytes) +
-                   cz_net_allreduce_time(m, NULL, &hl, algo, grid_x, tail_floats * sizeof(float));
+    if (rows && rows->union_rows > 0) { /* after both (cz_grad_sync_finish) */
+        double mask = 8.0 * ceil(rows->height / 64), t = 0;
+        t = cz_net_allreduce_time(m, NULL, &hl, algo, grid_x, mask);
+        if (cz_grad_rows_as_block(rows->union_rows, rows->height)) {
+            t += cz_net_allreduce_time(m, NULL, &hl, algo, grid_x,
+                                       rows->union_rows * rows->width * sizeof(float));
+        } else { /* the tensor's buckets again, as the mode reduces them */
+            size_t hi = (size_t)(rows->height * rows->width);
+            for (int k = 0; k < l->n_buckets; k++) {
+                size_t off, count;
+                cz_bucket_range(l, k, &off, &count);
+                if (off < hi)
+                    t += share * cz_net_allreduce_time(m, NULL, &hl, algo, grid_x,
+                                                       (double)count * sizeof(float));
+            }
+        }
         end = (end > backward_s ? end : backward_s) + t;
         out->total += t;
     }

@@ -58,10 +58,8 @@ static int bucket_complete(const cz_grad_sync *gs, int k) {
     return gs->ready[k] >= count;
 }
 
-static int reduce_bucket(cz_grad_sync *gs, int k, cz_error *err) {
-    size_t off, count;
-    cz_bucket_range(&gs->layout, k, &off, &count);
-    float *b = gs->grads + off;
+/* count floats at b, reduced as the mode says (the one place) */
+static int reduce_range(cz_grad_sync *gs, float *b, size_t count, cz_error *err) {
     int rc = 0;
     switch (gs->mode) {
     case CZ_SYNC_ALLREDUCE:
@@ -74,7 +72,15 @@ static int reduce_bucket(cz_grad_sync *gs, int k, cz_error *err) {
         rc = cz_reduce(&gs->comm, gs->algo, b, count, gs->scratch, err);
         break;
     }
-    return rc != 0 ? cz_fail_prefix(err, "grad sync: bucket %d", k) : 0;
+    return rc;
+}
+
+static int reduce_bucket(cz_grad_sync *gs, int k, cz_error *err) {
+    size_t off, count;
+    cz_bucket_range(&gs->layout, k, &off, &count);
+    if (reduce_range(gs, gs->grads + off, count, err) != 0)
+        return cz_fail_prefix(err, "grad sync: bucket %d", k);
+    return 0;
 }
 
 static int next_ready(const cz_grad_sync *gs) {
@@ -125,6 +131,34 @@ static int ensure(void **p, size_t *cap, size_t want, size_t elem, cz_error *err
     return 0;
 }
 
+/* Rows too many for a block (more than half the tensor's: its all-reduce
+ * would carry more than the tensor's reduce-scatter): the rows scattered
+ * into a zeroed copy of the buckets that hold the tensor, reduced bucket by
+ * bucket as the buckets were, added where the tensor lies. */
+static int reduce_rows_dense(cz_grad_sync *gs, cz_error *err) {
+    const cz_grad_rows *r = &gs->rows;
+    const cz_bucket_layout *l = &gs->layout;
+    size_t lo = r->offset, hi = r->offset + r->height * r->width, w = r->width;
+    int k_lo = (int)((l->n - hi) / l->bucket), k_hi = (int)((l->n - 1 - lo) / l->bucket);
+    size_t s_lo, s_hi, off, count;
+    cz_bucket_range(l, k_hi, &s_lo, &count);
+    cz_bucket_range(l, k_lo, &off, &count);
+    s_hi = off + count;
+    if (ensure((void **)&gs->block, &gs->block_cap, s_hi - s_lo, sizeof(float), err) != 0)
+        return -1;
+    float *d = gs->block; /* d[i]: buffer offset s_lo + i */
+    memset(d, 0, (s_hi - s_lo) * sizeof(float));
+    for (size_t i = 0; i < r->n; i++)
+        memcpy(d + lo - s_lo + (size_t)r->rows[i] * w, r->vals + i * w, w * sizeof(float));
+    for (int k = k_hi; k >= k_lo; k--) {
+        cz_bucket_range(l, k, &off, &count);
+        if (gs->comm.size > 1 && reduce_range(gs, d + off - s_lo, count, err) != 0)
+            return cz_fail_prefix(err, "grad sync: the rows in bucket %d", k);
+    }
+    for (size_t i = lo; i < hi; i++) gs->grads[i] += d[i - s_lo];
+    return 0;
+}
+
 /* The rows' union, its block all-reduced, added to the reduced buffer. */
 static int reduce_rows(cz_grad_sync *gs, cz_error *err) {
     const cz_grad_rows *r = &gs->rows;
@@ -139,6 +173,7 @@ static int reduce_rows(cz_grad_sync *gs, cz_error *err) {
     size_t u = 0;
     for (size_t k = 0; k < words; k++) u += (size_t)__builtin_popcountll(gs->mask[k]);
     gs->tail_rows = u;
+    if (!cz_grad_rows_as_block((double)u, (double)r->height)) return reduce_rows_dense(gs, err);
     if (ensure((void **)&gs->block, &gs->block_cap, u * w + 1, sizeof(float), err) != 0) return -1;
     memset(gs->block, 0, u * w * sizeof(float));
     /* slot of a row = how many union rows lie below it; both lists ascend */

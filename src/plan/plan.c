@@ -95,10 +95,11 @@ static sync_cost sync_cost_of(const cz_config *cfg, const cz_plan_cluster *cl, c
     sync_layout(&l, pm->n, bucket_mb, p);
     cz_sync_prediction pr;
     int V = cfg->model.vocab_size;
-    double rows = p > 1 ? distinct_tokens((double)p * pm->micro * pm->seq, V) : 0;
+    cz_rows_tail rows = {p > 1 ? distinct_tokens((double)p * pm->micro * pm->seq, V) : 0, V,
+                         cfg->model.hidden};
     cz_sync_predict(&cl->net, hosts, rph, algo, gx, &l, CZ_GRAD_ASCENDING,
                     cz_placement_sync_mode(cfg->optim.placement), ready, at, pm->n_st, backward,
-                    rows * cfg->model.hidden, 8.0 * ((V + 63) / 64), &pr);
+                    &rows, &pr);
     sync_cost c = {pr.total, pr.exposed, pr.gather};
     if (cfg->optim.placement == CZ_PLACE_REPLICATED) c.gather = 0;
     return c;

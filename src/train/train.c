@@ -225,11 +225,12 @@ static void predict_step(const cz_run *r, int ph, cz_step_stats *s) {
     }
     cz_error e;
     if (cz_comm_grid_parse(r->cfg.dist.grid, &gx, &gy, &e) != 0) gx = 0;
+    /* the word embedding's rows (at offset 0): the union this step reduced */
+    cz_rows_tail rows = {(double)cz_grad_sync_tail_rows(r->gs), r->cfg.model.vocab_size,
+                         r->cfg.model.hidden};
     cz_sync_predict(&net, r->hosts, r->ranks_per_host, cz_grad_sync_algo(r->gs), gx,
                     cz_grad_sync_layout(r->gs), cz_model_grad_order(r->model),
-                    cz_grad_sync_mode(r->gs), ready, at, n, s->backward_seconds,
-                    (double)cz_grad_sync_tail_rows(r->gs) * r->cfg.model.hidden,
-                    8.0 * ((r->cfg.model.vocab_size + 63) / 64), &s->pred);
+                    cz_grad_sync_mode(r->gs), ready, at, n, s->backward_seconds, &rows, &s->pred);
     if (r->cfg.optim.placement == CZ_PLACE_REPLICATED) s->pred.gather = 0;
 }
 
