@@ -1,6 +1,7 @@
-/* model_stubs: the model functions src/ckpt refers to when it writes a model
- * (cz_model_save_safetensors, cz_hf_export). The fuzz build has no model and
- * no kernels, and no harness writes a model: reaching one is a bug. */
+/* model_stubs: the model functions src/ckpt refers to when it writes or
+ * reads a model (cz_model_save_safetensors, cz_hf_export,
+ * cz_ckpt_get_params). The fuzz build has no model and no kernels, and no
+ * harness reaches a model: reaching one is a bug. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -26,4 +27,13 @@ const cz_tensor_info *cz_model_tensor(const cz_model *m, int i) {
 const cz_model_config *cz_model_get_config(const cz_model *m) {
     unreachable("cz_model_get_config");
     return NULL;
+}
+size_t cz_model_num_params(const cz_model *m) {
+    unreachable("cz_model_num_params");
+    return 0;
+}
+int cz_model_relayout_v2(const cz_model *m, float *buf, cz_error *err) {
+    (void)buf, (void)err;
+    unreachable("cz_model_relayout_v2");
+    return -1;
 }
