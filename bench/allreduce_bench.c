@@ -394,11 +394,12 @@ int main(int argc, char **argv) {
     static bench B;
     cz_error err;
     int provided;
-    MPI_T_init_thread(MPI_THREAD_MULTIPLE, &provided);
+    /* after cz_comm_init, which sets MCA defaults that MPI_T would read first */
     if (cz_comm_init(&B.d, &argc, &argv, &err) != 0) {
         fprintf(stderr, "%s\n", err.msg);
         return 1;
     }
+    MPI_T_init_thread(MPI_THREAD_MULTIPLE, &provided);
     cz_comm *d = &B.d;
     double max_mib = 64, min_mib = 0, factor = 4;
     size_t one = 0;

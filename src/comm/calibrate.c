@@ -76,20 +76,24 @@ static double pingpong(MPI_Comm comm, int me, int a, int b, double budget) {
 
 /* Seconds of our ring all-reduce of `floats` on sub (this rank's group;
  * sub NULL: this rank takes no part), every group at once: the slowest
- * rank's time, the median of 3. The median, not the best: a shaped link
- * under TCP runs some transfers near its rate and some well below it (a
- * lost segment, a window restarting), and training sees the typical one. */
+ * rank's time, the mean of CAL_REPS: training pays the sum of its
+ * transfers, so their expected time is what predicts it (with Open MPI's
+ * rendezvous over TCP, before world.c raised the eager limit, transfers
+ * ran at either the link's rate or half of it, and a median of 3 took one
+ * mode or the other from one start-up to the next). */
+#define CAL_REPS 5
 static double ring_time(MPI_Comm comm, const cz_comm *sub, float *buf, size_t floats) {
-    double t[3];
-    for (int rep = 0; rep < 3; rep++) {
+    double sum = 0;
+    for (int rep = 0; rep < CAL_REPS; rep++) {
         cz_comm_quiet_barrier(comm);
         double t0 = cz_now();
         cz_error e;
         if (sub && cz_ring_allreduce(sub, buf, floats, NULL, &e) != 0) t0 = -INFINITY;
-        t[rep] = sub ? cz_now() - t0 : 0;
-        MPI_Allreduce(MPI_IN_PLACE, &t[rep], 1, MPI_DOUBLE, MPI_MAX, comm);
+        double t = sub ? cz_now() - t0 : 0;
+        MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, comm);
+        sum += t;
     }
-    return cz_median(t, 3);
+    return sum / CAL_REPS;
 }
 
 /* The slope of the ring's time against its bytes: sizes 256 KiB, 1 MiB,
@@ -162,18 +166,23 @@ int cz_comm_calibrate(const cz_comm *c, double budget_s, cz_net_model *out, int 
         return cz_fail(err, "comm: out of memory (calibration buffers)");
     }
     /* between hosts 60 % of the budget (the slower level, bigger times),
-     * inside 40 %; a ping-pong a sixth of its part */
+     * inside 40 %; a ping-pong at most a sixth of its part, the ring what
+     * the ping-pong leaves */
     int net = h > 1, shm = rph >= 2, rc = 0;
     double b_net = budget_s * (shm ? 0.6 : 1.0), b_shm = budget_s * (net ? 0.4 : 1.0);
     cz_comm sub;
     int in = 0;
     if (net) {
+        double t0 = cz_now();
         out->alpha_net = pingpong(comm, me, rank_at(&l, 0, 0), rank_at(&l, 1, 0), b_net / 6);
+        double left = b_net - (cz_now() - t0);
+        /* every rank takes the same decisions: the slowest rank's clock */
+        MPI_Allreduce(MPI_IN_PLACE, &left, 1, MPI_DOUBLE, MPI_MIN, comm);
         /* the hosts' first ranks in a ring, one per host: 2(h-1) steps of
          * S/h bytes on every link, t = 2(h-1)(alpha + S/h beta) */
         rc = group(comm, l.local_of[me] == 0 ? 0 : -1, me, &sub, &in, err);
         if (rc == 0) {
-            double slope = ring_slope(comm, in ? &sub : NULL, b_net * 5 / 6, buf);
+            double slope = ring_slope(comm, in ? &sub : NULL, left, buf);
             out->beta_net = slope * h / (2.0 * (h - 1));
         }
         if (in) cz_comm_finalize(&sub);

@@ -3,6 +3,7 @@
  * context (twolevel.c) to a communicator (see include/cloze/comm.h). */
 #include "comm_private.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -37,8 +38,30 @@ int cz_comm_dup(const cz_comm *c, cz_comm *out, cz_error *err) {
     return 0;
 }
 
+/* Open MPI's TCP transport sends a message above btl_tcp_eager_limit
+ * (64 KiB by default) by rendezvous: the receiver's go-ahead travels back on
+ * the same connection. Where a connection carries pieces both ways at once
+ * (a ring of two members: two hosts, or the two-level algorithms' rings
+ * between two hosts) those go-aheads wait behind the other direction's data,
+ * and whole runs went at about half the link's rate; with every piece sent
+ * eagerly they ran at the link's rate (docs/distributed.md, "Eager pieces
+ * over TCP"). So the limit is raised above our largest piece, before
+ * MPI_Init reads it, unless the environment already sets one of the three
+ * (the user's choice wins; other MPIs ignore these names). */
+static void tcp_eager_default(void) {
+    static const char *const keys[] = {"OMPI_MCA_btl_tcp_eager_limit",
+                                       "OMPI_MCA_btl_tcp_rndv_eager_limit",
+                                       "OMPI_MCA_btl_tcp_max_send_size"};
+    for (int i = 0; i < 3; i++)
+        if (getenv(keys[i])) return;
+    char v[32]; /* the largest piece and room for the headers */
+    snprintf(v, sizeof v, "%zu", (size_t)16 * CZ_RING_PIPE * sizeof(float) + 4096);
+    for (int i = 0; i < 3; i++) setenv(keys[i], v, 0);
+}
+
 int cz_comm_init(cz_comm *c, int *argc, char ***argv, cz_error *err) {
     memset(c, 0, sizeof *c);
+    tcp_eager_default();
     int provided = MPI_THREAD_SINGLE;
     if (MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS)
         return cz_fail(err, "comm: MPI_Init_thread failed");
