@@ -1,6 +1,10 @@
 # comm: the collectives at every rank count, the algorithms on host layouts
 # given by hand, and the gradient sync under the real model's backward.
 cloze_add_mpi_tests(test_comm NPS 1 2 3 4 5 TIMEOUT 120)
+# a TCP eager limit the user set before the job is kept (src/comm/world.c)
+cloze_add_mpi_test(test_comm_eager_preset 2 test_comm ARGS --eager-preset 65536 TIMEOUT 60)
+set_tests_properties(test_comm_eager_preset PROPERTIES ENVIRONMENT
+                     "${CLOZE_TEST_ENV};OMPI_MCA_btl_tcp_eager_limit=65536")
 
 # the real model's backward through the gradient sync: overlap and bits
 cloze_add_mpi_tests(test_grad_overlap NPS 2 3 TIMEOUT 120)

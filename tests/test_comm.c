@@ -350,9 +350,49 @@ static void test_long_pieces(const cz_comm *d) {
     free(buf);
 }
 
+/* Open MPI's TCP eager limit as the library itself reads it (MPI_T), after
+ * cz_comm_init: above our largest piece (so that no piece goes by
+ * rendezvous, src/comm/world.c), or `preset` when the environment set it
+ * before the job (the user's choice wins). -1 when the variable is not
+ * there (another MPI): nothing to check. */
+static long tcp_eager_limit(void) {
+    int provided, idx, count = 0;
+    long v = -1;
+    if (MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS) return -1;
+    if (MPI_T_cvar_get_index("btl_tcp_eager_limit", &idx) == MPI_SUCCESS) {
+        MPI_T_cvar_handle h;
+        unsigned long long u = 0; /* a size_t variable; 8 bytes here */
+        if (MPI_T_cvar_handle_alloc(idx, NULL, &h, &count) == MPI_SUCCESS) {
+            if (count == 1 && MPI_T_cvar_read(h, &u) == MPI_SUCCESS) v = (long)u;
+            MPI_T_cvar_handle_free(&h);
+        }
+    }
+    MPI_T_finalize();
+    return v;
+}
+
+static void test_tcp_eager(long preset) {
+    long v = tcp_eager_limit();
+    if (v < 0) {
+        CHECK(getenv("OMPI_MCA_btl_tcp_eager_limit") == NULL || preset == 0,
+              "btl_tcp_eager_limit set in the environment but not visible through MPI_T");
+        return;
+    }
+    if (preset > 0)
+        CHECK(v == preset, "btl_tcp_eager_limit %ld, the environment set %ld", v, preset);
+    else
+        CHECK(v >= (long)(16 * CZ_RING_PIPE * sizeof(float)),
+              "btl_tcp_eager_limit %ld is below the largest ring piece (%zu bytes)", v,
+              16 * CZ_RING_PIPE * sizeof(float));
+}
+
 int main(int argc, char **argv) {
     cz_comm d;
     mpi_test_begin(&d, &argc, &argv);
+    /* --eager-preset N: the job was started with the limit set to N */
+    long preset = argc == 3 && !strcmp(argv[1], "--eager-preset") ? atol(argv[2]) : 0;
+    test_tcp_eager(preset);
+    if (preset > 0) return mpi_test_end(&d);
     size_t p = (size_t)d.size;
     size_t sizes[] = {0, 1, 2, 3, p - 1, p, p + 1, 7, 1000, 1001, 2 * CZ_RING_PIPE + 17};
     for (int i = 0; i < 11; i++) test_allreduce(&d, sizes[i], i);
