@@ -95,21 +95,31 @@ static double pingpong(const bench *B, int a, int b) {
 }
 
 /* Seconds per byte when every rank sends `bytes` to to[rank] and receives
- * from the rank that sends to it, all at once (to[r] < 0: r takes no part);
- * best of 3, each timed as the slowest rank. */
+ * from the rank that sends to it, all at once (to[r] < 0: r takes no part),
+ * in messages of the ring's largest piece (STREAM_MSG), which cz_comm_init
+ * lets Open MPI send eagerly: one message of all the bytes would go by
+ * rendezvous, which a pair sending both ways over one TCP connection runs
+ * at about half the link's rate (docs/distributed.md, "Eager pieces over
+ * TCP"); best of 3, each timed as the slowest rank. */
+#define STREAM_MSG ((size_t)16 * CZ_RING_PIPE * sizeof(float))
 static double stream(const bench *B, const int *to, size_t bytes, char *buf) {
     MPI_Comm comm = cz_comm_mpi(&B->d);
     int me = B->d.rank, from = -1;
     for (int r = 0; r < B->d.size; r++)
         if (to[r] == me) from = r;
+    enum { MAX_MSGS = 64 };
+    MPI_Request q[2 * MAX_MSGS];
+    size_t msg = bytes / MAX_MSGS > STREAM_MSG ? bytes / MAX_MSGS : STREAM_MSG;
     double best = 1e30;
     for (int rep = 0; rep < 3; rep++) {
         cz_comm_quiet_barrier(comm);
         double t0 = cz_now();
-        MPI_Request q[2];
         int nq = 0;
-        if (from >= 0) MPI_Irecv(buf + bytes, (int)bytes, MPI_BYTE, from, 2, comm, &q[nq++]);
-        if (to[me] >= 0) MPI_Isend(buf, (int)bytes, MPI_BYTE, to[me], 2, comm, &q[nq++]);
+        for (size_t off = 0; off < bytes; off += msg) {
+            int len = (int)(bytes - off < msg ? bytes - off : msg);
+            if (from >= 0) MPI_Irecv(buf + bytes + off, len, MPI_BYTE, from, 2, comm, &q[nq++]);
+            if (to[me] >= 0) MPI_Isend(buf + off, len, MPI_BYTE, to[me], 2, comm, &q[nq++]);
+        }
         MPI_Waitall(nq, q, MPI_STATUSES_IGNORE);
         double t = nq ? cz_now() - t0 : 0;
         MPI_Allreduce(MPI_IN_PLACE, &t, 1, MPI_DOUBLE, MPI_MAX, comm);
