@@ -350,29 +350,13 @@ static void test_long_pieces(const cz_comm *d) {
     free(buf);
 }
 
-/* Open MPI's TCP eager limit as the library itself reads it (MPI_T), after
- * cz_comm_init: above our largest piece (so that no piece goes by
- * rendezvous, src/comm/world.c), or `preset` when the environment set it
- * before the job (the user's choice wins). -1 when the variable is not
- * there (another MPI): nothing to check. */
-static long tcp_eager_limit(void) {
-    int provided, idx, count = 0;
-    long v = -1;
-    if (MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS) return -1;
-    if (MPI_T_cvar_get_index("btl_tcp_eager_limit", &idx) == MPI_SUCCESS) {
-        MPI_T_cvar_handle h;
-        unsigned long long u = 0; /* a size_t variable; 8 bytes here */
-        if (MPI_T_cvar_handle_alloc(idx, NULL, &h, &count) == MPI_SUCCESS) {
-            if (count == 1 && MPI_T_cvar_read(h, &u) == MPI_SUCCESS) v = (long)u;
-            MPI_T_cvar_handle_free(&h);
-        }
-    }
-    MPI_T_finalize();
-    return v;
-}
-
+/* Open MPI's TCP eager limit as the library reads it, after cz_comm_init:
+ * above our largest piece (so that no piece goes by rendezvous,
+ * src/comm/world.c), or `preset` when the environment set it before the
+ * job (the user's choice wins); nothing to check without the variable
+ * (another MPI). */
 static void test_tcp_eager(long preset) {
-    long v = tcp_eager_limit();
+    long v = cz_comm_tcp_eager_limit();
     if (v < 0) {
         CHECK(getenv("OMPI_MCA_btl_tcp_eager_limit") == NULL || preset == 0,
               "btl_tcp_eager_limit set in the environment but not visible through MPI_T");

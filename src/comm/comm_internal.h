@@ -32,6 +32,11 @@ void cz_comm_set_single_thread(cz_comm *c);
 /* All p chunks of n (cz_comm_chunk) as MPI count and displacement tables
  * (p entries each). */
 void cz_comm_chunk_table(size_t n, int p, int *counts, int *displs);
+/* Open MPI's btl_tcp_eager_limit as the library reads it (MPI_T), in bytes;
+ * -1 where there is no such variable (another MPI, or no TCP transport).
+ * cz_comm_init raises it above the ring's largest piece unless the
+ * environment set it (world.c). */
+long cz_comm_tcp_eager_limit(void);
 
 /* ---- the ring over MPI point-to-point (Patarasuk & Yuan 2009; ring.c) ----
  * Pipelined: each ring step moves its chunk in pieces so that sending one

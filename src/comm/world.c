@@ -59,6 +59,22 @@ static void tcp_eager_default(void) {
     for (int i = 0; i < 3; i++) setenv(keys[i], v, 0);
 }
 
+long cz_comm_tcp_eager_limit(void) {
+    int provided, idx, count = 0;
+    long v = -1;
+    if (MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) != MPI_SUCCESS) return -1;
+    if (MPI_T_cvar_get_index("btl_tcp_eager_limit", &idx) == MPI_SUCCESS) {
+        MPI_T_cvar_handle h;
+        unsigned long long u = 0; /* a size_t variable: 8 bytes here, room to spare */
+        if (MPI_T_cvar_handle_alloc(idx, NULL, &h, &count) == MPI_SUCCESS) {
+            if (count == 1 && MPI_T_cvar_read(h, &u) == MPI_SUCCESS) v = (long)u;
+            MPI_T_cvar_handle_free(&h);
+        }
+    }
+    MPI_T_finalize();
+    return v;
+}
+
 int cz_comm_init(cz_comm *c, int *argc, char ***argv, cz_error *err) {
     memset(c, 0, sizeof *c);
     tcp_eager_default();
