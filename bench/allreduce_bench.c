@@ -96,12 +96,11 @@ static double pingpong(const bench *B, int a, int b) {
 
 /* Seconds per byte when every rank sends `bytes` to to[rank] and receives
  * from the rank that sends to it, all at once (to[r] < 0: r takes no part),
- * in messages of the ring's largest piece (STREAM_MSG), which cz_comm_init
+ * in messages of the ring's largest piece (CZ_RING_PIECE_MAX_BYTES), which cz_comm_init
  * lets Open MPI send eagerly: one message of all the bytes would go by
  * rendezvous, which a pair sending both ways over one TCP connection runs
  * at about half the link's rate (docs/distributed.md, "Eager pieces over
  * TCP"); best of 3, each timed as the slowest rank. */
-#define STREAM_MSG ((size_t)16 * CZ_RING_PIPE * sizeof(float))
 static double stream(const bench *B, const int *to, size_t bytes, char *buf) {
     MPI_Comm comm = cz_comm_mpi(&B->d);
     int me = B->d.rank, from = -1;
@@ -109,7 +108,8 @@ static double stream(const bench *B, const int *to, size_t bytes, char *buf) {
         if (to[r] == me) from = r;
     enum { MAX_MSGS = 64 };
     MPI_Request q[2 * MAX_MSGS];
-    size_t msg = bytes / MAX_MSGS > STREAM_MSG ? bytes / MAX_MSGS : STREAM_MSG;
+    size_t msg =
+        bytes / MAX_MSGS > CZ_RING_PIECE_MAX_BYTES ? bytes / MAX_MSGS : CZ_RING_PIECE_MAX_BYTES;
     double best = 1e30;
     for (int rep = 0; rep < 3; rep++) {
         cz_comm_quiet_barrier(comm);

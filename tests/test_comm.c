@@ -365,9 +365,9 @@ static void test_tcp_eager(long preset) {
     if (preset > 0)
         CHECK(v == preset, "btl_tcp_eager_limit %ld, the environment set %ld", v, preset);
     else
-        CHECK(v >= (long)(16 * CZ_RING_PIPE * sizeof(float)),
+        CHECK(v >= (long)CZ_RING_PIECE_MAX_BYTES,
               "btl_tcp_eager_limit %ld is below the largest ring piece (%zu bytes)", v,
-              16 * CZ_RING_PIPE * sizeof(float));
+              CZ_RING_PIECE_MAX_BYTES);
 }
 
 int main(int argc, char **argv) {

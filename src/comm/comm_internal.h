@@ -41,10 +41,13 @@ long cz_comm_tcp_eager_limit(void);
 /* ---- the ring over MPI point-to-point (Patarasuk & Yuan 2009; ring.c) ----
  * Pipelined: each ring step moves its chunk in pieces so that sending one
  * piece overlaps adding the last: about 1/32 of a chunk, at least
- * CZ_RING_PIPE floats, at most 16 * CZ_RING_PIPE. These run on a flat ring
+ * CZ_RING_PIPE floats, at most CZ_RING_PIECE_MAX. These run on a flat ring
  * made for the call (no deadline); scratch is unused (the streamed ring
  * keeps its own two blocks in flight). */
 #define CZ_RING_PIPE (1 << 16)
+#define CZ_RING_PIECE_MAX (16 * CZ_RING_PIPE)
+/* Its bytes in fp32: Open MPI sends messages up to this eagerly (world.c). */
+#define CZ_RING_PIECE_MAX_BYTES ((size_t)CZ_RING_PIECE_MAX * sizeof(float))
 int cz_ring_allreduce(const cz_comm *c, float *buf, size_t n, float *scratch, cz_error *err);
 int cz_ring_reduce_scatter(const cz_comm *c, float *buf, size_t n, float *scratch, cz_error *err);
 int cz_ring_allgather(const cz_comm *c, float *buf, size_t n, cz_error *err);

@@ -39,7 +39,7 @@
 #include <string.h>
 
 /* Floats per piece for chunks of up to max_chunk floats: about 1/32 of a
- * chunk, at least CZ_RING_PIPE and at most 16 times that. Pipelining only
+ * chunk, at least CZ_RING_PIPE and at most CZ_RING_PIECE_MAX. Pipelining only
  * needs a few pieces in flight per step (the fill costs one piece per
  * phase, <= 1/32 of a step); every further piece is one more message, each
  * with its own rendezvous and request, and on the simulated cluster 128
@@ -48,7 +48,7 @@
  * depend on it (the order of additions is per element). */
 static size_t ring_piece(size_t max_chunk) {
     size_t want = (max_chunk / 32 + 1023) & ~(size_t)1023;
-    return want < CZ_RING_PIPE ? CZ_RING_PIPE : want > 16 * CZ_RING_PIPE ? 16 * CZ_RING_PIPE : want;
+    return want < CZ_RING_PIPE ? CZ_RING_PIPE : want > CZ_RING_PIECE_MAX ? CZ_RING_PIECE_MAX : want;
 }
 
 static size_t n_pieces(size_t count, size_t piece) {

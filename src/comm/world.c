@@ -55,7 +55,7 @@ static void tcp_eager_default(void) {
     for (int i = 0; i < 3; i++)
         if (getenv(keys[i])) return;
     char v[32]; /* the largest piece and room for the headers */
-    snprintf(v, sizeof v, "%zu", (size_t)16 * CZ_RING_PIPE * sizeof(float) + 4096);
+    snprintf(v, sizeof v, "%zu", CZ_RING_PIECE_MAX_BYTES + 4096);
     for (int i = 0; i < 3; i++) setenv(keys[i], v, 0);
 }
 
