@@ -34,9 +34,12 @@
 #      runs, every program once at one layout, and for the first probe, so
 #      timed runs of several people on one machine never overlap and the
 #      runs compared are timed back to back).
-#      PRECISIONS (cloze's model.matmul_precision values to run, each
-#      beside the same PyTorch fp32 run; default "fp32 bf16" on CPUs with
-#      avx512_bf16, else "fp32"),
+#      PRECISIONS (cloze's model.matmul_precision values to run; default
+#      "fp32 bf16" on CPUs with avx512_bf16, else "fp32"),
+#      TORCH_PRECISIONS (the PyTorch peers' precisions, default PRECISIONS:
+#      fp32, and bf16 = torch.autocast("cpu", dtype=torch.bfloat16); each
+#      cloze precision is compared with the peers of the same precision,
+#      and each side's best over precisions with the other's),
 #      KERNELS (CLOZE_KERNELS values for cloze's runs, default "auto"; e.g.
 #      "auto avx2" adds runs of the AVX2 path on an AVX-512 machine, shown
 #      as cloze-fp32-avx2: figures of that path on that CPU, not of an
@@ -51,6 +54,7 @@ build=$(cd "$1" && pwd); shift
 root=$(cd "$(dirname "$0")/.." && pwd)
 configs=("$@"); [ ${#configs[@]} -gt 0 ] || configs=(mini:2 base128:2)
 PRECISIONS=${PRECISIONS:-$(grep -q avx512_bf16 /proc/cpuinfo && echo "fp32 bf16" || echo fp32)}
+TORCH_PRECISIONS=${TORCH_PRECISIONS:-$PRECISIONS}
 PYTHON=${PYTHON:-/usr/bin/python3}
 TORCH_PEERS=${TORCH_PEERS:-pypi-eager pypi-compile debian}
 KERNELS=${KERNELS:-auto}
@@ -113,9 +117,10 @@ EOF
   tail -1 "$results"
 }
 
-run_torch() { # cfg ranks threads rep peer
+run_torch() { # cfg ranks threads rep peer precision
   local args=(--arch $arch --layers $L --hidden $H --heads $A --seq $T --batch $B
-              --vocab 30522 --steps $tsteps --threads $3) py=$PYTHON
+              --vocab 30522 --steps $tsteps --threads $3 --precision $6) py=$PYTHON
+  local prog=$5; [ "$6" = fp32 ] || prog=$5-$6
   [ "$P" -gt 0 ] && args+=(--max-pred $P)
   case $5 in
     debian) args+=(--attn mha) ;;
@@ -138,7 +143,7 @@ run_torch() { # cfg ranks threads rep peer
   tps=$(echo "$line" | sed -n 's/.*: \([0-9.]*\) tokens\/s.*/\1/p')
   rss=$(echo "$line" | sed -n 's/.*peak RSS \([0-9.]*\) MiB.*/\1/p')
   tps=${tps:-nan}; rss=${rss:-nan}
-  echo "RESULT torch-$5 $1 $2x$3 rep$4 tokens_per_s $tps mfu nan rss_mib $rss" | tee -a "$results"
+  echo "RESULT torch-$prog $1 $2x$3 rep$4 tokens_per_s $tps mfu nan rss_mib $rss" | tee -a "$results"
 }
 
 # The 2-thread sgemm rate: per BERT-base linear shape the best sample (other
@@ -166,7 +171,7 @@ else
   echo "peak: $PEAK GFLOP/s (PEAK= given)"
 fi
 echo "machine: $(lscpu | grep 'Model name' | sed 's/  */ /g'), family $(lscpu | sed -n 's/^CPU family: *//p') model $(lscpu | sed -n 's/^Model: *//p'); $(date -u '+%F %H:%M UTC'); load: $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "cloze kernels (CLOZE_KERNELS): $KERNELS; torch peers: $TORCH_PEERS"
+echo "cloze kernels (CLOZE_KERNELS): $KERNELS; precisions: cloze $PRECISIONS, torch $TORCH_PRECISIONS; torch peers: $TORCH_PEERS"
 for peer in $TORCH_PEERS; do
   case $peer in debian) v=$("$PYTHON" -c 'import torch; print(torch.__version__)') ;;
     *) v=$("$venv/bin/python" -c 'import torch; print(torch.__version__)' 2>/dev/null) ;; esac
@@ -181,7 +186,15 @@ for item in "${configs[@]}"; do
       for prec in $PRECISIONS; do
         for k in $KERNELS; do run_cloze "$cfg" $layout "$rep" "$prec" "$k" 9>&-; done
       done
-      for peer in $TORCH_PEERS; do run_torch "$cfg" $layout "$rep" "$peer" 9>&-; done
+      for peer in $TORCH_PEERS; do
+        for prec in $TORCH_PRECISIONS; do
+          # Debian's 1.13 fails under CPU autocast (layer_norm gets a bf16
+          # input beside fp32 weights: "expected scalar type BFloat16 but
+          # found Float"), so its bf16 run is left out
+          [ "$peer/$prec" = debian/bf16 ] && continue
+          run_torch "$cfg" $layout "$rep" "$peer" "$prec" 9>&-
+        done
+      done
       flock -u 9
     done
   done
@@ -237,14 +250,25 @@ for cfg in dict.fromkeys(k[0] for k in runs):
         print(f"| {names.get(cfg, cfg)} | {prog} | {cells[0]} | {cells[1]} | "
               f"{top[0]:.0f} ({top[1].replace('x', ' x ')}) | {mfu:.1f}% | {med(rs, 'rss_mib'):.0f} MiB |")
 print()
-print("| model | cloze, best layout, over each PyTorch at its best layout |")
+# A program's precision is in its name (cloze-bf16, torch-pypi-eager-bf16):
+# each cloze precision over the PyTorch peers of the same precision, then
+# each side at its best precision and layout over the other's.
+prec = lambda p: "bf16" if "bf16" in p.split("-") else "fp32"
+print("| model | cloze, best layout, over each PyTorch of the same precision at its best layout |")
 print("|---|---|")
 for cfg in dict.fromkeys(k[0] for k in runs):
-    torches = [p for (c, p) in best if c == cfg and p.startswith("torch")]
     for cp in [p for (c, p) in best if c == cfg and p.startswith("cloze")]:
+        torches = [p for (c, p) in best if c == cfg and p.startswith("torch") and prec(p) == prec(cp)]
         parts = [f"{tp[6:]} {best[(cfg, cp)] / best[(cfg, tp)]:.2f}" for tp in torches]
         if torches:
             top = max(torches, key=lambda tp: best[(cfg, tp)])
             parts.append(f"**best PyTorch ({top[6:]}): {best[(cfg, cp)] / best[(cfg, top)]:.2f}**")
         print(f"| {names.get(cfg, cfg)}, {cp} | {'; '.join(parts)} |")
+    clozes = [p for (c, p) in best if c == cfg and p.startswith("cloze") and p.count("-") == 1]
+    torches = [p for (c, p) in best if c == cfg and p.startswith("torch")]
+    if clozes and torches and len({prec(p) for p in torches}) > 1:
+        cb = max(clozes, key=lambda p: best[(cfg, p)])
+        tb = max(torches, key=lambda p: best[(cfg, p)])
+        print(f"| {names.get(cfg, cfg)}, each side's best precision | {cb} over {tb[6:]}: "
+              f"**{best[(cfg, cb)] / best[(cfg, tb)]:.2f}** |")
 EOF

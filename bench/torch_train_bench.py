@@ -1,16 +1,20 @@
 #!/usr/bin/env python3
 """PyTorch side of the end-to-end training benchmark: the same BERT (MLM at
-max_pred positions + NSP) or GPT model as cloze, same shapes, fp32, AdamW,
+max_pred positions + NSP) or GPT model as cloze, same shapes, fp32 or bf16 autocast, AdamW,
 timed per optimizer step on random token batches.
 
 usage: torch_train_bench.py --arch bert|gpt --layers L --hidden H --heads A
        --seq T --batch B [--vocab V] [--max-pred P] [--steps N] [--threads N]
-       [--attn mha|sdpa] [--compile]
+       [--attn mha|sdpa] [--compile] [--precision fp32|bf16]
 
 --attn: nn.MultiheadAttention (the only choice in PyTorch 1.13) or one
 fused q/k/v projection with F.scaled_dot_product_attention (PyTorch >= 2.0,
 the default there). --compile: torch.compile the model (PyTorch >= 2.0);
 its compilation falls in the 2 warm-up steps, which are not timed.
+--precision bf16: forward and loss under torch.autocast("cpu",
+dtype=torch.bfloat16), PyTorch's own mixed precision (fp32 master weights
+and optimizer; on AMX CPUs its products run on AMX through oneDNN): the
+peer of cloze's model.matmul_precision = "bf16".
 
 Several ranks (data parallel, DistributedDataParallel over gloo, the
 counterpart of cloze's all-reduce): start R processes with RANK=0..R-1,
@@ -25,6 +29,7 @@ OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE unset so that OpenBLAS picks AVX-512.
 Prints one line: tokens/s (median over steps after 2 warm-up steps) and peak
 RSS."""
 import argparse
+import contextlib
 import os
 import resource
 import statistics
@@ -136,6 +141,7 @@ def main():
     has_sdpa = hasattr(F, "scaled_dot_product_attention")
     p.add_argument("--attn", choices=["mha", "sdpa"], default="sdpa" if has_sdpa else "mha")
     p.add_argument("--compile", action="store_true")
+    p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
     a = p.parse_args()
     if a.attn == "sdpa" and not has_sdpa:
         p.error(f"--attn sdpa needs PyTorch >= 2.0 (this is {torch.__version__})")
@@ -161,10 +167,13 @@ def main():
     labels = torch.randint(0, a.vocab, (b, a.max_pred))
     nsp = torch.randint(0, 2, (b,))
     times = []
+    autocast = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if a.precision == "bf16" \
+        else contextlib.nullcontext
     for step in range(a.steps + 2):
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        loss = m(ids, segs, pos, labels, nsp)
+        with autocast():
+            loss = m(ids, segs, pos, labels, nsp)
         loss.backward()
         opt.step()
         if step >= 2:
@@ -177,7 +186,7 @@ def main():
         rss = t[0].item()
         if rank != 0:
             return
-    how = f"{a.attn}{' compiled' if a.compile else ' eager'}"
+    how = f"{a.attn}{' compiled' if a.compile else ' eager'}, {a.precision}"
     print(f"torch {torch.__version__} ({how}) {a.arch} L={a.layers} H={a.hidden} seq={a.seq} batch={a.batch} ranks={world} threads={a.threads}: "
           f"{a.batch * a.seq / med:.0f} tokens/s (median step {med * 1000:.1f} ms over {len(times)}), "
           f"peak RSS {rss:.0f} MiB")
