@@ -70,6 +70,10 @@ if [ "$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)" -ge 2 ]; then
   if grep -q 'warn] .*may run on' "$work/bound.log"; then
     echo "FAIL: OMP_PROC_BIND=close with 2 threads on 2 allowed CPUs warns"; cat "$work/bound.log"; exit 1
   fi
+  # and train.threads=0 (cloze-finetune's --threads 0 takes the same plan)
+  # must take both CPUs, not the one the main thread was bound to
+  run bound0 1 env OMP_PROC_BIND=close -- --set train.threads=0
+  expect bound0 '1 rank\(s\) x 2 thread\(s\)' "OMP_PROC_BIND=close, train.threads=0 on 2 CPUs must run 2 threads"
 else
   echo "note: fewer than 2 allowed CPUs: the 1 x 2 no-warning case is not run"
 fi
