@@ -12,7 +12,8 @@ set_tests_properties(test_slurm PROPERTIES RESOURCE_LOCK slurm)
 # activation recomputation: bitwise the same weights (seconds)
 cloze_add_script_test(test_train_recompute COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_train_recompute.sh
                       LABELS "mpi;train" TIMEOUT 300)
-# threads per rank from the affinity mask (taskset), warnings when oversubscribed (seconds)
+# threads per rank from the affinity mask (taskset) and the OpenMP places, warnings when
+# oversubscribed, none for 1 x 2 on 2 CPUs under OMP_PROC_BIND (seconds)
 cloze_add_script_test(test_train_threads COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_train_threads.sh
                       LABELS "mpi;train" TIMEOUT 300)
 # shard payloads verified when training opens them, cached beside the manifest (seconds)

@@ -14,8 +14,29 @@
 
 /* ---- set-up ---- */
 
+/* This rank's allowed CPUs: its affinity mask, widened by the OpenMP
+ * runtime's places. When OMP_PROC_BIND or OMP_PLACES is set (cloze-mpirun
+ * sets OMP_PROC_BIND=close), libgomp builds its places from the process's
+ * mask as it loads, before main, and binds the calling thread to the first
+ * place: the main thread's mask then holds one place (one CPU) while the
+ * team's threads run on every place. The places' union is the CPUs our
+ * threads may run on; with no binding there are no places and the mask is
+ * the whole answer (OpenMP 5.2, sections 6.4.6-6.4.8 and 18.3). */
+static void allowed_cpus(cz_cpu_set *set) {
+    cz_cpu_allowed(set);
+    int places = omp_get_num_places();
+    for (int p = 0; p < places; p++) {
+        int ids[64 * CZ_CPU_SET_WORDS], n = omp_get_place_num_procs(p);
+        if (n <= 0 || n > 64 * CZ_CPU_SET_WORDS) continue; /* past our set: the mask alone */
+        omp_get_place_proc_ids(p, ids);
+        for (int i = 0; i < n; i++)
+            if (ids[i] >= 0 && ids[i] < 64 * CZ_CPU_SET_WORDS)
+                set->bits[ids[i] / 64] |= 1ULL << (ids[i] % 64);
+    }
+}
+
 /* Threads per rank: the configured number (requested > 0), or this rank's
- * allowed CPUs (cz_cpu_allowed) shared among the node's ranks whose sets
+ * allowed CPUs (allowed_cpus) shared among the node's ranks whose sets
  * overlap it, so that BLIS and our kernels never start more threads than
  * they may run. Collective over the node's ranks; logged by rank 0 (and a
  * warning by the node's first rank when its ranks oversubscribe it). own:
@@ -26,7 +47,7 @@ static int node_thread_plan(const cz_comm *comm, int requested, cz_thread_plan *
     if (cz_comm_node_ranks(comm, local, err) != 0) return -1;
     cz_cpu_set mine, *masks = cz_alloc(sizeof *masks * (size_t)*local, err);
     if (!masks) return -1;
-    cz_cpu_allowed(&mine);
+    allowed_cpus(&mine);
     int me = 0;
     if (cz_comm_node_allgather(comm, &mine, sizeof mine, masks, &me, err) != 0) {
         cz_free(masks);

@@ -5,7 +5,9 @@
 # on a 2-CPU machine and ran 10x slower); 2 ranks on one allowed CPU get a
 # warning that they oversubscribe it, as does train.threads=2 on one CPU;
 # launch/cloze-mpirun counts the allowed CPUs the same way; a cgroup v2
-# cpu.max quota (sample files) caps both like a mask.
+# cpu.max quota (sample files) caps both like a mask. OpenMP binding
+# (OMP_PROC_BIND, which the launcher sets) narrows the main thread's mask to
+# one CPU: 1 rank x 2 threads on 2 CPUs must still not warn.
 set -euo pipefail
 source "$(dirname "$0")/train_common.sh"
 online=$(getconf _NPROCESSORS_ONLN)
@@ -49,6 +51,41 @@ taskset -c 0 "$SRC/launch/cloze-mpirun" -n 2 "$BIN/cloze-train" $args --set trai
   { cat "$work/launch2.log"; exit 1; }
 expect launch2 'cloze-mpirun: warning: 2 rank\(s\) x 1 thread\(s\) = 2 threads on 1 allowed CPU' \
   "cloze-mpirun must warn when its ranks do not fit the allowed CPUs"
+# OMP_PROC_BIND=close (the launcher sets it) makes libgomp bind the main
+# thread to its first place before main runs: the thread plan must count
+# the CPUs of the OpenMP places, not the main thread's narrowed mask. A
+# rank that may use 2 CPUs and runs 2 threads must not warn (the false
+# alarm seen at every 1 x 2 start); the same run under taskset -c 0 must.
+if [ "$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)" -ge 2 ]; then
+  args=$(tiny_args "$data" "$work/launch12"); args=${args/--set train.threads=1/}
+  "$SRC/launch/cloze-mpirun" -n 1 -t 2 "$BIN/cloze-train" $args --set train.steps=3 \
+    --set train.global_batch=1 --set train.micro_batch=1 2> "$work/launch12.log" ||
+    { cat "$work/launch12.log"; exit 1; }
+  expect launch12 '1 rank\(s\) x 2 thread\(s\)' "cloze-mpirun -n 1 -t 2 must run 2 threads"
+  if grep -Eq 'may run on|wait for each other' "$work/launch12.log"; then
+    echo "FAIL: cloze-mpirun -n 1 -t 2 on 2 allowed CPUs warns of oversubscription"
+    cat "$work/launch12.log"; exit 1
+  fi
+  run bound 1 env OMP_PROC_BIND=close -- --set train.threads=2
+  if grep -q 'warn] .*may run on' "$work/bound.log"; then
+    echo "FAIL: OMP_PROC_BIND=close with 2 threads on 2 allowed CPUs warns"; cat "$work/bound.log"; exit 1
+  fi
+  # and train.threads=0 (cloze-finetune's --threads 0 takes the same plan)
+  # must take both CPUs, not the one the main thread was bound to
+  run bound0 1 env OMP_PROC_BIND=close -- --set train.threads=0
+  expect bound0 '1 rank\(s\) x 2 thread\(s\)' "OMP_PROC_BIND=close, train.threads=0 on 2 CPUs must run 2 threads"
+else
+  echo "note: fewer than 2 allowed CPUs: the 1 x 2 no-warning case is not run"
+fi
+args=$(tiny_args "$data" "$work/launch12p"); args=${args/--set train.threads=1/}
+taskset -c 0 "$SRC/launch/cloze-mpirun" -n 1 -t 2 "$BIN/cloze-train" $args --set train.steps=3 \
+  --set train.global_batch=1 --set train.micro_batch=1 2> "$work/launch12p.log" ||
+  { cat "$work/launch12p.log"; exit 1; }
+expect launch12p 'warn] .*1 rank\(s\) on this node x 2 thread\(s\) = 2 threads, but they may run on 1 CPU' \
+  "cloze-mpirun -n 1 -t 2 under taskset -c 0 must warn in cloze-train"
+run boundp 1 taskset -c 0 env OMP_PROC_BIND=close -- --set train.threads=2
+expect boundp 'warn] .*= 2 threads, but they may run on 1 CPU' \
+  "OMP_PROC_BIND=close with 2 threads under taskset -c 0 must warn"
 # a cgroup v2 CPU quota (cpu.max) caps the threads like a mask does: sample
 # files stand in for /sys/fs/cgroup (this job's cgroup allows 1 CPU's worth
 # of time, its parent none) for cloze-train and for the launcher
