@@ -99,7 +99,7 @@ static double pingpong(const bench *B, int a, int b) {
  * in messages of the ring's largest piece (CZ_RING_PIECE_MAX_BYTES), which cz_comm_init
  * lets Open MPI send eagerly: one message of all the bytes would go by
  * rendezvous, which a pair sending both ways over one TCP connection runs
- * at about half the link's rate (docs/distributed.md, "Eager pieces over
+ * at about half the link's rate (docs/distributed-design.md, "Eager pieces over
  * TCP"); best of 3, each timed as the slowest rank. */
 static double stream(const bench *B, const int *to, size_t bytes, char *buf) {
     MPI_Comm comm = cz_comm_mpi(&B->d);

@@ -22,7 +22,7 @@
 # Columns: hosts, ranks, step_s and comm_wait_s (medians over steps 3..S,
 # from metrics.jsonl), compute_s = step_s - comm_wait_s, allreduce_s (the
 # whole gradient, bench-allreduce_bench --floats, median of 3), and two
-# efficiencies against 1 host (see docs/distributed.md, "End to end"):
+# efficiencies against 1 host (see docs/distributed-log.md, "End to end on a simulated cluster"):
 #   eff_wait = 1 - comm_wait_s / step_s      (share of the step not waiting)
 #   eff_serial = compute_1 / (compute_1 + allreduce_s)   (no overlap at all)
 # Needs root (network namespaces). Every simulated host shares this

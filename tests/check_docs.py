@@ -21,7 +21,10 @@ Checks (each failure is one line naming the doc, its line, and what differs):
   - options: every --option the docs and README.md give to a program in
     code (`cloze-prep shards ... --heldout F`, command lines in code blocks;
     the last program named on a command line owns the options after it;
-    cloze-prep's by its sub-command) is in that program's --help.
+    cloze-prep's by its sub-command) is in that program's --help;
+  - dated: the reference pages of CLEAN_PAGES carry no commit hash and no
+    dated run (a date such as 2026-12-03, or "UTC"): those belong in the
+    matching docs/*-log.md (the rule and its reasons: check_dated).
 Docs are README.md and docs/*.md, not the dated logs (docs/*-log.md).
 """
 import os
@@ -273,12 +276,127 @@ def check_options(docs, src, build, errors):
                                       f"`{part.strip()[:80]}`")
 
 
+# Reference pages say what is and what to do; dated runs and the code they
+# ran at belong in the logs. The rule applies to the pages listed here, the
+# ones already cleaned; the list grows as the other pages are cleaned, until
+# it is every docs/*.md that is not a *-log.md.
+CLEAN_PAGES = [
+    "docs/architecture.md",
+    "docs/dependencies.md",
+    "docs/distributed.md",
+    "docs/distributed-design.md",
+    "docs/finetune.md",
+    "docs/learning-curve.md",
+    "docs/tokenizers.md",
+    "docs/user-guide.md",
+]
+# a date (2026-12-03) or a time of day in UTC: the marks of a dated run
+DATED = re.compile(r"\b(20[0-9]{2}-(?:0[1-9]|1[0-2])-(?:0[1-9]|[12][0-9]|3[01]))\b|\b(UTC)\b")
+# A commit is a hex word of 7 to 40 characters holding a digit and a letter
+# a-f (so neither a decimal like ckpt-00010000 nor a word like "facade"),
+# not part of a longer word (a SHA-256 digest is 64 hex characters; an
+# address is 0x...), that git resolves to a commit of this repository:
+# ordinary hex (a CRC, a fingerprint, an example digest) is not one. Where
+# the source tree is no git repository (a release tarball), git's
+# abbreviated form, 7-12 characters, stands for a commit.
+HEX_WORD = re.compile(r"(?<![\w.-])([0-9a-f]{7,40})(?![\w-])")
+
+
+def commits_among(words, src):
+    """The words that name a commit (see HEX_WORD)."""
+    words = sorted({w for w in words if re.search(r"[0-9]", w) and re.search(r"[a-f]", w)})
+    if not words:
+        return set()
+    try:
+        r = subprocess.run(["git", "-C", src, "rev-parse", "--git-dir"],
+                           capture_output=True, text=True, timeout=30)
+        git = r.returncode == 0
+    except OSError:
+        git = False
+    if not git:
+        return {w for w in words if len(w) <= 12}
+    r = subprocess.run(["git", "-C", src, "cat-file", "--batch-check"],
+                       input="".join(w + "^{commit}\n" for w in words),
+                       capture_output=True, text=True, timeout=60)
+    out = r.stdout.split("\n")
+    return {w for w, line in zip(words, out) if line.split()[1:2] == ["commit"]}
+
+
+def log_of(page):
+    """docs/NAME-log.md for docs/NAME.md (or docs/NAME-design.md)."""
+    stem = page[len("docs/"):-len(".md")]
+    if stem.endswith("-design"):
+        stem = stem[:-len("-design")]
+    return f"docs/{stem}-log.md"
+
+
+def check_dated(docs, src, errors):
+    """No commit hash and no dated run in the pages of CLEAN_PAGES."""
+    for rel in CLEAN_PAGES:
+        path = os.path.join(docs, rel)
+        if not os.path.isfile(path):
+            errors.append(f"{rel}: listed in check_docs.py's CLEAN_PAGES, but missing")
+            continue
+        lines = read(path).split("\n")
+        hexes = [(n, m.group(1)) for n, line in enumerate(lines, 1) for m in HEX_WORD.finditer(line)]
+        commits = commits_among([w for _, w in hexes], src)
+        for n, w in hexes:
+            if w in commits:
+                errors.append(f"{rel}:{n}: names the commit {w}: a reference page says what is; "
+                              f"the run at that commit belongs in {log_of(rel)}")
+        for n, line in enumerate(lines, 1):
+            for m in DATED.finditer(line):
+                errors.append(f"{rel}:{n}: a dated run ('{m.group(0)}'): a reference page says "
+                              f"what is; dated runs belong in {log_of(rel)}")
+
+
+def dated_cases(src):
+    """The self-test's cases for check_dated: (what, plant, where, says), and
+    plants that must not be reported (ordinary hex, decimals)."""
+    try:
+        head = subprocess.run(["git", "-C", src, "rev-parse", "--short=7", "HEAD"],
+                              capture_output=True, text=True, timeout=30).stdout.strip()
+    except OSError:
+        head = ""
+    # without git, any 7-12 hex word stands for a commit, so a CRC is planted
+    # among the ordinary hex only where git can tell it from one
+    crc = "a CRC `3a1f9c2b`; " if head else ""
+    head = head or "c90acfa"
+    page = "docs/distributed.md"
+    anchor = "\n## Launching\n"
+
+    def plant(text):
+        def do(d):
+            p = os.path.join(d, page)
+            body = read(p)
+            if anchor not in body:
+                raise SystemExit(f"self-test: '{anchor.strip()}' not in {page}: update the self-test")
+            with open(p, "w") as f:
+                f.write(body.replace(anchor, f"\n{text}\n{anchor}", 1))
+        return do
+
+    caught = [
+        ("a dated run in a reference page", plant("Measured on 2026-12-03: 2.24 s a step."),
+         page + ":", "a dated run ('2026-12-03')"),
+        ("a time of day in UTC in a reference page", plant("The run of 19:05 UTC took 2.24 s."),
+         page + ":", "a dated run ('UTC')"),
+        ("a commit hash in a reference page", plant(f"At {head} a step took 2.24 s."),
+         page + ":", f"names the commit {head}"),
+        ("a backticked commit hash in a reference page", plant(f"Since `{head}`, 2.24 s."),
+         page + ":", f"names the commit {head}"),
+    ]
+    ordinary = plant(crc + "A SHA-256: `e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855`; "
+                     "an address 0x7ffd5a3c91e0; `ckpt-00010000.lz4`; 2026 hosts; a word, facade.")
+    return caught, ordinary
+
+
 def check(docs, src, build):
     errors = []
     check_fuzz(docs, errors)
     check_config(docs, build, errors)
     check_sweeps(docs, build, errors)
     check_options(docs, src, build, errors)
+    check_dated(docs, src, errors)
     return errors
 
 
@@ -351,6 +469,8 @@ def self_test(src, build):
          "README.md", "launch/quickstart.sh", "launch/quickstart.sh --fast"),
          "README.md:", "quickstart.sh --fast"),
     ]
+    dated, ordinary = dated_cases(src)
+    cases += dated
     failures = 0
     with tempfile.TemporaryDirectory(prefix="cloze-docs-self-") as tmp:
         clean = os.path.join(tmp, "clean")
@@ -372,6 +492,16 @@ def self_test(src, build):
                 print(f"FAIL: {what} is not caught (want '{where} ... {says}'), got: {errs}")
             else:
                 print(f"caught {what}: {hit[0]}")
+        # ordinary hex, decimals and years are not commits nor dated runs
+        d = os.path.join(tmp, "ordinary")
+        copy_docs(src, d)
+        ordinary(d)
+        wrong = [e for e in check(d, src, build) if "names the commit" in e or "a dated run" in e]
+        if wrong:
+            failures += 1
+            print(f"FAIL: ordinary hex or a year taken for a commit or a date: {wrong}")
+        else:
+            print("passed ordinary hex (a SHA-256, an address, a checkpoint's number, a year)")
     return failures
 
 

@@ -27,3 +27,9 @@ cloze_add_script_test(test_slurm_netsim_sweep COMMAND bash ${CLOZE_TEST_DIR}/scr
 # an 8-rank test beside it (test_netsim) starved it past its wait for the
 # first checkpoints in CI, so it runs alone.
 set_tests_properties(test_netsim_faults PROPERTIES RUN_SERIAL TRUE)
+# docs/distributed.md's first section run as written (its shell block taken
+# from the doc) on 2 simulated hosts x 1 rank, a tiny model appended to the
+# doc's cloze-train arguments: the plan, the calibration between the hosts,
+# auto's pick, 3 steps in metrics.jsonl, network.txt.
+cloze_add_script_test(test_netsim_docs COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_netsim_docs.sh
+                      LABELS "mpi;netsim;docs" TIMEOUT 600)

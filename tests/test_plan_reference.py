@@ -7,7 +7,7 @@ should take: the parameter table and backward's stages from the BERT layout
 (the tied word embedding, final with the heads because its lookup rows are
 reduced apart; heads, layer L-1 .. 0, the other embeddings), the stages'
 FLOPs, the word embedding's rows after backward (their union estimated by
-Heaps' law, as docs/distributed.md states it), the buckets counted
+Heaps' law, as docs/distributed-design.md states it), the buckets counted
 from the end of the buffer, the alpha-beta times of the ring (one rank per
 host) and the hierarchical all-reduce (two ranks per host) on a switch, the
 serial schedule of the buckets as they become final, the weights'

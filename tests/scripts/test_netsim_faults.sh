@@ -16,7 +16,7 @@
 #  losses of an uninterrupted run on the same cluster.
 # Without the start-up calibration (dist.calibrate = false): the faults come
 # after start-up, and on this 2 x 2 cluster the calibration once took 33 s
-# instead of about 4 (docs/distributed.md, "Calibration"), which left the
+# instead of about 4 (docs/distributed-design.md, "Calibration"), which left the
 # run without its checkpoints when the test gave up (test_netsim and the
 # Slurm tests still calibrate).
 # Skips (77) where namespaces cannot be made (not root, no veth or tbf).
