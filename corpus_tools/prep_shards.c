@@ -222,6 +222,7 @@ static int fill_batch(feeder *f, batch *b, cz_reader *rd, int *open, int *next_f
                 f->rc = -1;
                 return 1;
             }
+            cz_reader_set_passages(rd, f->o->passages);
             *open = 1;
         }
         int got = cz_reader_next(rd, &b->raw[b->n], &f->err);
