@@ -278,6 +278,13 @@ int cz_is_passage(const char *s, size_t n) {
     return words >= CZ_PASSAGE_MIN_WORDS;
 }
 
+/* With passages on, a line that is no passage is dropped, and counted. */
+static int dropped(cz_reader *r, const char *s, long n) {
+    if (!r->passages || cz_is_passage(s, (size_t)n)) return 0;
+    r->lines_dropped++;
+    return 1;
+}
+
 /* WikiText headings: " = Title = " (an article) and " = = Section = = ". */
 static int wikitext_heading_level(const char *s, long n) {
     if (n < 5 || s[0] != ' ' || s[1] != '=' || s[2] != ' ') return 0;
@@ -411,7 +418,7 @@ static int next_text(cz_reader *r, cz_buf *doc, cz_error *err) {
             if (doc->len) return 1;
             continue;
         }
-        if (r->passages && !cz_is_passage(r->line, (size_t)n)) continue;
+        if (dropped(r, r->line, n)) continue;
         if ((r->verbatim ? verbatim_text(r, doc, r->line, n, err)
                          : add_paragraph_line(doc, r->line, n, err)) != 0)
             return -1;
@@ -432,7 +439,7 @@ static int next_wikitext(cz_reader *r, cz_buf *doc, cz_error *err) {
             r->pending_title = r->verbatim;
             return 1;
         }
-        if (r->passages && !is_blank(r->line, n) && !cz_is_passage(r->line, (size_t)n)) continue;
+        if (!is_blank(r->line, n) && dropped(r, r->line, n)) continue;
         if (r->verbatim) { /* headings and blank lines are text */
             if ((is_blank(r->line, n) ? verbatim_blank : verbatim_text)(r, doc, r->line, n, err))
                 return -1;
@@ -457,7 +464,9 @@ static int keep_passages(cz_reader *r, cz_buf *doc, cz_error *err) {
     while (p < end) {
         const char *nl = memchr(p, '\n', (size_t)(end - p));
         size_t len = nl ? (size_t)(nl - p) : (size_t)(end - p);
-        if (cz_is_passage(p, len) && add_paragraph_line(doc, p, (long)len, err) != 0) return -1;
+        if (!is_blank(p, (long)len) && !dropped(r, p, (long)len) &&
+            add_paragraph_line(doc, p, (long)len, err) != 0)
+            return -1;
         p += len + 1;
     }
     return 0;
@@ -594,7 +603,7 @@ static int next_wikiextractor(cz_reader *r, cz_buf *doc, cz_error *err) {
             r->in_doc = 1;
             continue;
         }
-        if (r->passages && !cz_is_passage(s, (size_t)n)) continue;
+        if (dropped(r, s, n)) continue;
         if ((r->verbatim ? verbatim_text(r, doc, s, n, err) : add_paragraph_line(doc, s, n, err)) !=
             0)
             return -1;

@@ -356,6 +356,8 @@ static void test_wikiextractor(void) {
     CHECK(cz_reader_next(&r, &doc, &err) == 1, "third <doc>");
     CHECK(!strcmp(r.doc_id, "39") && !strcmp(r.doc_title, "Albedo \"x\""), "id %s title %s",
           r.doc_id, r.doc_title);
+    /* the heading, the list item and the disambiguation lead-in */
+    CHECK(r.lines_dropped == 3, "%llu lines dropped, want 3", (unsigned long long)r.lines_dropped);
     cz_reader_close(&r);
 
     /* a missing </doc>: at the next <doc> and at the end of the file */

@@ -79,14 +79,15 @@ typedef struct cz_reader {
     int done;
     int pending_title; /* WikiText: the last line read started the next article */
     int verbatim;
-    long line_len;      /* the last line's length, without its terminator */
-    int eol_cr, eol_nl; /* the last line's terminator: eol_cr '\r's, then '\n' if eol_nl */
-    cz_buf pend;        /* verbatim: terminators and blank lines since the last text line */
-    int passages;       /* 1: keep only text passages (cz_is_passage); set by open, see below */
-    int wiki_json;      /* JSON Lines written by WikiExtractor (id, url, title fields) */
-    int in_doc;         /* WikiExtractor: inside <doc> .. </doc>; 2 = its title line is next */
-    uint64_t doc_line;  /* WikiExtractor: the line of the current <doc> */
-    char doc_id[32];    /* WikiExtractor: the current document's id and title, to name it */
+    long line_len;          /* the last line's length, without its terminator */
+    int eol_cr, eol_nl;     /* the last line's terminator: eol_cr '\r's, then '\n' if eol_nl */
+    cz_buf pend;            /* verbatim: terminators and blank lines since the last text line */
+    int passages;           /* 1: keep only text passages (cz_is_passage); set by open, see below */
+    uint64_t lines_dropped; /* ... and the lines that were not */
+    int wiki_json;          /* JSON Lines written by WikiExtractor (id, url, title fields) */
+    int in_doc;             /* WikiExtractor: inside <doc> .. </doc>; 2 = its title line is next */
+    uint64_t doc_line;      /* WikiExtractor: the line of the current <doc> */
+    char doc_id[32];        /* WikiExtractor: the current document's id and title, to name it */
     char doc_title[256];
     cz_buf scratch;
 } cz_reader;
@@ -179,8 +180,9 @@ typedef struct cz_prep_options {
 typedef struct cz_prep_stats {
     uint64_t bytes_in, documents, heldout_documents, sentences, tokens, unk, bytes_replaced,
         chars_dropped;
+    uint64_t lines_dropped; /* lines that are no text passage (--passages) */
 } cz_prep_stats;
-#define CZ_PREP_STATS_N 8 /* uint64 fields, for MPI reductions */
+#define CZ_PREP_STATS_N 9 /* uint64 fields, for MPI reductions */
 
 /* A document's tokens, sentence lengths and counts. */
 typedef struct cz_prep_doc {

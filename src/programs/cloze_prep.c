@@ -122,13 +122,17 @@ static const char SHARDS_HELP[] =
     "One cloze-prep at a time writes a DIR (DIR/.cloze-prep.lock).\n";
 
 static void print_summary(const cz_prep_stats *s, double secs, int verbatim) {
-    char chars[160];
+    char chars[240];
     if (verbatim) /* GPT mode: every byte is text (docs/formats.md) */
         snprintf(chars, sizeof chars, "%llu invalid UTF-8 bytes kept as bytes",
                  (unsigned long long)s->bytes_replaced);
     else
         snprintf(chars, sizeof chars, "%llu invalid bytes replaced, %llu control chars dropped",
                  (unsigned long long)s->bytes_replaced, (unsigned long long)s->chars_dropped);
+    if (s->lines_dropped) /* --passages: say what the text lost */
+        snprintf(chars + strlen(chars), sizeof chars - strlen(chars),
+                 ", %llu lines that are no text passage dropped",
+                 (unsigned long long)s->lines_dropped);
     fprintf(stderr,
             "cloze-prep: %llu documents (%llu held out), %llu sentences, %llu tokens, "
             "[UNK] %.4f%%, %s, %.1f MB in %.1f s (%.2f MB/s)\n",
