@@ -84,7 +84,7 @@ head -c 200 "$T/docs.jsonl" >"$OUT/fuzz_json/jsonl-line"
 # ---- WikiExtractor output (fuzz_wikidoc; first byte: bit 0 GPT mode, bit 1
 # passages off, bit 2 --format auto): the docs' sections as articles, in its
 # <doc> form and its JSON form, headings and list lines included
-"$SRC/tests/fuzz/wikidoc_seeds.py" "$SRC/docs/data.md" "$OUT/fuzz_wikidoc"
+"$PY" "$SRC/tests/fuzz/wikidoc_seeds.py" "$SRC/docs/data.md" "$OUT/fuzz_wikidoc"
 
 # ---- tokenizer inputs: docs paragraphs and the GPT-2 whitespace cases
 head -c 2000 "$SRC/docs/data.md" >"$OUT/fuzz_wordpiece/data-md"
