@@ -10,14 +10,15 @@
 #include <string.h>
 #include <sys/stat.h>
 
-static const char *const FORMAT_NAMES[] = {"auto", "text", "wikitext", "jsonl", "gutenberg"};
+static const char *const FORMAT_NAMES[CZ_FMT_COUNT] = {"auto",  "text",      "wikitext",
+                                                       "jsonl", "gutenberg", "wikiextractor"};
 
 const char *cz_input_format_name(cz_input_format f) {
     return FORMAT_NAMES[f];
 }
 
 int cz_input_format_parse(const char *s, cz_input_format *f) {
-    for (int i = 0; i < 5; i++)
+    for (int i = 0; i < CZ_FMT_COUNT; i++)
         if (!strcmp(s, FORMAT_NAMES[i])) {
             *f = (cz_input_format)i;
             return 0;
@@ -118,7 +119,34 @@ static int looks_binary(const unsigned char *p, size_t n, size_t *where) {
     return 0;
 }
 
+/* WikiExtractor's two output forms, by the file's first line: "<doc id=..."
+ * (its default) or a JSON object with its "url", "title" and "text" fields
+ * (--json). Its files are named wiki_00, wiki_01, ... without an extension,
+ * so the content decides. */
+static const char *first_line(const char *peek, size_t n, size_t *len) {
+    size_t i = 0;
+    while (i < n && (peek[i] == '\n' || peek[i] == '\r' || peek[i] == ' ')) i++;
+    const char *nl = memchr(peek + i, '\n', n - i);
+    *len = nl ? (size_t)(nl - (peek + i)) : n - i;
+    return peek + i;
+}
+
+static int is_wiki_doc_open(const char *s, size_t n) {
+    return n >= 5 && !memcmp(s, "<doc", 4) && (s[4] == ' ' || s[4] == '>');
+}
+
+static int is_wiki_json(const char *peek, size_t n) {
+    size_t len;
+    const char *l = first_line(peek, n, &len);
+    return len > 0 && l[0] == '{' && memmem(l, len, "\"url\":", 6) &&
+           memmem(l, len, "\"title\":", 8) && memmem(l, len, "\"text\":", 7);
+}
+
 static cz_input_format detect(const char *path, const char *peek, size_t n) {
+    size_t len;
+    const char *l = first_line(peek, n, &len);
+    if (is_wiki_doc_open(l, len)) return CZ_FMT_WIKIEXTRACTOR;
+    if (is_wiki_json(peek, n)) return CZ_FMT_JSONL;
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
     size_t bl = strlen(base);
@@ -153,6 +181,10 @@ int cz_reader_open(cz_reader *r, const char *path, cz_input_format fmt, const ch
                        path, where);
     }
     r->fmt = fmt == CZ_FMT_AUTO ? detect(path, peek, n) : fmt;
+    r->wiki_json = is_wiki_json(peek, n);
+    /* --format wikiextractor names the tool's output in either form */
+    if (r->fmt == CZ_FMT_WIKIEXTRACTOR && r->wiki_json) r->fmt = CZ_FMT_JSONL;
+    r->passages = r->fmt == CZ_FMT_WIKIEXTRACTOR || (r->fmt == CZ_FMT_JSONL && r->wiki_json);
     /* Gutenberg files with a licence header: the body starts after the
      * START marker; files without markers are all body. */
     r->in_body = !(memmem(peek, n, "*** START OF", 12) || memmem(peek, n, "***START OF", 11));
@@ -161,10 +193,15 @@ int cz_reader_open(cz_reader *r, const char *path, cz_input_format fmt, const ch
     return 0;
 }
 
+void cz_reader_set_passages(cz_reader *r, cz_passages p) {
+    if (p != CZ_PASSAGES_AUTO) r->passages = p == CZ_PASSAGES_ON;
+}
+
 void cz_reader_close(cz_reader *r) {
     if (r->f) fclose(r->f);
     free(r->line);
     cz_buf_free(&r->pend);
+    cz_buf_free(&r->scratch);
     r->f = NULL;
     r->line = NULL;
 }
@@ -201,6 +238,50 @@ static long next_line(cz_reader *r, cz_error *err) {
 static int is_blank(const char *s, long n) {
     for (long i = 0; i < n; i++)
         if (s[i] != ' ' && s[i] != '\t' && s[i] != '\f' && s[i] != '\r') return 0;
+    return 1;
+}
+
+/* ---- text passages (cloze/prep.h, docs/formats.md "Text passages") ---- */
+
+static int has_markup(const char *s, size_t n) {
+    static const char *const left[] = {"{{", "}}", "[[", "]]", "{|", "|}", "<ref", "&nbsp;"};
+    for (size_t k = 0; k < sizeof left / sizeof *left; k++)
+        if (memmem(s, n, left[k], strlen(left[k]))) return 1;
+    return 0;
+}
+
+/* n without the closing quotes and brackets that may follow a sentence's
+ * end: " ' ) ] and the UTF-8 right quotes U+2019, U+201D and U+00BB. */
+static size_t strip_closers(const char *s, size_t n) {
+    for (;;) {
+        if (n && (s[n - 1] == '"' || s[n - 1] == '\'' || s[n - 1] == ')' || s[n - 1] == ']')) {
+            n--;
+        } else if (n >= 3 && !memcmp(s + n - 3, "\xE2\x80", 2) &&
+                   (s[n - 1] == '\x99' || s[n - 1] == '\x9D')) {
+            n -= 3;
+        } else if (n >= 2 && !memcmp(s + n - 2, "\xC2\xBB", 2)) {
+            n -= 2;
+        } else {
+            return n;
+        }
+    }
+}
+
+int cz_is_passage(const char *s, size_t n) {
+    while (n && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\r')) n--;
+    if (n == 0 || !s[0] || strchr(" \t*#;:|!{}=<", s[0]) || has_markup(s, n)) return 0;
+    size_t e = strip_closers(s, n);
+    if (e == 0 || (s[e - 1] != '.' && s[e - 1] != '!' && s[e - 1] != '?')) return 0;
+    int words = 0;
+    for (size_t i = 0; i < n; i++)
+        if (s[i] != ' ' && s[i] != '\t' && (i == 0 || s[i - 1] == ' ' || s[i - 1] == '\t')) words++;
+    return words >= CZ_PASSAGE_MIN_WORDS;
+}
+
+/* With passages on, a line that is no passage is dropped, and counted. */
+static int dropped(cz_reader *r, const char *s, long n) {
+    if (!r->passages || cz_is_passage(s, (size_t)n)) return 0;
+    r->lines_dropped++;
     return 1;
 }
 
@@ -337,6 +418,7 @@ static int next_text(cz_reader *r, cz_buf *doc, cz_error *err) {
             if (doc->len) return 1;
             continue;
         }
+        if (dropped(r, r->line, n)) continue;
         if ((r->verbatim ? verbatim_text(r, doc, r->line, n, err)
                          : add_paragraph_line(doc, r->line, n, err)) != 0)
             return -1;
@@ -357,6 +439,7 @@ static int next_wikitext(cz_reader *r, cz_buf *doc, cz_error *err) {
             r->pending_title = r->verbatim;
             return 1;
         }
+        if (!is_blank(r->line, n) && dropped(r, r->line, n)) continue;
         if (r->verbatim) { /* headings and blank lines are text */
             if ((is_blank(r->line, n) ? verbatim_blank : verbatim_text)(r, doc, r->line, n, err))
                 return -1;
@@ -368,6 +451,25 @@ static int next_wikitext(cz_reader *r, cz_buf *doc, cz_error *err) {
         if (doc->len > CZ_MAX_DOC_BYTES) return 1;
     }
     return n == -2 ? -1 : doc->len > 0;
+}
+
+/* Keeps the passages among doc's lines, each then ending in '\n' (as the
+ * line-per-paragraph readers write them), so that WikiExtractor's JSON and
+ * <doc> forms of one article give the same document. */
+static int keep_passages(cz_reader *r, cz_buf *doc, cz_error *err) {
+    r->scratch.len = 0;
+    if (cz_buf_append(&r->scratch, doc->data, doc->len, err) != 0) return -1;
+    doc->len = 0;
+    const char *p = r->scratch.data, *end = p + r->scratch.len;
+    while (p < end) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        size_t len = nl ? (size_t)(nl - p) : (size_t)(end - p);
+        if (!is_blank(p, (long)len) && !dropped(r, p, (long)len) &&
+            add_paragraph_line(doc, p, (long)len, err) != 0)
+            return -1;
+        p += len + 1;
+    }
+    return 0;
 }
 
 static int next_jsonl(cz_reader *r, cz_buf *doc, cz_error *err) {
@@ -385,6 +487,7 @@ static int next_jsonl(cz_reader *r, cz_buf *doc, cz_error *err) {
         if (rc == 0)
             return cz_fail(err, "%s: line %llu: no string field \"%s\"", r->path,
                            (unsigned long long)r->line_no, r->jsonl_field);
+        if (r->passages && keep_passages(r, doc, err) != 0) return -1;
         if (doc->len) return 1;
     }
     return n == -2 ? -1 : 0;
@@ -434,6 +537,87 @@ static int next_gutenberg(cz_reader *r, cz_buf *doc, cz_error *err) {
     return doc->len > 0;
 }
 
+/* WikiExtractor's attribute NAME="value" of a <doc ...> line into out. The
+ * title is the last attribute: its value runs to the line's final "> so
+ * that a title holding a '"' stays whole. */
+static void doc_attr(const char *s, size_t n, const char *name, char *out, size_t cap) {
+    char key[16];
+    snprintf(key, sizeof key, " %s=\"", name);
+    out[0] = 0;
+    const char *v = memmem(s, n, key, strlen(key));
+    if (!v) return;
+    v += strlen(key);
+    const char *end = s + n;
+    const char *q = !strcmp(name, "title") && n >= 2 && !memcmp(end - 2, "\">", 2)
+                        ? end - 2
+                        : memchr(v, '"', (size_t)(end - v));
+    size_t len = q && q >= v ? (size_t)(q - v) : 0;
+    if (len >= cap) len = cap - 1;
+    memcpy(out, v, len);
+    out[len] = 0;
+}
+
+static int is_doc_close(const char *s, long n) {
+    while (n && (s[n - 1] == ' ' || s[n - 1] == '\t')) n--;
+    return n == 6 && !memcmp(s, "</doc>", 6);
+}
+
+/* WikiExtractor's default output: each <doc id=.. url=.. title=..> ..
+ * </doc> is one document; its first line (the title) is dropped, the rest
+ * are paragraphs, one a line. A <doc> that holds only its title (a
+ * redirect, an empty article) gives no document. */
+static int next_wikiextractor(cz_reader *r, cz_buf *doc, cz_error *err) {
+    long n;
+    while ((n = next_line(r, err)) >= 0) {
+        const char *s = r->line;
+        if (!r->in_doc) {
+            if (is_blank(s, n)) continue;
+            if (!is_wiki_doc_open(s, (size_t)n))
+                return cz_fail(err,
+                               "%s: line %llu (offset %llu): text outside <doc> ... </doc> (not "
+                               "WikiExtractor output? see --format)",
+                               r->path, (unsigned long long)r->line_no,
+                               (unsigned long long)(r->offset - (uint64_t)n - 1));
+            doc_attr(s, (size_t)n, "id", r->doc_id, sizeof r->doc_id);
+            doc_attr(s, (size_t)n, "title", r->doc_title, sizeof r->doc_title);
+            r->in_doc = 2;
+            r->doc_line = r->line_no;
+            continue;
+        }
+        if (is_doc_close(s, n)) {
+            r->in_doc = 0;
+            if (doc->len) return 1;
+            continue;
+        }
+        if (is_wiki_doc_open(s, (size_t)n))
+            return cz_fail(err,
+                           "%s: line %llu: <doc> inside document id=%s \"%s\" of line %llu, "
+                           "whose </doc> is missing",
+                           r->path, (unsigned long long)r->line_no, r->doc_id, r->doc_title,
+                           (unsigned long long)r->doc_line);
+        if (is_blank(s, n)) {
+            if (r->verbatim && r->in_doc == 1 && verbatim_blank(r, doc, s, n, err) != 0) return -1;
+            continue;
+        }
+        if (r->in_doc == 2) { /* the title line */
+            r->in_doc = 1;
+            continue;
+        }
+        if (dropped(r, s, n)) continue;
+        if ((r->verbatim ? verbatim_text(r, doc, s, n, err) : add_paragraph_line(doc, s, n, err)) !=
+            0)
+            return -1;
+        if (doc->len > CZ_MAX_DOC_BYTES) return 1;
+    }
+    if (n == -2) return -1;
+    if (r->in_doc)
+        return cz_fail(err,
+                       "%s: end of file inside document id=%s \"%s\" of line %llu, whose </doc> "
+                       "is missing",
+                       r->path, r->doc_id, r->doc_title, (unsigned long long)r->doc_line);
+    return 0;
+}
+
 int cz_reader_next(cz_reader *r, cz_buf *doc, cz_error *err) {
     doc->len = 0;
     r->pend.len = 0; /* what trailed the last document is not part of the next */
@@ -444,6 +628,8 @@ int cz_reader_next(cz_reader *r, cz_buf *doc, cz_error *err) {
         return next_jsonl(r, doc, err);
     case CZ_FMT_GUTENBERG:
         return next_gutenberg(r, doc, err);
+    case CZ_FMT_WIKIEXTRACTOR:
+        return next_wikiextractor(r, doc, err);
     default:
         return next_text(r, doc, err);
     }

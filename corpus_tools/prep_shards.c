@@ -209,6 +209,7 @@ typedef struct feeder {
     int verbatim;                /* GPT mode: documents keep their bytes (cloze/prep.h) */
     _Atomic uint64_t bytes_read; /* for progress */
     uint64_t bytes_in;           /* whole files consumed, for the summary */
+    uint64_t lines_dropped;      /* lines that were no text passage (--passages) */
 } feeder;
 
 /* Fills b from the files; returns 1 when the input is exhausted (or failed). */
@@ -222,6 +223,7 @@ static int fill_batch(feeder *f, batch *b, cz_reader *rd, int *open, int *next_f
                 f->rc = -1;
                 return 1;
             }
+            cz_reader_set_passages(rd, f->o->passages);
             *open = 1;
         }
         int got = cz_reader_next(rd, &b->raw[b->n], &f->err);
@@ -237,6 +239,7 @@ static int fill_batch(feeder *f, batch *b, cz_reader *rd, int *open, int *next_f
         }
         /* input bytes as read, skipped lines and markup included */
         f->bytes_in += rd->offset;
+        f->lines_dropped += rd->lines_dropped;
         atomic_store(&f->bytes_read, f->bytes_in);
         cz_reader_close(rd);
         *open = 0;
@@ -310,6 +313,7 @@ static int run_pipeline(run *r, const cz_file_list *files, cz_error *err) {
         pthread_mutex_unlock(&f.mu);
         pthread_join(th, NULL);
         r->st.bytes_in = f.bytes_in;
+        r->st.lines_dropped = f.lines_dropped;
         if (rc == 0) progress(r, 1);
         r->bytes_read = NULL; /* f dies with this function */
     }

@@ -390,8 +390,85 @@ def dated_cases(src):
     return caught, ordinary
 
 
+ENV_DOC = "docs/environment.md"
+ENV_VAR = re.compile(r"CLOZE_[A-Z0-9_]*[A-Z0-9]")
+
+
+def env_users(src):
+    """{variable: {file}}: the CLOZE_* variables the code uses. C (src/,
+    corpus_tools/): a string literal that is a variable's name alone (getenv's
+    argument, or a name passed to a function that reads or sets it); launch
+    scripts: a read, $NAME or ${NAME."""
+    users = {}
+    for top in ("src", "corpus_tools"):
+        for root, _, files in os.walk(os.path.join(src, top)):
+            for f in files:
+                if f.endswith((".c", ".h")):
+                    p = os.path.join(root, f)
+                    for v in re.findall(r'"(CLOZE_[A-Z0-9_]+)"', read(p)):
+                        users.setdefault(v, set()).add(os.path.relpath(p, src))
+    launch = os.path.join(src, "launch")
+    for f in sorted(os.listdir(launch)):
+        p = os.path.join(launch, f)
+        if os.path.isfile(p):
+            for v in re.findall(r"\$\{?(CLOZE_[A-Z0-9_]+)", read(p)):
+                users.setdefault(v, set()).add("launch/" + f)
+    return users
+
+
+def check_env_meanings(docs, src, errors):
+    """One name, one meaning: docs/environment.md's table lists every
+    CLOZE_* variable the code uses, once, with exactly the files that use
+    it; a file the row does not name is a reader the row's meaning may not
+    be (CLOZE_MPIRUN was a path for cloze-sweep and the mpirun command for
+    cloze-mpirun). Every CLOZE_* variable another page names in code is in
+    the table or a test's own (tests/)."""
+    path = os.path.join(docs, ENV_DOC)
+    if not os.path.isfile(path):
+        errors.append(f"{ENV_DOC}: missing (the table of environment variables)")
+        return
+    rows = {}
+    for n, line in enumerate(read(path).split("\n"), 1):
+        cells = [c.strip() for c in line.strip().strip("|").split("|")] if line.startswith("|") else []
+        if len(cells) != 3 or not cells[0].startswith("`"):
+            continue
+        for v in re.findall(r"`(CLOZE_[A-Z0-9_]+)`", cells[0]):
+            if v in rows:
+                errors.append(f"{ENV_DOC}:{n}: {v} has a second row (first at line {rows[v][0]}): "
+                              "one variable, one meaning")
+                continue
+            rows[v] = (n, set(re.findall(r"`([^`]+)`", cells[2])))
+    users = env_users(src)
+    for v in sorted(users):
+        if v not in rows:
+            errors.append(f"{ENV_DOC}: lacks {v}, used by {' '.join(sorted(users[v]))}")
+            continue
+        n, listed = rows[v]
+        for f in sorted(users[v] - listed):
+            errors.append(f"{ENV_DOC}:{n}: {v} is also used by {f}, which its row does not name: "
+                          "a second meaning under one name? (give it its own variable, or say "
+                          "how that file reads it)")
+        for f in sorted(listed - users[v]):
+            errors.append(f"{ENV_DOC}:{n}: {v}: its row names {f}, which does not use it")
+    for v in sorted(set(rows) - set(users)):
+        errors.append(f"{ENV_DOC}:{rows[v][0]}: lists {v}, which no program or launch script uses")
+    test_vars = set()
+    for root, _, files in os.walk(os.path.join(src, "tests")):
+        for f in files:
+            if f.endswith((".sh", ".py", ".cmake", ".c", ".txt")):
+                test_vars.update(ENV_VAR.findall(read(os.path.join(root, f))))
+    for d in doc_files(docs):
+        if d == ENV_DOC:
+            continue
+        for n, code in code_spans(read(os.path.join(docs, d))):
+            for v in ENV_VAR.findall(code):
+                if v not in rows and v not in test_vars and not v.endswith("_H"):
+                    errors.append(f"{d}:{n}: names {v}, which {ENV_DOC} does not list")
+
+
 def check(docs, src, build):
     errors = []
+    check_env_meanings(docs, src, errors)
     check_fuzz(docs, errors)
     check_config(docs, build, errors)
     check_sweeps(docs, build, errors)
@@ -465,6 +542,12 @@ def self_test(src, build):
         ("an option a program does not have", edit(
          "docs/formats.md", "[--heldout F]", "[--held-out F]"),
          "docs/formats.md:", "cloze-prep shards --held-out"),
+        ("a variable's second reader missing from its row", edit(
+         "docs/environment.md", "| `src/sweep/proc.c` `launch/cloze-mpirun` |", "| `src/sweep/proc.c` |"),
+         "docs/environment.md:", "CLOZE_MPIRUN is also used by launch/cloze-mpirun"),
+        ("a variable documented twice", edit(
+         "docs/environment.md", "| `CLOZE_HOME` |", "| `CLOZE_SBATCH` | a second meaning | `launch/cloze.sbatch` |\n| `CLOZE_HOME` |"),
+         "docs/environment.md:", "CLOZE_SBATCH has a second row"),
         ("an option of a launcher it does not have", edit(
          "README.md", "launch/quickstart.sh", "launch/quickstart.sh --fast"),
          "README.md:", "quickstart.sh --fast"),

@@ -8,6 +8,12 @@ if(TARGET cloze-prep)
                         $<TARGET_FILE:cloze-prep> LABELS "mpi" TIMEOUT 120)
   cloze_add_script_test(corpus_prep_data COMMAND bash ${CLOZE_TEST_DIR}/scripts/corpus_prep_data.sh
                         $<TARGET_FILE:cloze-prep> LABELS "data" TIMEOUT 300)
+  # BERT's Wikipedia recipe of docs/data.md, as written, on the MediaWiki dump
+  # excerpts with WikiExtractor 3.1.0 (a venv in the build directory; skipped
+  # without ../shared or PyPI): one document per article, passages only, the
+  # same shards from both of WikiExtractor's forms, no markup, no headings
+  cloze_add_script_test(test_wikipedia COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_wikipedia.sh
+                        LABELS "data;prep;mpi" TIMEOUT 600)
   # a new shard set replaces the old one only when complete: error, kill -9,
   # lock, replacement; and a full disk on a tmpfs the test mounts (skipped,
   # exit 77, where mounting is not allowed)

@@ -235,6 +235,156 @@ static void test_utf8(void) {
     }
 }
 
+/* Every document of a file read with field "text" and a passages choice;
+ * documents joined by "|". */
+static void read_wiki(const char *name, const char *data, cz_input_format fmt, int verbatim,
+                      cz_passages pass, const char *want) {
+    char path[256];
+    write_file(name, data, strlen(data), path);
+    cz_reader r;
+    cz_error err;
+    CHECK(cz_reader_open(&r, path, fmt, NULL, verbatim, &err) == 0, "%s", err.msg);
+    cz_reader_set_passages(&r, pass);
+    cz_buf doc = {0}, all = {0};
+    int rc;
+    while ((rc = cz_reader_next(&r, &doc, &err)) == 1) {
+        if (all.len) cz_buf_append(&all, "|", 1, &err);
+        cz_buf_append(&all, doc.data, doc.len, &err);
+    }
+    CHECK(rc == 0, "%s: %s", name, err.msg);
+    const char *got = all.data ? all.data : "";
+    CHECK(!strcmp(got, want), "%s: got [%s] want [%s]", name, got, want);
+    cz_reader_close(&r);
+    cz_buf_free(&doc);
+    cz_buf_free(&all);
+}
+
+/* The passage rule (cloze/prep.h, docs/formats.md "Text passages"). */
+static void test_passages(void) {
+    static const struct {
+        const char *line;
+        int passage;
+    } cases[] = {
+        {"Anarchism is a political philosophy that advocates self-governed societies.", 1},
+        {"The film has no male actors, with all roles played by females.", 1},
+        {"He said it was \"the end of the war as we knew it.\"", 1},        /* closing quote */
+        {"It was built in 1890 by the city council (now the museum).)", 1}, /* bracket */
+        {"Was this the largest city of its time in the whole region?", 1},
+        {"Altruism is essential to the Sikh religion and its people. ", 1}, /* trailing space */
+        {"Etymology and terminology.", 0},                                  /* a heading */
+        {"Early life and family ancestry of Lincoln.", 0},                  /* 7 words */
+        {"The five employers that employed the most employees were:", 0},   /* list lead-in */
+        {"Sources: Census.gov", 0},                                         /* no sentence end */
+        {"formula_5", 0},
+        {"* Aberdeen Proving Ground, a United States Army facility in Maryland.", 0},
+        {"# the first item of a numbered list that reads as a sentence.", 0},
+        {"; a definition term that happens to read like a long sentence.", 0},
+        {": an indented line that happens to read like a long sentence.", 0},
+        {"| a table cell that happens to read like a long sentence here.", 0},
+        {"! a table header cell that reads like a long sentence here too.", 0},
+        {" CO2 + H2O {{eqm}} H2CO3 and so on until the equilibrium is reached.", 0},
+        {"The carbonic acid equilibrium CO2 + H2O {{eqm}} H2CO3 is shifted by it.", 0},
+        {"The cell {| border=1 was left over by the extractor in this line.", 0},
+        {"A link [[Paris]] that the extractor did not resolve in this line.", 0},
+        {"A reference <ref>Smith 2001</ref> left over by the extractor here.", 0},
+        {"A space&nbsp;entity left over by the extractor in this line of text.", 0},
+        {"", 0},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++)
+        CHECK(cz_is_passage(cases[k].line, strlen(cases[k].line)) == cases[k].passage,
+              "passage [%s]: want %d", cases[k].line, cases[k].passage);
+}
+
+/* WikiExtractor's output in its two forms: the same article gives the same
+ * document (title line dropped, passages only by default), a <doc> holding
+ * only its title gives none, and a broken file is an error naming the
+ * document. */
+static void test_wikiextractor(void) {
+    const char *P1 = "Anarchism is a political philosophy that advocates self-governed societies.";
+    const char *P2 = "The term anarchism is a compound word composed from the word anarchy.";
+    char doc_form[2048], json_form[2048], want[1024], want_all[1024];
+    snprintf(doc_form, sizeof doc_form,
+             "<doc id=\"12\" url=\"https://en.wikipedia.org/wiki?curid=12\" "
+             "title=\"Anarchism\">\nAnarchism\n\n%s\nEtymology and terminology.\n%s\n"
+             "* a list item\n</doc>\n"
+             "<doc id=\"25\" url=\"https://en.wikipedia.org/wiki?curid=25\" "
+             "title=\"Ada\">\nAda\n\nAda may refer to:\n</doc>\n"
+             "<doc id=\"39\" url=\"?curid=39\" title=\"Albedo \"x\"\">\nAlbedo\n\n%s\n</doc>\n",
+             P1, P2, P2);
+    snprintf(json_form, sizeof json_form,
+             "{\"id\": \"12\", \"revid\": \"1\", \"url\": \"?curid=12\", \"title\": "
+             "\"Anarchism\", \"text\": \"%s\\nEtymology and terminology.\\n%s\\n* a list "
+             "item\"}\n"
+             "{\"id\": \"25\", \"revid\": \"2\", \"url\": \"?curid=25\", \"title\": \"Ada\", "
+             "\"text\": \"Ada may refer to:\"}\n"
+             "{\"id\": \"39\", \"revid\": \"3\", \"url\": \"?curid=39\", \"title\": "
+             "\"Albedo\", \"text\": \"%s\"}\n",
+             P1, P2, P2);
+    snprintf(want, sizeof want, "%s\n%s\n|%s\n", P1, P2, P2);
+    /* auto-detected by content (WikiExtractor's files have no extension) */
+    read_wiki("wiki_00", doc_form, CZ_FMT_AUTO, 0, CZ_PASSAGES_AUTO, want);
+    read_wiki("wiki_00", doc_form, CZ_FMT_WIKIEXTRACTOR, 0, CZ_PASSAGES_AUTO, want);
+    read_wiki("wiki_01", json_form, CZ_FMT_AUTO, 0, CZ_PASSAGES_AUTO, want);
+    read_wiki("wiki_01", json_form, CZ_FMT_WIKIEXTRACTOR, 0, CZ_PASSAGES_AUTO, want);
+    read_wiki("wiki_01", json_form, CZ_FMT_JSONL, 0, CZ_PASSAGES_AUTO, want);
+    /* passages off: every line but the title */
+    snprintf(want_all, sizeof want_all,
+             "%s\nEtymology and terminology.\n%s\n* a list item\n|Ada may refer to:\n|%s\n", P1, P2,
+             P2);
+    read_wiki("wiki_00", doc_form, CZ_FMT_AUTO, 0, CZ_PASSAGES_OFF, want_all);
+    /* GPT mode: the kept lines' bytes */
+    snprintf(want_all, sizeof want_all, "%s\n%s|%s", P1, P2, P2);
+    read_wiki("wiki_00", doc_form, CZ_FMT_AUTO, 1, CZ_PASSAGES_AUTO, want_all);
+    /* passages on for another format; off by default there */
+    read_wiki("p.txt", "Etymology.\nA line of text that is long enough to be a passage.\n",
+              CZ_FMT_TEXT, 0, CZ_PASSAGES_ON,
+              "A line of text that is long enough to be a passage.\n");
+    read_wiki("q.txt", "Etymology.\n", CZ_FMT_TEXT, 0, CZ_PASSAGES_AUTO, "Etymology.\n");
+
+    /* the title attribute, last on its line, may hold quotes */
+    char path[256];
+    write_file("wiki_02", doc_form, strlen(doc_form), path);
+    cz_reader r;
+    cz_error err;
+    cz_buf doc = {0};
+    CHECK(cz_reader_open(&r, path, CZ_FMT_AUTO, NULL, 0, &err) == 0, "%s", err.msg);
+    CHECK(r.fmt == CZ_FMT_WIKIEXTRACTOR && r.passages == 1, "detected %d, passages %d", r.fmt,
+          r.passages);
+    CHECK(cz_reader_next(&r, &doc, &err) == 1, "first <doc>");
+    CHECK(!strcmp(r.doc_id, "12") && !strcmp(r.doc_title, "Anarchism"), "id %s title %s", r.doc_id,
+          r.doc_title);
+    CHECK(cz_reader_next(&r, &doc, &err) == 1, "third <doc>");
+    CHECK(!strcmp(r.doc_id, "39") && !strcmp(r.doc_title, "Albedo \"x\""), "id %s title %s",
+          r.doc_id, r.doc_title);
+    /* the heading, the list item and the disambiguation lead-in */
+    CHECK(r.lines_dropped == 3, "%llu lines dropped, want 3", (unsigned long long)r.lines_dropped);
+    cz_reader_close(&r);
+
+    /* a missing </doc>: at the next <doc> and at the end of the file */
+    static const struct {
+        const char *text, *msg;
+    } bad[] = {
+        {"<doc id=\"7\" url=\"u\" title=\"Seven\">\nSeven\n\nA line.\n<doc id=\"8\" url=\"u\" "
+         "title=\"Eight\">\nEight\n</doc>\n",
+         "line 5: <doc> inside document id=7 \"Seven\" of line 1"},
+        {"<doc id=\"7\" url=\"u\" title=\"Seven\">\nSeven\n\nA line.\n",
+         "end of file inside document id=7 \"Seven\" of line 1"},
+        {"<doc id=\"7\" url=\"u\" title=\"Seven\">\nSeven\n</doc>\nstray text\n",
+         "line 4 (offset 48): text outside <doc>"},
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof *bad; k++) {
+        write_file("wiki_bad", bad[k].text, strlen(bad[k].text), path);
+        CHECK(cz_reader_open(&r, path, CZ_FMT_WIKIEXTRACTOR, NULL, 0, &err) == 0, "%s", err.msg);
+        int rc;
+        while ((rc = cz_reader_next(&r, &doc, &err)) == 1) {
+        }
+        CHECK(rc == -1 && strstr(err.msg, path) && strstr(err.msg, bad[k].msg),
+              "case %zu: rc %d, message: %s", k, rc, rc ? err.msg : "");
+        cz_reader_close(&r);
+    }
+    cz_buf_free(&doc);
+}
+
 int main(void) {
     snprintf(dir, sizeof dir, "/tmp/cloze-test-prep-XXXXXX");
     if (!mkdtemp(dir)) return 1;
@@ -243,5 +393,7 @@ int main(void) {
     test_split();
     test_readers();
     test_readers_verbatim();
+    test_passages();
+    test_wikiextractor();
     return check_finish(dir);
 }

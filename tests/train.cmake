@@ -34,3 +34,7 @@ cloze_add_script_test(test_train_resume_guard COMMAND bash ${CLOZE_TEST_DIR}/scr
                       LABELS "mpi;train" TIMEOUT 300)
 # the divergence warning's rule on recorded-shape loss sequences (instant)
 cloze_add_unit_test(test_loss_watch LABELS "train")
+# --resume: a failed one leaves no run directory or run.lock behind; --resume
+# auto says in one line what it resumed or that it starts fresh (seconds)
+cloze_add_script_test(test_train_resume_start COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_train_resume_start.sh
+                      LABELS "mpi;train" TIMEOUT 300)

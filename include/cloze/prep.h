@@ -19,12 +19,30 @@
  * documents (formats in docs/formats.md, "Inputs"). */
 
 typedef enum {
-    CZ_FMT_AUTO = 0, /* by name and content, see cz_input_detect */
-    CZ_FMT_TEXT,     /* blank line ends a document, one paragraph per line */
-    CZ_FMT_WIKITEXT, /* " = Title = " starts a document, headings dropped */
-    CZ_FMT_JSONL,    /* one JSON object per line, a string field holds the text */
-    CZ_FMT_GUTENBERG /* a book: hard-wrapped lines joined, paragraphs by blank lines */
+    CZ_FMT_AUTO = 0,     /* by name and content, see cz_input_detect */
+    CZ_FMT_TEXT,         /* blank line ends a document, one paragraph per line */
+    CZ_FMT_WIKITEXT,     /* " = Title = " starts a document, headings dropped */
+    CZ_FMT_JSONL,        /* one JSON object per line, a string field holds the text */
+    CZ_FMT_GUTENBERG,    /* a book: hard-wrapped lines joined, paragraphs by blank lines */
+    CZ_FMT_WIKIEXTRACTOR /* WikiExtractor's <doc id=.. url=.. title=..> .. </doc> files */
 } cz_input_format;
+#define CZ_FMT_COUNT 6
+
+/* Which lines of a document the reader keeps (docs/formats.md, "Text
+ * passages"): AUTO keeps only text passages in Wikipedia input
+ * (WikiExtractor's <doc> files and its JSON Lines), every line elsewhere. */
+typedef enum { CZ_PASSAGES_AUTO = 0, CZ_PASSAGES_ON, CZ_PASSAGES_OFF } cz_passages;
+
+/* 1 when the line s[0..n) (no terminator) is a text passage: BERT's corpus
+ * keeps "only the text passages" of Wikipedia and ignores "lists, tables,
+ * and headers" (Devlin et al. 2019, sec. 3.1). A passage starts with
+ * neither whitespace nor a list/table/indent mark (* # ; : | ! { } = <),
+ * holds no leftover wiki markup ({{ }} [[ ]] {| |} <ref &nbsp;), ends a
+ * sentence (. ! ? or one of them followed by closing quotes or brackets)
+ * and has at least CZ_PASSAGE_MIN_WORDS words: WikiExtractor writes a
+ * section heading as its title plus '.', a line of a few words. */
+#define CZ_PASSAGE_MIN_WORDS 8
+int cz_is_passage(const char *s, size_t n);
 
 const char *cz_input_format_name(cz_input_format f);
 int cz_input_format_parse(const char *s, cz_input_format *f);
@@ -61,15 +79,26 @@ typedef struct cz_reader {
     int done;
     int pending_title; /* WikiText: the last line read started the next article */
     int verbatim;
-    long line_len;      /* the last line's length, without its terminator */
-    int eol_cr, eol_nl; /* the last line's terminator: eol_cr '\r's, then '\n' if eol_nl */
-    cz_buf pend;        /* verbatim: terminators and blank lines since the last text line */
+    long line_len;          /* the last line's length, without its terminator */
+    int eol_cr, eol_nl;     /* the last line's terminator: eol_cr '\r's, then '\n' if eol_nl */
+    cz_buf pend;            /* verbatim: terminators and blank lines since the last text line */
+    int passages;           /* 1: keep only text passages (cz_is_passage); set by open, see below */
+    uint64_t lines_dropped; /* ... and the lines that were not */
+    int wiki_json;          /* JSON Lines written by WikiExtractor (id, url, title fields) */
+    int in_doc;             /* WikiExtractor: inside <doc> .. </doc>; 2 = its title line is next */
+    uint64_t doc_line;      /* WikiExtractor: the line of the current <doc> */
+    char doc_id[32];        /* WikiExtractor: the current document's id and title, to name it */
+    char doc_title[256];
+    cz_buf scratch;
 } cz_reader;
 
 /* Opens a file; refuses binary data (a NUL byte or mostly invalid UTF-8 in the
  * first 64 KiB) with an error naming the offset. */
 int cz_reader_open(cz_reader *r, const char *path, cz_input_format fmt, const char *jsonl_field,
                    int verbatim, cz_error *err);
+/* Open decides r->passages from the input (CZ_PASSAGES_AUTO: on for
+ * WikiExtractor output in either form); a caller's ON/OFF overrides it. */
+void cz_reader_set_passages(cz_reader *r, cz_passages p);
 /* 1 = a document is in doc, 0 = end of file, -1 = error. */
 int cz_reader_next(cz_reader *r, cz_buf *doc, cz_error *err);
 void cz_reader_close(cz_reader *r);
@@ -143,15 +172,17 @@ typedef struct cz_prep_options {
     cz_input_format fmt;
     const char *jsonl_field;
     int wikitext_detok;
-    int progress;    /* progress line on stderr */
-    int rank, world; /* MPI position (0, 1 without MPI) */
+    cz_passages passages; /* --passages: AUTO (Wikipedia input: on), ON, OFF */
+    int progress;         /* progress line on stderr */
+    int rank, world;      /* MPI position (0, 1 without MPI) */
 } cz_prep_options;
 
 typedef struct cz_prep_stats {
     uint64_t bytes_in, documents, heldout_documents, sentences, tokens, unk, bytes_replaced,
         chars_dropped;
+    uint64_t lines_dropped; /* lines that are no text passage (--passages) */
 } cz_prep_stats;
-#define CZ_PREP_STATS_N 8 /* uint64 fields, for MPI reductions */
+#define CZ_PREP_STATS_N 9 /* uint64 fields, for MPI reductions */
 
 /* A document's tokens, sentence lengths and counts. */
 typedef struct cz_prep_doc {

@@ -46,9 +46,10 @@ static int usage_error(const char *cmd, const char *fmt, ...) {
 /* An option of some command that takes a value: given last, it is missing
  * its value rather than unknown. */
 static int is_option_with_value(const char *a) {
-    static const char *const with_value[] = {"--vocab",   "--merges",  "--out",         "--shards",
-                                             "--heldout", "--threads", "--jsonl-field", "--format",
-                                             "--kind",    "--size",    "--merges-out",  "--docs"};
+    static const char *const with_value[] = {
+        "--vocab",   "--merges",      "--out",    "--shards",   "--heldout",
+        "--threads", "--jsonl-field", "--format", "--passages", "--kind",
+        "--size",    "--merges-out",  "--docs"};
     for (size_t k = 0; k < sizeof with_value / sizeof *with_value; k++)
         if (!strcmp(a, with_value[k])) return 1;
     return 0;
@@ -99,7 +100,8 @@ static int load_tokenizer(const tok_args *a, cz_tokenizer **tok, cz_error *err) 
 static const char SHARDS_HELP[] =
     "usage: cloze-prep shards --vocab FILE [--merges FILE] [--cased] --out DIR --shards S\n"
     "                         [--heldout FRACTION] [--threads N] [--format F]\n"
-    "                         [--jsonl-field NAME] [--wikitext-detok] [--quiet] INPUTS...\n"
+    "                         [--jsonl-field NAME] [--wikitext-detok] [--passages P]\n"
+    "                         [--quiet] INPUTS...\n"
     "Tokenizes text files/directories into S shards and DIR/train.manifest; --heldout\n"
     "puts that fraction of documents (chosen by a hash of their text) into held-out\n"
     "shards and DIR/heldout.manifest. The shards go to DIR/set-NNNN/; a new set\n"
@@ -108,7 +110,10 @@ static const char SHARDS_HELP[] =
     "sentences; GPT-2 BPE keeps every byte of a document as it is (docs/formats.md).\n"
     "  --vocab FILE       WordPiece vocab.txt, or GPT-2 encoder.json with --merges vocab.bpe\n"
     "  --cased            WordPiece: keep case and accents (default: uncased)\n"
-    "  --format F         auto (default), text, wikitext, jsonl, gutenberg\n"
+    "  --format F         auto (default), text, wikitext, jsonl, gutenberg, wikiextractor\n"
+    "                     (WikiExtractor's <doc> files or its --json output)\n"
+    "  --passages P       auto (default: on for WikiExtractor output), on, off: keep only\n"
+    "                     text passages, as BERT did (no headings, list or table lines)\n"
     "  --jsonl-field NAME JSON Lines: the string field with the text (default: text)\n"
     "  --wikitext-detok   turn ' @-@ ', ' @,@ ', ' @.@ ' into '-', ',', '.'\n"
     "  --threads N        tokenizer threads (default 1); output is identical for any N\n"
@@ -117,13 +122,17 @@ static const char SHARDS_HELP[] =
     "One cloze-prep at a time writes a DIR (DIR/.cloze-prep.lock).\n";
 
 static void print_summary(const cz_prep_stats *s, double secs, int verbatim) {
-    char chars[160];
+    char chars[240];
     if (verbatim) /* GPT mode: every byte is text (docs/formats.md) */
         snprintf(chars, sizeof chars, "%llu invalid UTF-8 bytes kept as bytes",
                  (unsigned long long)s->bytes_replaced);
     else
         snprintf(chars, sizeof chars, "%llu invalid bytes replaced, %llu control chars dropped",
                  (unsigned long long)s->bytes_replaced, (unsigned long long)s->chars_dropped);
+    if (s->lines_dropped) /* --passages: say what the text lost */
+        snprintf(chars + strlen(chars), sizeof chars - strlen(chars),
+                 ", %llu lines that are no text passage dropped",
+                 (unsigned long long)s->lines_dropped);
     fprintf(stderr,
             "cloze-prep: %llu documents (%llu held out), %llu sentences, %llu tokens, "
             "[UNK] %.4f%%, %s, %.1f MB in %.1f s (%.2f MB/s)\n",
@@ -204,11 +213,19 @@ static int parse_shards(int argc, char **argv, tok_args *ta, cz_prep_options *o,
             o->wikitext_detok = 1;
         else if (!strcmp(a, "--quiet"))
             o->progress = 0;
-        else if (!strcmp(a, "--format") && more) {
+        else if (!strcmp(a, "--passages") && more) {
+            const char *v = argv[++i];
+            if (!strcmp(v, "auto") || !strcmp(v, "on") || !strcmp(v, "off"))
+                o->passages = v[0] == 'a'   ? CZ_PASSAGES_AUTO
+                              : v[1] == 'n' ? CZ_PASSAGES_ON
+                                            : CZ_PASSAGES_OFF;
+            else
+                return usage_error("shards", "--passages %s: not auto, on or off", v);
+        } else if (!strcmp(a, "--format") && more) {
             if (cz_input_format_parse(argv[++i], &o->fmt) != 0)
                 return usage_error("shards",
-                                   "--format %s: not auto, text, wikitext, jsonl or "
-                                   "gutenberg",
+                                   "--format %s: not auto, text, wikitext, jsonl, "
+                                   "gutenberg or wikiextractor",
                                    argv[i]);
         } else if (a[0] == '-' && a[1])
             return bad_option("shards", argc, argv, i);

@@ -127,17 +127,67 @@ int cz_run_save_checkpoint(cz_run *r, cz_error *err) {
  * dies, so a stale file never blocks. The file says who holds it, for the
  * refusal message. (fcntl, not flock: flock is local to a host on some
  * network filesystems.) */
+/* The first prefix of dir (at a '/' or the whole) that does not exist
+ * into out (""; none): the topmost directory cz_make_dirs will create. */
+static void first_missing(const char *dir, char *out, size_t len) {
+    char buf[CZ_PATH_MAX];
+    struct stat st;
+    out[0] = 0;
+    snprintf(buf, sizeof buf, "%s", dir);
+    for (char *p = buf + 1;; p++) {
+        if (*p && *p != '/') continue;
+        char c = *p;
+        *p = 0;
+        if (stat(buf, &st) != 0 && errno == ENOENT) {
+            snprintf(out, len, "%s", buf);
+            return;
+        }
+        *p = c;
+        if (!c) return;
+    }
+}
+
+void cz_run_unclaim_dir(cz_run *r) {
+    char path[CZ_PATH_MAX + 32];
+    if (r->lock_fd >= 0 && r->created_lock) {
+        snprintf(path, sizeof path, "%s/run.lock", r->cfg.train.run_dir);
+        unlink(path);
+    }
+    cz_run_release_dir(r);
+    if (!r->created_top[0]) return;
+    /* train.run_dir, then its parents up to the topmost one made here,
+     * each only while empty (rmdir refuses otherwise) */
+    snprintf(path, sizeof path, "%s", r->cfg.train.run_dir);
+    for (;;) {
+        size_t n = strlen(path);
+        while (n > 1 && path[n - 1] == '/') path[--n] = 0;
+        if (rmdir(path) != 0 || !strcmp(path, r->created_top)) break;
+        char *slash = strrchr(path, '/');
+        if (!slash || slash == path) break;
+        *slash = 0;
+    }
+    r->created_top[0] = 0;
+}
+
 int cz_run_claim_dir(cz_run *r, const char *resume, cz_error *err) {
     const char *dir = r->cfg.train.run_dir;
     if (!dir[0])
         return cz_fail(err, "train.run_dir is not set: name the run directory in the "
                             "configuration or with --set train.run_dir=DIR");
-    if (cz_make_dirs(dir, err) != 0) return -1;
+    first_missing(dir, r->created_top, sizeof r->created_top);
+    if (cz_make_dirs(dir, err) != 0) {
+        cz_run_unclaim_dir(r);
+        return -1;
+    }
     char path[CZ_PATH_MAX + 32];
     snprintf(path, sizeof path, "%s/run.lock", dir);
+    r->created_lock = access(path, F_OK) != 0;
     int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return cz_fail(err, "%s: cannot open the run directory's lock: %s", path, strerror(errno));
+    if (fd < 0) {
+        cz_fail(err, "%s: cannot open the run directory's lock: %s", path, strerror(errno));
+        cz_run_unclaim_dir(r);
+        return -1;
+    }
     struct flock fl;
     memset(&fl, 0, sizeof fl);
     fl.l_type = F_WRLCK;
@@ -148,7 +198,7 @@ int cz_run_claim_dir(cz_run *r, const char *resume, cz_error *err) {
         ssize_t n = pread(fd, holder, sizeof holder - 1, 0);
         holder[n > 0 ? n : 0] = 0;
         holder[strcspn(holder, "\n")] = 0;
-        close(fd);
+        close(fd); /* (another job's lock: its run.lock, our directories are none) */
         if (e == EACCES || e == EAGAIN)
             return cz_fail(err,
                            "%s: another cloze-train job (%s) is using this run directory: wait for "
@@ -167,14 +217,20 @@ int cz_run_claim_dir(cz_run *r, const char *resume, cz_error *err) {
     /* a fresh run must not mix its files with an earlier run's */
     long *steps = NULL;
     int count = 0;
-    if (cz_ckpt_list(dir, &steps, &count, err) != 0) return -1;
+    if (cz_ckpt_list(dir, &steps, &count, err) != 0) {
+        cz_run_unclaim_dir(r);
+        return -1;
+    }
     free(steps);
-    if (count > 0)
-        return cz_fail(err,
-                       "%s already holds %d checkpoint(s): continue it with --resume auto, start "
-                       "a new run there on purpose with --start-fresh, or choose another "
-                       "train.run_dir",
-                       dir, count);
+    if (count > 0) {
+        cz_fail(err,
+                "%s already holds %d checkpoint(s): continue it with --resume auto, start "
+                "a new run there on purpose with --start-fresh, or choose another "
+                "train.run_dir",
+                dir, count);
+        cz_run_unclaim_dir(r);
+        return -1;
+    }
     return 0;
 }
 
@@ -223,9 +279,13 @@ static int choose_checkpoint(cz_run *r, const char *resume, char *path, size_t l
         long step;
         int found = cz_ckpt_find_latest(dir, path, len, &step, err);
         if (found < 0) return -1;
+        /* the decision in one line either way (a requeued job's log says
+         * what it continued from; a mistyped train.run_dir shows as new) */
         if (!found) {
             if (none_readable(dir, err) != 0) return -1;
-            cz_info("--resume auto: no checkpoint in %s, starting fresh", dir);
+            cz_info("--resume auto: no checkpoint in %s, starting fresh at step 0 (%s)", dir,
+                    r->created_top[0] ? "it did not exist: created now; a mistyped train.run_dir?"
+                                      : "it holds none");
         }
         return found;
     }

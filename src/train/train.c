@@ -735,6 +735,9 @@ int cz_train_run_task(const cz_comm *world, const cz_config *cfg, const cz_train
     if (rc == 0) {
         int resumed = cz_run_resume(r, opt->resume, err);
         rc = resumed < 0 ? -1 : 0;
+        /* failed before it started: it leaves no trace (no run.lock, no
+         * run directory that it made) */
+        if (rc != 0 && r->comm.rank == 0) cz_run_unclaim_dir(r);
         if (rc == 0) rc = write_run_config(r, err);
         if (rc == 0) {
             cz_metrics_open(r);

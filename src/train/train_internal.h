@@ -46,7 +46,13 @@ typedef struct cz_run {
     cz_phase phase[2];
     long phase2_start; /* first step of phase 2 (== steps when there is none) */
     FILE *metrics;
-    int lock_fd;    /* rank 0: the run directory's lock, held while the run lives */
+    int lock_fd; /* rank 0: the run directory's lock, held while the run lives */
+    /* rank 0, what claiming the run directory created, so that a run that
+     * fails before it starts leaves nothing behind (cz_run_unclaim_dir): the
+     * topmost directory made ("" = none, train.run_dir existed) and whether
+     * run.lock is new */
+    char created_top[CZ_PATH_MAX];
+    int created_lock;
     int err_shared; /* the error being returned is every rank's (CZ_TRAIN_ERR_ALL_RANKS) */
     int start_fresh;
     int allow_config_change;  /* --allow-config-change: resume despite REFUSED keys */
@@ -106,6 +112,10 @@ int cz_run_resume(cz_run *r, const char *resume, cz_error *err);
  * no --start-fresh) is refused where checkpoints exist. */
 int cz_run_claim_dir(cz_run *r, const char *resume, cz_error *err);
 void cz_run_release_dir(cz_run *r);
+/* Rank 0, when the run fails before its first step (a --resume that cannot
+ * be read): removes what cz_run_claim_dir created (run.lock if it was new,
+ * the directories it made while they are empty) and releases the lock. */
+void cz_run_unclaim_dir(cz_run *r);
 /* model.init_from: the weights of a cloze checkpoint or a Hugging Face
  * directory into the freshly initialised model (every rank reads them). */
 int cz_run_init_from(cz_run *r, cz_error *err);

@@ -15,7 +15,7 @@ T=$(mktemp -d /tmp/cloze-fuzz-seeds-XXXXXX)
 trap 'rm -rf "$T"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 rm -rf "$OUT"
-for h in config shard manifest checkpoint safetensors json reader bpe wordpiece vocab task; do
+for h in config shard manifest checkpoint safetensors json reader wikidoc bpe wordpiece vocab task; do
     mkdir -p "$OUT/fuzz_$h"
 done
 prefixed() { # prefixed BYTE FILE OUT: OUT = one mode byte (hex) + FILE
@@ -80,6 +80,11 @@ prefixed 03 "$T/docs.jsonl" "$OUT/fuzz_reader/jsonl-text"
 prefixed 04 "$T/book.txt" "$OUT/fuzz_reader/gutenberg-bert"
 prefixed 0c "$T/book.txt" "$OUT/fuzz_reader/gutenberg-gpt"
 head -c 200 "$T/docs.jsonl" >"$OUT/fuzz_json/jsonl-line"
+
+# ---- WikiExtractor output (fuzz_wikidoc; first byte: bit 0 GPT mode, bit 1
+# passages off, bit 2 --format auto): the docs' sections as articles, in its
+# <doc> form and its JSON form, headings and list lines included
+"$PY" "$SRC/tests/fuzz/wikidoc_seeds.py" "$SRC/docs/data.md" "$OUT/fuzz_wikidoc"
 
 # ---- tokenizer inputs: docs paragraphs and the GPT-2 whitespace cases
 head -c 2000 "$SRC/docs/data.md" >"$OUT/fuzz_wordpiece/data-md"

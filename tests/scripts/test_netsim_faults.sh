@@ -27,7 +27,7 @@ NAME_PREFIX=czf source "$(dirname "$0")/netsim_common.sh"
 ns() { timeout 180 "$NETSIM" --name "$name" mpirun -x OMP_NUM_THREADS=1 -x BLIS_NUM_THREADS=1 "$@"; }
 # the user's launcher on the simulated cluster
 launcher() {
-  CLOZE_MPIRUN="$NETSIM --name $name mpirun" timeout 180 "$SRC/launch/cloze-mpirun" -n 4 -t 1 "$@"
+  CLOZE_MPIRUN_COMMAND="$NETSIM --name $name mpirun" timeout 180 "$SRC/launch/cloze-mpirun" -n 4 -t 1 "$@"
 }
 args() {
   tiny_args "$data" "$1"
