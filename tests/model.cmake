@@ -24,3 +24,7 @@ cloze_add_script_test(gpt2_reference
 cloze_add_unit_test(test_model_bf16 TIMEOUT 60)
 # the fine-tuning heads: finite differences, loss from the logits, layouts
 cloze_add_unit_test(test_model_heads TIMEOUT 120)
+# GPT-2's layout trained end to end: 1 / 2 ranks x 1 / 2 threads, recompute,
+# bf16: the same losses and final parameters (tests/scripts/test_train_gpt2.sh)
+cloze_add_script_test(test_train_gpt2 COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_train_gpt2.sh
+                      LABELS "mpi;train" TIMEOUT 600)
