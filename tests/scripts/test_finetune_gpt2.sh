@@ -5,7 +5,8 @@
 # three added tokens (<s> $ <e>, Sec. 3.3) get fresh rows, also where they
 # fall inside the base's padding rows; the last-token classifier with the
 # auxiliary LM loss trains (loss = task + 0.5 LM, dev accuracy above
-# chance); multiple choice gives the same losses and predictions on 1 rank x
+# chance) and `cloze-finetune predict` on its checkpoint scores what the run
+# scored; multiple choice gives the same losses and predictions on 1 rank x
 # accumulation 2 and 2 ranks x 1.
 set -euo pipefail
 FT_WORK=ft-gpt2 source "$(dirname "$0")/finetune_common.sh"
@@ -62,6 +63,20 @@ first, last = (sum(x["task_loss"] for x in part) / k for part in (m[:k], m[-k:])
 assert last < first, f"the task loss did not fall: {first:.3f} -> {last:.3f}"
 assert r["score"] > 55, f"dev accuracy {r['score']} (2 balanced classes)"
 print(f"GPT-2 layout: loss = task + 0.5 LM over {len(m)} steps; dev accuracy {r['score']:.2f}")
+PY
+
+# predict with the run's last checkpoint (the padded, grown vocabulary read
+# back from it) on the dev file, on another rank count: the run's dev score
+mpi 1 "$FT" predict --out "$work/cls_p" --threads 1 --task tsv --text-a sentence --label label \
+  --max-seq 64 --init "$(last_ckpt "$work/cls")" --input "$work/tasks/cls_dev.tsv" \
+  >"$work/cls_p.out" 2>"$work/cls_p.log" || { cat "$work/cls_p.log"; fail "cloze-finetune predict"; }
+$PY - "$work" <<'PY' || fail "GPT-2 layout predict"
+import json, sys
+w = sys.argv[1]
+dev = [r for r in map(json.loads, open(f"{w}/cls/results.jsonl")) if r.get("final")][-1]
+sc = json.load(open(f"{w}/cls_p/scores.json"))
+assert abs(sc["score"] - dev["score"]) < 1e-4, (sc["score"], dev["score"])
+print(f"GPT-2 layout predict: dev accuracy {sc['score']:.2f}, the run's")
 PY
 
 # multiple choice on two rank layouts
