@@ -288,6 +288,13 @@ static void test_file_errors(void) {
                       ":2: model.type_vocab_size: GPT has no segment embeddings");
     expect_file_error("model: { type_vocab_size = 0; };\n",
                       ":1: model.type_vocab_size: BERT needs 2 segment types");
+    /* GPT-2's layout and the vocabulary padding are GPT's */
+    expect_file_error("model: { layout = \"pre_ln\"; };\n",
+                      ":1: model.layout: model.layout = pre_ln is GPT-2's decoder layout");
+    expect_file_error("model: {\n vocab_pad_to = 64; };\n",
+                      ":2: model.vocab_pad_to: model.vocab_pad_to = 64: only GPT's tied LM head");
+    expect_file_error("model: { layout = \"sandwich\"; };\n",
+                      ":1: model.layout: expected one of post_ln|pre_ln");
     expect_file_error("optim: { warmup_steps = 10L;\n warmup_fraction = 0.1; };\n",
                       ":1: optim.warmup_steps: set only one of");
     expect_file_error("dist: { allreduce = \"mpi\";\n grad_wire = \"bf16\"; };\n",

@@ -177,7 +177,9 @@ const cz_tensor_info *cz_model_tensor(const cz_model *m, int i);
 const cz_tensor_info *cz_model_find_tensor(const cz_model *m, const char *name);
 
 /* BERT init: truncated normal (std init_range, cut at 2 std), zero biases,
- * LayerNorm gamma = 1, beta = 0; keyed by (seed, tensor index). */
+ * LayerNorm gamma = 1, beta = 0; keyed by (seed, tensor index). Pre-LN:
+ * the residual projections at std init_range / sqrt(2L) (GPT-2 Sec. 2.3);
+ * the word embedding's padding rows (vocab_pad_to) 0. */
 void cz_model_init_weights(cz_model *m, uint64_t seed);
 
 /* The memory plan made by cz_model_create, in bytes. */
@@ -194,8 +196,8 @@ void cz_model_get_memory(const cz_model *m, cz_model_memory *out);
 
 /* Backward calls fn(ctx, offset, count) each time a contiguous range of the
  * gradient buffer is final (grads.h), in the order it produces them: the
- * tied word embedding with the heads, last layer ... first layer, the other
- * embeddings. The flat layout puts them in that order, so ranges become
+ * tied word embedding with the heads (pre-LN: and the final LayerNorm),
+ * last layer ... first layer, the other embeddings. The flat layout puts them in that order, so ranges become
  * final from offset 0 upwards: cz_model_grad_order says so, and the
  * gradient sync reduces buckets in that order while backward continues.
  * fn NULL: no calls.
