@@ -68,8 +68,8 @@ static double rel_l2(const result *x, const result *y) {
     return sqrt(d / n);
 }
 
-static void compare(cz_arch arch, int layout, const char *label, cz_gemm_ctx *g32,
-                    cz_gemm_ctx *gb, cz_gemm_ctx *gr) {
+static void compare(cz_arch arch, int layout, const char *label, cz_gemm_ctx *g32, cz_gemm_ctx *gb,
+                    cz_gemm_ctx *gr) {
     cz_model_config c = tiny_config(arch, 200, 64, 2, 2, 64);
     c.layout = layout;
     if (layout == CZ_LAYOUT_PRE_LN) c.vocab_pad_to = 64; /* 200 -> 256 rows */
