@@ -197,12 +197,14 @@ void cz_model_get_memory(const cz_model *m, cz_model_memory *out);
 /* Backward calls fn(ctx, offset, count) each time a contiguous range of the
  * gradient buffer is final (grads.h), in the order it produces them: the
  * tied word embedding with the heads (pre-LN: and the final LayerNorm),
- * last layer ... first layer, the other embeddings. The flat layout puts them in that order, so
- * ranges become final from offset 0 upwards: cz_model_grad_order says so, and the gradient sync
- * reduces buckets in that order while backward continues. fn NULL: no calls. The word embedding is
- * final with the heads only when a rows hook takes the embedding lookup's rows
- * (cz_model_set_grad_rows_hook: called once at the end of backward, before the last range is
- * reported; the buffer then lacks those rows' lookup part). Without one, the lookup adds to the
+ * last layer ... first layer, the other embeddings. The flat layout puts
+ * them in that order, so ranges become final from offset 0 upwards:
+ * cz_model_grad_order says so, and the gradient sync reduces buckets in
+ * that order while backward continues. fn NULL: no calls.
+ * The word embedding is final with the heads only when a rows hook takes
+ * the embedding lookup's rows (cz_model_set_grad_rows_hook: called once at
+ * the end of backward, before the last range is reported; the buffer then
+ * lacks those rows' lookup part). Without one, the lookup adds to the
  * buffer as always and the word embedding's range is reported last, out of
  * order. */
 void cz_model_set_grad_hook(cz_model *m, cz_grad_ready_fn fn, void *ctx);
