@@ -20,6 +20,9 @@
 #           base128 (BERT-base, seq 128, batch 8)
 #           base512 (BERT-base, seq 512, batch 2, 80 prediction slots)
 #           gpt (GPT-1 L12 H768 A12, seq 512, batch 2, vocab 30522)
+#           gpt2 (GPT-2 small's layout, conf/gpt2-124m.cfg: pre-LN, L12 H768
+#                A12, seq 1024, batch 2, vocab 30522 (cloze pads it to 30528
+#                rows, model.vocab_pad_to = 64; PyTorch has 30522))
 #   default: mini:2 base128:2
 # env: PEAK (GFLOP/s the MFU divides by, for the whole node; default:
 #      measured in the run: the 2-thread fp32 rate of the BERT-base
@@ -83,6 +86,7 @@ shape() { # sets conf arch L H A T B P csteps tsteps
     base128) conf=bert-base; arch=bert; L=12; H=768; A=12; T=128; B=8; P=20; csteps=6; tsteps=4 ;;
     base512) conf=bert-base; arch=bert; L=12; H=768; A=12; T=512; B=2; P=80; csteps=5; tsteps=3 ;;
     gpt) conf=gpt1; arch=gpt; L=12; H=768; A=12; T=512; B=2; P=0; csteps=5; tsteps=3 ;;
+    gpt2) conf=gpt2-124m; arch=gpt; L=12; H=768; A=12; T=1024; B=2; P=0; csteps=5; tsteps=3 ;;
     *) echo "e2e_vs_torch: unknown config $1" >&2; exit 2 ;;
   esac
   csteps=${CSTEPS:-$csteps}; tsteps=${TSTEPS:-$tsteps}
@@ -122,6 +126,7 @@ run_torch() { # cfg ranks threads rep peer precision
               --vocab 30522 --steps $tsteps --threads $3 --precision $6) py=$PYTHON
   local prog=$5; [ "$6" = fp32 ] || prog=$5-$6
   [ "$P" -gt 0 ] && args+=(--max-pred $P)
+  [ "$conf" = gpt2-124m ] && args+=(--layout pre_ln)
   case $5 in
     debian) args+=(--attn mha) ;;
     pypi-eager) py=$venv/bin/python; args+=(--attn sdpa) ;;
@@ -218,7 +223,8 @@ for line in open(sys.argv[1]):
     runs[(f[2], f[3], f[1])].append({k: float(v) for k, v in kv.items()})
 given, peak, kernels = float(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
 names = {"mini": "BERT-mini T128 B32", "base128": "BERT-base T128 B8",
-         "base512": "BERT-base T512 B2", "gpt": "GPT-1 T512 B2"}
+         "base512": "BERT-base T512 B2", "gpt": "GPT-1 T512 B2",
+         "gpt2": "GPT-2 124M layout T1024 B2"}
 med = lambda rs, k: statistics.median(r[k] for r in rs) if rs else float("nan")
 # FLOPs per token from cloze's MFU (over `given`): the same model for every program
 fpt = {}

@@ -5,7 +5,11 @@ timed per optimizer step on random token batches.
 
 usage: torch_train_bench.py --arch bert|gpt --layers L --hidden H --heads A
        --seq T --batch B [--vocab V] [--max-pred P] [--steps N] [--threads N]
-       [--attn mha|sdpa] [--compile] [--precision fp32|bf16]
+       [--attn mha|sdpa] [--compile] [--precision fp32|bf16] [--layout post_ln|pre_ln]
+
+--layout pre_ln (GPT only): GPT-2's blocks, as cloze's model.layout = pre_ln:
+x + Drop(Attn(LN1(x))), then x + Drop(MLP(LN2(x))) with the tanh GELU, and
+a final LayerNorm before the tied LM head.
 
 --attn: nn.MultiheadAttention (the only choice in PyTorch 1.13) or one
 fused q/k/v projection with F.scaled_dot_product_attention (PyTorch >= 2.0,
@@ -60,8 +64,9 @@ class SelfAttention(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, h, a, causal, sdpa):
+    def __init__(self, h, a, causal, sdpa, pre_ln=False):
         super().__init__()
+        self.pre_ln = pre_ln
         self.sdpa = sdpa
         if sdpa:
             self.attn = SelfAttention(h, a, causal)
@@ -74,24 +79,30 @@ class Block(nn.Module):
         self.drop = nn.Dropout(0.1)
         self.causal = causal
 
-    def forward(self, x, mask):
+    def attend(self, x, mask):
         if self.sdpa:
-            a = self.attn(x)
-        else:
-            a, _ = self.attn(x, x, x, attn_mask=mask, need_weights=False)
-        x = self.ln1(x + self.drop(a))  # post-LN, as BERT and GPT-1
+            return self.attn(x)
+        a, _ = self.attn(x, x, x, attn_mask=mask, need_weights=False)
+        return a
+
+    def forward(self, x, mask):
+        if self.pre_ln:  # GPT-2: LN before each sub-layer
+            x = x + self.drop(self.attend(self.ln1(x), mask))
+            return x + self.drop(self.ff2(F.gelu(self.ff1(self.ln2(x)), approximate="tanh")))
+        x = self.ln1(x + self.drop(self.attend(x, mask)))  # post-LN, as BERT and GPT-1
         f = self.ff2(F.gelu(self.ff1(x)))
         return self.ln2(x + self.drop(f))
 
 
 class Model(nn.Module):
-    def __init__(self, arch, vocab, layers, h, a, seq, sdpa):
+    def __init__(self, arch, vocab, layers, h, a, seq, sdpa, pre_ln=False):
         super().__init__()
         self.arch = arch
         self.sdpa = sdpa
         self.tok = nn.Embedding(vocab, h)
         self.pos = nn.Embedding(max(512, seq), h)
-        self.blocks = nn.ModuleList([Block(h, a, arch == "gpt", sdpa) for _ in range(layers)])
+        self.blocks = nn.ModuleList([Block(h, a, arch == "gpt", sdpa, pre_ln) for _ in range(layers)])
+        self.ln_f = nn.LayerNorm(h, eps=1e-5) if pre_ln else None
         self.drop = nn.Dropout(0.1)
         if arch == "bert":
             # BERT-only parts; GPT must not own them, or DDP waits for
@@ -115,6 +126,8 @@ class Model(nn.Module):
         x = self.drop(x)
         for blk in self.blocks:
             x = blk(x, mask)
+        if self.ln_f is not None:
+            x = self.ln_f(x)
         if self.arch == "gpt":
             logits = x[:, :-1] @ self.tok.weight.t()
             return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1))
@@ -142,7 +155,10 @@ def main():
     p.add_argument("--attn", choices=["mha", "sdpa"], default="sdpa" if has_sdpa else "mha")
     p.add_argument("--compile", action="store_true")
     p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
+    p.add_argument("--layout", choices=["post_ln", "pre_ln"], default="post_ln")
     a = p.parse_args()
+    if a.layout == "pre_ln" and a.arch != "gpt":
+        p.error("--layout pre_ln is GPT-2's decoder: it needs --arch gpt")
     if a.attn == "sdpa" and not has_sdpa:
         p.error(f"--attn sdpa needs PyTorch >= 2.0 (this is {torch.__version__})")
     if a.compile and not hasattr(torch, "compile"):
@@ -153,7 +169,8 @@ def main():
     if world > 1:
         torch.distributed.init_process_group("gloo")
     torch.manual_seed(0)
-    m = Model(a.arch, a.vocab, a.layers, a.hidden, a.heads, a.seq, a.attn == "sdpa")
+    m = Model(a.arch, a.vocab, a.layers, a.hidden, a.heads, a.seq, a.attn == "sdpa",
+              a.layout == "pre_ln")
     if world > 1:
         m = nn.parallel.DistributedDataParallel(m)
     if a.compile:
@@ -187,7 +204,8 @@ def main():
         if rank != 0:
             return
     how = f"{a.attn}{' compiled' if a.compile else ' eager'}, {a.precision}"
-    print(f"torch {torch.__version__} ({how}) {a.arch} L={a.layers} H={a.hidden} seq={a.seq} batch={a.batch} ranks={world} threads={a.threads}: "
+    arch = a.arch + (" pre_ln" if a.layout == "pre_ln" else "")
+    print(f"torch {torch.__version__} ({how}) {arch} L={a.layers} H={a.hidden} seq={a.seq} batch={a.batch} ranks={world} threads={a.threads}: "
           f"{a.batch * a.seq / med:.0f} tokens/s (median step {med * 1000:.1f} ms over {len(times)}), "
           f"peak RSS {rss:.0f} MiB")
 

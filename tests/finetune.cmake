@@ -16,3 +16,7 @@ endif()
 cloze_add_script_test(test_finetune_predict
                       COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_finetune_predict.sh
                       LABELS "mpi;finetune" TIMEOUT 600)
+# fine-tuning on GPT-2's layout (pre-LN, padded vocabulary): initialisation,
+# classification with the auxiliary LM loss, multiple choice on 1 and 2 ranks
+cloze_add_script_test(test_finetune_gpt2 COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_finetune_gpt2.sh
+                      LABELS "mpi;finetune" TIMEOUT 600)

@@ -14,8 +14,17 @@ if(CLOZE_PYTHON)
     COMMAND ${CLOZE_PYTHON} ${CLOZE_TEST_DIR}/reference/model_reference.py $<TARGET_FILE:model_dump>
     LABELS python TIMEOUT 300)
 endif()
+# GPT-2's layout (model.layout = pre_ln, padded vocabulary) against
+# transformers.GPT2LMHeadModel in the Hugging Face venv (hf_venv.sh)
+cloze_add_script_test(gpt2_reference
+  COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_gpt2_reference.sh $<TARGET_FILE:model_dump>
+  LABELS "python;hf" TIMEOUT 600)
 # every product in bf16 mode vs fp32 and vs the bf16 definition (skipped
 # where the CPU lacks AVX512_BF16)
 cloze_add_unit_test(test_model_bf16 TIMEOUT 60)
 # the fine-tuning heads: finite differences, loss from the logits, layouts
 cloze_add_unit_test(test_model_heads TIMEOUT 120)
+# GPT-2's layout trained end to end: 1 / 2 ranks x 1 / 2 threads, recompute,
+# bf16: the same losses and final parameters (tests/scripts/test_train_gpt2.sh)
+cloze_add_script_test(test_train_gpt2 COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_train_gpt2.sh
+                      LABELS "mpi;train" TIMEOUT 600)

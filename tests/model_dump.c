@@ -1,5 +1,7 @@
-/* model_dump <bert|gpt> <dir>: the C side of the PyTorch comparison
- * (tests/reference/model_reference.py). Builds a small model, writes
+/* model_dump <bert|gpt|gpt2> <dir>: the C side of the PyTorch comparisons
+ * (tests/reference/model_reference.py; gpt2, the pre-LN layout with a padded
+ * vocabulary: tests/reference/gpt2_reference.py against transformers'
+ * GPT2LMHeadModel). Builds a small model, writes
  *   dir/config.json          Hugging Face config (cz_hf_config_write)
  *   dir/weights.safetensors  the initial weights
  *   dir/batch.txt            the batch, one "name v1 v2 ..." line per array
@@ -46,8 +48,9 @@ static void die(const char *what, const cz_error *err) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 3 || (strcmp(argv[1], "bert") && strcmp(argv[1], "gpt"))) {
-        fprintf(stderr, "usage: model_dump <bert|gpt> <dir>\n");
+    if (argc != 3 ||
+        (strcmp(argv[1], "bert") && strcmp(argv[1], "gpt") && strcmp(argv[1], "gpt2"))) {
+        fprintf(stderr, "usage: model_dump <bert|gpt|gpt2> <dir>\n");
         return 2;
     }
     int bert = !strcmp(argv[1], "bert");
@@ -55,6 +58,10 @@ int main(int argc, char **argv) {
     const int B = 3, T = 32, P = 5;
     cz_model_config c = bert ? tiny_config(CZ_ARCH_BERT, 30522, 128, 2, 2, 64)
                              : tiny_config(CZ_ARCH_GPT, 5000, 128, 4, 4, 64);
+    if (!strcmp(argv[1], "gpt2")) { /* GPT-2's layout, 5000 -> 5056 rows */
+        c.layout = CZ_LAYOUT_PRE_LN;
+        c.vocab_pad_to = 64;
+    }
     cz_error err;
     cz_gemm_ctx *gemm = cz_gemm_setup(CZ_GEMM_AUTO, 1, &err);
     if (!gemm) die("gemm", &err);

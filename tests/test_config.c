@@ -131,7 +131,8 @@ static void test_conf_files(void) {
     } sizes[] = {{"bert-tiny", 2, 128, 2},   {"bert-mini", 4, 256, 4},
                  {"bert-small", 4, 512, 8},  {"bert-medium", 8, 512, 8},
                  {"bert-base", 12, 768, 12}, {"bert-large", 24, 1024, 16},
-                 {"gpt1", 12, 768, 12},      {"gpt-mini", 4, 256, 4}};
+                 {"gpt1", 12, 768, 12},      {"gpt-mini", 4, 256, 4},
+                 {"gpt2-124m", 12, 768, 12}, {"gpt2-mini", 4, 256, 4}};
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         char path[2048];
         snprintf(path, sizeof path, "%s/%s.cfg", dir, sizes[i].name);
@@ -166,6 +167,22 @@ static void test_conf_files(void) {
                   c.optim.warmup_steps == 2000 && c.optim.schedule == CZ_SCHEDULE_COSINE &&
                   c.model.type_vocab_size == 0,
               "gpt1: not GPT-1 Sec. 4.1");
+    /* GPT-2 small: pre-LN, 1024 positions, 50257 tokens padded to 50304 rows,
+     * 124,439,808 parameters as the released checkpoint (+ 47 padding rows) */
+    snprintf(path, sizeof path, "%s/gpt2-124m.cfg", dir);
+    if (cz_config_load(&c, path, NULL, 0, &err) == 0) {
+        cz_model_param_counts pc;
+        CHECK(cz_model_count_params(&c.model, &pc, &err) == 0, "gpt2-124m: %s", err.msg);
+        CHECK(c.model.arch == CZ_ARCH_GPT && c.model.layout == CZ_LAYOUT_PRE_LN &&
+                  c.model.vocab_size == 50257 && cz_model_vocab_rows(&c.model) == 50304 &&
+                  c.model.max_positions == 1024 && c.data.seq == 1024 && c.model.gelu_tanh &&
+                  pc.total == 124439808 + 47 * 768,
+              "gpt2-124m: not GPT-2 small (%zu parameters)", pc.total);
+    }
+    snprintf(path, sizeof path, "%s/gpt2-mini.cfg", dir);
+    if (cz_config_load(&c, path, NULL, 0, &err) == 0)
+        CHECK(c.model.layout == CZ_LAYOUT_PRE_LN && c.model.vocab_pad_to == 64,
+              "gpt2-mini: not the pre-LN layout");
 }
 
 /* A config with awkward values in every type survives write -> read. */
@@ -271,6 +288,13 @@ static void test_file_errors(void) {
                       ":2: model.type_vocab_size: GPT has no segment embeddings");
     expect_file_error("model: { type_vocab_size = 0; };\n",
                       ":1: model.type_vocab_size: BERT needs 2 segment types");
+    /* GPT-2's layout and the vocabulary padding are GPT's */
+    expect_file_error("model: { layout = \"pre_ln\"; };\n",
+                      ":1: model.layout: model.layout = pre_ln is GPT-2's decoder layout");
+    expect_file_error("model: {\n vocab_pad_to = 64; };\n",
+                      ":2: model.vocab_pad_to: model.vocab_pad_to = 64: only GPT's tied LM head");
+    expect_file_error("model: { layout = \"sandwich\"; };\n",
+                      ":1: model.layout: expected one of post_ln|pre_ln");
     expect_file_error("optim: { warmup_steps = 10L;\n warmup_fraction = 0.1; };\n",
                       ":1: optim.warmup_steps: set only one of");
     expect_file_error("dist: { allreduce = \"mpi\";\n grad_wire = \"bf16\"; };\n",

@@ -1,4 +1,4 @@
-/* model_bf16: a tiny BERT (and GPT) with every matrix product in bf16 mode
+/* model_bf16: a tiny BERT (and GPT, both layouts) with every matrix product in bf16 mode
  * (cz_gemm_set_bf16) against the same model in fp32 and against the bf16
  * definition (cz_gemm_bf16_ref loops: inputs rounded to bf16, double sums).
  * Same weights, same batch, dropout on (keyed, identical in all runs).
@@ -68,9 +68,11 @@ static double rel_l2(const result *x, const result *y) {
     return sqrt(d / n);
 }
 
-static void compare(cz_arch arch, const char *label, cz_gemm_ctx *g32, cz_gemm_ctx *gb,
+static void compare(cz_arch arch, int layout, const char *label, cz_gemm_ctx *g32, cz_gemm_ctx *gb,
                     cz_gemm_ctx *gr) {
     cz_model_config c = tiny_config(arch, 200, 64, 2, 2, 64);
+    c.layout = layout;
+    if (layout == CZ_LAYOUT_PRE_LN) c.vocab_pad_to = 64; /* 200 -> 256 rows */
     int B = 4, T = 32, P = arch == CZ_ARCH_BERT ? 5 : 0;
     static test_batch tb;
     make_batch(&tb, &c, B, T, P, 7, NULL, 99);
@@ -107,8 +109,9 @@ int main(void) {
     CHECK(g32 && gb && gr);
     CHECK(cz_gemm_set_bf16(gb, 1, &err) == 0);
     CHECK(cz_gemm_set_bf16(gr, 1, &err) == 0);
-    compare(CZ_ARCH_BERT, "bert", g32, gb, gr);
-    compare(CZ_ARCH_GPT, "gpt", g32, gb, gr);
+    compare(CZ_ARCH_BERT, CZ_LAYOUT_POST_LN, "bert", g32, gb, gr);
+    compare(CZ_ARCH_GPT, CZ_LAYOUT_POST_LN, "gpt", g32, gb, gr);
+    compare(CZ_ARCH_GPT, CZ_LAYOUT_PRE_LN, "gpt pre_ln", g32, gb, gr);
     cz_gemm_free(g32);
     cz_gemm_free(gb);
     cz_gemm_free(gr);

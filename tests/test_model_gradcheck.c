@@ -1,4 +1,4 @@
-/* Finite differences through the whole model (BERT and GPT, tiny configs,
+/* Finite differences through the whole model (BERT, GPT-1 and GPT-2's pre-LN layout, tiny configs,
  * dropout off), the grad-ready hook's ranges, the word embedding's rows
  * handed over apart (rows hook), and the rank-layout
  * independence of dropout: with dropout on, a batch of 2 gives the same
@@ -42,7 +42,7 @@ static void rows_handover(cz_model *m, const cz_model_config *c, const char *lab
     static test_batch tb;
     make_batch(&tb, c, 2, 8, 3, 2, NULL, 5);
     tb.b.train = 1;
-    size_t np = cz_model_num_params(m), V = (size_t)c->vocab_size, H = (size_t)c->hidden;
+    size_t np = cz_model_num_params(m), V = (size_t)cz_model_vocab_rows(c), H = (size_t)c->hidden;
     float *plain = malloc(np * sizeof *plain);
     cz_losses l;
     cz_error err;
@@ -209,7 +209,7 @@ static void flops_check(cz_model *m, const cz_model_config *c, int T, int P) {
         if (t->ndim == 2 && (strstr(t->name, ".layer.") || strstr(t->name, ".h.")))
             layer_weights += (double)t->numel;
     }
-    double H = c->hidden, V = c->vocab_size;
+    double H = c->hidden, V = cz_model_vocab_rows(c); /* GPT: the product runs over the padding */
     double want = 2.0 * T * layer_weights + c->layers * 2.0 * (2.0 * T * T * H);
     if (c->arch == CZ_ARCH_BERT)
         want += 2.0 * P * (H * H + V * H) + 2.0 * (H * H + 2 * H);
@@ -219,9 +219,65 @@ static void flops_check(cz_model *m, const cz_model_config *c, int T, int P) {
     CHECK(fabs(got - want) <= 1e-9 * want);
 }
 
-static void run(cz_arch arch, const char *label, const cz_gemm_ctx *gemm) {
+/* GPT-2's layout (pre_ln): the tensors and their order (the final
+ * LayerNorm with the heads, finished first), the residual projections'
+ * scaled initialisation, the padding rows of the word embedding (0, never
+ * in the softmax: their gradient is exactly 0, the loss does not move when
+ * they change). */
+static void pre_ln_checks(cz_model *m, const cz_model_config *c, const cz_batch *b) {
+    const cz_tensor_info *wte = cz_model_find_tensor(m, "transformer.wte.weight");
+    const cz_tensor_info *lnf = cz_model_find_tensor(m, "transformer.ln_f.weight");
+    const cz_tensor_info *top = cz_model_find_tensor(m, "transformer.h.1.ln_1.weight");
+    CHECK(wte && lnf && top && cz_model_find_tensor(m, "transformer.wpe.weight"));
+    CHECK(!cz_model_find_tensor(m, "transformer.tokens_embed.weight"));
+    int rows = cz_model_vocab_rows(c), H = c->hidden, V = c->vocab_size;
+    CHECK(rows > V && rows % c->vocab_pad_to == 0 && wte->shape[0] == rows);
+    /* buffer order: word embedding, ln_f, the last layer ... */
+    CHECK(wte->offset == 0 && lnf->offset == (size_t)rows * H && lnf->offset < top->offset);
+    /* init: c_proj std init_range / sqrt(2L), c_fc init_range (sample std within 25 %) */
+    cz_model *fresh;
+    cz_error err;
+    CHECK(cz_model_create(&fresh, c, 1, 8, 1, NULL, &err) == 0);
+    cz_model_init_weights(fresh, 3);
+    const char *names[3] = {"transformer.h.0.attn.c_proj.weight",
+                            "transformer.h.1.mlp.c_proj.weight", "transformer.h.0.mlp.c_fc.weight"};
+    /* a 2-std truncated normal has std 0.880 sigma */
+    double want[3] = {0.880 * c->init_range / 2.0, 0.880 * c->init_range / 2.0,
+                      0.880 * c->init_range};
+    for (int k = 0; k < 3; k++) {
+        const cz_tensor_info *t = cz_model_find_tensor(fresh, names[k]);
+        double ss = 0;
+        for (size_t i = 0; i < t->numel; i++) {
+            double v = cz_model_params(fresh)[t->offset + i];
+            ss += v * v;
+        }
+        double sd = sqrt(ss / (double)t->numel);
+        printf("pre_ln: %s init std %.4f (want %.4f)\n", names[k], sd, want[k]);
+        CHECK(fabs(sd - want[k]) < 0.25 * want[k]);
+        CHECK(!t->no_decay);
+    }
+    for (size_t i = (size_t)V * H; i < (size_t)rows * H; i++)
+        CHECK(cz_model_params(fresh)[i] == 0.0f);
+    cz_model_free(fresh);
+    /* padding rows: gradient exactly 0; setting them changes no loss bit */
+    cz_losses l0, l1;
+    cz_model_zero_grads(m);
+    CHECK(cz_model_forward(m, b, &l0, &err) == 0);
+    cz_model_backward(m, b, 1.0f);
+    float *w = cz_model_params(m), *g = cz_model_grads(m);
+    for (size_t i = (size_t)V * H; i < (size_t)rows * H; i++) CHECK(g[i] == 0.0f);
+    for (size_t i = (size_t)V * H; i < (size_t)rows * H; i++) w[i] = 5.0f;
+    CHECK(cz_model_forward(m, b, &l1, &err) == 0);
+    CHECK(l0.loss == l1.loss);
+    for (size_t i = (size_t)V * H; i < (size_t)rows * H; i++) w[i] = 0.0f;
+    printf("pre_ln: %d padding rows: gradient 0, loss unchanged when they change\n", rows - V);
+}
+
+static void run(cz_arch arch, int layout, const char *label, const cz_gemm_ctx *gemm) {
     const int T = 8, P = 3, B = 2;
     cz_model_config c = tiny_config(arch, 50, 16, 2, 2, 16);
+    c.layout = layout;
+    if (layout == CZ_LAYOUT_PRE_LN) c.vocab_pad_to = 16; /* 50 -> 64 rows */
     c.init_range = 0.2f; /* large weights: the nonlinearities are exercised */
     cz_model *m;
     cz_error err;
@@ -233,6 +289,7 @@ static void run(cz_arch arch, const char *label, const cz_gemm_ctx *gemm) {
     make_batch(&tb, &c, B, T, P, 2, NULL, 3);
 
     gradcheck(m, &tb.b, label);
+    if (layout == CZ_LAYOUT_PRE_LN) pre_ln_checks(m, &c, &tb.b);
     /* ranges come contiguous from offset 0 up when the rows go apart: the
      * order the model declares to the gradient sync (cz_model_grad_order) */
     CHECK(cz_model_grad_order(m) == CZ_GRAD_ASCENDING);
@@ -248,8 +305,9 @@ int main(void) {
     cz_error err;
     cz_gemm_ctx *gemm = cz_gemm_setup(CZ_GEMM_AUTO, 1, &err);
     CHECK(gemm);
-    run(CZ_ARCH_BERT, "bert", gemm);
-    run(CZ_ARCH_GPT, "gpt", gemm);
+    run(CZ_ARCH_BERT, CZ_LAYOUT_POST_LN, "bert", gemm);
+    run(CZ_ARCH_GPT, CZ_LAYOUT_POST_LN, "gpt", gemm);
+    run(CZ_ARCH_GPT, CZ_LAYOUT_PRE_LN, "gpt pre_ln", gemm);
     /* deep models (BERT-large depth) get their memory planned too */
     cz_model_config deep = tiny_config(CZ_ARCH_BERT, 30, 8, 24, 2, 16);
     cz_model *m;

@@ -1,6 +1,7 @@
 /* The fine-tuning heads (cz_head): BERT's [CLS] classifier, span start/end
  * and per-token tagger, GPT's last-token classifier with and without the
- * auxiliary LM loss. For each: finite differences through the whole model
+ * auxiliary LM loss (also on GPT-2's pre-LN layout, whose heads read the
+ * final LayerNorm's output). For each: finite differences through the whole model
  * (dropout off and on),
  * the loss against a direct recomputation from the exposed logits, the
  * forward-only path (no labels) giving the same logits, dropout on the head
@@ -12,6 +13,7 @@ typedef struct head_case {
     cz_arch arch;
     int head, num_labels;
     float lm_weight;
+    int layout; /* GPT-2's pre-LN layout, with 8 padding rows of the vocabulary */
 } head_case;
 
 typedef struct head_labels {
@@ -85,6 +87,8 @@ static double loss_from_logits(const cz_model *m, const head_case *hc, const hea
 static void run_case(const head_case *hc) {
     const int B = 2, T = 8, pad = 2;
     cz_model_config c = tiny_config(hc->arch, 40, 16, 2, 2, 16);
+    c.layout = hc->layout;
+    c.vocab_pad_to = hc->layout == CZ_LAYOUT_PRE_LN ? 16 : 0;
     c.head = hc->head;
     c.num_labels = hc->num_labels;
     c.lm_weight = hc->lm_weight;
@@ -184,9 +188,11 @@ static void run_case(const head_case *hc) {
  * differences with dropout off and on (the head's dropout acts on the
  * pair's summed row, keyed by its first sequence); the loss recomputed
  * from the exposed [examples, C] logits; an odd batch refused. */
-static void run_group_case(const char *label, cz_arch arch, int head, int C, float lm) {
+static void run_group_case(const char *label, cz_arch arch, int head, int C, float lm, int layout) {
     const int B = 4, T = 8, pad = 2, group = head == CZ_HEAD_SIMILAR ? 2 : C;
     cz_model_config c = tiny_config(arch, 40, 16, 2, 2, 16);
+    c.layout = layout;
+    c.vocab_pad_to = layout == CZ_LAYOUT_PRE_LN ? 16 : 0;
     c.head = head;
     c.num_labels = C;
     c.lm_weight = lm;
@@ -230,15 +236,18 @@ static void run_group_case(const char *label, cz_arch arch, int head, int C, flo
 }
 
 int main(void) {
-    run_group_case("GPT similarity + 0.5 LM", CZ_ARCH_GPT, CZ_HEAD_SIMILAR, 3, 0.5f);
-    run_group_case("GPT multiple choice + 0.5 LM", CZ_ARCH_GPT, CZ_HEAD_CHOICE, 2, 0.5f);
-    run_group_case("BERT multiple choice", CZ_ARCH_BERT, CZ_HEAD_CHOICE, 2, 0.0f);
+    run_group_case("GPT similarity + 0.5 LM", CZ_ARCH_GPT, CZ_HEAD_SIMILAR, 3, 0.5f, 0);
+    run_group_case("GPT multiple choice + 0.5 LM", CZ_ARCH_GPT, CZ_HEAD_CHOICE, 2, 0.5f, 0);
+    run_group_case("GPT pre-LN multiple choice + 0.5 LM", CZ_ARCH_GPT, CZ_HEAD_CHOICE, 2, 0.5f,
+                   CZ_LAYOUT_PRE_LN);
+    run_group_case("BERT multiple choice", CZ_ARCH_BERT, CZ_HEAD_CHOICE, 2, 0.0f, 0);
     const head_case cases[] = {
-        {"BERT classify", CZ_ARCH_BERT, CZ_HEAD_CLASSIFY, 3, 0.0f},
-        {"BERT span", CZ_ARCH_BERT, CZ_HEAD_SPAN, 0, 0.0f},
-        {"BERT tag", CZ_ARCH_BERT, CZ_HEAD_TAG, 5, 0.0f},
-        {"GPT classify", CZ_ARCH_GPT, CZ_HEAD_CLASSIFY, 2, 0.0f},
-        {"GPT classify + 0.5 LM", CZ_ARCH_GPT, CZ_HEAD_CLASSIFY, 3, 0.5f},
+        {"BERT classify", CZ_ARCH_BERT, CZ_HEAD_CLASSIFY, 3, 0.0f, 0},
+        {"BERT span", CZ_ARCH_BERT, CZ_HEAD_SPAN, 0, 0.0f, 0},
+        {"BERT tag", CZ_ARCH_BERT, CZ_HEAD_TAG, 5, 0.0f, 0},
+        {"GPT classify", CZ_ARCH_GPT, CZ_HEAD_CLASSIFY, 2, 0.0f, 0},
+        {"GPT classify + 0.5 LM", CZ_ARCH_GPT, CZ_HEAD_CLASSIFY, 3, 0.5f, 0},
+        {"GPT pre-LN classify + 0.5 LM", CZ_ARCH_GPT, CZ_HEAD_CLASSIFY, 3, 0.5f, CZ_LAYOUT_PRE_LN},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) run_case(&cases[i]);
 

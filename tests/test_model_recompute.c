@@ -131,6 +131,10 @@ int main(void) {
     cz_model_config gpt = tiny_config(CZ_ARCH_GPT, 60, 32, 3, 4, 16);
     gpt.init_range = 0.2f;
     run(gpt, "gpt", gemms);
+    cz_model_config gpt2 = gpt; /* GPT-2's layout: the final LayerNorm after the last layer */
+    gpt2.layout = CZ_LAYOUT_PRE_LN;
+    gpt2.vocab_pad_to = 32;
+    run(gpt2, "gpt pre_ln", gemms);
 
     /* a bad value is refused */
     cz_model_config bad = bert;

@@ -1,6 +1,6 @@
 /* hf: Hugging Face model directories, both ways.
  *
- * A directory holds config.json (BertConfig / OpenAIGPTConfig field names),
+ * A directory holds config.json (BertConfig / OpenAIGPTConfig / GPT2Config field names),
  * model.safetensors, and the tokenizer: vocab.txt (WordPiece) or vocab.json
  * + merges.txt (GPT-2 byte-level BPE), with tokenizer_config.json naming
  * the tokenizer class (BertTokenizer / GPT2Tokenizer: config.json's
@@ -10,7 +10,8 @@
  * Export writes what AutoModelForPreTraining / AutoModelForCausalLM (or the
  * task model of a fine-tuned head) and AutoTokenizer load unchanged.
  * Import reads BertForPreTraining, BertModel (no "bert." prefix, no heads),
- * OpenAIGPTLMHeadModel and OpenAIGPTModel; tensors the file lacks are an
+ * OpenAIGPTLMHeadModel, OpenAIGPTModel, GPT2LMHeadModel and GPT2Model
+ * (model.layout = pre_ln); tensors the file lacks are an
  * error unless they are the model's heads, which keep their fresh
  * initialisation (and are reported). */
 #ifndef CLOZE_HF_H
@@ -58,7 +59,7 @@ int cz_hf_vocab_blobs(const cz_hf_vocab *v, char *meta, size_t meta_cap, cz_blob
  * -1 malformed. */
 int cz_hf_vocab_from_ckpt(cz_hf_vocab *v, const cz_ckpt *c, cz_error *err);
 
-/* Reads DIR/config.json (model_type bert or openai-gpt) into c; c->head
+/* Reads DIR/config.json (model_type bert, openai-gpt or gpt2) into c; c->head
  * is PRETRAIN. architecture (may be NULL) receives architectures[0]. Errors
  * name the file and the field. */
 int cz_hf_read_config(const char *dir, cz_model_config *c, char *architecture, size_t len,
@@ -73,12 +74,15 @@ typedef struct cz_hf_load_report {
 } cz_hf_load_report;
 
 /* Loads DIR/model.safetensors into m (whose configuration must match the
- * file's; cz_hf_read_config gives it). */
+ * file's; cz_hf_read_config gives it). A padded word embedding
+ * (model.vocab_pad_to) takes the file's vocab_size rows; its padding rows
+ * are left as they are (0 after cz_model_init_weights). */
 int cz_hf_load(cz_model *m, const char *dir, cz_hf_load_report *rep, cz_error *err);
 
 /* Writes DIR (created if absent): model.safetensors, config.json and the
  * tokenizer files of v (NULL: no tokenizer files). The vocabulary must
- * have m's vocab_size entries. */
+ * have m's vocab_size entries. The word embedding is written with its
+ * vocab_size rows, without the padding of model.vocab_pad_to. */
 int cz_hf_export(cz_model *m, const cz_hf_vocab *v, const char *dir, cz_error *err);
 
 /* The head of a fine-tuned checkpoint (blob "finetune.head", written by

@@ -1,5 +1,6 @@
-/* model: BERT (post-LN encoder, MLM + NSP heads) and GPT-1 (post-LN causal
- * decoder, tied LM head), forward and backward in fp32.
+/* model: BERT (post-LN encoder, MLM + NSP heads), GPT-1 (post-LN causal
+ * decoder, tied LM head) and GPT-2's layout of the decoder (pre-LN, a final
+ * LayerNorm), forward and backward in fp32.
  *
  * The model knows no MPI, no files and no config parser: it takes plain
  * structs. All parameters live in ONE contiguous buffer (and gradients in a
@@ -59,9 +60,26 @@ typedef enum {
     CZ_HEAD_CHOICE = 6
 } cz_head;
 
+/* model.layout: where the LayerNorms sit in a block; the value order is the
+ * word order of CZ_LAYOUT_WORDS (the config table reads the word as the
+ * enum's index).
+ *   POST_LN  BERT and GPT-1 (Vaswani et al. 2017): h = LN(x + Drop(Attn(x))),
+ *            y = LN(h + Drop(MLP(h))).
+ *   PRE_LN   GPT-2 (Radford et al. 2019, Sec. 2.3), GPT only: "layer
+ *            normalization was moved to the input of each sub-block" and
+ *            "an additional layer normalization was added after the final
+ *            self-attention block": x = x + Drop(Attn(LN1(x))),
+ *            x = x + Drop(MLP(LN2(x))), the heads read LN_f(x_L). The
+ *            residual projections (attn.c_proj, mlp.c_proj) start with std
+ *            init_range / sqrt(2L), "1/sqrt(N) where N is the number of
+ *            residual layers". Tensors carry GPT-2's names (transformer.wte,
+ *            transformer.h.N.ln_1, transformer.ln_f, ...). */
+typedef enum { CZ_LAYOUT_POST_LN = 0, CZ_LAYOUT_PRE_LN = 1 } cz_layout;
+#define CZ_LAYOUT_WORDS "post_ln|pre_ln"
+
 typedef struct cz_model_config {
     cz_arch arch;
-    int vocab_size;
+    int vocab_size;       /* real tokens: ids the data may hold and the softmax runs over */
     int hidden;           /* H */
     int layers;           /* L */
     int heads;            /* A; hidden % heads == 0 */
@@ -88,6 +106,15 @@ typedef struct cz_model_config {
     int num_labels;  /* C for CLASSIFY, SIMILAR and TAG; K candidates for CHOICE */
     float lm_weight; /* GPT CLASSIFY, SIMILAR, CHOICE: lambda of the auxiliary LM loss (GPT-1: 0.5);
                         0 = none */
+    /* added last, so that positional initialisers of the fields above stay valid */
+    /* GPT: the word embedding has vocab_size rounded up to a multiple of
+     * vocab_pad_to rows (0 or 1: no padding), so that the LM head's product
+     * has a round output width (GPT-2's 50257 -> 50304 with 64). The
+     * padding rows start at 0, never reach the softmax or the loss (the
+     * logits of the padding columns are dropped before it), so their
+     * gradient is exactly 0. cz_model_vocab_rows gives the row count. */
+    int vocab_pad_to;
+    int layout; /* cz_layout */
 } cz_model_config;
 
 typedef enum { CZ_RECOMPUTE_NONE = 0, CZ_RECOMPUTE_LAYERS = 1 } cz_recompute;
@@ -134,6 +161,8 @@ int cz_model_config_check(const cz_model_config *c, const char **key, cz_error *
  * words it with its own names (data.seq, data.phase2_max_pred, max_seq). */
 enum { CZ_SHAPE_OK = 0, CZ_SHAPE_SEQ = 1, CZ_SHAPE_PRED = 2 };
 int cz_model_shape_rule(const cz_model_config *c, int seq, int max_pred);
+/* Rows of the word embedding: vocab_size rounded up to vocab_pad_to. */
+int cz_model_vocab_rows(const cz_model_config *c);
 
 int cz_model_create(cz_model **out, const cz_model_config *cfg, int max_batch, int max_seq,
                     int max_pred, const cz_gemm_ctx *gemm, cz_error *err);
@@ -148,7 +177,9 @@ const cz_tensor_info *cz_model_tensor(const cz_model *m, int i);
 const cz_tensor_info *cz_model_find_tensor(const cz_model *m, const char *name);
 
 /* BERT init: truncated normal (std init_range, cut at 2 std), zero biases,
- * LayerNorm gamma = 1, beta = 0; keyed by (seed, tensor index). */
+ * LayerNorm gamma = 1, beta = 0; keyed by (seed, tensor index). Pre-LN:
+ * the residual projections at std init_range / sqrt(2L) (GPT-2 Sec. 2.3);
+ * the word embedding's padding rows (vocab_pad_to) 0. */
 void cz_model_init_weights(cz_model *m, uint64_t seed);
 
 /* The memory plan made by cz_model_create, in bytes. */
@@ -165,11 +196,11 @@ void cz_model_get_memory(const cz_model *m, cz_model_memory *out);
 
 /* Backward calls fn(ctx, offset, count) each time a contiguous range of the
  * gradient buffer is final (grads.h), in the order it produces them: the
- * tied word embedding with the heads, last layer ... first layer, the other
- * embeddings. The flat layout puts them in that order, so ranges become
- * final from offset 0 upwards: cz_model_grad_order says so, and the
- * gradient sync reduces buckets in that order while backward continues.
- * fn NULL: no calls.
+ * tied word embedding with the heads (pre-LN: and the final LayerNorm),
+ * last layer ... first layer, the other embeddings. The flat layout puts
+ * them in that order, so ranges become final from offset 0 upwards:
+ * cz_model_grad_order says so, and the gradient sync reduces buckets in
+ * that order while backward continues. fn NULL: no calls.
  * The word embedding is final with the heads only when a rows hook takes
  * the embedding lookup's rows (cz_model_set_grad_rows_hook: called once at
  * the end of backward, before the last range is reported; the buffer then

@@ -120,8 +120,33 @@ int cz_hf_read_config(const char *dir, cz_model_config *c, char *architecture, s
             c->gelu_tanh = 1;
             rc = 0;
         }
+    } else if (!strcmp(type, "gpt2")) {
+        /* GPT2Config: the pre-LN decoder (model.layout = pre_ln); n_inner null = 4 n_embd */
+        c->arch = CZ_ARCH_GPT;
+        c->layout = CZ_LAYOUT_PRE_LN;
+        const char *act = cz_json_get_string(root, "activation_function");
+        const cz_json *inner = cz_json_get(root, "n_inner");
+        if (int_field(root, path, "vocab_size", -1, &c->vocab_size, err) ||
+            int_field(root, path, "n_embd", -1, &c->hidden, err) ||
+            int_field(root, path, "n_layer", -1, &c->layers, err) ||
+            int_field(root, path, "n_head", -1, &c->heads, err) ||
+            int_field(root, path, "n_positions", 1024, &c->max_positions, err) ||
+            (inner && inner->type != CZ_JSON_NULL &&
+             int_field(root, path, "n_inner", -1, &c->intermediate, err)) ||
+            float_field(root, path, "layer_norm_epsilon", 1e-5f, &c->layer_norm_eps, err) ||
+            float_field(root, path, "resid_pdrop", 0.1f, &c->hidden_dropout, err) ||
+            float_field(root, path, "attn_pdrop", 0.1f, &c->attn_dropout, err) ||
+            float_field(root, path, "initializer_range", 0.02f, &c->init_range, err)) {
+        } else if (act && strcmp(act, "gelu_new") && strcmp(act, "gelu_pytorch_tanh")) {
+            cz_fail(err, "%s: activation_function \"%s\": cloze's GPT-2 has gelu_new (tanh form)",
+                    path, act);
+        } else {
+            if (!inner || inner->type == CZ_JSON_NULL) c->intermediate = 4 * c->hidden;
+            c->gelu_tanh = 1;
+            rc = 0;
+        }
     } else {
-        cz_fail(err, "%s: model_type \"%s\": cloze reads bert and openai-gpt", path, type);
+        cz_fail(err, "%s: model_type \"%s\": cloze reads bert, openai-gpt and gpt2", path, type);
     }
     cz_json_free(root);
     return rc;
@@ -140,7 +165,10 @@ static int is_head(const char *name) {
 /* File tensors with no place in the model that are not an error: tied
  * copies of the word embedding, integer buffers, heads of other tasks. */
 static int ignorable(const char *name) {
-    return ends_with(name, "position_ids") || !strcmp(name, "cls.predictions.decoder.weight") ||
+    /* GPT-2's causal-mask buffers (h.N.attn.bias, h.N.attn.masked_bias) in older files */
+    return ends_with(name, "position_ids") || ends_with(name, ".attn.bias") ||
+           ends_with(name, ".attn.masked_bias") ||
+           !strcmp(name, "cls.predictions.decoder.weight") ||
            !strcmp(name, "cls.predictions.decoder.bias") || !strcmp(name, "lm_head.weight") ||
            starts_with(name, "cls.") || starts_with(name, "classifier.") ||
            starts_with(name, "qa_outputs.") || starts_with(name, "score.") ||
@@ -164,6 +192,19 @@ static int find_in_file(const cz_st_file *f, const char *name, int *unprefixed) 
     if (!strcmp(name, "cls.predictions.bias"))
         return cz_safetensors_find(f, "cls.predictions.decoder.bias");
     return -1;
+}
+
+/* The word embedding as Hugging Face has it: vocab_size rows, without the
+ * padding rows of model.vocab_pad_to (which follow them in the buffer and
+ * stay 0). Other tensors as they are. */
+static const cz_tensor_info *real_rows(const cz_model *m, const cz_tensor_info *t,
+                                       cz_tensor_info *buf) {
+    const cz_model_config *c = cz_model_get_config(m);
+    if (t->offset != 0 || t->ndim != 2 || t->shape[0] == c->vocab_size) return t;
+    *buf = *t;
+    buf->shape[0] = c->vocab_size;
+    buf->numel = (size_t)c->vocab_size * (size_t)t->shape[1];
+    return buf;
 }
 
 int cz_hf_load(cz_model *m, const char *dir, cz_hf_load_report *rep, cz_error *err) {
@@ -205,7 +246,8 @@ int cz_hf_load(cz_model *m, const char *dir, cz_hf_load_report *rep, cz_error *e
             rep->fresh++;
             continue;
         }
-        rc = cz_safetensors_load(&f, k, t, cz_model_params(m), err);
+        cz_tensor_info real;
+        rc = cz_safetensors_load(&f, k, real_rows(m, t, &real), cz_model_params(m), err);
         used[k] = 1;
         rep->loaded++;
     }
@@ -463,7 +505,11 @@ int cz_hf_task_from_ckpt(const cz_ckpt *c, char *task, char (*labels)[CZ_HF_LABE
 
 int cz_hf_export(cz_model *m, const cz_hf_vocab *v, const char *dir, cz_error *err) {
     const cz_model_config *c = cz_model_get_config(m);
-    if (c->arch == CZ_ARCH_GPT && (!c->gelu_tanh || c->intermediate != 4 * c->hidden))
+    if (c->layout == CZ_LAYOUT_PRE_LN && !c->gelu_tanh)
+        return cz_fail(err, "Hugging Face's GPT-2 has the tanh GELU (gelu_new); this model has "
+                            "model.gelu = erf");
+    if (c->arch == CZ_ARCH_GPT && c->layout != CZ_LAYOUT_PRE_LN &&
+        (!c->gelu_tanh || c->intermediate != 4 * c->hidden))
         return cz_fail(err,
                        "Hugging Face's OpenAIGPT has the tanh GELU and an FFN of 4 x n_embd; this "
                        "model has gelu %s and intermediate %d",
@@ -484,7 +530,15 @@ int cz_hf_export(cz_model *m, const cz_hf_vocab *v, const char *dir, cz_error *e
         return cz_fail(err, "%s: cannot create directory: %s", dir, strerror(errno));
     char path[1100];
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    if (cz_model_save_safetensors(m, path, err)) return -1;
+    int nt = cz_model_num_tensors(m);
+    cz_tensor_info *t = cz_alloc((size_t)nt * sizeof *t, err);
+    if (!t) return -1;
+    for (int i = 0; i < nt; i++) /* the word embedding without its padding rows */
+        t[i] = *real_rows(m, cz_model_tensor(m, i), &t[i]);
+    const char *meta[] = {"format", "pt", "producer", "cloze"};
+    int rc = cz_safetensors_write(path, t, nt, cz_model_params(m), meta, 2, err);
+    cz_free(t);
+    if (rc) return -1;
     snprintf(path, sizeof path, "%s/config.json", dir);
     if (cz_hf_config_write(path, c, err)) return -1;
     return v ? write_tokenizer_files(c, v, dir, err) : 0;

@@ -450,8 +450,11 @@ const char *cz_hf_architecture(const cz_model_config *c) {
         "OpenAIGPTLMHeadModel", "OpenAIGPTModel", "OpenAIGPTForSequenceClassification",
         "OpenAIGPTModel",       "OpenAIGPTModel", "OpenAIGPTModel",
         "OpenAIGPTModel"};
+    static const char *gpt2[] = {"GPT2LMHeadModel", "GPT2Model", "GPT2ForSequenceClassification",
+                                 "GPT2Model",       "GPT2Model", "GPT2Model",
+                                 "GPT2Model"};
     int h = c->head >= CZ_HEAD_PRETRAIN && c->head <= CZ_HEAD_CHOICE ? c->head : 0;
-    return c->arch == CZ_ARCH_BERT ? bert[h] : gpt[h];
+    return c->arch == CZ_ARCH_BERT ? bert[h] : c->layout == CZ_LAYOUT_PRE_LN ? gpt2[h] : gpt[h];
 }
 
 int cz_hf_config_write(const char *path, const cz_model_config *c, cz_error *err) {
@@ -476,6 +479,18 @@ int cz_hf_config_write(const char *path, const cz_model_config *c, cz_error *err
                   cz_hf_architecture(c), labels, c->vocab_size, c->hidden, c->layers, c->heads,
                   c->intermediate, c->gelu_tanh ? "gelu_new" : "gelu", hd, ad, c->max_positions,
                   c->type_vocab_size, ir, eps);
+    } else if (c->layout == CZ_LAYOUT_PRE_LN) { /* GPT2Config's names */
+        sb_printf(&b,
+                  "{\n  \"architectures\": [\"%s\"],\n%s"
+                  "  \"model_type\": \"gpt2\",\n  \"vocab_size\": %d,\n  \"n_embd\": %d,\n"
+                  "  \"n_layer\": %d,\n  \"n_head\": %d,\n  \"n_positions\": %d,\n"
+                  "  \"n_ctx\": %d,\n  \"n_inner\": %d,\n"
+                  "  \"activation_function\": \"gelu_new\",\n  \"resid_pdrop\": %s,\n"
+                  "  \"embd_pdrop\": %s,\n  \"attn_pdrop\": %s,\n  \"layer_norm_epsilon\": %s,\n"
+                  "  \"initializer_range\": %s,\n  \"scale_attn_weights\": true,\n"
+                  "  \"tie_word_embeddings\": true\n}\n",
+                  cz_hf_architecture(c), labels, c->vocab_size, c->hidden, c->layers, c->heads,
+                  c->max_positions, c->max_positions, c->intermediate, hd, hd, ad, eps, ir);
     } else {
         sb_printf(&b,
                   "{\n  \"architectures\": [\"%s\"],\n%s"

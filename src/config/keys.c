@@ -28,6 +28,7 @@
  * the word list beside each enum (CZ_*_WORDS) is in value order. */
 _Static_assert(sizeof(cz_arch) == sizeof(int), "cz_arch must be int-sized");
 _Static_assert(sizeof(cz_recompute) == sizeof(int), "cz_recompute must be int-sized");
+_Static_assert(sizeof(cz_layout) == sizeof(int), "cz_layout must be int-sized");
 _Static_assert(sizeof(cz_gemm_choice) == sizeof(int), "cz_gemm_choice must be int-sized");
 _Static_assert(sizeof(cz_ckpt_writer_choice) == sizeof(int),
                "cz_ckpt_writer_choice must be int-sized");
@@ -51,6 +52,16 @@ const cz_key cz_config_keys[] = {
     {KEY("model", "vocab_size", CZ_KEY_INT, model.vocab_size), .resume = CZ_RESUME_REFUSED,
      .def = "30522", .def_gpt = "40478", .min = 1, .max = NOMAX,
      .meaning = "token vocabulary size; must match the tokenizer that wrote the shards"},
+    {KEY("model", "layout", CZ_KEY_WORD_INDEX, model.layout), .resume = CZ_RESUME_REFUSED,
+     .def = "post_ln", .choices = CZ_LAYOUT_WORDS,
+     .meaning = "post_ln: LN after each residual sum (BERT, GPT-1); pre_ln: GPT-2's decoder "
+                "(LN before each sub-layer, a final LN, residual projections initialised at "
+                "init_range / sqrt(2 layers)), arch = gpt only"},
+    {KEY("model", "vocab_pad_to", CZ_KEY_INT, model.vocab_pad_to), .resume = CZ_RESUME_REFUSED,
+     .def = "0", .min = 0, .max = 65536,
+     .meaning = "GPT: word-embedding rows rounded up to a multiple of this (e.g. 64: GPT-2's "
+                "50257 -> 50304) for the LM head's product; the padding is outside the "
+                "softmax and the loss; 0 = none"},
     {KEY("model", "hidden", CZ_KEY_INT, model.hidden), .resume = CZ_RESUME_REFUSED, .def = "768",
      .min = 1, .max = 65536, .meaning = "hidden size H"},
     {KEY("model", "layers", CZ_KEY_INT, model.layers), .resume = CZ_RESUME_REFUSED, .def = "12",

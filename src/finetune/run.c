@@ -115,22 +115,26 @@ static int base_load(ft_base *b, const char *init, cz_error *err) {
 }
 
 /* Copies every tensor of the base model into the fine-tuning model's tensor
- * of the same name and shape; a token embedding with more rows (GPT's three
- * added tokens) gets the base's rows. The rest (the new head) keeps its
+ * of the same name and shape; the word embedding (offset 0) of a model with
+ * more tokens (GPT's three added tokens) gets the base's vocab_size rows,
+ * not its padding rows (model.vocab_pad_to), where the new tokens' rows may
+ * lie: those keep their initialisation. The rest (the new head) keeps its
  * initialisation. Returns the number of fresh tensors. */
 static int copy_tensors(cz_model *dst, const ft_base *b, char *fresh, size_t cap) {
     int n_fresh = 0;
     fresh[0] = 0;
+    size_t base_vocab = (size_t)cz_model_get_config(b->m)->vocab_size;
+    size_t dst_vocab = (size_t)cz_model_get_config(dst)->vocab_size;
     for (int i = 0; i < cz_model_num_tensors(dst); i++) {
         const cz_tensor_info *t = cz_model_tensor(dst, i);
         const cz_tensor_info *s = cz_model_find_tensor(b->m, t->name);
-        int same =
-            s && s->ndim == t->ndim && s->shape[0] == t->shape[0] && s->shape[1] == t->shape[1];
         int rows = s && s->ndim == 2 && t->ndim == 2 && s->shape[1] == t->shape[1] &&
-                   s->shape[0] < t->shape[0] && strstr(t->name, "embed");
+                   s->offset == 0 && t->offset == 0 && base_vocab < dst_vocab;
+        int same = !rows && s && s->ndim == t->ndim && s->shape[0] == t->shape[0] &&
+                   s->shape[1] == t->shape[1];
         if (same || rows) {
             memcpy(cz_model_params(dst) + t->offset, cz_model_params(b->m) + s->offset,
-                   s->numel * sizeof(float));
+                   (same ? s->numel : base_vocab * (size_t)s->shape[1]) * sizeof(float));
             if (same) continue;
         }
         size_t l = strlen(fresh);

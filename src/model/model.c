@@ -1,9 +1,15 @@
 /* BERT (Devlin et al. 2018) and GPT-1 (Radford et al. 2018): post-LN
- * Transformer blocks (Vaswani et al. 2017), forward and backward in fp32.
+ * Transformer blocks (Vaswani et al. 2017); GPT-2's pre-LN decoder (Radford
+ * et al. 2019, Sec. 2.3); forward and backward in fp32.
  *
- * Block (both models: BERT Sec. 3, GPT-1 Sec. 3.1 and 4.1; Vaswani et al. Sec. 3):
+ * Post-LN block (BERT Sec. 3, GPT-1 Sec. 3.1 and 4.1; Vaswani et al. Sec. 3):
  *   h = LN(x + Drop(Attn(x)))        Attn = softmax(Q K^T / sqrt(d) + mask) V, per head
  *   y = LN(h + Drop(W2 GELU(W1 h + b1) + b2))
+ * Pre-LN block (model.layout = pre_ln; GPT-2 Sec. 2.3: LayerNorm "moved to
+ * the input of each sub-block", one more after the last block):
+ *   r = x + Drop(Attn(LN1(x)))
+ *   y = r + Drop(W2 GELU(W1 LN2(r) + b1) + b2)
+ *   the heads read LN_f(y of the last layer)
  * Activations are row-major [tokens x features], token n = b*T + t.
  *
  * Parameter layout: one flat buffer, tensors in the order backward finishes
@@ -47,7 +53,12 @@ enum { SITE_EMBED = 0, SITE_ATTN_PROBS = 1, SITE_ATTN_OUT = 2, SITE_FFN_OUT = 3 
 /* the fine-tuning heads' dropout: layer index L, site 4 */
 enum { SITE_HEAD = 4 };
 
-enum { KIND_WEIGHT, KIND_BIAS, KIND_LN_GAMMA, KIND_LN_BETA };
+/* KIND_RESID_WEIGHT: a weight that writes into the residual stream of a
+ * pre-LN decoder (attn.c_proj, mlp.c_proj), initialised with std
+ * init_range / sqrt(2L) (GPT-2 Sec. 2.3: "scale the weights of residual
+ * layers at initialization by a factor of 1/sqrt(N) where N is the number of
+ * residual layers", two per block). */
+enum { KIND_WEIGHT, KIND_BIAS, KIND_LN_GAMMA, KIND_LN_BETA, KIND_RESID_WEIGHT };
 
 /* A linear map y = x W^T + b (torch Linear, W [out,in]) or y = x W + b
  * (Hugging Face Conv1D used by GPT, W [in,out]); w and b are float offsets. */
@@ -66,10 +77,11 @@ typedef struct layer {
     float *qkv_act; /* [N, 3H] */
     float *probs;   /* [B, A, T, T] softmax output before dropout */
     float *ctx;     /* [N, H] */
-    float *r1, *h1; /* [N, H] residual sum before LN1, LN1 output */
+    float *r1, *h1; /* [N, H] residual sum before LN1, LN1 output (pre-LN: the
+                       residual sum after attention, LN1(x)) */
     float *mean1, *rstd1, *mean2, *rstd2;
     float *u, *g; /* [N, I] FFN pre-activation and GELU output */
-    float *r2;    /* [N, H] residual sum before LN2 */
+    float *r2;    /* [N, H] residual sum before LN2 (pre-LN: LN2(r1), the FFN input) */
 } layer;
 
 struct cz_model {
@@ -99,6 +111,9 @@ struct cz_model {
 
     /* parameter offsets */
     size_t wte, wpe, wtt, lne_g, lne_b; /* embeddings (wtt, lne only BERT) */
+    int vrows;                          /* the word embedding's rows (cz_model_vocab_rows) */
+    int pre_ln;                         /* cfg.layout == CZ_LAYOUT_PRE_LN */
+    size_t lnf_g, lnf_b;                /* pre-LN: the final LayerNorm */
     size_t emb_begin, emb_end, heads_begin, heads_end;
     lin mlm_dense, pooler, nsp;
     lin task; /* fine-tuning head: classifier, qa_outputs or score (cfg.head) */
@@ -106,7 +121,9 @@ struct cz_model {
     layer *layers;
 
     /* activations */
-    float **x;      /* [L+1] layer inputs [N, H]; x[L] = encoder output */
+    float **x;     /* [L+1] layer inputs [N, H]; x[L] = encoder output */
+    float *x_last; /* pre-LN: the last layer's output [N, H]; x[L] = LN_f(x_last) */
+    float *lnf_mean, *lnf_rstd;
     float *emb_sum; /* [N, H] token + position (+ segment) */
     float *emb_ln;  /* [N, H] BERT: LayerNorm of emb_sum before dropout */
     float *emb_mean, *emb_rstd;
@@ -173,7 +190,7 @@ static size_t place_tensor(cz_model *m, const char *name, int s0, int s1, int ki
     t->shape[0] = s0;
     t->shape[1] = s1 > 0 ? s1 : 0;
     t->numel = (size_t)s0 * (size_t)(s1 > 0 ? s1 : 1);
-    t->no_decay = kind != KIND_WEIGHT;
+    t->no_decay = kind != KIND_WEIGHT && kind != KIND_RESID_WEIGHT;
     m->tensor_kind[at] = kind;
     m->n_tensors++;
     if (offset == SIZE_MAX) m->n_params += t->numel;
@@ -189,19 +206,24 @@ static size_t add_tensor(cz_model *m, const char *name, int s0, int s1, int kind
  * values stay those of the layout it had before. */
 static void reserve_word_embedding(cz_model *m) {
     m->wte = 0;
-    m->n_params = (size_t)m->cfg.vocab_size * (size_t)m->cfg.hidden;
+    m->vrows = cz_model_vocab_rows(&m->cfg);
+    m->pre_ln = m->cfg.layout == CZ_LAYOUT_PRE_LN;
+    m->n_params = (size_t)m->vrows * (size_t)m->cfg.hidden;
 }
 
-/* prefix.weight and prefix.bias of a linear map */
-static lin add_lin(cz_model *m, const char *prefix, int in, int out, int conv1d) {
+/* prefix.weight (of kind wkind) and prefix.bias of a linear map */
+static lin add_lin_kind(cz_model *m, const char *prefix, int in, int out, int conv1d, int wkind) {
     char name[96];
     lin l = {0, 0, in, out, conv1d};
     snprintf(name, sizeof name, "%s.weight", prefix);
-    l.w = conv1d ? add_tensor(m, name, in, out, KIND_WEIGHT)
-                 : add_tensor(m, name, out, in, KIND_WEIGHT);
+    l.w = conv1d ? add_tensor(m, name, in, out, wkind) : add_tensor(m, name, out, in, wkind);
     snprintf(name, sizeof name, "%s.bias", prefix);
     l.b = add_tensor(m, name, out, 0, KIND_BIAS);
     return l;
+}
+
+static lin add_lin(cz_model *m, const char *prefix, int in, int out, int conv1d) {
+    return add_lin_kind(m, prefix, in, out, conv1d, KIND_WEIGHT);
 }
 
 /* BERT's query, key and value maps, named as Hugging Face's three Linear
@@ -283,11 +305,49 @@ static void build_bert_table(cz_model *m) {
     m->emb_end = m->n_params;
 }
 
+/* GPT-2's names (GPT2LMHeadModel's state dict). The final LayerNorm's
+ * backward runs right after the head's, so it lies with the heads and is
+ * final with them (the range backward reports first). */
+static void build_gpt2_table(cz_model *m) {
+    const cz_model_config *c = &m->cfg;
+    int h = c->hidden, in = c->intermediate;
+    char p[96];
+    m->heads_begin = m->n_params; /* LM head is the tied embedding */
+    if (c->head != CZ_HEAD_PRETRAIN) build_task_head(m);
+    add_ln(m, "transformer.ln_f", &m->lnf_g, &m->lnf_b);
+    m->heads_end = m->n_params;
+    for (int l = c->layers - 1; l >= 0; l--) {
+        layer *ly = &m->layers[l];
+        ly->begin = m->n_params;
+        snprintf(p, sizeof p, "transformer.h.%d.ln_1", l);
+        add_ln(m, p, &ly->ln1_g, &ly->ln1_b);
+        snprintf(p, sizeof p, "transformer.h.%d.attn.c_attn", l);
+        ly->qkv = add_lin(m, p, h, 3 * h, 1);
+        snprintf(p, sizeof p, "transformer.h.%d.attn.c_proj", l);
+        ly->attn_out = add_lin_kind(m, p, h, h, 1, KIND_RESID_WEIGHT);
+        snprintf(p, sizeof p, "transformer.h.%d.ln_2", l);
+        add_ln(m, p, &ly->ln2_g, &ly->ln2_b);
+        snprintf(p, sizeof p, "transformer.h.%d.mlp.c_fc", l);
+        ly->ffn_in = add_lin(m, p, h, in, 1);
+        snprintf(p, sizeof p, "transformer.h.%d.mlp.c_proj", l);
+        ly->ffn_out = add_lin_kind(m, p, in, h, 1, KIND_RESID_WEIGHT);
+        ly->end = m->n_params;
+    }
+    m->emb_begin = m->n_params;
+    place_tensor(m, "transformer.wte.weight", m->vrows, h, KIND_WEIGHT, m->wte);
+    m->wpe = add_tensor(m, "transformer.wpe.weight", c->max_positions, h, KIND_WEIGHT);
+    m->emb_end = m->n_params;
+}
+
 static void build_gpt_table(cz_model *m) {
     const cz_model_config *c = &m->cfg;
     int h = c->hidden, in = c->intermediate;
     char p[96];
     reserve_word_embedding(m);
+    if (m->pre_ln) {
+        build_gpt2_table(m);
+        return;
+    }
     m->heads_begin = m->n_params; /* LM head is the tied embedding */
     if (c->head != CZ_HEAD_PRETRAIN) build_task_head(m);
     m->heads_end = m->n_params;
@@ -309,7 +369,7 @@ static void build_gpt_table(cz_model *m) {
         ly->end = m->n_params;
     }
     m->emb_begin = m->n_params;
-    place_tensor(m, "transformer.tokens_embed.weight", c->vocab_size, h, KIND_WEIGHT, m->wte);
+    place_tensor(m, "transformer.tokens_embed.weight", m->vrows, h, KIND_WEIGHT, m->wte);
     m->wpe = add_tensor(m, "transformer.positions_embed.weight", c->max_positions, h, KIND_WEIGHT);
     m->emb_end = m->n_params;
 }
@@ -379,6 +439,7 @@ static int alloc_layers(cz_model *m, cz_error *err) {
     m->mem_slot = MEM_LAYER_INPUTS;
     TAKE(m->x, L + 1);
     for (int l = 0; l <= L; l++) TAKE(m->x[l], N * H);
+    if (m->pre_ln) TAKE(m->x_last, N * H);
     m->mem_slot = MEM_LAYER_ACTS;
     int sets = m->cfg.recompute == CZ_RECOMPUTE_LAYERS ? 1 : L;
     for (int l = 0; l < L; l++) {
@@ -420,7 +481,7 @@ static int alloc_layers(cz_model *m, cz_error *err) {
 static int alloc_work(cz_model *m, cz_error *err) {
     const cz_model_config *cfg = &m->cfg;
     int bert = cfg->arch == CZ_ARCH_BERT;
-    int H = cfg->hidden, I = cfg->intermediate, A = cfg->heads, V = cfg->vocab_size, T = m->max_t,
+    int H = cfg->hidden, I = cfg->intermediate, A = cfg->heads, V = m->vrows, T = m->max_t,
         B = m->max_b, P = m->max_p;
     size_t N = (size_t)B * T, BP = (size_t)B * P;
     m->mem_slot = MEM_OTHER;
@@ -428,6 +489,10 @@ static int alloc_work(cz_model *m, cz_error *err) {
     TAKE(m->emb_ln, N * H);
     TAKE(m->emb_mean, N);
     TAKE(m->emb_rstd, N);
+    if (m->pre_ln) {
+        TAKE(m->lnf_mean, N);
+        TAKE(m->lnf_rstd, N);
+    }
     TAKE(m->key_bias, N);
     TAKE(m->probs_drop, (size_t)B * A * T * T);
     TAKE(m->dprobs, (size_t)B * A * T * T);
@@ -583,7 +648,7 @@ void cz_model_set_grad_rows_hook(cz_model *m, cz_grad_rows_fn fn, void *ctx) {
 /* before: [heads and layers: e][word embedding: vh][the rest]
  * now:    [word embedding: vh][heads and layers: e][the rest] */
 int cz_model_relayout_v2(const cz_model *m, float *buf, cz_error *err) {
-    size_t vh = (size_t)m->cfg.vocab_size * m->cfg.hidden, e = m->emb_begin - vh;
+    size_t vh = (size_t)m->vrows * m->cfg.hidden, e = m->emb_begin - vh;
     float *tmp = cz_alloc(vh * sizeof *tmp, err);
     if (!tmp) return -1;
     memcpy(tmp, buf + e, vh * sizeof *tmp);
@@ -609,16 +674,18 @@ void cz_model_zero_grads(cz_model *m) {
  * the normals (seed, INIT, k) at 64*i, 64*i+1, ... that lies within 2 std
  * (a pure function of (seed, k, i); P(64 rejections) ~ 0.0455^64). */
 void cz_model_init_weights(cz_model *m, uint64_t seed) {
-    float std = m->cfg.init_range;
     for (int k = 0; k < m->n_tensors; k++) {
         const cz_tensor_info *t = &m->tensors[k];
         float *w = m->params + t->offset;
         int kind = m->tensor_kind[k];
-        if (kind != KIND_WEIGHT) {
+        if (kind != KIND_WEIGHT && kind != KIND_RESID_WEIGHT) {
             float v = kind == KIND_LN_GAMMA ? 1.0f : 0.0f;
             for (size_t i = 0; i < t->numel; i++) w[i] = v;
             continue;
         }
+        float std = kind == KIND_RESID_WEIGHT
+                        ? (float)(m->cfg.init_range / sqrt(2.0 * m->cfg.layers))
+                        : m->cfg.init_range;
         cz_rng_stream s = cz_rng_stream_make(seed, CZ_RNG_INIT, (uint64_t)m->tensor_key[k], 0, 0);
 #pragma omp parallel for schedule(static)
         for (size_t i = 0; i < t->numel; i++) {
@@ -631,6 +698,9 @@ void cz_model_init_weights(cz_model *m, uint64_t seed) {
             w[i] = (float)(std * z);
         }
     }
+    /* the word embedding's padding rows (model.vocab_pad_to) start and stay 0 */
+    size_t H = (size_t)m->cfg.hidden, V = (size_t)m->cfg.vocab_size;
+    memset(m->params + m->wte + V * H, 0, ((size_t)m->vrows - V) * H * sizeof(float));
 }
 
 /* ---- profiling ---- */
@@ -859,6 +929,44 @@ static void attention_backward(cz_model *m, layer *ly, int l, const cz_batch *b)
 
 /* ---- forward ---- */
 
+/* y = a + b over n floats (y may alias a or b): the pre-LN residual sums.
+ * Elementwise, so the bits do not depend on the thread count. */
+static void residual_add(float *y, const float *a, const float *b, size_t n) {
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; i++) y[i] = a[i] + b[i];
+}
+
+/* Where layer l writes its output in the forward pass: the next layer's
+ * input, or for a pre-LN model's last layer x_last, which the final
+ * LayerNorm reads. */
+static float *layer_output(cz_model *m, int l) {
+    return m->pre_ln && l == m->cfg.layers - 1 ? m->x_last : m->x[l + 1];
+}
+
+/* GPT-2's block (model.layout = pre_ln): x[l] -> out, keeping h1 = LN1(x),
+ * r1 = x + Drop(Attn(h1)), r2 = LN2(r1) and the FFN's u and g. */
+static void layer_forward_pre_ln(cz_model *m, int l, const cz_batch *b, float *out) {
+    layer *ly = &m->layers[l];
+    const cz_model_config *c = &m->cfg;
+    int n = b->batch * b->seq, H = c->hidden, I = c->intermediate;
+    const float *x = m->x[l];
+    PHASE(elementwise, cz_layernorm_forward(ly->h1, ly->mean1, ly->rstd1, x, PARAM(ly->ln1_g),
+                                            PARAM(ly->ln1_b), n, H, c->layer_norm_eps));
+    lin_forward(m, &ly->qkv, ly->h1, H, n, ly->qkv_act, 3 * H);
+    attention_forward(m, ly, l, b);
+    lin_forward(m, &ly->attn_out, ly->ctx, H, n, m->tmp_h, H);
+    PHASE(elementwise, dropout_rows(b, c->hidden_dropout, l, SITE_ATTN_OUT, m->tmp_h, m->tmp_h, H));
+    /* r1 = x + branch and r2 = LN2(r1) in one pass */
+    PHASE(elementwise,
+          cz_add_layernorm_forward(ly->r2, ly->r1, ly->mean2, ly->rstd2, x, m->tmp_h,
+                                   PARAM(ly->ln2_g), PARAM(ly->ln2_b), n, H, c->layer_norm_eps));
+    lin_map(m, &ly->ffn_in, ly->r2, H, n, ly->u, I);
+    PHASE(elementwise, cz_bias_gelu_forward(ly->g, ly->u, PARAM(ly->ffn_in.b), n, I, c->gelu_tanh));
+    lin_forward(m, &ly->ffn_out, ly->g, I, n, m->tmp_h, H);
+    PHASE(elementwise, dropout_rows(b, c->hidden_dropout, l, SITE_FFN_OUT, m->tmp_h, m->tmp_h, H));
+    PHASE(elementwise, residual_add(out, ly->r1, m->tmp_h, (size_t)n * H));
+}
+
 /* x[l] -> out (x[l+1] in the forward pass), keeping layer l's activations. */
 static void layer_forward(cz_model *m, int l, const cz_batch *b, float *out) {
     layer *ly = &m->layers[l];
@@ -866,6 +974,10 @@ static void layer_forward(cz_model *m, int l, const cz_batch *b, float *out) {
     int n = b->batch * b->seq, H = c->hidden, I = c->intermediate;
     const float *x = m->x[l];
     m->scratch_layer = l;
+    if (m->pre_ln) {
+        layer_forward_pre_ln(m, l, b, out);
+        return;
+    }
     lin_forward(m, &ly->qkv, x, H, n, ly->qkv_act, 3 * H);
     attention_forward(m, ly, l, b);
     lin_forward(m, &ly->attn_out, ly->ctx, H, n, m->tmp_h, H);
@@ -957,10 +1069,32 @@ static void bert_heads_forward(cz_model *m, const cz_batch *b, cz_losses *out) {
     out->loss = out->mlm_loss + out->nsp_loss;
 }
 
+/* The LM head's product runs over all vrows rows of the word embedding
+ * (model.vocab_pad_to: a round width for the GEMM); the padding columns are
+ * then dropped, so the softmax and the loss see the vocab_size real ones:
+ * [n, vrows] rows become [n, V] rows in place (row i moves down, never
+ * over a row not yet moved). */
+static void drop_padding_columns(float *a, int n, int v, int vrows) {
+    if (v == vrows) return;
+    for (int i = 1; i < n; i++)
+        memmove(a + (size_t)i * v, a + (size_t)i * vrows, (size_t)v * sizeof *a);
+}
+
+/* Back to [n, vrows] rows with zero padding columns: the padding rows of the
+ * word embedding get exactly 0 gradient. */
+static void restore_padding_columns(float *a, int n, int v, int vrows) {
+    if (v == vrows) return;
+    for (int i = n - 1; i >= 0; i--) {
+        memmove(a + (size_t)i * vrows, a + (size_t)i * v, (size_t)v * sizeof *a);
+        memset(a + (size_t)i * vrows + v, 0, (size_t)(vrows - v) * sizeof *a);
+    }
+}
+
 static void gpt_head_forward(cz_model *m, const cz_batch *b, cz_losses *out) {
     const cz_model_config *c = &m->cfg;
-    int H = c->hidden, V = c->vocab_size, n = b->batch * b->seq;
-    gemm(m, 0, 1, n, V, H, 1.0f, m->x[c->layers], H, PARAM(m->wte), H, 0.0f, m->logits, V);
+    int H = c->hidden, V = c->vocab_size, VR = m->vrows, n = b->batch * b->seq;
+    gemm(m, 0, 1, n, VR, H, 1.0f, m->x[c->layers], H, PARAM(m->wte), H, 0.0f, m->logits, VR);
+    PHASE(loss, drop_padding_columns(m->logits, n, V, VR));
     PHASE(loss, cz_xent_forward(m->logits, m->row_loss, m->row_argmax, b->targets, n, V));
     double lsum = 0;
     long count = 0;
@@ -1031,7 +1165,11 @@ int cz_model_forward(cz_model *m, const cz_batch *b, cz_losses *out, cz_error *e
     if (b->attn_mask)
         for (int i = 0; i < n; i++) m->key_bias[i] = b->attn_mask[i] ? 0.0f : PAD_KEY_BIAS;
     embeddings_forward(m, b);
-    for (int l = 0; l < m->cfg.layers; l++) layer_forward(m, l, b, m->x[l + 1]);
+    for (int l = 0; l < m->cfg.layers; l++) layer_forward(m, l, b, layer_output(m, l));
+    if (m->pre_ln) /* GPT-2 Sec. 2.3: a LayerNorm after the final block */
+        PHASE(elementwise, cz_layernorm_forward(m->x[m->cfg.layers], m->lnf_mean, m->lnf_rstd,
+                                                m->x_last, PARAM(m->lnf_g), PARAM(m->lnf_b), n,
+                                                m->cfg.hidden, m->cfg.layer_norm_eps));
     if (m->cfg.head != CZ_HEAD_PRETRAIN)
         task_head_forward(m, b, out);
     else if (m->cfg.arch == CZ_ARCH_BERT)
@@ -1090,11 +1228,38 @@ static void bert_heads_backward(cz_model *m, const cz_batch *b, float grad_scale
 
 static void gpt_head_backward(cz_model *m, const cz_batch *b, float grad_scale) {
     const cz_model_config *c = &m->cfg;
-    int H = c->hidden, V = c->vocab_size, n = b->batch * b->seq;
+    int H = c->hidden, V = c->vocab_size, VR = m->vrows, n = b->batch * b->seq;
     for (int i = 0; i < n; i++) m->row_scale[i] *= grad_scale;
     PHASE(loss, cz_xent_backward(m->logits, b->targets, m->row_scale, n, V));
-    gemm(m, 1, 0, V, H, n, 1.0f, m->logits, V, m->x[c->layers], H, 1.0f, GRAD(m->wte), H);
-    gemm(m, 0, 0, n, H, V, 1.0f, m->logits, V, PARAM(m->wte), H, 0.0f, m->dy, H);
+    PHASE(loss, restore_padding_columns(m->logits, n, V, VR));
+    gemm(m, 1, 0, VR, H, n, 1.0f, m->logits, VR, m->x[c->layers], H, 1.0f, GRAD(m->wte), H);
+    gemm(m, 0, 0, n, H, VR, 1.0f, m->logits, VR, PARAM(m->wte), H, 0.0f, m->dy, H);
+}
+
+/* GPT-2's block backward: d(layer output) in m->dy -> d(layer input) in
+ * m->dx. Each residual sum passes its gradient on unchanged and adds the
+ * branch's: d r1 = dy + LN2'(d through the FFN), dx = d r1 + LN1'(d through
+ * attention). */
+static void layer_backward_pre_ln(cz_model *m, int l, const cz_batch *b) {
+    layer *ly = &m->layers[l];
+    const cz_model_config *c = &m->cfg;
+    int n = b->batch * b->seq, H = c->hidden, I = c->intermediate;
+    size_t nh = (size_t)n * H;
+    PHASE(elementwise, dropout_rows(b, c->hidden_dropout, l, SITE_FFN_OUT, m->df, m->dy, H));
+    lin_backward(m, &ly->ffn_out, m->df, H, ly->g, I, n, m->di, I, 0.0f);
+    PHASE(elementwise, cz_gelu_backward(m->di, ly->u, m->di, (size_t)n * I, c->gelu_tanh));
+    lin_backward(m, &ly->ffn_in, m->di, I, ly->r2, H, n, m->dh1, H, 0.0f);
+    PHASE(elementwise, cz_layernorm_backward(m->dr, GRAD(ly->ln2_g), GRAD(ly->ln2_b), m->dh1,
+                                             ly->r1, ly->mean2, ly->rstd2, PARAM(ly->ln2_g), n, H));
+    PHASE(elementwise, residual_add(m->dy, m->dy, m->dr, nh)); /* d r1 */
+    PHASE(elementwise, dropout_rows(b, c->hidden_dropout, l, SITE_ATTN_OUT, m->df, m->dy, H));
+    lin_backward(m, &ly->attn_out, m->df, H, ly->ctx, H, n, m->dctx, H, 0.0f);
+    attention_backward(m, ly, l, b);
+    lin_backward(m, &ly->qkv, m->dqkv, 3 * H, ly->h1, H, n, m->dh1, H, 0.0f);
+    PHASE(elementwise,
+          cz_layernorm_backward(m->dr, GRAD(ly->ln1_g), GRAD(ly->ln1_b), m->dh1, m->x[l], ly->mean1,
+                                ly->rstd1, PARAM(ly->ln1_g), n, H));
+    PHASE(elementwise, residual_add(m->dx, m->dy, m->dr, nh));
 }
 
 /* d(layer output) in m->dy -> d(layer input) in m->dx; then swaps them. */
@@ -1110,6 +1275,13 @@ static void layer_backward(cz_model *m, int l, const cz_batch *b) {
         double t0 = m->profiling ? cz_now() : 0.0;
         layer_forward(m, l, b, m->dx);
         if (m->profiling) m->prof.recompute += cz_now() - t0;
+    }
+    if (m->pre_ln) {
+        layer_backward_pre_ln(m, l, b);
+        float *t = m->dx;
+        m->dx = m->dy;
+        m->dy = t;
+        return;
     }
     /* d(LN2 input) goes straight into dh1: it is the residual branch's
      * gradient, to which the FFN input's gradient is added below */
@@ -1162,7 +1334,7 @@ static void embeddings_backward(cz_model *m, const cz_batch *b) {
     PHASE(embeddings, cz_embedding_backward(m->row_vals, GRAD(m->wpe), bert ? GRAD(m->wtt) : NULL,
                                             d, m->tok_slot, b->segments, n, b->seq, H));
     for (int i = 0; i < k; i++) m->row_of[m->row_ids[i]] = 0;
-    cz_grad_rows r = {m->wte, (size_t)H, (size_t)c->vocab_size, (size_t)k, m->row_ids, m->row_vals};
+    cz_grad_rows r = {m->wte, (size_t)H, (size_t)m->vrows, (size_t)k, m->row_ids, m->row_vals};
     m->rows_hook(m->rows_ctx, &r);
 }
 
@@ -1174,9 +1346,18 @@ void cz_model_backward(cz_model *m, const cz_batch *b, float grad_scale) {
         bert_heads_backward(m, b, grad_scale);
     else
         gpt_head_backward(m, b, grad_scale);
+    if (m->pre_ln) { /* the final LayerNorm: d(last layer's output) into dy */
+        int n = b->batch * b->seq;
+        PHASE(elementwise,
+              cz_layernorm_backward(m->dx, GRAD(m->lnf_g), GRAD(m->lnf_b), m->dy, m->x_last,
+                                    m->lnf_mean, m->lnf_rstd, PARAM(m->lnf_g), n, m->cfg.hidden));
+        float *t = m->dx;
+        m->dx = m->dy;
+        m->dy = t;
+    }
     /* the word embedding's range is final now only if the lookup's rows go
      * to the rows hook; else it is final last, reported after the others */
-    size_t wte_end = m->wte + (size_t)m->cfg.vocab_size * m->cfg.hidden;
+    size_t wte_end = m->wte + (size_t)m->vrows * m->cfg.hidden;
     grad_ready(m, m->rows_hook ? m->wte : m->heads_begin, m->heads_end);
     for (int l = m->cfg.layers - 1; l >= 0; l--) {
         layer_backward(m, l, b);
@@ -1208,14 +1389,18 @@ static cz_model *table_only(const cz_model_config *cfg, cz_error *err);
  * multiply-add: per layer T (8 H^2 + 4 H I) for the Q, K, V, output and FFN
  * maps, plus 4 T^2 H for Q K^T and P V (full T x T, also when causal, since
  * that is what the GEMMs compute); heads: BERT P (2 H^2 + 2 H V) for the MLM
- * transform and decoder plus 2 H^2 + 4 H for pooler and NSP; GPT 2 T H V. */
+ * transform and decoder plus 2 H^2 + 4 H for pooler and NSP; GPT 2 T H V (V the
+ * padded rows, model.vocab_pad_to). The LayerNorms (pre-LN: two per layer and the
+ * final one) are elementwise, O(T H), and not counted. */
 static double layer_flops(const cz_model_config *c, int seq) {
     double H = c->hidden, I = c->intermediate, T = seq;
     return T * (8.0 * H * H + 4.0 * H * I) + 4.0 * T * T * H;
 }
 
 static double heads_flops(const cz_model_config *c, int seq, int max_pred) {
-    double H = c->hidden, V = c->vocab_size, T = seq, P = max_pred;
+    /* GPT's LM product runs over the padded rows (model.vocab_pad_to) */
+    double H = c->hidden, V = c->arch == CZ_ARCH_BERT ? c->vocab_size : cz_model_vocab_rows(c),
+           T = seq, P = max_pred;
     double heads = c->arch == CZ_ARCH_BERT ? P * (2.0 * H * H + 2.0 * H * V) + 2.0 * H * H + 4.0 * H
                                            : 2.0 * T * H * V;
     /* fine-tuning heads: the linear maps of task_head_forward (below) */

@@ -4,6 +4,8 @@
  * harness (tests/fuzz) checks them as the programs do. */
 #include "cloze/model.h"
 
+#include <limits.h>
+
 /* Blames `name` (a key of the model section) for what err says. */
 static int blame(const char **key, const char *name) {
     *key = name;
@@ -78,11 +80,38 @@ int cz_model_config_check(const cz_model_config *c, const char **key, cz_error *
         return cz_fail(err, "the similarity head (both orderings added) is GPT-1's; BERT reads "
                             "a pair in one sequence"),
                blame(key, "head");
+    if (c->layout != CZ_LAYOUT_POST_LN && c->layout != CZ_LAYOUT_PRE_LN)
+        return cz_fail(err, "model.layout = %d is neither post_ln (0) nor pre_ln (1)", c->layout),
+               blame(key, "layout");
+    if (c->layout == CZ_LAYOUT_PRE_LN && bert)
+        return cz_fail(err, "model.layout = pre_ln is GPT-2's decoder layout: it needs model.arch "
+                            "= gpt"),
+               blame(key, "layout");
+    if (c->vocab_pad_to < 0 || c->vocab_pad_to > 1 << 16)
+        return cz_fail(err, "model.vocab_pad_to = %d must be in [0, 65536] (0 or 1: no padding)",
+                       c->vocab_pad_to),
+               blame(key, "vocab_pad_to");
+    if (c->vocab_pad_to > 1 && bert)
+        return cz_fail(err,
+                       "model.vocab_pad_to = %d: only GPT's tied LM head pads its vocabulary "
+                       "(BERT's MLM bias has vocab_size entries)",
+                       c->vocab_pad_to),
+               blame(key, "vocab_pad_to");
+    if ((long)cz_model_vocab_rows(c) > (long)1 << 30)
+        return cz_fail(err, "model.vocab_size = %d padded to %d is too large", c->vocab_size,
+                       c->vocab_pad_to),
+               blame(key, "vocab_pad_to");
     if (!(c->lm_weight >= 0.0f) || (c->lm_weight > 0 && bert))
         return cz_fail(err, "model.lm_weight = %g: the auxiliary LM loss is GPT's, >= 0",
                        (double)c->lm_weight),
                blame(key, "lm_weight");
     return 0;
+}
+
+int cz_model_vocab_rows(const cz_model_config *c) {
+    long v = c->vocab_size, p = c->vocab_pad_to > 1 ? c->vocab_pad_to : 1;
+    long rows = (v + p - 1) / p * p;
+    return rows > INT_MAX ? INT_MAX : (int)rows;
 }
 
 int cz_model_shape_rule(const cz_model_config *c, int seq, int max_pred) {

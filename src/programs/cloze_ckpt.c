@@ -30,13 +30,16 @@ static void usage(FILE *out) {
         "                 write DIR/model.safetensors, config.json and the tokenizer files\n"
         "                 (vocab.txt, or vocab.json + merges.txt; tokenizer_config.json,\n"
         "                 special_tokens_map.json) so that transformers' AutoModelFor*\n"
-        "                 and AutoTokenizer load DIR: BertForPreTraining or\n"
-        "                 OpenAIGPTLMHeadModel, or for a cloze-finetune checkpoint\n"
+        "                 and AutoTokenizer load DIR: BertForPreTraining,\n"
+        "                 OpenAIGPTLMHeadModel or GPT2LMHeadModel (model.layout = pre_ln;\n"
+        "                 the word embedding without its padding rows), or for a\n"
+        "                 cloze-finetune checkpoint\n"
         "                 BertFor{SequenceClassification,QuestionAnswering,TokenClassification}\n"
         "                 or OpenAIGPTForSequenceClassification\n"
         "       cloze-ckpt import-hf DIR OUT.lz4 [--seed N]\n"
-        "                 read a BertForPreTraining, BertModel, OpenAIGPTLMHeadModel or\n"
-        "                 OpenAIGPTModel directory (config.json + model.safetensors) into a\n"
+        "                 read a BertForPreTraining, BertModel, OpenAIGPTLMHeadModel,\n"
+        "                 OpenAIGPTModel, GPT2LMHeadModel or GPT2Model directory\n"
+        "                 (config.json + model.safetensors) into a\n"
         "                 checkpoint for model.init_from (cloze-train) or --init\n"
         "                 (cloze-finetune); heads the files lack start fresh (seed N,\n"
         "                 12345), listed in one line\n"
@@ -294,6 +297,7 @@ static int config_of_hf(const cz_model_config *mc, cz_config *cfg, cz_error *err
     char o[16][96];
     int n = 0;
     snprintf(o[n++], 96, "model.arch=%s", mc->arch == CZ_ARCH_BERT ? "bert" : "gpt");
+    snprintf(o[n++], 96, "model.layout=%s", mc->layout == CZ_LAYOUT_PRE_LN ? "pre_ln" : "post_ln");
     snprintf(o[n++], 96, "model.vocab_size=%d", mc->vocab_size);
     snprintf(o[n++], 96, "model.hidden=%d", mc->hidden);
     snprintf(o[n++], 96, "model.layers=%d", mc->layers);
@@ -306,7 +310,7 @@ static int config_of_hf(const cz_model_config *mc, cz_config *cfg, cz_error *err
     snprintf(o[n++], 96, "model.hidden_dropout=%.9g", (double)mc->hidden_dropout);
     snprintf(o[n++], 96, "model.attn_dropout=%.9g", (double)mc->attn_dropout);
     snprintf(o[n++], 96, "model.init_range=%.9g", (double)mc->init_range);
-    int seq = mc->arch == CZ_ARCH_BERT ? 128 : 512;
+    int seq = mc->arch == CZ_ARCH_BERT ? 128 : mc->layout == CZ_LAYOUT_PRE_LN ? 1024 : 512;
     snprintf(o[n++], 96, "data.seq=%d", seq < mc->max_positions ? seq : mc->max_positions);
     const char *ov[16];
     for (int i = 0; i < n; i++) ov[i] = o[i];

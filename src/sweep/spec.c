@@ -577,7 +577,8 @@ static int parse_spec(cz_sweep *s, config_t *cfg, cz_error *err) {
         opt_int(spec, sw, "threads", 0, 1024, &s->threads, err) ||
         opt_int(spec, sw, "nodes", 1, 1 << 16, &s->nodes, err) ||
         opt_int(spec, sw, "ranks_per_node", 1, 1 << 16, &s->ranks_per_node, err) ||
-        parse_slurm(s, sw, err) || parse_finetune(s, config_setting_get_member(sw, "finetune"), err))
+        parse_slurm(s, sw, err) ||
+        parse_finetune(s, config_setting_get_member(sw, "finetune"), err))
         return -1;
     /* ranks_per_node without ranks gives the ranks; with both they must agree */
     if (s->ranks_per_node > 0) {
@@ -657,12 +658,13 @@ static int set_has_key(const cz_sweep *s, const char *key) {
     return 0;
 }
 
-/* The short name of a key in point names: L, H, A, I, or the key's last part. */
+/* The short name of a key in point names: L, H, A, I, or the key's last part;
+ * model.layout none (its values, post-ln / pre-ln, say what they are). */
 static const char *key_label(const char *key) {
     static const char *const map[][2] = {{"model.layers", "L"},       {"model.hidden", "H"},
                                          {"model.heads", "A"},        {"model.intermediate", "I"},
                                          {"train.global_batch", "B"}, {"data.seq", "T"},
-                                         {"train.seed", "seed"}};
+                                         {"train.seed", "seed"},      {"model.layout", ""}};
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
         if (!strcmp(map[i][0], key)) return map[i][1];
     const char *dot = strrchr(key, '.');

@@ -293,10 +293,13 @@ static int choose_checkpoint(cz_run *r, const char *resume, char *path, size_t l
     return cz_ckpt_verify(path, err) == 0 ? 1 : -1;
 }
 
+/* The word embedding's padding rows (model.vocab_pad_to) are not compared:
+ * a Hugging Face directory has none, and cz_hf_load fills a padded table. */
 static int same_model(const cz_model_config *a, const cz_model_config *b) {
-    return a->arch == b->arch && a->vocab_size == b->vocab_size && a->hidden == b->hidden &&
-           a->layers == b->layers && a->heads == b->heads && a->intermediate == b->intermediate &&
-           a->max_positions == b->max_positions && a->type_vocab_size == b->type_vocab_size;
+    return a->arch == b->arch && a->layout == b->layout && a->vocab_size == b->vocab_size &&
+           a->hidden == b->hidden && a->layers == b->layers && a->heads == b->heads &&
+           a->intermediate == b->intermediate && a->max_positions == b->max_positions &&
+           a->type_vocab_size == b->type_vocab_size;
 }
 
 /* The checkpoint's configuration against this run's: a key that changes
@@ -456,6 +459,13 @@ int cz_run_init_from(cz_run *r, cz_error *err) {
             rc = cz_fail(err,
                          "model.init_from = %s: its model section differs from the configured one",
                          from);
+        else if (cz_model_vocab_rows(&old.model) != cz_model_vocab_rows(&r->cfg.model))
+            rc = cz_fail(err,
+                         "model.init_from = %s: its word embedding has %d rows "
+                         "(model.vocab_pad_to = %d), this run's %d: set model.vocab_pad_to to "
+                         "match, or start from a Hugging Face export of it (cloze-ckpt export-hf)",
+                         from, cz_model_vocab_rows(&old.model), old.model.vocab_pad_to,
+                         cz_model_vocab_rows(&r->cfg.model));
         free(t);
     }
     if (rc == 0)

@@ -93,5 +93,18 @@ printf 'sweep:\n{\n  base = "%s";\n  name = "ok";\n  axes = ( { key = "model.lay
 grep -q "^sweep ok: 2 point(s)" "$work/ok.txt" && grep -q "sst2 12 configuration(s)" "$work/ok.txt" ||
   { cat "$work/ok.txt"; echo "FAIL ok: a well-formed spec is not read as written"; failures=$((failures + 1)); }
 
+# the layout of GPT-2 (model.layout) as an axis: post-LN vs pre-LN at depth
+# 24, both points valid and named by their layout; an unknown layout is
+# refused through the key table
+printf 'sweep:\n{\n  base = "%s";\n  name = "layout";\n  set = ["data.heldout_manifest=/tmp/none", "optim.warmup_steps=10"];\n  axes = ( { key = "model.layout"; values = ["post_ln", "pre_ln"]; }, { key = "model.layers"; values = [24]; } );\n  budget = { steps = [100]; };\n};\n' \
+  "$CLOZE_SOURCE_DIR/conf/gpt2-mini.cfg" >"$work/layout.cfg"
+"$SWEEP" plan "$work/layout.cfg" --probe 0 --dir "$work/dir" >"$work/layout.txt" 2>&1 || true
+grep -q "^sweep layout: 2 point(s)" "$work/layout.txt" &&
+  grep -Eq '^ +0 +S100_post-ln_L24 +24 +256 ' "$work/layout.txt" &&
+  grep -Eq '^ +1 +S100_pre-ln_L24 +24 +256 ' "$work/layout.txt" ||
+  { cat "$work/layout.txt"; echo "FAIL layout: the model.layout axis is not read as written"; failures=$((failures + 1)); }
+case_ layout_value 'axes = ( { key = "model.layout"; values = ["sandwich"]; } );' \
+  '4: axis model.layout: --set model.layout=sandwich: expected one of post_ln|pre_ln, got "sandwich"'
+
 [ "$failures" = 0 ] || exit 1
 echo "test_sweep_spec: ok"
