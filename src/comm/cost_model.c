@@ -15,7 +15,8 @@
  * torus a message follows the dimension-order route (X first, the shorter
  * way round, + on a tie; an axis of 2 has one link), as launch/cloze-netsim
  * builds it. auto's choice is the cheapest algorithm under the model
- * (cz_allreduce_choose). Calls only shape.c. */
+ * (cz_allreduce_choose). Calls only shape.c (shapes, chunks, the bucket
+ * layout) and hosts.c (host layouts). */
 #include "comm_private.h"
 
 #include <math.h>
@@ -30,6 +31,15 @@ void cz_net_model_default(cz_net_model *m) {
     m->beta_net = 8.0 / 10e9;
     m->alpha_shm = 2e-6;
     m->beta_shm = 1.0 / 10e9;
+}
+
+/* The options of a context (comm_internal.h) are what auto's choice reads
+ * (cz_allreduce_choose): their defaults sit beside the model's. */
+void cz_coll_opts_default(cz_coll_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->algo = CZ_ALLREDUCE_RING;
+    o->bytes = 25.0 * 1024 * 1024;
+    cz_net_model_default(&o->net);
 }
 
 /* Link directions: star: 2h = host h's uplink, 2h+1 its downlink. torus:
