@@ -35,7 +35,7 @@ Rules (each violation is one line naming the file and what is wrong):
   - no file under include/ or src/ refers to ../shared (a user's clone has
     no such folder);
   - inside a module whose private header declares the order its files call
-    in (comm_private.h, sweep_internal.h, ...), no file
+    in (comm_private.h, sweep_internal.h, text_internal.h, ...), no file
     uses a function of a file later in that order (check_file_orders).
 """
 import os
@@ -491,6 +491,10 @@ def self_test(root):
          '#include "sweep_internal.h"',
          'static int planted(const char *p) { return sw_executable(p); }'),
          "src/sweep/util.c:", "util.c is not in that order"),
+        ("a call back from text's string table into a tokenizer", add_line(
+         "src/text/vocab_table.c", '#include "text_internal.h"',
+         'static void planted(const cz_tokenizer *t) { cz_bpe_decode(t, 0, 0, 0); }'),
+         "src/text/vocab_table.c:", "uses cz_bpe_decode of bpe.c, against the file order"),
         ("a declared order naming a file that is gone", lambda d: os.remove(
          os.path.join(d, "src", "comm", "calibrate.c")),
          "src/comm/comm_private.h:", "lists calibrate.c, which is not in src/comm"),

@@ -18,6 +18,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* ---- bytes_to_unicode (encoder.py) ---- */
+
+void cz_gpt2_byte_map(uint32_t byte_to_unicode[256]) {
+    uint32_t next = 256;
+    for (uint32_t b = 0; b < 256; b++) {
+        int printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE);
+        byte_to_unicode[b] = printable ? b : next++;
+    }
+}
+
 /* ---- encoder.json: a flat object of string -> integer ---- */
 
 static int load_encoder(cz_tokenizer *t, const char *path, const char *s, size_t len,
