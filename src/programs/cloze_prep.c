@@ -693,24 +693,26 @@ static const char VERIFY_HELP[] =
     "against the manifest (and against the vocabulary file when it is present).\n"
     "Prints one line per bad shard and exits 1 if any is bad.\n";
 
-/* The fingerprint of the vocabulary files as the tokenizer computes it:
- * FNV-1a 64 of vocab.txt, or of vocab.bpe seeded with that of encoder.json. */
+/* The fingerprint of the vocabulary files as the tokenizer computes it
+ * (cz_vocab_fingerprint). */
 static int file_fingerprint(const cz_manifest *m, uint64_t *fp, char *which, size_t len) {
     void *a = NULL, *b = NULL;
-    size_t na, nb;
+    size_t na, nb = 0;
     cz_error e;
     if (cz_read_file(m->vocab_path, &a, &na, &e) != 0) return -1;
-    *fp = cz_fnv1a64(a, na, CZ_FNV_SEED);
     snprintf(which, len, "%s", m->vocab_path);
-    cz_free(a);
     if (!strcmp(m->vocab_kind, "bpe")) {
         char mp[PATH_MAX];
         manifest_merges(m, mp, sizeof mp);
-        if (cz_read_file(mp, &b, &nb, &e) != 0) return -1;
-        *fp = cz_fnv1a64(b, nb, *fp);
+        if (cz_read_file(mp, &b, &nb, &e) != 0) {
+            cz_free(a);
+            return -1;
+        }
         snprintf(which, len, "%s + %s", m->vocab_path, mp);
-        cz_free(b);
     }
+    *fp = cz_vocab_fingerprint(a, na, b, nb);
+    cz_free(a);
+    cz_free(b);
     return 0;
 }
 

@@ -152,7 +152,7 @@ int cz_tokenizer_load_bpe(cz_tokenizer **out, const char *encoder_json, const ch
     t->unk_id = -1;
     if (cz_read_file(encoder_json, &enc, &elen, err) || cz_read_file(merges_path, &mer, &mlen, err))
         goto fail;
-    t->fingerprint = cz_fnv1a64(mer, mlen, cz_fnv1a64(enc, elen, CZ_FNV_SEED));
+    t->fingerprint = cz_vocab_fingerprint(enc, elen, mer, mlen);
     if (cz_strtab_init(&t->vocab, 65536, err) || load_encoder(t, encoder_json, enc, elen, err) ||
         load_merges(t, merges_path, mer, mlen, err))
         goto fail;

@@ -164,6 +164,12 @@ cz_tokenizer_kind cz_tokenizer_kind_of(const cz_tokenizer *t) {
 uint32_t cz_tokenizer_vocab_size(const cz_tokenizer *t) {
     return t->vocab_size;
 }
+uint64_t cz_vocab_fingerprint(const void *vocab, size_t vocab_len, const void *merges,
+                              size_t merges_len) {
+    uint64_t fp = cz_fnv1a64(vocab, vocab_len, CZ_FNV_SEED);
+    return merges ? cz_fnv1a64(merges, merges_len, fp) : fp;
+}
+
 uint64_t cz_tokenizer_fingerprint(const cz_tokenizer *t) {
     return t->fingerprint;
 }
