@@ -205,18 +205,6 @@ void cz_comm_config_net(const cz_comm_config *cfg, cz_net_model *m) {
     if (cfg->link_latency_us > 0) m->alpha_net = cfg->link_latency_us * 1e-6;
 }
 
-double cz_net_allreduce_seconds(const cz_net_model *m, int hosts, int ranks_per_host,
-                                cz_allreduce_algo algo, int grid_x, double bytes) {
-    cz_host_layout l;
-    cz_error err;
-    if (algo == CZ_ALLREDUCE_TORUS2D && grid_x <= 0)
-        grid_x = cz_comm_grid_square(hosts * ranks_per_host);
-    if (cz_host_layout_make(&l, hosts, ranks_per_host, 0, &err) != 0) return INFINITY;
-    double t = cz_net_allreduce_time(m, NULL, &l, algo, grid_x, bytes);
-    cz_host_layout_free(&l);
-    return t;
-}
-
 cz_allreduce_algo cz_net_choose(const cz_net_model *m, int hosts, int ranks_per_host, double bytes,
                                 int *grid_x) {
     cz_host_layout l;
@@ -251,10 +239,15 @@ int cz_grad_rows_as_block(double union_rows, double height) {
     return 2 * union_rows <= height;
 }
 
-void cz_sync_predict(const cz_net_model *m, int hosts, int ranks_per_host, cz_allreduce_algo algo,
-                     int grid_x, const cz_bucket_layout *l, cz_grad_order order, cz_sync_mode mode,
-                     const double *ready, const double *ready_t, int n_ready, double backward_s,
-                     const cz_rows_tail *rows, cz_sync_prediction *out) {
+void cz_sync_predict(const cz_sync_scenario *s, cz_sync_prediction *out) {
+    const cz_net_model *m = s->net;
+    const cz_bucket_layout *l = s->layout;
+    const cz_rows_tail *rows = &s->rows;
+    int hosts = s->hosts, ranks_per_host = s->ranks_per_host, grid_x = s->grid_x;
+    cz_allreduce_algo algo = s->algo;
+    cz_grad_order order = s->order;
+    cz_sync_mode mode = s->mode;
+    double backward_s = s->backward_s;
     memset(out, 0, sizeof *out);
     if (hosts * ranks_per_host < 2 || l->n_buckets == 0) return;
     cz_host_layout hl;
@@ -271,13 +264,13 @@ void cz_sync_predict(const cz_net_model *m, int hosts, int ranks_per_host, cz_al
         size_t off, count;
         cz_bucket_range(l, k, &off, &count);
         double t = cz_net_allreduce_time(m, NULL, &hl, algo, grid_x, (double)count * sizeof(float));
-        double start = bucket_ready(l, order, k, ready, ready_t, n_ready);
+        double start = bucket_ready(l, order, k, s->ready, s->ready_t, s->n_ready);
         if (start < end) start = end;
         end = start + share * t;
         out->total += share * t;
         if (mode != CZ_SYNC_ALLREDUCE) out->gather += 0.5 * t;
     }
-    if (rows && rows->union_rows > 0) { /* after both (cz_grad_sync_finish) */
+    if (rows->union_rows > 0) { /* after both (cz_grad_sync_finish) */
         double mask = 8.0 * ceil(rows->height / 64), t = 0;
         t = cz_net_allreduce_time(m, NULL, &hl, algo, grid_x, mask);
         if (cz_grad_rows_as_block(rows->union_rows, rows->height)) {
