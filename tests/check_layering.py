@@ -495,6 +495,10 @@ def self_test(root):
          "src/text/vocab_table.c", '#include "text_internal.h"',
          'static void planted(const cz_tokenizer *t) { cz_bpe_decode(t, 0, 0, 0); }'),
          "src/text/vocab_table.c:", "uses cz_bpe_decode of bpe.c, against the file order"),
+        ("a call from fine-tuning's evaluation up into the run", add_line(
+         "src/finetune/eval.c", '#include "finetune_private.h"',
+         'static void planted(ft_run *r) { ft_run_free(r); }'),
+         "src/finetune/eval.c:", "uses ft_run_free of run.c, against the file order"),
         ("a declared order naming a file that is gone", lambda d: os.remove(
          os.path.join(d, "src", "comm", "calibrate.c")),
          "src/comm/comm_private.h:", "lists calibrate.c, which is not in src/comm"),
