@@ -40,6 +40,9 @@ typedef struct ft_base {
     int seq;     /* a cloze checkpoint: the data.seq it was trained at */
 } ft_base;
 
+/* A run's state (cz_ft_run), and the same for predictions on a file
+ * (cz_ft_predict) and an extraction (cz_ft_extract), which fill what they
+ * use of it. */
 typedef struct ft_run {
     const cz_comm *world;
     const cz_ft_options *o;

@@ -1,8 +1,8 @@
 /* One fine-tuning run (include/cloze/finetune.h, "runs") on the train
  * runtime: cz_train_run_task with this file's sample builder and model
  * initialisation and eval.c's dev-set evaluation; and predictions on a
- * file (cz_ft_predict) from a fine-tuned checkpoint. Everything else (ranks and the
- * sample-to-rank mapping, gradient sync, AdamW and the schedule,
+ * file from a fine-tuned checkpoint (cz_ft_predict). Everything else
+ * (ranks and the sample-to-rank mapping, gradient sync, AdamW and the schedule,
  * checkpoints, --resume, signals, metrics.jsonl) is the train module's, so
  * a fine-tuning run gives the same numbers on any rank layout and resumes
  * like a pre-training run.
