@@ -33,7 +33,10 @@ Rules (each violation is one line naming the file and what is wrong):
     its algorithms, host layouts and cost model), which tests/ and bench/
     may include too;
   - no file under include/ or src/ refers to ../shared (a user's clone has
-    no such folder).
+    no such folder);
+  - inside a module whose private header declares the order its files call
+    in (comm_private.h, sweep_internal.h, text_internal.h, ...), no file
+    uses a function of a file later in that order (check_file_orders).
 """
 import os
 import re
@@ -137,6 +140,80 @@ def c_files(root):
             if f.endswith((".c", ".h")):
                 out.append(os.path.relpath(os.path.join(base, f), root))
     return out
+
+
+# ---- the order of a module's files ----
+# A module's private header (a .h in its folder) may declare the order its
+# files call in: a comment that says they call "one way" (or each calls
+# "only the ones above/before it"), then one line per file, " *   name.c
+# what it holds" (continuation lines indented further). A file may then use
+# only the files before it. A file of the folder that the list does not
+# name sits below the list: any file may use it, and it uses no other
+# (sweep_internal.h: "util.c, csv.c, which call none"). A function of a file is a definition at the start of a line that
+# is not static; a use is any mention of its name outside comments and
+# strings (a call, or its address taken).
+ORDER_INTRO = re.compile(r"one way|only the ones (?:above|before)")
+ORDER_LINE = re.compile(r"^\s*\*\s+([A-Za-z0-9_]+\.c)\s+\S")
+ORDER_MORE = re.compile(r"^\s*\*\s{4,}\S")
+FUNC_DEF = re.compile(r"^(?!static\b|typedef\b|extern\b)[A-Za-z_][\w \t*]*?\b([A-Za-z_]\w*)"
+                      r"\s*\([^;{}]*?\)\s*\{", re.M)
+
+
+def declared_order(header_text):
+    """The files a header's comment lists in calling order, or None."""
+    for m in re.finditer(r"/\*.*?\*/", header_text, re.S):
+        comment = m.group(0)
+        intro = ORDER_INTRO.search(comment)
+        if not intro:
+            continue
+        order = []
+        for line in comment[intro.end():].splitlines():
+            f = ORDER_LINE.match(line)
+            if f:
+                order.append(f.group(1))
+            elif order and not ORDER_MORE.match(line):
+                break
+        if order:
+            return order
+    return None
+
+
+def check_file_orders(root, dir_of, errors):
+    """Every call inside a module against the file order its private
+    header declares."""
+    for d in sorted(dir_of):
+        full = os.path.join(root, d)
+        if not os.path.isdir(full):
+            continue
+        names = sorted(os.listdir(full))
+        for h in (n for n in names if n.endswith(".h")):
+            order = declared_order(read(os.path.join(full, h)))
+            if order is None:
+                continue
+            sources = [n for n in names if n.endswith(".c")]
+            for f in order:
+                if f not in sources:
+                    errors.append(f"{d}/{h}: its file order lists {f}, which is not in {d}")
+            rank = {f: i for i, f in enumerate(order)}
+            code = {f: strip_c(read(os.path.join(full, f))) for f in sources}
+            defined = {}  # function -> the file defining it
+            for f in sources:
+                for m in FUNC_DEF.finditer(code[f]):
+                    defined.setdefault(m.group(1), f)
+            for f in sources:
+                for name, home in sorted(defined.items()):
+                    if home == f or (f in rank and (home not in rank or rank[home] < rank[f])):
+                        continue
+                    m = re.search(r"(?<![\w.])(?<!->)" + re.escape(name) + r"\b", code[f])
+                    if not m:
+                        continue
+                    line = code[f].count("\n", 0, m.start()) + 1
+                    if f not in rank:
+                        why = f"{f} is not in that order, so it uses no other file"
+                    else:
+                        why = f"{home} comes after {f} there"
+                    errors.append(f"{d}/{f}:{line}: uses {name} of {home}, against the file "
+                                  f"order {d}/{h} declares ({why})")
 
 
 def check(root):
@@ -288,6 +365,7 @@ def check(root):
                           "what is shared there"
                           + (f" (tests and benchmarks may include {where[0]}/{where[1]}_internal.h)"
                              if rel.startswith(INTERNAL_USERS) else ""))
+    check_file_orders(root, dir_of, errors)
     return errors
 
 
@@ -401,6 +479,29 @@ def self_test(root):
         ("a reference to ../shared", add_line("src/model/model.c",
          '#include "cloze/model.h"', '/* notes: ../shared/papers/x.txt */'),
          "src/model/model.c:", "refers to ../shared"),
+        ("a call against comm's declared file order", add_line("src/comm/cost_model.c",
+         '#include "comm_private.h"',
+         'static void planted(cz_comm *c) { cz_comm_finalize(c); }'),
+         "src/comm/cost_model.c:", "uses cz_comm_finalize of world.c, against the file order"),
+        ("a call against sweep's declared file order", add_line("src/sweep/spec.c",
+         '#include "sweep_internal.h"',
+         'static int planted(const char *p) { return sw_executable(p); }'),
+         "src/sweep/spec.c:", "uses sw_executable of proc.c, against the file order"),
+        ("a file outside the declared order that uses another", add_line("src/sweep/util.c",
+         '#include "sweep_internal.h"',
+         'static int planted(const char *p) { return sw_executable(p); }'),
+         "src/sweep/util.c:", "util.c is not in that order"),
+        ("a call back from text's string table into a tokenizer", add_line(
+         "src/text/vocab_table.c", '#include "text_internal.h"',
+         'static void planted(const cz_tokenizer *t) { cz_bpe_decode(t, 0, 0, 0); }'),
+         "src/text/vocab_table.c:", "uses cz_bpe_decode of bpe.c, against the file order"),
+        ("a call from fine-tuning's evaluation up into the run", add_line(
+         "src/finetune/eval.c", '#include "finetune_private.h"',
+         'static void planted(ft_run *r) { ft_run_free(r); }'),
+         "src/finetune/eval.c:", "uses ft_run_free of run.c, against the file order"),
+        ("a declared order naming a file that is gone", lambda d: os.remove(
+         os.path.join(d, "src", "comm", "calibrate.c")),
+         "src/comm/comm_private.h:", "lists calibrate.c, which is not in src/comm"),
     ]
     failures = 0
     with tempfile.TemporaryDirectory(prefix="cloze-layering-") as tmp:

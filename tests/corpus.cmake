@@ -2,6 +2,9 @@
 # ../shared/data (label "data", skipped when absent).
 if(TARGET cloze_prep_lib)
   cloze_add_unit_test(test_prep_text LIBS cloze_prep_lib)
+  # verify's checks on planted mistakes; the ranks' agreement on 2 ranks
+  cloze_add_unit_test(test_prep_verify LIBS cloze_prep_lib LABELS prep)
+  cloze_add_mpi_test(test_prep_verify_np2 2 test_prep_verify ARGS --mpi LABELS prep TIMEOUT 120)
 endif()
 if(TARGET cloze-prep)
   cloze_add_script_test(corpus_prep_e2e COMMAND bash ${CLOZE_TEST_DIR}/scripts/corpus_prep_e2e.sh

@@ -709,6 +709,32 @@ static void test_duplicate_ids(const char *tmp) {
     cz_tokenizer_free(t);
 }
 
+/* The fingerprint shards and checkpoints carry must keep its value: FNV-1a
+ * 64 (the published vector: "a" -> af63dc4c8601ec8c) of vocab.txt, or of
+ * the merges seeded with the encoder's; the figures below were computed by
+ * an independent FNV-1a in Python over the same bytes. */
+static void test_vocab_fingerprint(const cz_tokenizer *learned_bpe, const char *tmp) {
+    CHECK(cz_vocab_fingerprint("a", 1, NULL, 0) == 0xaf63dc4c8601ec8cULL, "FNV-1a of \"a\"");
+    CHECK(cz_vocab_fingerprint("", 0, NULL, 0) == CZ_FNV_SEED, "the empty vocabulary");
+    CHECK(cz_tokenizer_fingerprint(learned_bpe) == 0x1ecbe92d82560b69ULL,
+          "learned BPE fingerprint %016llx",
+          (unsigned long long)cz_tokenizer_fingerprint(learned_bpe));
+    static const char vocab[] = "[PAD]\n[UNK]\nhello\n##lo\n";
+    char path[4200];
+    snprintf(path, sizeof path, "%s/fp-vocab.txt", tmp);
+    FILE *f = fopen(path, "wb");
+    CHECK(f && fwrite(vocab, 1, sizeof vocab - 1, f) == sizeof vocab - 1, "write %s", path);
+    if (f) fclose(f);
+    cz_tokenizer *wp = NULL;
+    cz_error err;
+    CHECK(cz_tokenizer_load_wordpiece(&wp, path, NULL, &err) == 0, "%s", err.msg);
+    if (!wp) return;
+    CHECK(cz_tokenizer_fingerprint(wp) == 0xa8f558ee6b736a99ULL &&
+              cz_vocab_fingerprint(vocab, sizeof vocab - 1, NULL, 0) == 0xa8f558ee6b736a99ULL,
+          "WordPiece fingerprint %016llx", (unsigned long long)cz_tokenizer_fingerprint(wp));
+    cz_tokenizer_free(wp);
+}
+
 /* Words over max_word_chars code points are one [UNK]; at the limit they
  * are split (HF BertTokenizer, max_input_chars_per_word = 100). */
 static void test_max_word_chars(const cz_tokenizer *wp) {
@@ -937,14 +963,15 @@ int main(int argc, char **argv) {
             return 1;
         }
         test_byte_round_trip(lb, "learned BPE");
-        cz_tokenizer_free(lb);
         char tmp[] = "/tmp/cloze_tok_dup_XXXXXX";
         if (mkdtemp(tmp)) {
             test_duplicate_ids(tmp);
+            test_vocab_fingerprint(lb, tmp);
             char cmd[128];
             snprintf(cmd, sizeof cmd, "rm -rf %s", tmp);
             if (system(cmd) != 0) fprintf(stderr, "warning: could not remove %s\n", tmp);
         }
+        cz_tokenizer_free(lb);
     }
     if (!d || access(d, R_OK) != 0) {
         printf("skip: CLOZE_SHARED_DATA not set or not readable%s\n",

@@ -216,10 +216,6 @@ int cz_net_model_read(const char *path, cz_net_model *m, int *hosts, int *ranks_
 /* ---- prediction, without MPI (cost_model.c): the planner's arithmetic ----
  * Hosts of ranks_per_host ranks each, ranks placed host by host, on a
  * non-blocking switch. */
-/* Model seconds of one all-reduce (grid_x for torus2d) of `bytes`;
- * INFINITY when the algorithm does not apply. */
-double cz_net_allreduce_seconds(const cz_net_model *m, int hosts, int ranks_per_host,
-                                cz_allreduce_algo algo, int grid_x, double bytes);
 /* auto's choice for messages of `bytes` (cz_allreduce_choose): the
  * algorithm and *grid_x. */
 cz_allreduce_algo cz_net_choose(const cz_net_model *m, int hosts, int ranks_per_host, double bytes,
@@ -399,14 +395,26 @@ double cz_grad_sync_comm_seconds(const cz_grad_sync *gs);
 typedef struct cz_rows_tail {
     double union_rows, height, width;
 } cz_rows_tail;
+/* What is predicted: the cluster, the algorithm, the layout and when
+ * backward makes its ranges final. */
+typedef struct cz_sync_scenario {
+    const cz_net_model *net;
+    int hosts, ranks_per_host; /* ranks placed host by host */
+    cz_allreduce_algo algo;
+    int grid_x; /* torus2d's columns; <= 0: the most square grid */
+    const cz_bucket_layout *layout;
+    cz_grad_order order;
+    cz_sync_mode mode;
+    const double *ready, *ready_t; /* [n_ready], both ascending */
+    int n_ready;
+    double backward_s;
+    cz_rows_tail rows; /* union_rows 0: no rows apart */
+} cz_sync_scenario;
 typedef struct cz_sync_prediction {
     double total;   /* the buckets' (and rows') reductions, hidden or not */
     double exposed; /* the last bucket's end after backward's end (>= 0) */
     double gather;  /* the weights back to every rank after the update */
 } cz_sync_prediction;
-void cz_sync_predict(const cz_net_model *m, int hosts, int ranks_per_host, cz_allreduce_algo algo,
-                     int grid_x, const cz_bucket_layout *l, cz_grad_order order, cz_sync_mode mode,
-                     const double *ready, const double *ready_t, int n_ready, double backward_s,
-                     const cz_rows_tail *rows, cz_sync_prediction *out);
+void cz_sync_predict(const cz_sync_scenario *s, cz_sync_prediction *out);
 
 #endif

@@ -1,6 +1,7 @@
 /* prep: the library of `cloze-prep` (src/programs/cloze_prep.c), in
  * corpus_tools/: input readers, the shard writer and its pipeline, the
- * shard set of an output directory, the vocabulary learners. The text
+ * shard set of an output directory, the vocabulary learners, the checks of
+ * `verify` and the ranks' agreement on a failure. The text
  * itself (normaliser, sentence splitter, tokenizers) is the text module's
  * (cloze/text.h); the shard format is data's (cloze/shard.h). */
 #ifndef CLOZE_PREP_H
@@ -10,6 +11,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "cloze/comm.h"
 #include "cloze/core.h"
 #include "cloze/shard.h"
 #include "cloze/text.h"
@@ -246,5 +248,46 @@ int cz_learn_wordpiece(const char *const *files, int n_files, int vocab_size, in
  * vocab.bpe ("#version: 0.2" + one merge per line, rank order). */
 int cz_learn_bpe(const char *const *files, int n_files, int vocab_size,
                  const char *out_encoder_json, const char *out_merges, cz_error *err);
+
+/* ---- checks: a manifest's shards, the ranks' agreement (prep_verify.c) ---- */
+
+/* The ranks of a `shards` run: MPI through comm when started by mpirun,
+ * otherwise one process without MPI (comm NULL). Every fatal error is said
+ * once: an error all ranks find alike, or one a rank finds in its own part
+ * that the ranks then agree on (cz_comm_agree), by the lowest rank that
+ * found it; a failed collective by the rank that saw it, which then ends
+ * the job (cz_comm_abort). */
+typedef struct cz_prep_world {
+    cz_comm c;
+    cz_comm *comm; /* &c under MPI, NULL alone */
+    int rank;
+} cz_prep_world;
+/* Collective: 0 when every rank's rc is 0; else 1, with err the message of
+ * the lowest failing rank, said on stderr by rank 0 (naming that rank when
+ * it is not 0). */
+int cz_prep_agree(cz_prep_world *w, int rc, cz_error *err);
+/* Collective: rank 0's verdict (rc; the others pass 0) to every rank: 1
+ * when it failed (rank 0 says it). */
+int cz_prep_rank0_verdict(cz_prep_world *w, int rc, cz_error *err);
+
+/* The merges file of a BPE manifest: the one it records, or (manifests from
+ * before the vocab_file records) vocab.bpe next to encoder.json. */
+void cz_prep_manifest_merges(const cz_manifest *m, char *buf, size_t len);
+/* The fingerprint of m's vocabulary files as they are now
+ * (cz_vocab_fingerprint); `which` names the files read; -1 when one cannot
+ * be read. */
+int cz_prep_file_fingerprint(const cz_manifest *m, uint64_t *fp, char *which, size_t len);
+/* One shard against its line in m (and its own checks, cz_shard_open with
+ * verify): fingerprint, vocab_size, counts and checksum, the first that
+ * differs named with its header offset. */
+int cz_prep_verify_shard(const cz_manifest *m, const cz_manifest_shard *e, cz_error *err);
+/* One finding of cz_prep_verify: a line without a program's prefix;
+ * warning 1 for what could not be checked. */
+typedef void (*cz_prep_say_fn)(void *ctx, int warning, const char *line);
+/* `cloze-prep verify`: the vocabulary files against the manifest's
+ * fingerprint (when readable) and SHA-256 records, then every shard
+ * (cz_prep_verify_shard); each problem one line to say. Returns the number
+ * of problems; *tokens the tokens of the good shards. */
+int cz_prep_verify(const cz_manifest *m, cz_prep_say_fn say, void *ctx, uint64_t *tokens);
 
 #endif

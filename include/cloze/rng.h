@@ -56,9 +56,6 @@ static inline cz_rng_cursor cz_rng_cursor_make(cz_rng_stream s) {
     cz_rng_cursor c = {s, 0};
     return c;
 }
-static inline uint32_t cz_cursor_u32(cz_rng_cursor *c) {
-    return cz_rng_u32(&c->s, c->next++);
-}
 static inline double cz_cursor_uniform(cz_rng_cursor *c) {
     double u = cz_rng_uniform_double(&c->s, c->next);
     c->next += 2;

@@ -103,8 +103,14 @@ void cz_tokenizer_free(cz_tokenizer *t);
 
 cz_tokenizer_kind cz_tokenizer_kind_of(const cz_tokenizer *t);
 uint32_t cz_tokenizer_vocab_size(const cz_tokenizer *t);
-/* FNV-1a 64 of the vocabulary file bytes (and merges for BPE): stored in shards. */
+/* The vocabulary's fingerprint (cz_vocab_fingerprint of its files): stored in shards. */
 uint64_t cz_tokenizer_fingerprint(const cz_tokenizer *t);
+/* The one rule of a vocabulary's fingerprint, which shards, manifests and
+ * checkpoints carry: FNV-1a 64 (core.h, CZ_FNV_SEED) of the vocabulary
+ * file's bytes (vocab.txt; encoder.json), then, for BPE, of the merges
+ * file's bytes (vocab.bpe) seeded with that; WordPiece: merges NULL, 0. */
+uint64_t cz_vocab_fingerprint(const void *vocab, size_t vocab_len, const void *merges,
+                              size_t merges_len);
 /* Id of a token string, or -1 ("[CLS]", "[SEP]", "[MASK]", "[PAD]", "[UNK]", "<|endoftext|>"). */
 int32_t cz_tokenizer_token_id(const cz_tokenizer *t, const char *token);
 /* The token string of an id (WordPiece: as in vocab.txt; BPE: the

@@ -10,6 +10,7 @@
 
 #include "cloze/json.h"
 #include "cloze/safetensors.h"
+#include "cloze/text.h"
 
 static int starts_with(const char *s, const char *prefix) {
     return strncmp(s, prefix, strlen(prefix)) == 0;
@@ -346,7 +347,7 @@ int cz_hf_vocab_read_dir(cz_hf_vocab *v, const char *dir, cz_error *err) {
 
 int cz_hf_vocab_identity(const cz_hf_vocab *v, uint32_t *size, uint64_t *fingerprint,
                          cz_error *err) {
-    *fingerprint = cz_fnv1a64(v->vocab, v->vocab_len, CZ_FNV_SEED);
+    *fingerprint = cz_vocab_fingerprint(v->vocab, v->vocab_len, NULL, 0);
     if (!strcmp(v->kind, "wordpiece")) {
         const char *s = v->vocab;
         size_t len = v->vocab_len;
@@ -364,7 +365,7 @@ int cz_hf_vocab_identity(const cz_hf_vocab *v, uint32_t *size, uint64_t *fingerp
     else
         *size = (uint32_t)root->count;
     cz_json_free(root);
-    *fingerprint = cz_fnv1a64(v->merges, v->merges_len, *fingerprint);
+    *fingerprint = cz_vocab_fingerprint(v->vocab, v->vocab_len, v->merges, v->merges_len);
     return rc;
 }
 

@@ -135,6 +135,7 @@ typedef struct cz_coll_opts {
      * (dist.grad_wire = "bf16", ring.c); a plain all-gather stays fp32 */
     int wire_bf16;
 } cz_coll_opts;
+/* The defaults: ring, 25 MiB, the default network (cost_model.c). */
 void cz_coll_opts_default(cz_coll_opts *o);
 /* Options from the configuration, for messages of `bytes` (a bucket). */
 int cz_coll_opts_from_config(cz_coll_opts *o, const cz_comm_config *cfg, double bytes,

@@ -4,16 +4,19 @@
  * the ring and the bounded waits the algorithms are made of.
  *
  * The files, each calling only the ones above it in this list:
- *   shape.c       chunks of a buffer, the two-level shape, algorithm names
+ *   shape.c       chunks of a buffer, the bucket layout's arithmetic, the
+ *                 two-level shape, algorithm names
  *   hosts.c       which ranks share a host
- *   cost_model.c  the alpha-beta model and auto's choice (on shapes)
+ *   cost_model.c  the alpha-beta model, auto's choice (on shapes) and the
+ *                 options it reads (cz_coll_opts_default)
  *   deadline.c    bounded waits and the liveness probe (of a cz_coll)
  *   ring.c        the pipelined ring over a group of ranks; cz_ring_*
  *   twolevel.c    cz_coll: ring, hierarchical, torus2d as rings of rings
  *   world.c       cz_comm: the MPI world, small collectives, attaching a cz_coll
  *   collectives.c cz_allreduce & co. by algorithm
- *   layout.c      the bucket layout and its collectives
- *   grad_sync.c   the gradient sync */
+ *   layout.c      the collectives over a bucket layout
+ *   grad_sync.c   the gradient sync
+ *   calibrate.c   the network measured at start-up, the cluster file */
 #ifndef CLOZE_COMM_PRIVATE_H
 #define CLOZE_COMM_PRIVATE_H
 

@@ -15,7 +15,8 @@
  * torus a message follows the dimension-order route (X first, the shorter
  * way round, + on a tie; an axis of 2 has one link), as launch/cloze-netsim
  * builds it. auto's choice is the cheapest algorithm under the model
- * (cz_allreduce_choose). Calls only shape.c. */
+ * (cz_allreduce_choose). Calls only shape.c (shapes, chunks, the bucket
+ * layout) and hosts.c (host layouts). */
 #include "comm_private.h"
 
 #include <math.h>
@@ -30,6 +31,15 @@ void cz_net_model_default(cz_net_model *m) {
     m->beta_net = 8.0 / 10e9;
     m->alpha_shm = 2e-6;
     m->beta_shm = 1.0 / 10e9;
+}
+
+/* The options of a context (comm_internal.h) are what auto's choice reads
+ * (cz_allreduce_choose): their defaults sit beside the model's. */
+void cz_coll_opts_default(cz_coll_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->algo = CZ_ALLREDUCE_RING;
+    o->bytes = 25.0 * 1024 * 1024;
+    cz_net_model_default(&o->net);
 }
 
 /* Link directions: star: 2h = host h's uplink, 2h+1 its downlink. torus:
@@ -195,18 +205,6 @@ void cz_comm_config_net(const cz_comm_config *cfg, cz_net_model *m) {
     if (cfg->link_latency_us > 0) m->alpha_net = cfg->link_latency_us * 1e-6;
 }
 
-double cz_net_allreduce_seconds(const cz_net_model *m, int hosts, int ranks_per_host,
-                                cz_allreduce_algo algo, int grid_x, double bytes) {
-    cz_host_layout l;
-    cz_error err;
-    if (algo == CZ_ALLREDUCE_TORUS2D && grid_x <= 0)
-        grid_x = cz_comm_grid_square(hosts * ranks_per_host);
-    if (cz_host_layout_make(&l, hosts, ranks_per_host, 0, &err) != 0) return INFINITY;
-    double t = cz_net_allreduce_time(m, NULL, &l, algo, grid_x, bytes);
-    cz_host_layout_free(&l);
-    return t;
-}
-
 cz_allreduce_algo cz_net_choose(const cz_net_model *m, int hosts, int ranks_per_host, double bytes,
                                 int *grid_x) {
     cz_host_layout l;
@@ -241,10 +239,15 @@ int cz_grad_rows_as_block(double union_rows, double height) {
     return 2 * union_rows <= height;
 }
 
-void cz_sync_predict(const cz_net_model *m, int hosts, int ranks_per_host, cz_allreduce_algo algo,
-                     int grid_x, const cz_bucket_layout *l, cz_grad_order order, cz_sync_mode mode,
-                     const double *ready, const double *ready_t, int n_ready, double backward_s,
-                     const cz_rows_tail *rows, cz_sync_prediction *out) {
+void cz_sync_predict(const cz_sync_scenario *s, cz_sync_prediction *out) {
+    const cz_net_model *m = s->net;
+    const cz_bucket_layout *l = s->layout;
+    const cz_rows_tail *rows = &s->rows;
+    int hosts = s->hosts, ranks_per_host = s->ranks_per_host, grid_x = s->grid_x;
+    cz_allreduce_algo algo = s->algo;
+    cz_grad_order order = s->order;
+    cz_sync_mode mode = s->mode;
+    double backward_s = s->backward_s;
     memset(out, 0, sizeof *out);
     if (hosts * ranks_per_host < 2 || l->n_buckets == 0) return;
     cz_host_layout hl;
@@ -261,13 +264,13 @@ void cz_sync_predict(const cz_net_model *m, int hosts, int ranks_per_host, cz_al
         size_t off, count;
         cz_bucket_range(l, k, &off, &count);
         double t = cz_net_allreduce_time(m, NULL, &hl, algo, grid_x, (double)count * sizeof(float));
-        double start = bucket_ready(l, order, k, ready, ready_t, n_ready);
+        double start = bucket_ready(l, order, k, s->ready, s->ready_t, s->n_ready);
         if (start < end) start = end;
         end = start + share * t;
         out->total += share * t;
         if (mode != CZ_SYNC_ALLREDUCE) out->gather += 0.5 * t;
     }
-    if (rows && rows->union_rows > 0) { /* after both (cz_grad_sync_finish) */
+    if (rows->union_rows > 0) { /* after both (cz_grad_sync_finish) */
         double mask = 8.0 * ceil(rows->height / 64), t = 0;
         t = cz_net_allreduce_time(m, NULL, &hl, algo, grid_x, mask);
         if (cz_grad_rows_as_block(rows->union_rows, rows->height)) {

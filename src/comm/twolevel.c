@@ -39,13 +39,6 @@ int cz_coll_allreduce(cz_coll *c, float *buf, size_t n, cz_error *err) {
 
 /* ---- creation ---- */
 
-void cz_coll_opts_default(cz_coll_opts *o) {
-    memset(o, 0, sizeof *o);
-    o->algo = CZ_ALLREDUCE_RING;
-    o->bytes = 25.0 * 1024 * 1024;
-    cz_net_model_default(&o->net);
-}
-
 int cz_coll_opts_from_config(cz_coll_opts *o, const cz_comm_config *cfg, double bytes,
                              cz_error *err) {
     cz_coll_opts_default(o);

@@ -1,5 +1,7 @@
 /* config: defaults, loading (libconfig), --set overrides and validation, all
- * driven by the key table in keys.c. Writing lives in write.c. */
+ * driven by the key table in keys.c, and the texts its messages and the
+ * writer share (a range, a choice word, the shortest real). Writing lives
+ * in write.c, above this file (keys.h, the order). */
 #include "cloze/config.h"
 
 #include "keys.h"
@@ -80,6 +82,44 @@ void cz_config_choice_word(const char *choices, int idx, char *buf, size_t len) 
     const char *bar = strchr(p, '|');
     int n = bar ? (int)(bar - p) : (int)strlen(p);
     snprintf(buf, len, "%.*s", n, p);
+}
+
+/* Shortest "%.{p}g" that reads back to exactly the same value (for a float:
+ * the same float after strtod + cast, which is how the loader reads it), and
+ * always with a '.' or an exponent so that libconfig sees a float. */
+void cz_config_shortest_real(double v, int is_float, char *buf, size_t len) {
+    char try[64];
+    buf[0] = 0;
+    for (int p = 1; p <= 17; p++) {
+        snprintf(try, sizeof try, "%.*g", p, v);
+        double r = strtod(try, NULL);
+        int same = is_float ? (float)r == (float)v : r == v;
+        /* the shortest text wins: "10" rather than "1e+01" */
+        if (same && (!buf[0] || strlen(try) < strlen(buf))) snprintf(buf, len, "%s", try);
+    }
+    if (!buf[0]) snprintf(buf, len, "%.17g", v); /* NaN */
+}
+
+static void format_bound(double v, char *buf, size_t len) {
+    cz_config_shortest_real(v, 0, buf, len);
+}
+
+void cz_config_describe_range(const cz_key *k, char *buf, size_t len) {
+    char lo[64], hi[64];
+    /* integer keys print their bounds as integers */
+    int integral = k->type == CZ_KEY_INT || k->type == CZ_KEY_LONG || k->type == CZ_KEY_U64;
+    if (integral) {
+        snprintf(lo, sizeof lo, "%.0f", k->min);
+        snprintf(hi, sizeof hi, "%.0f", k->max);
+    } else {
+        format_bound(k->min, lo, sizeof lo);
+        format_bound(k->max, hi, sizeof hi);
+    }
+    if (isinf(k->max))
+        snprintf(buf, len, "%s %s", (k->flags & CZ_MIN_EXCL) ? ">" : ">=", lo);
+    else
+        snprintf(buf, len, "in %s%s, %s%s", (k->flags & CZ_MIN_EXCL) ? "(" : "[", lo, hi,
+                 (k->flags & CZ_MAX_EXCL) ? ")" : "]");
 }
 
 /* Edit distance, for "did you mean" on unknown keys (short names only). */

@@ -6,7 +6,13 @@
  * user input), its range or allowed words, and its meaning. Loading, --set,
  * per-key validation, writing, --help-config and docs/config.md all walk this
  * table; no key is handled anywhere else, except the few cross-field rules in
- * config.c (cz_config_validate). */
+ * config.c (cz_config_validate).
+ *
+ * The files call one way, each only the ones above it:
+ *   keys.c    the table
+ *   config.c  defaults, loading, --set, validation; ranges, choice words
+ *   write.c   the written configuration, --help-config, docs/config.md
+ *   resume.c  which keys a resumed run may change */
 #ifndef CLOZE_CONFIG_KEYS_H
 #define CLOZE_CONFIG_KEYS_H
 
@@ -63,6 +69,9 @@ extern const int cz_config_num_keys;
 extern const char *const cz_config_groups[];
 extern const int cz_config_num_groups;
 
+/* The shortest "%.{p}g" text that reads back to exactly v (is_float: the
+ * same float after strtod and a cast, as the loader reads it). */
+void cz_config_shortest_real(double v, int is_float, char *buf, size_t len);
 /* "must be >= 1", "in [0, 1)", ... for messages and docs. */
 void cz_config_describe_range(const cz_key *k, char *buf, size_t len);
 /* The idx-th word of choices "a|b|c" ("?" when out of range). */

@@ -1,6 +1,7 @@
 /* config: writing the effective configuration (libconfig syntax that reads
  * back to the identical struct), --help-config and the key reference of
- * docs/config.md, all from the key table. */
+ * docs/config.md, all from the key table. Above config.c: it reads the
+ * defaults and parses GPT defaults through the loader (keys.h, the order). */
 #include "cloze/config.h"
 
 #include "keys.h"
@@ -11,24 +12,8 @@
 
 #define LIST_ITEM 64
 
-/* Shortest "%.{p}g" that reads back to exactly the same value (for a float:
- * the same float after strtod + cast, which is how the loader reads it), and
- * always with a '.' or an exponent so that libconfig sees a float. */
-static void shortest_real(double v, int is_float, char *buf, size_t len) {
-    char try[64];
-    buf[0] = 0;
-    for (int p = 1; p <= 17; p++) {
-        snprintf(try, sizeof try, "%.*g", p, v);
-        double r = strtod(try, NULL);
-        int same = is_float ? (float)r == (float)v : r == v;
-        /* the shortest text wins: "10" rather than "1e+01" */
-        if (same && (!buf[0] || strlen(try) < strlen(buf))) snprintf(buf, len, "%s", try);
-    }
-    if (!buf[0]) snprintf(buf, len, "%.17g", v); /* NaN */
-}
-
 static void format_real(double v, int is_float, char *buf, size_t len) {
-    shortest_real(v, is_float, buf, len);
+    cz_config_shortest_real(v, is_float, buf, len);
     if (!strpbrk(buf, ".eEn")) strncat(buf, ".0", len - strlen(buf) - 1);
 }
 
@@ -99,28 +84,6 @@ void cz_config_format_value(const cz_config *c, const cz_key *k, char *buf, size
     }
     }
     snprintf(buf, len, "?");
-}
-
-static void format_bound(double v, char *buf, size_t len) {
-    shortest_real(v, 0, buf, len);
-}
-
-void cz_config_describe_range(const cz_key *k, char *buf, size_t len) {
-    char lo[64], hi[64];
-    /* integer keys print their bounds as integers */
-    int integral = k->type == CZ_KEY_INT || k->type == CZ_KEY_LONG || k->type == CZ_KEY_U64;
-    if (integral) {
-        snprintf(lo, sizeof lo, "%.0f", k->min);
-        snprintf(hi, sizeof hi, "%.0f", k->max);
-    } else {
-        format_bound(k->min, lo, sizeof lo);
-        format_bound(k->max, hi, sizeof hi);
-    }
-    if (isinf(k->max))
-        snprintf(buf, len, "%s %s", (k->flags & CZ_MIN_EXCL) ? ">" : ">=", lo);
-    else
-        snprintf(buf, len, "in %s%s, %s%s", (k->flags & CZ_MIN_EXCL) ? "(" : "[", lo, hi,
-                 (k->flags & CZ_MAX_EXCL) ? ")" : "]");
 }
 
 /* "word", "int", ... as shown to users */

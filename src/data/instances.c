@@ -10,6 +10,7 @@
  * (seed, CZ_RNG_SHUFFLE, epoch): sample g never depends on which rank builds
  * it, on how many ranks there are, or on what was built before. */
 #include "cloze/data.h"
+#include "cloze/text.h"
 #include "cloze/rng.h"
 
 #include <math.h>
@@ -474,7 +475,7 @@ static int build_gpt(cz_data *d, cz_batch_buf *buf, int slot, uint64_t g, int se
 
 /* Marks the ids whose vocabulary line starts with "##" (WordPiece
  * continuation pieces). The file must be the one the shards were made with:
- * its FNV-1a 64 must equal the manifest's fingerprint. */
+ * its fingerprint (cz_vocab_fingerprint) must equal the manifest's. */
 static int load_continuations(cz_data *d, cz_error *err) {
     char path[2 * CZ_PATH_MAX];
     snprintf(path, sizeof path, "%s", d->man.vocab_path);
@@ -485,7 +486,7 @@ static int load_continuations(cz_data *d, cz_error *err) {
     size_t len;
     if (cz_read_file(path, &data, &len, err) != 0)
         return cz_fail_prefix(err, "%s: whole_word_mask needs the vocabulary", d->man.path);
-    uint64_t fp = cz_fnv1a64(data, len, CZ_FNV_SEED);
+    uint64_t fp = cz_vocab_fingerprint(data, len, NULL, 0);
     if (fp != d->man.vocab_fingerprint) {
         cz_free(data);
         return cz_fail(err, "%s: fingerprint %016llx differs from manifest %s (%016llx)", path,

@@ -97,9 +97,20 @@ static sync_cost sync_cost_of(const cz_config *cfg, const cz_plan_cluster *cl, c
     int V = cfg->model.vocab_size;
     cz_rows_tail rows = {p > 1 ? distinct_tokens((double)p * pm->micro * pm->seq, V) : 0, V,
                          cfg->model.hidden};
-    cz_sync_predict(&cl->net, hosts, rph, algo, gx, &l, CZ_GRAD_ASCENDING,
-                    cz_placement_sync_mode(cfg->optim.placement), ready, at, pm->n_st, backward,
-                    &rows, &pr);
+    cz_sync_scenario sc = {.net = &cl->net,
+                           .hosts = hosts,
+                           .ranks_per_host = rph,
+                           .algo = algo,
+                           .grid_x = gx,
+                           .layout = &l,
+                           .order = CZ_GRAD_ASCENDING,
+                           .mode = cz_placement_sync_mode(cfg->optim.placement),
+                           .ready = ready,
+                           .ready_t = at,
+                           .n_ready = pm->n_st,
+                           .backward_s = backward,
+                           .rows = rows};
+    cz_sync_predict(&sc, &pr);
     sync_cost c = {pr.total, pr.exposed, pr.gather};
     if (cfg->optim.placement == CZ_PLACE_REPLICATED) c.gather = 0;
     return c;

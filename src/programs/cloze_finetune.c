@@ -124,104 +124,109 @@ static int need(const char *opt, int i, int argc, cz_error *err) {
     return 1;
 }
 
-static int parse(args *a, int argc, char **argv, cz_error *err) {
+/* An option with a value at argv[*i] (then *i moves past it): 1 when k is
+ * one, 0 when it is not, -1 when its value is missing or bad (err). */
+static int parse_valued(args *a, const char *k, int *i, int argc, char **argv, cz_error *err) {
     cz_ft_options *o = &a->o;
-    for (int i = 2; i < argc; i++) {
-        const char *k = argv[i];
 #define STR(flag, dst)                                                                             \
     if (!strcmp(k, flag)) {                                                                        \
-        if (!need(k, i, argc, err)) return -1;                                                     \
-        snprintf(dst, sizeof dst, "%s", argv[++i]);                                                \
-        continue;                                                                                  \
+        if (!need(k, *i, argc, err)) return -1;                                                    \
+        snprintf(dst, sizeof dst, "%s", argv[++*i]);                                               \
+        return 1;                                                                                  \
     }
 #define NUM(flag, dst, conv)                                                                       \
     if (!strcmp(k, flag)) {                                                                        \
-        if (!need(k, i, argc, err)) return -1;                                                     \
+        if (!need(k, *i, argc, err)) return -1;                                                    \
         char *end_;                                                                                \
-        dst = conv(argv[++i], &end_);                                                              \
-        if (*end_ || end_ == argv[i]) return cz_fail(err, "%s: not a number: %s", flag, argv[i]);  \
-        continue;                                                                                  \
+        dst = conv(argv[++*i], &end_);                                                             \
+        if (*end_ || end_ == argv[*i])                                                             \
+            return cz_fail(err, "%s: not a number: %s", flag, argv[*i]);                           \
+        return 1;                                                                                  \
     }
 #define LIST(flag, arr, n)                                                                         \
     if (!strcmp(k, flag)) {                                                                        \
-        if (!need(k, i, argc, err)) return -1;                                                     \
-        n = parse_list(argv[++i], arr, (int)(sizeof arr / sizeof arr[0]));                         \
-        if (n < 1) return cz_fail(err, "%s: not a comma list of numbers: %s", flag, argv[i]);      \
-        continue;                                                                                  \
+        if (!need(k, *i, argc, err)) return -1;                                                    \
+        n = parse_list(argv[++*i], arr, (int)(sizeof arr / sizeof arr[0]));                        \
+        if (n < 1) return cz_fail(err, "%s: not a comma list of numbers: %s", flag, argv[*i]);     \
+        return 1;                                                                                  \
     }
-        STR("--init", o->init)
-        STR("--train", o->train_path)
-        STR("--dev", o->dev_path)
-        STR("--test", o->test_path)
-        STR("--out", o->out_dir)
-        STR("--task", a->task)
-        STR("--text-a", a->text_a)
-        STR("--text-b", a->text_b)
-        STR("--label", a->label)
-        NUM("--train-limit", o->train_limit, (int)strtol10)
-        NUM("--dev-limit", o->dev_limit, (int)strtol10)
-        NUM("--test-limit", o->test_limit, (int)strtol10)
-        NUM("--limit", o->test_limit, (int)strtol10)
-        NUM("--max-seq", o->max_seq, (int)strtol10)
-        NUM("--doc-stride", o->doc_stride, (int)strtol10)
-        NUM("--max-query", o->max_query, (int)strtol10)
-        NUM("--max-answer", o->max_answer, (int)strtol10)
-        NUM("--micro-batch", o->micro_batch, (int)strtol10)
-        NUM("--threads", o->threads, (int)strtol10)
-        NUM("--seed", o->seed, strtoull10)
-        NUM("--warmup", o->warmup_fraction, strtod)
-        NUM("--weight-decay", o->weight_decay, strtod)
-        NUM("--lm-weight", o->lm_weight, (float)strtod)
-        NUM("--dropout", o->dropout, (float)strtod)
-        NUM("--restarts", a->restarts, (int)strtol10)
-        NUM("--stop-after", o->stop_after, strtol10)
-        LIST("--lr", a->lrs, a->n_lr)
-        LIST("--batch", a->batches, a->n_batch)
-        LIST("--epochs", a->epochs, a->n_epochs)
-        LIST("--layers", a->layers, a->n_layers)
-        if (!strcmp(k, "--input")) {
-            if (!need(k, i, argc, err)) return -1;
-            a->input = argv[++i];
-            continue;
+    STR("--init", o->init)
+    STR("--train", o->train_path)
+    STR("--dev", o->dev_path)
+    STR("--test", o->test_path)
+    STR("--out", o->out_dir)
+    STR("--task", a->task)
+    STR("--text-a", a->text_a)
+    STR("--text-b", a->text_b)
+    STR("--label", a->label)
+    NUM("--train-limit", o->train_limit, (int)strtol10)
+    NUM("--dev-limit", o->dev_limit, (int)strtol10)
+    NUM("--test-limit", o->test_limit, (int)strtol10)
+    NUM("--limit", o->test_limit, (int)strtol10)
+    NUM("--max-seq", o->max_seq, (int)strtol10)
+    NUM("--doc-stride", o->doc_stride, (int)strtol10)
+    NUM("--max-query", o->max_query, (int)strtol10)
+    NUM("--max-answer", o->max_answer, (int)strtol10)
+    NUM("--micro-batch", o->micro_batch, (int)strtol10)
+    NUM("--threads", o->threads, (int)strtol10)
+    NUM("--seed", o->seed, strtoull10)
+    NUM("--warmup", o->warmup_fraction, strtod)
+    NUM("--weight-decay", o->weight_decay, strtod)
+    NUM("--lm-weight", o->lm_weight, (float)strtod)
+    NUM("--dropout", o->dropout, (float)strtod)
+    NUM("--restarts", a->restarts, (int)strtol10)
+    NUM("--stop-after", o->stop_after, strtol10)
+    LIST("--lr", a->lrs, a->n_lr)
+    LIST("--batch", a->batches, a->n_batch)
+    LIST("--epochs", a->epochs, a->n_epochs)
+    LIST("--layers", a->layers, a->n_layers)
+    if (!strcmp(k, "--input")) {
+        if (!need(k, *i, argc, err)) return -1;
+        a->input = argv[++*i];
+        return 1;
+    }
+    if (!strcmp(k, "--resume")) {
+        if (!need(k, *i, argc, err)) return -1;
+        o->resume = argv[++*i];
+        return 1;
+    }
+    if (!strcmp(k, "--pad")) {
+        if (!need(k, *i, argc, err)) return -1;
+        const char *v = argv[++*i];
+        if (strcmp(v, "longest") && strcmp(v, "max"))
+            return cz_fail(err, "--pad %s: longest or max", v);
+        o->pad_max = !strcmp(v, "max");
+        return 1;
+    }
+    return 0;
+#undef STR
+#undef NUM
+#undef LIST
+}
+
+/* A flag: 1 when k is one (set), else 0. */
+static int parse_flag(args *a, const char *k) {
+    const struct {
+        const char *name;
+        int *on;
+    } flags[] = {
+        {"--no-header", &a->no_header},       {"--eval-every-epoch", &a->o.eval_epochs},
+        {"--similarity", &a->similarity},     {"--allow-config-change", &a->o.allow_config_change},
+        {"--random-init", &a->o.random_init}, {"--quiet", &a->o.quiet}};
+    for (size_t f = 0; f < sizeof flags / sizeof flags[0]; f++)
+        if (!strcmp(k, flags[f].name)) {
+            *flags[f].on = 1;
+            return 1;
         }
-        if (!strcmp(k, "--resume")) {
-            if (!need(k, i, argc, err)) return -1;
-            o->resume = argv[++i];
-            continue;
-        }
-        if (!strcmp(k, "--no-header")) {
-            a->no_header = 1;
-            continue;
-        }
-        if (!strcmp(k, "--pad")) {
-            if (!need(k, i, argc, err)) return -1;
-            const char *v = argv[++i];
-            if (strcmp(v, "longest") && strcmp(v, "max"))
-                return cz_fail(err, "--pad %s: longest or max", v);
-            o->pad_max = !strcmp(v, "max");
-            continue;
-        }
-        if (!strcmp(k, "--eval-every-epoch")) {
-            o->eval_epochs = 1;
-            continue;
-        }
-        if (!strcmp(k, "--similarity")) {
-            a->similarity = 1;
-            continue;
-        }
-        if (!strcmp(k, "--allow-config-change")) {
-            o->allow_config_change = 1;
-            continue;
-        }
-        if (!strcmp(k, "--random-init")) {
-            o->random_init = 1;
-            continue;
-        }
-        if (!strcmp(k, "--quiet")) {
-            o->quiet = 1;
-            continue;
-        }
-        return cz_fail(err, "unknown option %s (see --help)", k);
+    return 0;
+}
+
+static int parse(args *a, int argc, char **argv, cz_error *err) {
+    for (int i = 2; i < argc; i++) {
+        int r = parse_valued(a, argv[i], &i, argc, argv, err);
+        if (r < 0) return -1;
+        if (r == 0 && !parse_flag(a, argv[i]))
+            return cz_fail(err, "unknown option %s (see --help)", argv[i]);
     }
     return 0;
 }
@@ -272,15 +277,14 @@ static int run_grid(const cz_comm *world, const args *a, cz_error *err) {
     return cz_ft_grid_run(world, &a->o, &g, err);
 }
 
-int main(int argc, char **argv) {
-    cz_train_catch_signals(); /* a stop signal during start-up is kept for the run */
-    /* argument errors come before MPI_Init: rank 0 alone says them */
-    int say = cz_launch_rank() == 0;
-    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-        if (argc >= 2 || say) fputs(HELP, argc < 2 ? stderr : stdout);
-        return argc < 2 ? cz_comm_end_early(&argc, &argv, 2) : 0;
+/* --help, no command or an unknown one, before MPI starts (rank 0 alone
+ * says them): the exit status, or -1 to go on. */
+static int early_exit(int *argc, char ***argv, int say) {
+    if (*argc < 2 || !strcmp((*argv)[1], "--help") || !strcmp((*argv)[1], "-h")) {
+        if (*argc >= 2 || say) fputs(HELP, *argc < 2 ? stderr : stdout);
+        return *argc < 2 ? cz_comm_end_early(argc, argv, 2) : 0;
     }
-    const char *cmd = argv[1];
+    const char *cmd = (*argv)[1];
     if (strcmp(cmd, "run") && strcmp(cmd, "grid") && strcmp(cmd, "predict") &&
         strcmp(cmd, "features")) {
         if (say)
@@ -288,35 +292,89 @@ int main(int argc, char **argv) {
                     "cloze-finetune: unknown command '%s' (run, grid, predict, features; see "
                     "--help)\n",
                     cmd);
-        return cz_comm_end_early(&argc, &argv, 2);
+        return cz_comm_end_early(argc, argv, 2);
     }
-    for (int i = 2; i < argc; i++)
-        if (!strcmp(argv[i], "--help")) {
+    for (int i = 2; i < *argc; i++)
+        if (!strcmp((*argv)[i], "--help")) {
             fputs(HELP, stdout);
             return 0;
         }
-    args a;
-    memset(&a, 0, sizeof a);
-    cz_ft_options_default(&a.o);
-    cz_error err = {{0}};
+    return -1;
+}
+
+/* The options of command cmd into a, checked as far as they can be
+ * without the files. */
+static int args_of(const char *cmd, int argc, char **argv, args *a, cz_error *err) {
+    memset(a, 0, sizeof *a);
+    cz_ft_options_default(&a->o);
     int features = !strcmp(cmd, "features"), predict = !strcmp(cmd, "predict");
-    if (features) a.o.max_seq = 128;
-    if (predict) a.o.max_seq = 0; /* the fine-tuning run's, unless given */
-    int rc = parse(&a, argc, argv, &err);
+    if (features) a->o.max_seq = 128;
+    if (predict) a->o.max_seq = 0; /* the fine-tuning run's, unless given */
+    int rc = parse(a, argc, argv, err);
     if (rc == 0 && features) {
-        a.out_file = a.o.out_dir[0] ? a.o.out_dir : NULL;
-        snprintf(a.o.dev_path, sizeof a.o.dev_path, "%s", a.input ? a.input : "");
+        a->out_file = a->o.out_dir[0] ? a->o.out_dir : NULL;
+        snprintf(a->o.dev_path, sizeof a->o.dev_path, "%s", a->input ? a->input : "");
     }
     if (rc == 0 && predict) {
-        if (a.o.test_path[0]) rc = cz_fail(&err, "--test is run's; predict reads --input FILE");
-        snprintf(a.o.test_path, sizeof a.o.test_path, "%s", a.input ? a.input : "");
+        if (a->o.test_path[0]) rc = cz_fail(err, "--test is run's; predict reads --input FILE");
+        snprintf(a->o.test_path, sizeof a->o.test_path, "%s", a->input ? a->input : "");
     }
-    if (rc == 0 && !predict && !features && a.input)
-        rc = cz_fail(&err, "--input is predict's and features'; run and grid take --train, "
-                           "--dev and --test");
-    if (rc == 0) rc = task_of(&a, &err);
-    if (rc == 0) rc = check_paths(&a, features, predict, &err);
-    if (rc != 0) {
+    if (rc == 0 && !predict && !features && a->input)
+        rc = cz_fail(err, "--input is predict's and features'; run and grid take --train, "
+                          "--dev and --test");
+    if (rc == 0) rc = task_of(a, err);
+    if (rc == 0) rc = check_paths(a, features, predict, err);
+    return rc;
+}
+
+/* cloze-finetune run: one run, its dev score said by rank 0. */
+static int run_one(const cz_comm *world, args *a, cz_error *err) {
+    if (a->n_lr == 1) a->o.lr = a->lrs[0];
+    if (a->n_batch == 1) a->o.batch = (int)a->batches[0];
+    if (a->n_epochs == 1) a->o.epochs = (int)a->epochs[0];
+    if (a->n_lr > 1 || a->n_batch > 1 || a->n_epochs > 1)
+        return cz_fail(err, "run takes one --lr, --batch and --epochs (lists: grid)");
+    cz_ft_result res;
+    int rc = cz_ft_run(world, &a->o, &res, err);
+    if (rc == 0 && world->rank == 0 && res.finished)
+        printf("%s: dev %.4f after %ld steps (%.1f s); %s/results.jsonl\n", a->o.task.name,
+               res.score, res.steps, res.seconds, a->o.out_dir);
+    else if (rc == 0 && world->rank == 0)
+        printf("%s: stopped before step %ld with a checkpoint in %s; continue with "
+               "--resume auto\n",
+               a->o.task.name, res.steps, a->o.out_dir);
+    return rc;
+}
+
+/* The command on every rank of world. */
+static int run_command(const cz_comm *world, const char *cmd, args *a, cz_error *err) {
+    if (!strcmp(cmd, "features")) {
+        int layers[64];
+        int nl = a->n_layers ? a->n_layers : 4;
+        for (int i = 0; i < nl; i++) layers[i] = a->n_layers ? (int)a->layers[i] : -1 - i;
+        return cz_ft_extract(world, &a->o, layers, nl, a->out_file, err);
+    }
+    if (!strcmp(cmd, "grid")) return run_grid(world, a, err);
+    if (!strcmp(cmd, "predict")) {
+        cz_ft_result res;
+        int rc = cz_ft_predict(world, &a->o, &res, err);
+        if (rc == 0 && world->rank == 0 && !isnan(res.score))
+            printf("%s: %.4f on %s\n", a->o.task.name, res.score, a->o.test_path);
+        return rc;
+    }
+    return run_one(world, a, err);
+}
+
+int main(int argc, char **argv) {
+    cz_train_catch_signals(); /* a stop signal during start-up is kept for the run */
+    /* argument errors come before MPI_Init: rank 0 alone says them */
+    int say = cz_launch_rank() == 0;
+    int rc = early_exit(&argc, &argv, say);
+    if (rc >= 0) return rc;
+    const char *cmd = argv[1];
+    args a;
+    cz_error err = {{0}};
+    if (args_of(cmd, argc, argv, &a, &err) != 0) {
         if (say) fprintf(stderr, "cloze-finetune %s: %s\n", cmd, err.msg);
         return cz_comm_end_early(&argc, &argv, 2);
     }
@@ -327,36 +385,7 @@ int main(int argc, char **argv) {
     }
     int rank = world.rank;
     cz_log_setup(rank, getenv("CLOZE_DEBUG") ? CZ_LOG_DEBUG : CZ_LOG_INFO);
-    if (features) {
-        int layers[64];
-        int nl = a.n_layers ? a.n_layers : 4;
-        for (int i = 0; i < nl; i++) layers[i] = a.n_layers ? (int)a.layers[i] : -1 - i;
-        rc = cz_ft_extract(&world, &a.o, layers, nl, a.out_file, &err);
-    } else if (!strcmp(cmd, "grid")) {
-        rc = run_grid(&world, &a, &err);
-    } else if (predict) {
-        cz_ft_result res;
-        rc = cz_ft_predict(&world, &a.o, &res, &err);
-        if (rc == 0 && rank == 0 && !isnan(res.score))
-            printf("%s: %.4f on %s\n", a.o.task.name, res.score, a.o.test_path);
-    } else {
-        if (a.n_lr == 1) a.o.lr = a.lrs[0];
-        if (a.n_batch == 1) a.o.batch = (int)a.batches[0];
-        if (a.n_epochs == 1) a.o.epochs = (int)a.epochs[0];
-        if (a.n_lr > 1 || a.n_batch > 1 || a.n_epochs > 1) {
-            rc = cz_fail(&err, "run takes one --lr, --batch and --epochs (lists: grid)");
-        } else {
-            cz_ft_result res;
-            rc = cz_ft_run(&world, &a.o, &res, &err);
-            if (rc == 0 && rank == 0 && res.finished)
-                printf("%s: dev %.4f after %ld steps (%.1f s); %s/results.jsonl\n", a.o.task.name,
-                       res.score, res.steps, res.seconds, a.o.out_dir);
-            else if (rc == 0 && rank == 0)
-                printf("%s: stopped before step %ld with a checkpoint in %s; continue with "
-                       "--resume auto\n",
-                       a.o.task.name, res.steps, a.o.out_dir);
-        }
-    }
+    rc = run_command(&world, cmd, &a, &err);
     if (rc == CZ_TRAIN_ERR_ALL_RANKS) { /* every rank's: said once, no MPI_Abort banner */
         if (rank == 0) fprintf(stderr, "cloze-finetune: error: %s\n", err.msg);
         cz_comm_finalize(&world);

@@ -248,6 +248,132 @@ static int run_config(const char *metrics, cz_config *out, int *found, cz_error 
     return cz_config_load(out, dir, NULL, 0, err);
 }
 
+/* The command line of a plan (usage). */
+typedef struct plan_args {
+    const char *config_path, *overrides[MAX_OVERRIDES], *cluster_file, *compute_from;
+    int n_overrides, hosts[MAX_HOSTS], n_hosts, json, probe;
+    double rph, link, lat, shm_gb, shm_lat, gflops, bshare, optim_ns, from_ranks, threads, accum;
+} plan_args;
+
+/* An option that takes a number in a range: 1 when opt is none of them,
+ * else 0, or -1 when s is not such a number (said). */
+static int number_option(plan_args *a, const char *opt, const char *s) {
+    const struct {
+        const char *name;
+        double lo, hi, *v;
+    } nums[] = {{"--ranks-per-host", 1, 4096, &a->rph},
+                {"--link-gbit", 1e-6, 1e6, &a->link},
+                {"--latency-us", 0, 1e6, &a->lat},
+                {"--shm-gbyte", 1e-6, 1e6, &a->shm_gb},
+                {"--shm-latency-us", 0, 1e6, &a->shm_lat},
+                {"--gflops", 1e-6, 1e9, &a->gflops},
+                {"--backward-share", 0.01, 0.99, &a->bshare},
+                {"--optim-ns", 0, 1e6, &a->optim_ns},
+                {"--from-ranks", 1, 1e6, &a->from_ranks},
+                {"--threads", 1, 1024, &a->threads},
+                {"--accum", 1, 1e6, &a->accum}};
+    for (size_t k = 0; k < sizeof nums / sizeof nums[0]; k++)
+        if (!strcmp(opt, nums[k].name)) return parse_num(opt, s, nums[k].lo, nums[k].hi, nums[k].v);
+    return 1;
+}
+
+/* -1 to go on, or the exit status (--help: 0, a usage error: 2). */
+static int parse_args(int argc, char **argv, plan_args *a) {
+    memset(a, 0, sizeof *a);
+    a->rph = a->threads = a->accum = 1;
+    a->lat = a->shm_lat = -1;
+    for (int h = 1; h <= 512; h *= 2) a->hosts[a->n_hosts++] = h;
+    for (int i = 1; i < argc; i++) {
+        const char *o = argv[i];
+        int more = i + 1 < argc, r;
+        if (!strcmp(o, "--help") || !strcmp(o, "-h")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(o, "--set") && more) {
+            if (a->n_overrides == MAX_OVERRIDES) {
+                fprintf(stderr, "cloze-plan: more than %d --set options\n", MAX_OVERRIDES);
+                return 2;
+            }
+            a->overrides[a->n_overrides++] = argv[++i];
+        } else if (!strcmp(o, "--hosts") && more) {
+            if (parse_hosts(argv[++i], a->hosts, &a->n_hosts) != 0) return 2;
+        } else if (more && (r = number_option(a, o, argv[i + 1])) <= 0) {
+            if (r < 0) return 2;
+            i++;
+        } else if (!strcmp(o, "--cluster-file") && more) {
+            a->cluster_file = argv[++i];
+        } else if (!strcmp(o, "--compute-from") && more) {
+            a->compute_from = argv[++i];
+        } else if (!strcmp(o, "--probe")) {
+            a->probe = 1;
+        } else if (!strcmp(o, "--json")) {
+            a->json = 1;
+        } else if (o[0] == '-') {
+            fprintf(stderr, "cloze-plan: unknown or incomplete option '%s' (try --help)\n", o);
+            return 2;
+        } else if (!a->config_path) {
+            a->config_path = o;
+        } else {
+            fprintf(stderr, "cloze-plan: one CONFIG only ('%s' and '%s')\n", a->config_path, o);
+            return 2;
+        }
+    }
+    if (!a->config_path) {
+        fprintf(stderr, "cloze-plan: CONFIG is required (try --help)\n");
+        return 2;
+    }
+    if ((a->gflops > 0) + (a->compute_from != NULL) + a->probe > 1) {
+        fprintf(stderr, "cloze-plan: give one of --gflops, --compute-from, --probe\n");
+        return 2;
+    }
+    return -1;
+}
+
+/* The cluster's network: --cluster-file (or dist.cluster_file), else the
+ * dist.* keys; then the options that override a figure. */
+static int cluster_of(const plan_args *a, const cz_config *cfg, cz_plan_cluster *cl,
+                      cz_error *err) {
+    memset(cl, 0, sizeof *cl);
+    cl->ranks_per_host = (int)a->rph;
+    const char *cluster_file = a->cluster_file;
+    if (!cluster_file && cfg->dist.cluster_file[0]) cluster_file = cfg->dist.cluster_file;
+    int ch = 0, crph = 0;
+    if (cluster_file) {
+        if (cz_net_model_read(cluster_file, &cl->net, &ch, &crph, err) != 0) return -1;
+    } else {
+        cz_comm_config_net(&cfg->dist, &cl->net);
+    }
+    if (a->link > 0) cl->net.beta_net = 8.0 / (a->link * 1e9);
+    if (a->lat >= 0) cl->net.alpha_net = a->lat * 1e-6;
+    if (a->shm_gb > 0) cl->net.beta_shm = 1.0 / (a->shm_gb * 1e9);
+    if (a->shm_lat >= 0) cl->net.alpha_shm = a->shm_lat * 1e-6;
+    return 0;
+}
+
+/* The compute rate: from a run's metrics.jsonl, given, or probed here. */
+static int compute_of(const plan_args *a, const cz_config *cfg, cz_plan_cluster *cl,
+                      cz_error *err) {
+    int rc = 0;
+    if (a->compute_from) {
+        cz_config run = *cfg;
+        int found = 0;
+        rc = run_config(a->compute_from, &run, &found, err);
+        int ranks =
+            a->from_ranks > 0 ? (int)a->from_ranks : run.train.global_batch / run.train.micro_batch;
+        if (rc == 0)
+            rc = cz_plan_compute_from_metrics(&run, a->compute_from, ranks, &cl->compute, err);
+    } else if (a->gflops > 0) {
+        rc = cz_plan_compute_given(cfg, a->gflops, &cl->compute, err);
+    } else {
+        fprintf(stderr, "cloze-plan: measuring this machine's compute rate (one sequence; "
+                        "--gflops or --compute-from skip it)...\n");
+        rc = cz_plan_compute_probe(cfg, (int)a->threads, &cl->compute, err);
+    }
+    if (rc == 0 && a->bshare > 0) cl->compute.backward_share = a->bshare;
+    if (rc == 0 && a->optim_ns > 0) cl->compute.optim_ns = a->optim_ns;
+    return rc;
+}
+
 int main(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "calibrate")) {
         for (int i = 2; i < argc; i++)
@@ -257,134 +383,29 @@ int main(int argc, char **argv) {
             }
         return calibrate_main(argc, argv);
     }
-    const char *config_path = NULL, *overrides[MAX_OVERRIDES], *cluster_file = NULL,
-               *compute_from = NULL;
-    int n_overrides = 0, hosts[MAX_HOSTS], n_hosts = 0, json = 0, threads = 1, accum = 1,
-        from_ranks = 0, probe = 0;
-    double rph = 1, link = 0, lat = -1, shm_gb = 0, shm_lat = -1, gflops = 0, bshare = 0,
-           optim_ns = 0, v;
-    for (int h = 1; h <= 512; h *= 2) hosts[n_hosts++] = h;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int more = i + 1 < argc;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--set") && more) {
-            if (n_overrides == MAX_OVERRIDES) {
-                fprintf(stderr, "cloze-plan: more than %d --set options\n", MAX_OVERRIDES);
-                return 2;
-            }
-            overrides[n_overrides++] = argv[++i];
-        } else if (!strcmp(a, "--hosts") && more) {
-            if (parse_hosts(argv[++i], hosts, &n_hosts) != 0) return 2;
-        } else if (!strcmp(a, "--ranks-per-host") && more) {
-            if (parse_num(a, argv[++i], 1, 4096, &rph) != 0) return 2;
-        } else if (!strcmp(a, "--cluster-file") && more) {
-            cluster_file = argv[++i];
-        } else if (!strcmp(a, "--link-gbit") && more) {
-            if (parse_num(a, argv[++i], 1e-6, 1e6, &link) != 0) return 2;
-        } else if (!strcmp(a, "--latency-us") && more) {
-            if (parse_num(a, argv[++i], 0, 1e6, &lat) != 0) return 2;
-        } else if (!strcmp(a, "--shm-gbyte") && more) {
-            if (parse_num(a, argv[++i], 1e-6, 1e6, &shm_gb) != 0) return 2;
-        } else if (!strcmp(a, "--shm-latency-us") && more) {
-            if (parse_num(a, argv[++i], 0, 1e6, &shm_lat) != 0) return 2;
-        } else if (!strcmp(a, "--gflops") && more) {
-            if (parse_num(a, argv[++i], 1e-6, 1e9, &gflops) != 0) return 2;
-        } else if (!strcmp(a, "--backward-share") && more) {
-            if (parse_num(a, argv[++i], 0.01, 0.99, &bshare) != 0) return 2;
-        } else if (!strcmp(a, "--optim-ns") && more) {
-            if (parse_num(a, argv[++i], 0, 1e6, &optim_ns) != 0) return 2;
-        } else if (!strcmp(a, "--compute-from") && more) {
-            compute_from = argv[++i];
-        } else if (!strcmp(a, "--from-ranks") && more) {
-            if (parse_num(a, argv[++i], 1, 1e6, &v) != 0) return 2;
-            from_ranks = (int)v;
-        } else if (!strcmp(a, "--probe")) {
-            probe = 1;
-        } else if (!strcmp(a, "--threads") && more) {
-            if (parse_num(a, argv[++i], 1, 1024, &v) != 0) return 2;
-            threads = (int)v;
-        } else if (!strcmp(a, "--accum") && more) {
-            if (parse_num(a, argv[++i], 1, 1e6, &v) != 0) return 2;
-            accum = (int)v;
-        } else if (!strcmp(a, "--json")) {
-            json = 1;
-        } else if (a[0] == '-') {
-            fprintf(stderr, "cloze-plan: unknown or incomplete option '%s' (try --help)\n", a);
-            return 2;
-        } else if (!config_path) {
-            config_path = a;
-        } else {
-            fprintf(stderr, "cloze-plan: one CONFIG only ('%s' and '%s')\n", config_path, a);
-            return 2;
-        }
-    }
-    if (!config_path) {
-        fprintf(stderr, "cloze-plan: CONFIG is required (try --help)\n");
-        return 2;
-    }
-    if ((gflops > 0) + (compute_from != NULL) + probe > 1) {
-        fprintf(stderr, "cloze-plan: give one of --gflops, --compute-from, --probe\n");
-        return 2;
-    }
+    static plan_args a;
+    int rc = parse_args(argc, argv, &a);
+    if (rc >= 0) return rc;
     cz_config cfg;
-    cz_error err;
-    if (cz_config_load(&cfg, config_path, overrides, n_overrides, &err) != 0) {
-        fprintf(stderr, "cloze-plan: %s\n", err.msg);
-        return 1;
-    }
     cz_plan_cluster cl;
-    memset(&cl, 0, sizeof cl);
-    cl.ranks_per_host = (int)rph;
-    if (!cluster_file && cfg.dist.cluster_file[0]) cluster_file = cfg.dist.cluster_file;
-    int ch = 0, crph = 0;
-    if (cluster_file) {
-        if (cz_net_model_read(cluster_file, &cl.net, &ch, &crph, &err) != 0) {
-            fprintf(stderr, "cloze-plan: %s\n", err.msg);
-            return 1;
-        }
-    } else {
-        cz_comm_config_net(&cfg.dist, &cl.net);
-    }
-    if (link > 0) cl.net.beta_net = 8.0 / (link * 1e9);
-    if (lat >= 0) cl.net.alpha_net = lat * 1e-6;
-    if (shm_gb > 0) cl.net.beta_shm = 1.0 / (shm_gb * 1e9);
-    if (shm_lat >= 0) cl.net.alpha_shm = shm_lat * 1e-6;
-    int rc = 0;
-    if (compute_from) {
-        cz_config run = cfg;
-        int found = 0;
-        rc = run_config(compute_from, &run, &found, &err);
-        int ranks = from_ranks > 0 ? from_ranks : run.train.global_batch / run.train.micro_batch;
-        if (rc == 0)
-            rc = cz_plan_compute_from_metrics(&run, compute_from, ranks, &cl.compute, &err);
-    } else if (gflops > 0) {
-        rc = cz_plan_compute_given(&cfg, gflops, &cl.compute, &err);
-    } else {
-        fprintf(stderr, "cloze-plan: measuring this machine's compute rate (one sequence; "
-                        "--gflops or --compute-from skip it)...\n");
-        rc = cz_plan_compute_probe(&cfg, threads, &cl.compute, &err);
-    }
-    if (rc == 0 && bshare > 0) cl.compute.backward_share = bshare;
-    if (rc == 0 && optim_ns > 0) cl.compute.optim_ns = optim_ns;
-    if (rc != 0) {
+    cz_error err;
+    if (cz_config_load(&cfg, a.config_path, a.overrides, a.n_overrides, &err) != 0 ||
+        cluster_of(&a, &cfg, &cl, &err) != 0 || compute_of(&a, &cfg, &cl, &err) != 0) {
         fprintf(stderr, "cloze-plan: %s\n", err.msg);
         return 1;
     }
     cz_plan_row rows[MAX_HOSTS];
     double one = 0;
-    for (int i = 0; i < n_hosts; i++) {
-        if (cz_plan_row_make(&cfg, &cl, hosts[i], accum, one, &rows[i], &err) != 0) {
+    for (int i = 0; i < a.n_hosts; i++) {
+        if (cz_plan_row_make(&cfg, &cl, a.hosts[i], (int)a.accum, one, &rows[i], &err) != 0) {
             fprintf(stderr, "cloze-plan: %s\n", err.msg);
             return 1;
         }
-        if (hosts[i] == 1) one = rows[i].tokens_per_s;
+        if (a.hosts[i] == 1) one = rows[i].tokens_per_s;
     }
-    if (json)
-        print_json(rows, n_hosts);
+    if (a.json)
+        print_json(rows, a.n_hosts);
     else
-        print_table(&cfg, &cl, rows, n_hosts);
+        print_table(&cfg, &cl, rows, a.n_hosts);
     return 0;
 }

@@ -19,7 +19,6 @@
 
 #include "cloze/comm.h"
 #include "cloze/prep.h"
-#include "cloze/sha256.h"
 #include "cloze/shard.h"
 #include "cloze/text.h"
 
@@ -142,51 +141,6 @@ static void print_summary(const cz_prep_stats *s, double secs, int verbatim) {
             (double)s->bytes_in / 1e6, secs, secs > 0 ? (double)s->bytes_in / 1e6 / secs : 0.0);
 }
 
-/* The ranks of a `shards` run: MPI through comm when started by mpirun,
- * otherwise one process without MPI (comm NULL). Every fatal error is said
- * once: an error all ranks find alike, or one a rank finds in its own part
- * that the ranks then agree on (cz_comm_agree), by the lowest rank that
- * found it; a failed collective by the rank that saw it, which then ends
- * the job (cz_comm_abort). */
-typedef struct prep_world {
-    cz_comm c;
-    cz_comm *comm; /* &c under MPI, NULL alone */
-    int rank;
-} prep_world;
-
-/* 0 when every rank's rc is 0; else 1, with err the message of the lowest
- * failing rank, said here by rank 0 (naming that rank when it is not 0). */
-static int agree(prep_world *w, int rc, cz_error *err) {
-    if (!w->comm) return rc != 0 ? (die(err), 1) : 0;
-    int who = 0, r = cz_comm_agree(w->comm, rc, &who, err);
-    if (r < 0) {
-        fprintf(stderr, "cloze-prep: error (rank %d): %s\n", w->rank, err->msg);
-        cz_comm_abort(w->comm, 1);
-    }
-    if (r > 0 && w->rank == 0) {
-        if (who == 0)
-            die(err);
-        else
-            fprintf(stderr, "cloze-prep: error (rank %d): %s\n", who, err->msg);
-    }
-    return r != 0;
-}
-
-/* Rank 0's verdict (rc; the others pass 0) to every rank: 1 when it failed
- * (rank 0 says it). */
-static int rank0_verdict(prep_world *w, int rc, cz_error *err) {
-    if (w->comm) {
-        int v = cz_comm_share_verdict(w->comm, 0, rc, err);
-        if (w->rank == 0 && rc == 0 && v != 0) { /* the broadcast itself failed */
-            fprintf(stderr, "cloze-prep: error (rank 0): %s\n", err->msg);
-            cz_comm_abort(w->comm, 1);
-        }
-        rc = v;
-    }
-    if (rc != 0 && w->rank == 0) die(err);
-    return rc != 0;
-}
-
 /* The options of `shards` into ta, o and inputs (argv's own strings):
  * -1 to go on, or the exit status (--help: 0, a usage error: 2). */
 static int parse_shards(int argc, char **argv, tok_args *ta, cz_prep_options *o,
@@ -247,10 +201,11 @@ static int parse_shards(int argc, char **argv, tok_args *ta, cz_prep_options *o,
  * rank writes into (the set replaces the current one only once complete,
  * cloze/prep.h); its path reaches every rank in staging. 1 when rank 0
  * failed (said once). */
-static int begin_set(prep_world *w, const char *out_dir, cz_prep_set *set, char staging[PATH_MAX],
-                     cz_error *err) {
+static int begin_set(cz_prep_world *w, const char *out_dir, cz_prep_set *set,
+                     char staging[PATH_MAX], cz_error *err) {
     staging[0] = 0;
-    if (rank0_verdict(w, w->rank == 0 ? cz_prep_set_begin(set, out_dir, err) : 0, err)) return 1;
+    if (cz_prep_rank0_verdict(w, w->rank == 0 ? cz_prep_set_begin(set, out_dir, err) : 0, err))
+        return 1;
     if (w->rank == 0) snprintf(staging, PATH_MAX, "%s", set->staging);
     if (w->comm && cz_comm_bcast(w->comm, staging, PATH_MAX, 0, err) != 0) {
         fprintf(stderr, "cloze-prep: error (rank %d): %s\n", w->rank, err->msg);
@@ -260,7 +215,7 @@ static int begin_set(prep_world *w, const char *out_dir, cz_prep_set *set, char 
 }
 
 /* The run of `shards` on every rank of w: 0, or 1 once the failure was said. */
-static int run_shards(prep_world *w, cz_prep_options o, const tok_args *ta,
+static int run_shards(cz_prep_world *w, cz_prep_options o, const tok_args *ta,
                       const char *const *inputs, int n_inputs) {
     int rc = 1;
     cz_error err = {{0}};
@@ -278,7 +233,7 @@ static int run_shards(prep_world *w, cz_prep_options o, const tok_args *ta,
     int bad = 0;
     for (int i = 0; !bad && i < n_inputs; i++) bad = cz_file_list_add(&files, inputs[i], &err);
     if (!bad) bad = load_tokenizer(ta, &tok, &err);
-    if (agree(w, bad, &err)) goto done;
+    if (cz_prep_agree(w, bad, &err)) goto done;
     char staging[PATH_MAX];
     if (begin_set(w, o.out_dir, &set, staging, &err)) goto done;
     const char *out_dir = o.out_dir;
@@ -287,7 +242,7 @@ static int run_shards(prep_world *w, cz_prep_options o, const tok_args *ta,
     /* each rank its own inputs and shards: the first failure is said, and
      * all end alike (rank 0 removes the staging directory); once agreed,
      * every rank's shards are in place */
-    if (agree(w, cz_prep_shards(&o, tok, &files, &st, &err), &err)) goto done;
+    if (cz_prep_agree(w, cz_prep_shards(&o, tok, &files, &st, &err), &err)) goto done;
     if (w->comm &&
         cz_comm_allreduce_u64(w->comm, (uint64_t *)&st, CZ_PREP_STATS_N, CZ_OP_SUM, &err) != 0) {
         fprintf(stderr, "cloze-prep: error (rank %d): %s\n", w->rank, err.msg);
@@ -301,7 +256,7 @@ static int run_shards(prep_world *w, cz_prep_options o, const tok_args *ta,
                     cz_prep_set_commit(&set, &train, o.heldout > 0 ? &heldout : NULL, &err) != 0
                 ? -1
                 : 0;
-    if (rank0_verdict(w, committed, &err)) goto done;
+    if (cz_prep_rank0_verdict(w, committed, &err)) goto done;
     if (o.rank == 0) {
         print_summary(&st, cz_now() - t0, cz_tokenizer_kind_of(tok) == CZ_TOK_BPE);
         if (o.progress)
@@ -332,7 +287,7 @@ static int cmd_shards(int argc, char **argv) {
     int rc = parse_shards(argc, argv, &ta, &o, inputs, &n_inputs);
     if (rc >= 0) return rc;
 
-    prep_world w = {.comm = NULL, .rank = 0};
+    cz_prep_world w = {.comm = NULL, .rank = 0};
     if (cz_launch_size() > 0) {
         cz_error err = {{0}};
         if (cz_comm_init(&w.c, &argc, &argv, &err) != 0) return die(&err);
@@ -573,18 +528,6 @@ static const char INSPECT_HELP[] =
     "(default 3), one sentence per line. Without --vocab the vocabulary named by\n"
     "train.manifest next to the shard is used (BPE: vocab.bpe next to encoder.json).\n";
 
-/* The merges file of a BPE manifest: the one it records, or (manifests from
- * before the vocab_file records) vocab.bpe next to encoder.json. */
-static void manifest_merges(const cz_manifest *m, char *buf, size_t len) {
-    if (m->vocab_files[CZ_VOCAB_FILE_MERGES].path[0]) {
-        snprintf(buf, len, "%s", m->vocab_files[CZ_VOCAB_FILE_MERGES].path);
-        return;
-    }
-    snprintf(buf, len, "%s", m->vocab_path);
-    char *s = strrchr(buf, '/');
-    snprintf(s ? s + 1 : buf, len - (size_t)(s ? s + 1 - buf : 0), "vocab.bpe");
-}
-
 /* The vocabulary of the train.manifest that lists a shard: next to it, or
  * one directory up (shards live in DIR/set-NNNN/, the manifest in DIR). */
 static void vocab_from_manifest(const char *shard, tok_args *ta, char *vbuf, char *mbuf) {
@@ -605,7 +548,7 @@ static void vocab_from_manifest(const char *shard, tok_args *ta, char *vbuf, cha
     snprintf(vbuf, PATH_MAX, "%s", m.vocab_path);
     ta->vocab = vbuf;
     if (!strcmp(m.vocab_kind, "bpe")) {
-        manifest_merges(&m, mbuf, PATH_MAX);
+        cz_prep_manifest_merges(&m, mbuf, PATH_MAX);
         ta->merges = mbuf;
     }
     cz_manifest_free(&m);
@@ -710,66 +653,10 @@ static const char VERIFY_HELP[] =
     "against the manifest (and against the vocabulary file when it is present).\n"
     "Prints one line per bad shard and exits 1 if any is bad.\n";
 
-/* The fingerprint of the vocabulary files as the tokenizer computes it:
- * FNV-1a 64 of vocab.txt, or of vocab.bpe seeded with that of encoder.json. */
-static int file_fingerprint(const cz_manifest *m, uint64_t *fp, char *which, size_t len) {
-    void *a = NULL, *b = NULL;
-    size_t na, nb;
-    cz_error e;
-    if (cz_read_file(m->vocab_path, &a, &na, &e) != 0) return -1;
-    *fp = cz_fnv1a64(a, na, CZ_FNV_SEED);
-    snprintf(which, len, "%s", m->vocab_path);
-    cz_free(a);
-    if (!strcmp(m->vocab_kind, "bpe")) {
-        char mp[PATH_MAX];
-        manifest_merges(m, mp, sizeof mp);
-        if (cz_read_file(mp, &b, &nb, &e) != 0) return -1;
-        *fp = cz_fnv1a64(b, nb, *fp);
-        snprintf(which, len, "%s + %s", m->vocab_path, mp);
-        cz_free(b);
-    }
-    return 0;
-}
-
-/* The recorded SHA-256 of each vocabulary file against the file now; a file
- * that cannot be read is only warned about (it may live elsewhere now). */
-static int check_vocab_sha256(const cz_manifest *m) {
-    int bad = 0;
-    for (int k = 0; k < CZ_VOCAB_FILES; k++) {
-        const cz_manifest_file *f = &m->vocab_files[k];
-        char hex[65];
-        cz_error e;
-        if (!f->sha256[0] || cz_sha256_file(f->path, hex, &e) != 0) continue;
-        if (strcmp(hex, f->sha256) != 0) {
-            fprintf(stderr,
-                    "cloze-prep: error: %s: vocab_file %s line: sha256 %s, but %s now hashes to "
-                    "%s\n",
-                    m->path, k == CZ_VOCAB_FILE_VOCAB ? "vocab" : "merges", f->sha256, f->path,
-                    hex);
-            bad++;
-        }
-    }
-    return bad;
-}
-
-static int verify_shard(const cz_manifest *m, const cz_manifest_shard *e, cz_error *err) {
-    cz_shard s;
-    if (cz_shard_open(&s, e->path, 1, err) != 0) return -1;
-    const cz_shard_header *h = &s.hdr;
-    int rc = 0;
-    if (h->vocab_fingerprint != m->vocab_fingerprint)
-        rc = cz_fail(err, "%s: vocab_fingerprint (offset 16) %016llx, manifest %s says %016llx",
-                     e->path, (unsigned long long)h->vocab_fingerprint, m->path,
-                     (unsigned long long)m->vocab_fingerprint);
-    else if (h->vocab_size != m->vocab_size)
-        rc = cz_fail(err, "%s: vocab_size (offset 24) %u, manifest %s says %u", e->path,
-                     h->vocab_size, m->path, m->vocab_size);
-    else if (h->n_tokens != e->n_tokens || h->n_sentences != e->n_sentences ||
-             h->n_documents != e->n_documents || h->payload_checksum != e->payload_checksum)
-        rc = cz_fail(err, "%s: counts/checksum (offsets 32-95) differ from its line in %s", e->path,
-                     m->path);
-    cz_shard_close(&s);
-    return rc;
+/* verify's findings, one line each on stderr */
+static void say_line(void *ctx, int warning, const char *line) {
+    (void)ctx;
+    fprintf(stderr, "cloze-prep: %s: %s\n", warning ? "warning" : "error", line);
 }
 
 static int cmd_verify(int argc, char **argv) {
@@ -778,32 +665,8 @@ static int cmd_verify(int argc, char **argv) {
     cz_error err = {{0}};
     cz_manifest m;
     if (cz_manifest_load(&m, argv[2], &err) != 0) return die(&err);
-    int bad = 0;
-    uint64_t fp, tokens = 0;
-    char which[PATH_MAX];
-    if (file_fingerprint(&m, &fp, which, sizeof which) == 0) {
-        if (fp != m.vocab_fingerprint) {
-            fprintf(stderr,
-                    "cloze-prep: error: %s: vocab line: fingerprint %016llx, but %s now hashes to "
-                    "%016llx\n",
-                    m.path, (unsigned long long)m.vocab_fingerprint, which, (unsigned long long)fp);
-            bad++;
-        }
-    } else {
-        fprintf(stderr,
-                "cloze-prep: warning: %s: vocabulary file %s not readable, its fingerprint is not "
-                "checked\n",
-                m.path, m.vocab_path);
-    }
-    if (!bad) bad += check_vocab_sha256(&m); /* one line per cause */
-    for (int i = 0; i < m.n_shards; i++) {
-        if (verify_shard(&m, &m.shards[i], &err) != 0) {
-            die(&err);
-            bad++;
-        } else {
-            tokens += m.shards[i].n_tokens;
-        }
-    }
+    uint64_t tokens = 0;
+    int bad = cz_prep_verify(&m, say_line, NULL, &tokens);
     if (!bad) printf("ok: %d shards, %llu tokens\n", m.n_shards, (unsigned long long)tokens);
     cz_manifest_free(&m);
     return bad ? 1 : 0;

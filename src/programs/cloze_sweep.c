@@ -426,87 +426,109 @@ static int cmd_run(cz_sweep *s, const cz_sweep_tools *t, const args *a) {
 
 /* ---- status ---- */
 
-static int cmd_status(cz_sweep *s, const cz_sweep_tools *t, const args *a) {
-    (void)a;
-    print_header(s, "");
-    print_finetune_note(s, t);
-    int count[CZ_POINT_INVALID + 1] = {0}, ft_count[CZ_FT_FAILED + 1] = {0};
-    /* the measured rate of finished points prices the others */
+/* What status reads of every point: its state (and why), its metrics, and
+ * the counts; the measured rate of finished points prices the others. */
+typedef struct status_table {
+    cz_point_state *st;
+    cz_point_metrics *m;
+    char (*why)[CZ_ERROR_MAX];
+    int count[CZ_POINT_INVALID + 1], ft_count[CZ_FT_FAILED + 1];
+    double rate, eta; /* FLOP/s of the finished points; seconds left in all */
+    int eta_known;
+} status_table;
+
+static void status_free(status_table *tb) {
+    free(tb->st);
+    free(tb->m);
+    free(tb->why);
+}
+
+static int status_read(const cz_sweep *s, status_table *tb) {
+    memset(tb, 0, sizeof *tb);
+    tb->eta_known = 1;
     double done_flops = 0, done_s = 0;
-    cz_point_state *st = calloc((size_t)s->n_points, sizeof *st);
-    cz_point_metrics *m = calloc((size_t)s->n_points, sizeof *m);
-    char(*why)[CZ_ERROR_MAX] = calloc((size_t)s->n_points, sizeof *why);
-    if (!st || !m || !why) {
-        free(st);
-        free(m);
-        free(why);
+    tb->st = calloc((size_t)s->n_points, sizeof *tb->st);
+    tb->m = calloc((size_t)s->n_points, sizeof *tb->m);
+    tb->why = calloc((size_t)s->n_points, sizeof *tb->why);
+    if (!tb->st || !tb->m || !tb->why) {
         fprintf(stderr, "cloze-sweep: error: out of memory for %d points\n", s->n_points);
         return 1;
     }
     for (int i = 0; i < s->n_points; i++) {
-        st[i] = cz_point_get_state(&s->points[i], why[i], sizeof why[i]);
-        count[st[i]]++;
+        tb->st[i] = cz_point_get_state(&s->points[i], tb->why[i], sizeof tb->why[i]);
+        tb->count[tb->st[i]]++;
         cz_error e;
-        if (cz_point_read_metrics(&s->points[i], &m[i], &e) < 0) {
+        if (cz_point_read_metrics(&s->points[i], &tb->m[i], &e) < 0) {
             fprintf(stderr, "cloze-sweep: error: %s\n", e.msg);
-            free(st);
-            free(m);
-            free(why);
             return 1;
         }
-        if (st[i] == CZ_POINT_DONE && m[i].train_s > 0) {
+        if (tb->st[i] == CZ_POINT_DONE && tb->m[i].train_s > 0) {
             done_flops += s->points[i].flops_total;
-            done_s += m[i].train_s;
+            done_s += tb->m[i].train_s;
         }
     }
-    double rate = done_s > 0 ? done_flops / done_s : 0;
-    double eta = 0;
-    int eta_known = 1;
-    printf("\n %3s  %-28s %-11s %15s %9s %8s  %s\n", "#", "point", "state", "steps", "loss", "ppl",
-           "time / ETA");
-    for (int i = 0; i < s->n_points; i++) {
-        const cz_sweep_point *p = &s->points[i];
-        char steps[40] = "", loss[16] = "", ppl[16] = "", tm[64] = "", d[32];
-        if (!p->invalid)
-            snprintf(steps, sizeof steps, "%ld/%ld",
-                     st[i] == CZ_POINT_DONE ? p->cfg.train.steps : m[i].last_step,
-                     p->cfg.train.steps);
-        if (st[i] == CZ_POINT_DONE) {
-            snprintf(loss, sizeof loss, "%.4f", m[i].eval_loss);
-            snprintf(ppl, sizeof ppl, "%.2f", exp(m[i].eval_loss));
-            snprintf(tm, sizeof tm, "%s",
-                     cz_format_duration(cz_point_wall_seconds(p), d, sizeof d));
-        } else if (st[i] != CZ_POINT_INVALID && st[i] != CZ_POINT_FAILED) {
-            long left = p->cfg.train.steps - m[i].last_step;
-            double sec = -1, step_s, startup;
-            if (m[i].last_step > 0 && m[i].train_s > 0)
-                sec = m[i].train_s / (double)m[i].last_step * (double)left;
-            else if (cz_sweep_probe_cached(s, i, &step_s, &startup))
-                sec = startup + step_s * (double)left;
-            else if (rate > 0)
-                sec = p->flops_total / rate;
-            if (sec >= 0) {
-                eta += sec;
-                snprintf(tm, sizeof tm, "ETA %s", cz_format_duration(sec, d, sizeof d));
-            } else {
-                eta_known = 0;
-                snprintf(tm, sizeof tm, "ETA unknown");
-            }
+    tb->rate = done_s > 0 ? done_flops / done_s : 0;
+    return 0;
+}
+
+/* Point i's time (done) or ETA (to run: from its own steps, its probe, or
+ * the finished points' rate), added to the table's ETA. */
+static void status_time(const cz_sweep *s, int i, status_table *tb, char *tm, size_t len) {
+    const cz_sweep_point *p = &s->points[i];
+    const cz_point_metrics *m = &tb->m[i];
+    char d[32];
+    if (tb->st[i] == CZ_POINT_DONE) {
+        snprintf(tm, len, "%s", cz_format_duration(cz_point_wall_seconds(p), d, sizeof d));
+    } else if (tb->st[i] != CZ_POINT_INVALID && tb->st[i] != CZ_POINT_FAILED) {
+        long left = p->cfg.train.steps - m->last_step;
+        double sec = -1, step_s, startup;
+        if (m->last_step > 0 && m->train_s > 0)
+            sec = m->train_s / (double)m->last_step * (double)left;
+        else if (cz_sweep_probe_cached(s, i, &step_s, &startup))
+            sec = startup + step_s * (double)left;
+        else if (tb->rate > 0)
+            sec = p->flops_total / tb->rate;
+        if (sec >= 0) {
+            tb->eta += sec;
+            snprintf(tm, len, "ETA %s", cz_format_duration(sec, d, sizeof d));
+        } else {
+            tb->eta_known = 0;
+            snprintf(tm, len, "ETA unknown");
         }
-        printf(" %3d  %-28s %-11s %15s %9s %8s  %s", i, p->name, cz_point_state_name(st[i]), steps,
-               loss, ppl, tm);
-        if (why[i][0]) printf("  %s", why[i]);
-        for (int k = 0; k < s->n_finetune && !p->invalid; k++) {
-            cz_ft_summary f;
-            static const char *const names[] = {"pending", "interrupted", "done", "failed"};
-            cz_ft_state fs = st[i] == CZ_POINT_DONE ? cz_sweep_ft_read(s, p, k, &f) : CZ_FT_PENDING;
-            ft_count[fs]++;
-            printf("%s%s %s", k ? "; " : "  fine-tuning: ", s->finetune[k].name, names[fs]);
-            if (fs == CZ_FT_DONE) printf(" %.2f ± %.2f (n=%d)", f.mean, f.std, f.n);
-            if (fs == CZ_FT_FAILED) printf(" (%s)", f.error);
-        }
-        printf("\n");
     }
+}
+
+/* Point i's row: state, steps, loss, time, why, its fine-tuning tasks. */
+static void status_row(const cz_sweep *s, int i, status_table *tb) {
+    const cz_sweep_point *p = &s->points[i];
+    cz_point_state st = tb->st[i];
+    char steps[40] = "", loss[16] = "", ppl[16] = "", tm[64] = "";
+    if (!p->invalid)
+        snprintf(steps, sizeof steps, "%ld/%ld",
+                 st == CZ_POINT_DONE ? p->cfg.train.steps : tb->m[i].last_step, p->cfg.train.steps);
+    if (st == CZ_POINT_DONE) {
+        snprintf(loss, sizeof loss, "%.4f", tb->m[i].eval_loss);
+        snprintf(ppl, sizeof ppl, "%.2f", exp(tb->m[i].eval_loss));
+    }
+    status_time(s, i, tb, tm, sizeof tm);
+    printf(" %3d  %-28s %-11s %15s %9s %8s  %s", i, p->name, cz_point_state_name(st), steps, loss,
+           ppl, tm);
+    if (tb->why[i][0]) printf("  %s", tb->why[i]);
+    for (int k = 0; k < s->n_finetune && !p->invalid; k++) {
+        cz_ft_summary f;
+        static const char *const names[] = {"pending", "interrupted", "done", "failed"};
+        cz_ft_state fs = st == CZ_POINT_DONE ? cz_sweep_ft_read(s, p, k, &f) : CZ_FT_PENDING;
+        tb->ft_count[fs]++;
+        printf("%s%s %s", k ? "; " : "  fine-tuning: ", s->finetune[k].name, names[fs]);
+        if (fs == CZ_FT_DONE) printf(" %.2f ± %.2f (n=%d)", f.mean, f.std, f.n);
+        if (fs == CZ_FT_FAILED) printf(" (%s)", f.error);
+    }
+    printf("\n");
+}
+
+/* The counts, the ETA of what is left, and where Slurm's jobs are listed. */
+static void status_totals(const cz_sweep *s, const status_table *tb) {
+    const int *count = tb->count, *ft_count = tb->ft_count;
     char d[32];
     printf("\n%d done, %d running, %d interrupted, %d failed, %d invalid, %d pending",
            count[CZ_POINT_DONE], count[CZ_POINT_RUNNING], count[CZ_POINT_INTERRUPTED],
@@ -517,18 +539,33 @@ static int cmd_status(cz_sweep *s, const cz_sweep_tools *t, const args *a) {
                ft_count[CZ_FT_PENDING]);
     int left = count[CZ_POINT_RUNNING] + count[CZ_POINT_INTERRUPTED] + count[CZ_POINT_PENDING];
     if (left)
-        printf("; ETA %s%s for the rest, one after another%s\n", eta_known ? "" : "at least ",
-               cz_format_duration(eta, d, sizeof d),
-               rate > 0 ? " (priced at the finished points' measured FLOP/s where not timed)" : "");
+        printf("; ETA %s%s for the rest, one after another%s\n", tb->eta_known ? "" : "at least ",
+               cz_format_duration(tb->eta, d, sizeof d),
+               tb->rate > 0 ? " (priced at the finished points' measured FLOP/s where not timed)"
+                            : "");
     else
         printf("\n");
     char jobs[CZ_PATH_MAX + 32];
     snprintf(jobs, sizeof jobs, "%s/slurm/jobs.txt", s->dir);
     if (access(jobs, R_OK) == 0) printf("Slurm jobs submitted for this sweep: %s\n", jobs);
-    free(st);
-    free(m);
-    free(why);
-    return count[CZ_POINT_FAILED] + count[CZ_POINT_INVALID] ? 1 : 0;
+}
+
+static int cmd_status(cz_sweep *s, const cz_sweep_tools *t, const args *a) {
+    (void)a;
+    print_header(s, "");
+    print_finetune_note(s, t);
+    status_table tb;
+    if (status_read(s, &tb) != 0) {
+        status_free(&tb);
+        return 1;
+    }
+    printf("\n %3s  %-28s %-11s %15s %9s %8s  %s\n", "#", "point", "state", "steps", "loss", "ppl",
+           "time / ETA");
+    for (int i = 0; i < s->n_points; i++) status_row(s, i, &tb);
+    status_totals(s, &tb);
+    int rc = tb.count[CZ_POINT_FAILED] + tb.count[CZ_POINT_INVALID] ? 1 : 0;
+    status_free(&tb);
+    return rc;
 }
 
 /* ---- report, submit, task ---- */

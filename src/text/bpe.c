@@ -18,6 +18,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* ---- bytes_to_unicode (encoder.py) ---- */
+
+void cz_gpt2_byte_map(uint32_t byte_to_unicode[256]) {
+    uint32_t next = 256;
+    for (uint32_t b = 0; b < 256; b++) {
+        int printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE);
+        byte_to_unicode[b] = printable ? b : next++;
+    }
+}
+
 /* ---- encoder.json: a flat object of string -> integer ---- */
 
 static int load_encoder(cz_tokenizer *t, const char *path, const char *s, size_t len,
@@ -142,7 +152,7 @@ int cz_tokenizer_load_bpe(cz_tokenizer **out, const char *encoder_json, const ch
     t->unk_id = -1;
     if (cz_read_file(encoder_json, &enc, &elen, err) || cz_read_file(merges_path, &mer, &mlen, err))
         goto fail;
-    t->fingerprint = cz_fnv1a64(mer, mlen, cz_fnv1a64(enc, elen, CZ_FNV_SEED));
+    t->fingerprint = cz_vocab_fingerprint(enc, elen, mer, mlen);
     if (cz_strtab_init(&t->vocab, 65536, err) || load_encoder(t, encoder_json, enc, elen, err) ||
         load_merges(t, merges_path, mer, mlen, err))
         goto fail;

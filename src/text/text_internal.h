@@ -1,8 +1,17 @@
-/* text_internal: the insides of the text module shared by its sources
- * (unicode.c, normalize.c, tokenizer.c, wordpiece.c, bpe.c) and open to its
- * tests and benchmarks: the character classes, the tokenizer struct, each
- * kind's encoder and decoder. Not part of the public interface
- * (include/cloze/text.h). */
+/* text_internal: the insides of the text module shared by its sources and
+ * open to its tests and benchmarks: the character classes, the tokenizer
+ * struct, each kind's encoder and decoder. Not part of the public interface
+ * (include/cloze/text.h).
+ *
+ * The files call one way, each only the ones above it:
+ *   unicode.c      UTF-8, the character classes, the byte-string hash
+ *   normalize.c    cloze-prep's normaliser and sentence splitter
+ *   vocab_table.c  id vectors, the string table, the tokenizer struct's id
+ *                  index, free and accessors: what both tokenizers build on
+ *   wordpiece.c    WordPiece: vocab.txt, encode, decode
+ *   bpe.c          GPT-2 byte-level BPE: encoder.json + vocab.bpe, encode,
+ *                  decode, bytes_to_unicode, the pre-tokeniser
+ *   tokenizer.c    encode and decode dispatched by kind */
 #ifndef CLOZE_TEXT_INTERNAL_H
 #define CLOZE_TEXT_INTERNAL_H
 
@@ -80,7 +89,7 @@ char *cz_bpe_decode(const cz_tokenizer *t, const uint32_t *ids, size_t n, size_t
 int cz_bpe_piece_ids(const cz_tokenizer *t, const unsigned char *p, size_t n, int force_long,
                      cz_ids *out, cz_error *err);
 
-/* Builds id_to_token and vocab_size from t->vocab. */
+/* Builds id_to_token and vocab_size from t->vocab (vocab_table.c). */
 int cz_tokenizer_index_ids(cz_tokenizer *t, cz_error *err);
 
 #endif

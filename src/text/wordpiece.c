@@ -41,7 +41,7 @@ int cz_tokenizer_load_wordpiece(cz_tokenizer **out, const char *vocab_path,
     else
         cz_tokenizer_options_default(&t->opt);
     if (t->opt.max_word_chars < 1) t->opt.max_word_chars = 1;
-    t->fingerprint = cz_fnv1a64(data, len, CZ_FNV_SEED);
+    t->fingerprint = cz_vocab_fingerprint(data, len, NULL, 0);
     if (cz_strtab_init(&t->vocab, 32768, err) || cz_strtab_init(&t->cont, 8192, err)) goto fail;
     /* One token per line, id = line number (BERT load_vocab); the last line
      * needs no newline; a repeated token keeps its last id (dict semantics). */

@@ -249,9 +249,20 @@ static void predict_step(const cz_run *r, int ph, cz_step_stats *s) {
     /* the word embedding's rows (at offset 0): the union this step reduced */
     cz_rows_tail rows = {(double)cz_grad_sync_tail_rows(r->gs), r->cfg.model.vocab_size,
                          r->cfg.model.hidden};
-    cz_sync_predict(&net, r->hosts, r->ranks_per_host, cz_grad_sync_algo(r->gs), gx,
-                    cz_grad_sync_layout(r->gs), cz_model_grad_order(r->model),
-                    cz_grad_sync_mode(r->gs), ready, at, n, s->backward_seconds, &rows, &s->pred);
+    cz_sync_scenario sc = {.net = &net,
+                           .hosts = r->hosts,
+                           .ranks_per_host = r->ranks_per_host,
+                           .algo = cz_grad_sync_algo(r->gs),
+                           .grid_x = gx,
+                           .layout = cz_grad_sync_layout(r->gs),
+                           .order = cz_model_grad_order(r->model),
+                           .mode = cz_grad_sync_mode(r->gs),
+                           .ready = ready,
+                           .ready_t = at,
+                           .n_ready = n,
+                           .backward_s = s->backward_seconds,
+                           .rows = rows};
+    cz_sync_predict(&sc, &s->pred);
     if (r->cfg.optim.placement == CZ_PLACE_REPLICATED) s->pred.gather = 0;
 }
 
