@@ -25,7 +25,7 @@ endforeach()
 # AVX512_BF16 nor AMX) and once per kernel (CLOZE_BF16_KERNEL, src/core/cpu.c;
 # skipped where the CPU cannot run it). amx-emulated runs everywhere: the
 # AMX kernel's packing and loops with the tile instructions in scalar C.
-cloze_add_unit_test(test_gemm_bf16 TIMEOUT 120)
+cloze_add_unit_test(test_gemm_bf16 TIMEOUT 300)
 foreach(kernel vdpbf16ps amx amx-emulated)
   add_test(NAME test_gemm_bf16_${kernel} COMMAND test_gemm_bf16)
   set_tests_properties(test_gemm_bf16_${kernel} PROPERTIES LABELS "unit;kernels" TIMEOUT 300

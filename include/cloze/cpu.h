@@ -92,7 +92,8 @@ const char *cz_cpu_blis_isa(const char *config);
  * NONE: the CPU has neither instruction, bf16 mode is refused.
  * VDPBF16PS: AVX512_BF16's vdpbf16ps, 16 lanes x 2 products per
  * instruction. AMX: the tile unit's tdpbf16ps (16 x 16 x 32 per
- * instruction), needs amx_tile + amx_bf16 and Linux's permission.
+ * instruction), needs amx_tile + amx_bf16 (and AVX-512, which every such CPU
+ * has) and Linux's permission.
  * AMX_EMULATED: the AMX kernel's packing, blocking and loops with the tile
  * instructions emulated in scalar C (Intel SDM semantics): runs on every
  * CPU, slowly; for tests and CI, never chosen by itself. */

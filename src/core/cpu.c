@@ -210,7 +210,9 @@ int cz_bf16_kernel_parse(const char *name) {
 }
 
 cz_bf16_kernel_id cz_cpu_best_bf16(const cz_cpu *cpu) {
-    if (CZ_HAVE_X86_ISAS && cpu->amx_tile && cpu->amx_bf16) return CZ_BF16_AMX;
+    /* the AMX kernel's file is compiled for AVX-512 too (its packing and
+     * epilogue); every CPU with AMX has it, a VM could still hide it */
+    if (CZ_HAVE_X86_ISAS && cpu->amx_tile && cpu->amx_bf16 && has_avx512(cpu)) return CZ_BF16_AMX;
     if (CZ_HAVE_X86_ISAS && has_avx512(cpu) && cpu->avx512_bf16) return CZ_BF16_VDPBF16PS;
     return CZ_BF16_NONE;
 }

@@ -60,17 +60,16 @@ extern const cz_bf16_kernel cz_bf16_kernel_amx;
 #endif
 
 /* The upper 16 bits of cz_bf16_round(x): x as bf16, round to nearest even,
- * subnormals to signed zero (DAZ, as vcvtneps2bf16), NaN stays quiet NaN. */
+ * subnormals to signed zero (DAZ, as vcvtneps2bf16), NaN stays quiet NaN.
+ * Selects rather than branches, so that packing loops vectorise. */
 static inline uint32_t cz_bf16_bits(float x) {
     uint32_t u;
     memcpy(&u, &x, 4);
-    if ((u & 0x7f800000u) == 0)
-        u &= 0x80000000u;
-    else if ((u & 0x7fffffffu) > 0x7f800000u)
-        u = u | 0x00400000u;
-    else
-        u = u + 0x7fffu + ((u >> 16) & 1u);
-    return u >> 16;
+    uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16; /* overflow carries to inf */
+    uint32_t quiet = (u | 0x00400000u) >> 16;
+    uint32_t zero = (u >> 16) & 0x8000u;
+    uint32_t r = (u & 0x7fffffffu) > 0x7f800000u ? quiet : rounded;
+    return (u & 0x7f800000u) == 0 ? zero : r;
 }
 
 /* Packing buffers and kernel state of one context, one set per thread

@@ -79,31 +79,76 @@ static inline uint32_t AMX_FN(pair)(float lo, float hi) {
     return cz_bf16_bits(lo) | cz_bf16_bits(hi) << 16;
 }
 
+/* The packers read along memory and write whole panels, zeros included;
+ * their inner loops over full rows have no edge tests (they vectorise). */
 static void AMX_FN(pack_a)(uint32_t *dst, int ta, const float *a, int lda, int rv, int kc, int kp) {
-    for (int p0 = 0; p0 < kp; p0 += AMX_KP) {
-        uint32_t *blk = dst + (size_t)p0 * AMX_MR; /* 32 rows x 16 words */
+    int full = kc / 2; /* pairs with both values inside k */
+    if (!ta) {         /* row r of op(A) along memory: 16 pairs of a row at a time */
         for (int r = 0; r < AMX_MR; r++) {
-            uint32_t *row = blk + (size_t)r * AMX_KP;
-            for (int q = 0; q < AMX_KP; q++) {
-                int k0 = 2 * (p0 + q), k1 = k0 + 1;
-                float lo = 0, hi = 0;
-                if (r < rv && k0 < kc) lo = ta ? a[(size_t)k0 * lda + r] : a[(size_t)r * lda + k0];
-                if (r < rv && k1 < kc) hi = ta ? a[(size_t)k1 * lda + r] : a[(size_t)r * lda + k1];
-                row[q] = AMX_FN(pair)(lo, hi);
+            const float *x = a + (size_t)r * lda;
+            for (int p = 0; p < kp; p += AMX_KP) {
+                uint32_t *row = dst + (size_t)p * AMX_MR + (size_t)r * AMX_KP;
+                if (r < rv && p + AMX_KP <= full) {
+                    for (int q = 0; q < AMX_KP; q++)
+                        row[q] = AMX_FN(pair)(x[2 * (p + q)], x[2 * (p + q) + 1]);
+                    continue;
+                }
+                for (int q = 0; q < AMX_KP; q++) {
+                    int k0 = 2 * (p + q), k1 = k0 + 1;
+                    float lo = r < rv && k0 < kc ? x[k0] : 0.0f;
+                    float hi = r < rv && k1 < kc ? x[k1] : 0.0f;
+                    row[q] = AMX_FN(pair)(lo, hi);
+                }
             }
+        }
+        return;
+    }
+    /* transposed: rows 2p and 2p+1 of memory hold pair p of every row */
+    for (int p = 0; p < kp; p++) {
+        uint32_t *col = dst + (size_t)(p / AMX_KP) * AMX_MR * AMX_KP + p % AMX_KP;
+        const float *x0 = a + (size_t)(2 * p) * lda, *x1 = x0 + lda;
+        if (rv == AMX_MR && p < full) {
+            for (int r = 0; r < AMX_MR; r++) col[(size_t)r * AMX_KP] = AMX_FN(pair)(x0[r], x1[r]);
+            continue;
+        }
+        for (int r = 0; r < AMX_MR; r++) {
+            float lo = r < rv && 2 * p < kc ? x0[r] : 0.0f;
+            float hi = r < rv && 2 * p + 1 < kc ? x1[r] : 0.0f;
+            col[(size_t)r * AMX_KP] = AMX_FN(pair)(lo, hi);
         }
     }
 }
 
 static void AMX_FN(pack_b)(uint32_t *dst, int tb, const float *b, int ldb, int cv, int kc, int kp) {
-    for (int p = 0; p < kp; p++) {
-        uint32_t *row = dst + (size_t)p * AMX_NR;
-        int k0 = 2 * p, k1 = k0 + 1;
-        for (int j = 0; j < AMX_NR; j++) {
-            float lo = 0, hi = 0;
-            if (j < cv && k0 < kc) lo = tb ? b[(size_t)j * ldb + k0] : b[(size_t)k0 * ldb + j];
-            if (j < cv && k1 < kc) hi = tb ? b[(size_t)j * ldb + k1] : b[(size_t)k1 * ldb + j];
-            row[j] = AMX_FN(pair)(lo, hi);
+    int full = kc / 2;
+    if (!tb) { /* rows 2p and 2p+1 of memory hold pair p of every column */
+        for (int p = 0; p < kp; p++) {
+            uint32_t *row = dst + (size_t)p * AMX_NR;
+            const float *x0 = b + (size_t)(2 * p) * ldb, *x1 = x0 + ldb;
+            if (cv == AMX_NR && p < full) {
+                for (int j = 0; j < AMX_NR; j++) row[j] = AMX_FN(pair)(x0[j], x1[j]);
+                continue;
+            }
+            for (int j = 0; j < AMX_NR; j++) {
+                float lo = j < cv && 2 * p < kc ? x0[j] : 0.0f;
+                float hi = j < cv && 2 * p + 1 < kc ? x1[j] : 0.0f;
+                row[j] = AMX_FN(pair)(lo, hi);
+            }
+        }
+        return;
+    }
+    /* transposed: column j of op(B) along memory */
+    for (int j = 0; j < AMX_NR; j++) {
+        const float *x = b + (size_t)j * ldb;
+        int p = 0;
+        if (j < cv)
+            for (; p < full; p++)
+                dst[(size_t)p * AMX_NR + j] = AMX_FN(pair)(x[2 * p], x[2 * p + 1]);
+        for (; p < kp; p++) {
+            int k0 = 2 * p, k1 = k0 + 1;
+            float lo = j < cv && k0 < kc ? x[k0] : 0.0f;
+            float hi = j < cv && k1 < kc ? x[k1] : 0.0f;
+            dst[(size_t)p * AMX_NR + j] = AMX_FN(pair)(lo, hi);
         }
     }
 }
