@@ -248,11 +248,11 @@ int main(void) {
      * 32-value tile edges; 600 and 400 cross the KC (256; 512) and MC (192;
      * 256) blocks; n = 3100 crosses NC (3072); 1025 crosses KC twice with
      * one value left; 2 threads (products over 4M multiply-adds) split the
-     * rows of 400 x 70 and 96 x 130 and the columns of 40 x 600 */
-    static const int shapes[][3] = {{1, 1, 1},    {7, 5, 3},      {13, 33, 2},    {33, 17, 65},
-                                    {64, 64, 64}, {129, 67, 200}, {37, 300, 13},  {50, 40, 401},
-                                    {3, 129, 1},  {400, 70, 600}, {5, 3100, 40},  {200, 97, 257},
-                                    {31, 32, 31}, {33, 65, 1025}, {96, 130, 513}, {40, 600, 300}};
+     * rows of 400 x 70 and 200 x 97 and the columns of 36 x 500 */
+    static const int shapes[][3] = {{1, 1, 1},    {7, 5, 3},      {13, 33, 2},   {33, 17, 65},
+                                    {64, 64, 64}, {129, 67, 200}, {37, 300, 13}, {50, 40, 401},
+                                    {3, 129, 1},  {400, 70, 600}, {5, 3100, 40}, {200, 97, 257},
+                                    {31, 32, 31}, {33, 65, 1025}, {36, 500, 240}};
     int nshapes = sizeof shapes / sizeof shapes[0];
     for (int ta = 0; ta < 2; ta++)
         for (int tb = 0; tb < 2; tb++)

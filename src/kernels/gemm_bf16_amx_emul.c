@@ -25,6 +25,9 @@
  * FMA would round once where the instruction rounds twice. */
 #include "gemm_bf16.h"
 
+#include <float.h>
+#include <math.h>
+
 /* The 8 tile registers of one thread, in the kernel's per-thread state */
 typedef struct {
     uint8_t rows[8];
@@ -77,31 +80,42 @@ static inline float emu_bf16(uint32_t h) {
     return f;
 }
 
-/* x with a subnormal flushed to a zero of its sign */
-static inline float emu_ftz(float x) {
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    if ((u & 0x7f800000u) == 0) u &= 0x80000000u;
-    memcpy(&x, &u, 4);
-    return x;
-}
+/* x with a subnormal flushed to a zero of its sign (0 * x keeps the sign).
+ * A macro, and B's values converted once per instruction, because the
+ * tests also run this under the sanitizers without optimisation. */
+#define EMU_FTZ(x) (fabsf(x) < FLT_MIN ? 0.0f * (x) : (x))
 
 static void emu_dpbf16ps(emu_tiles *st, int tc, int ta, int tb) {
-    int rows = st->rows[tc], pairs = st->colsb[ta] / 4, cols = st->colsb[tc] / 4;
+    int rows = st->rows[tc], cols = st->colsb[tc] / 4;
+    int pairs = st->colsb[ta] / 4 < st->rows[tb] ? st->colsb[ta] / 4 : st->rows[tb];
+    float bv[16][32];
+    for (int k = 0; k < pairs; k++)
+        for (int n = 0; n < cols; n++) {
+            uint32_t w;
+            memcpy(&w, st->data[tb] + k * 64 + n * 4, 4);
+            bv[k][2 * n] = emu_bf16(w & 0xffffu);
+            bv[k][2 * n + 1] = emu_bf16(w >> 16);
+        }
     for (int m = 0; m < rows; m++) {
-        float acc[16];
-        uint32_t arow[16];
+        float acc[16], av[32];
         memcpy(acc, st->data[tc] + m * 64, sizeof(float) * cols);
-        memcpy(arow, st->data[ta] + m * 64, sizeof(uint32_t) * pairs);
-        for (int k = 0; k < pairs && k < st->rows[tb]; k++) {
-            uint32_t brow[16];
-            memcpy(brow, st->data[tb] + k * 64, sizeof(uint32_t) * cols);
-            float a0 = emu_bf16(arow[k] & 0xffffu), a1 = emu_bf16(arow[k] >> 16);
+        for (int k = 0; k < pairs; k++) {
+            uint32_t w;
+            memcpy(&w, st->data[ta] + m * 64 + k * 4, 4);
+            av[2 * k] = emu_bf16(w & 0xffffu);
+            av[2 * k + 1] = emu_bf16(w >> 16);
+        }
+        for (int k = 0; k < pairs; k++) {
+            const float a0 = av[2 * k], a1 = av[2 * k + 1], *b = bv[k];
             for (int n = 0; n < cols; n++) {
-                float p0 = emu_ftz(a0 * emu_bf16(brow[n] & 0xffffu));
-                acc[n] = emu_ftz(acc[n] + p0);
-                float p1 = emu_ftz(a1 * emu_bf16(brow[n] >> 16));
-                acc[n] = emu_ftz(acc[n] + p1);
+                float p0 = a0 * b[2 * n], s0, p1, s1;
+                p0 = EMU_FTZ(p0);
+                s0 = acc[n] + p0; /* element 2k first, then 2k+1 (SDM) */
+                s0 = EMU_FTZ(s0);
+                p1 = a1 * b[2 * n + 1];
+                p1 = EMU_FTZ(p1);
+                s1 = s0 + p1;
+                acc[n] = EMU_FTZ(s1);
             }
         }
         memcpy(st->data[tc] + m * 64, acc, sizeof(float) * cols);
