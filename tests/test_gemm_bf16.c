@@ -181,6 +181,36 @@ static void check_case(const cz_gemm_ctx *g1, const cz_gemm_ctx *g2, int ta, int
     cz_free(ref32);
 }
 
+/* core's rule for the bf16 kernel (cz_cpu_best_bf16) on made-up CPUs, and
+ * CLOZE_BF16_KERNEL's names, whatever CPU runs the test. */
+static void check_bf16_rule(void) {
+    struct {
+        int avx512, bf16, amx;
+        cz_bf16_kernel_id want;
+    } cases[] = {
+        {1, 1, 1, CZ_BF16_AMX},  {1, 1, 0, CZ_BF16_VDPBF16PS}, {1, 0, 0, CZ_BF16_NONE},
+        {0, 0, 1, CZ_BF16_NONE}, /* AMX without AVX-512: the AMX file needs both */
+        {0, 0, 0, CZ_BF16_NONE},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cz_cpu cpu;
+        memset(&cpu, 0, sizeof cpu);
+        cpu.avx2 = cpu.fma = 1;
+        cpu.avx512f = cpu.avx512dq = cpu.avx512bw = cpu.avx512vl = cases[i].avx512;
+        cpu.avx512_bf16 = cases[i].bf16;
+        cpu.amx_tile = cpu.amx_bf16 = cases[i].amx;
+        cz_bf16_kernel_id got = cz_cpu_best_bf16(&cpu);
+        CHECK(got == cases[i].want, "bf16 rule, case %zu: %s, want %s", i, cz_bf16_kernel_name(got),
+              cz_bf16_kernel_name(cases[i].want));
+    }
+    for (int id = CZ_BF16_VDPBF16PS; id <= CZ_BF16_AMX_EMULATED; id++)
+        CHECK(cz_bf16_kernel_parse(cz_bf16_kernel_name((cz_bf16_kernel_id)id)) == id,
+              "name %s does not parse back", cz_bf16_kernel_name((cz_bf16_kernel_id)id));
+    CHECK(cz_bf16_kernel_parse("auto") == -1 && cz_bf16_kernel_parse("AMX") == -2 &&
+              cz_bf16_kernel_parse("none") == -2,
+          "CLOZE_BF16_KERNEL names");
+}
+
 /* amx-emulated: tdpbf16ps adds each product to the fp32 accumulator in k
  * order, element 2p of a pair before 2p+1, rounding after each addition
  * (SDM). With e = 2^-24 and 1 x 1 x 4 products (B all ones, beta 0):
@@ -203,6 +233,7 @@ static void check_emulated_order(const cz_gemm_ctx *g) {
 
 int main(void) {
     check_round();
+    check_bf16_rule();
     cz_cpu cpu;
     char line[256];
     cz_cpu_detect(&cpu);
