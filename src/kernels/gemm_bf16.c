@@ -4,8 +4,9 @@
  * every element of op(A) and op(B) is first rounded to bfloat16 (fp32's
  * exponent, 8-bit significand; round to nearest even, vcvtneps2bf16).
  * A product of two bf16 values is exact in fp32 (8 x 8 significand bits), and
- * vdpbf16ps adds two such products per lane into an fp32 accumulator (Intel
- * SDM vol. 2, VDPBF16PS). So the only roundings are the input roundings
+ * vdpbf16ps and AMX's tdpbf16ps add such products into fp32 accumulators
+ * (Intel SDM vol. 2, VDPBF16PS, TDPBF16PS), each kernel in its own order.
+ * So the only roundings are the input roundings
  * (relative 2^-9 each) and fp32 accumulation, as in mixed-precision training
  * with fp32 master weights (Kalamkar et al. 2019, "A Study of BFLOAT16 for
  * Deep Learning Training"; Micikevicius et al. 2018 for fp16). The
