@@ -13,7 +13,17 @@
 #define AMX_NAME "amx"
 #define AMX_STATE_BYTES 0
 #define AMX_STATE(state) (void)(state)
-#define TILE_LOADCONFIG(cfg) _tile_loadconfig(cfg)
+/* GCC 12's _tile_loadconfig tells the compiler it reads 8 bytes of the
+ * configuration (an "m" operand of a pointer's size), so the stores of the
+ * rows and bytes per row were removed as dead (seen in the object code:
+ * ldtilecfg of a palette with no tiles). The empty asm takes the
+ * configuration's address with a memory clobber: every store to it is
+ * made first. */
+#define TILE_LOADCONFIG(cfg)                                                                       \
+    do {                                                                                           \
+        __asm__ volatile("" ::"r"(cfg) : "memory");                                                \
+        _tile_loadconfig(cfg);                                                                     \
+    } while (0)
 #define TILE_RELEASE() _tile_release()
 #define TILE_ZERO(t) _tile_zero(t)
 #define TILE_LOAD(t, base, stride) _tile_loadd(t, base, stride)
