@@ -76,10 +76,10 @@ void cz_gemm_ref(int trans_a, int trans_b, int m, int n, int k, float alpha, con
  *      upper bound, so MFU stays below 100%;
  *   3. otherwise (virtual machines without cpufreq, bf16 mode): the best of
  *      CZ_PEAK_PROBES products of 1024 x 1024 x 1024 through g, the rate
- *      BLIS reaches on this machine. A busy machine lowers a probe, never
- *      raises it, so the best of several is the most stable reading; MFU
- *      can still pass 100% when all of them ran beside other work, and
- *      cz_format_mfu then says so.
+ *      g's kernel (BLIS, or the bf16 kernel) reaches on this machine. A
+ *      busy machine lowers a probe, never raises it, so the best of
+ *      several is the most stable reading; MFU can still pass 100% when
+ *      all of them ran beside other work, and cz_format_mfu then says so.
  * Returns -1 with err only when the probe buffers cannot be allocated. */
 #define CZ_PEAK_PROBES 8
 typedef struct cz_peak {
