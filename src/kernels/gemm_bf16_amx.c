@@ -4,7 +4,10 @@
  * (cz_cpu_bf16_kernel: CPUID, XCR0 and Linux's permission). */
 #include "gemm_bf16.h"
 
-#if CZ_HAVE_X86_ISAS && defined(__AMX_TILE__) && defined(__AMX_BF16__)
+/* GCC spells the macros __AMX_TILE__ and __AMX_BF16__, Clang __AMXTILE__
+ * and __AMXBF16__ */
+#if CZ_HAVE_X86_ISAS && (defined(__AMX_TILE__) || defined(__AMXTILE__)) &&                         \
+    (defined(__AMX_BF16__) || defined(__AMXBF16__))
 #include <immintrin.h>
 
 #define AMX_FN(x) amx_##x
