@@ -14,13 +14,18 @@
  *
  * Usage: bench-gemm_bench [--choice auto|default|avx512] [--threads 1,2]
  *        [--rounds 3] [--min-time 0.2] [--openblas PATH] [--quick] [--bf16]
- *        [--model base|mini] [--decoder]
- * --bf16 adds cloze's bf16 mode (cz_gemm_set_bf16, "cloze-bf16") to every
- * measurement, rotated with the fp32 path and OpenBLAS. (Debian's OpenBLAS
+ *        [--bf16-kernel vdpbf16ps|amx|amx-emulated] [--model base|mini] [--decoder]
+ * --bf16 adds cloze's bf16 mode (cz_gemm_set_bf16, "cloze-bf16:KERNEL") to
+ * every measurement, rotated with the fp32 path and OpenBLAS, on the kernel
+ * core chooses; --bf16-kernel NAME (implies --bf16) forces the kernel, as
+ * CLOZE_BF16_KERNEL does (one kernel per process: run once per kernel and
+ * put the sample lines together for a table that compares them; a kernel
+ * this CPU cannot run is an error). (Debian's OpenBLAS
  * 0.3.21 is built without bfloat16: no cblas_sbgemm to compare with.)
  * Prints one line per measurement: "sample <path> <shape> <threads> <GFLOP/s>"
  * (bench/gemm_vs_openblas.sh turns them into a table of medians). */
 #include "cloze/core.h"
+#include "cloze/cpu.h"
 #include "cloze/kernels.h"
 
 #include <dlfcn.h>
@@ -163,6 +168,7 @@ int main(int argc, char **argv) {
     const char *choice_name = "auto", *threads_list = "1,2";
     const char *openblas_path = "/usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so.0";
     const char *model_name = "base";
+    const char *bf16_kernel = NULL;
     int rounds = 3, quick = 0, bf16 = 0, decoder = 0;
     double min_time = 0.2;
     for (int i = 1; i < argc; i++) {
@@ -184,10 +190,14 @@ int main(int argc, char **argv) {
             quick = 1;
         else if (!strcmp(argv[i], "--bf16"))
             bf16 = 1;
-        else {
+        else if (!strcmp(argv[i], "--bf16-kernel") && i + 1 < argc) {
+            bf16_kernel = argv[++i];
+            bf16 = 1;
+        } else {
             fprintf(stderr,
                     "usage: %s [--choice auto|default|avx512] [--threads 1,2] [--rounds N] "
-                    "[--min-time S] [--openblas PATH] [--quick] [--bf16] [--model base|mini] "
+                    "[--min-time S] [--openblas PATH] [--quick] [--bf16] "
+                    "[--bf16-kernel vdpbf16ps|amx|amx-emulated] [--model base|mini] "
                     "[--decoder]\n",
                     argv[0]);
             return 2;
@@ -201,6 +211,19 @@ int main(int argc, char **argv) {
         return 2;
     }
     make_shapes(decoder);
+    if (bf16_kernel) {
+        if (cz_bf16_kernel_parse(bf16_kernel) < 0) {
+            fprintf(stderr, "--bf16-kernel %s: expected vdpbf16ps, amx or amx-emulated\n",
+                    bf16_kernel);
+            return 2;
+        }
+        /* core reads it once, at the first bf16 context */
+        setenv("CLOZE_BF16_KERNEL", bf16_kernel, 1);
+        if (cz_cpu_bf16_kernel_refused()) {
+            fprintf(stderr, "--bf16-kernel %s: this CPU cannot run it\n", bf16_kernel);
+            return 1;
+        }
+    }
     cz_gemm_choice choice = !strcmp(choice_name, "default")  ? CZ_GEMM_BLIS_DEFAULT
                             : !strcmp(choice_name, "avx512") ? CZ_GEMM_AVX512
                                                              : CZ_GEMM_AUTO;
@@ -239,7 +262,8 @@ int main(int argc, char **argv) {
             return 1;
         }
     }
-    char cloze_name[64], ob_name[64];
+    char cloze_name[64], ob_name[64], bf16_name[64] = "";
+    if (bf16) snprintf(bf16_name, sizeof bf16_name, "cloze-bf16:%s", cz_gemm_kernel(ctx_bf16[0]));
     snprintf(cloze_name, sizeof cloze_name, "%s:blis-%s",
              choice == CZ_GEMM_AUTO     ? "cloze-auto"
              : choice == CZ_GEMM_AVX512 ? "cloze-avx512"
@@ -272,7 +296,7 @@ int main(int argc, char **argv) {
                     if (sh->batch > 1) snprintf(times, sizeof times, " x%d", sh->batch);
                     printf("sample\t%s\t%s %c%c %dx%dx%d%s\t%d\t%.1f\n",
                            path == 1   ? ob_name
-                           : path == 2 ? "cloze-bf16"
+                           : path == 2 ? bf16_name
                                        : cloze_name,
                            sh->name, sh->ta ? 'T' : 'N', sh->tb ? 'T' : 'N', sh->m, sh->n, sh->k,
                            times, threads[t], gf);

@@ -20,6 +20,15 @@ foreach(mode default avx512)
   set_tests_properties(test_gemm_${mode} PROPERTIES LABELS "unit" TIMEOUT 120
                        ENVIRONMENT "${CLOZE_TEST_ENV}" SKIP_RETURN_CODE 77)
 endforeach()
-# bf16 mode (vdpbf16ps): vs its definition and the fp32 loops, 1 vs 2 threads
-# bitwise; skipped where the CPU lacks AVX512_BF16.
-cloze_add_unit_test(test_gemm_bf16 TIMEOUT 120)
+# bf16 mode: vs its definition and the fp32 loops, 1 vs 2 threads bitwise;
+# once with the kernel core chooses (skipped where the CPU has neither
+# AVX512_BF16 nor AMX) and once per kernel (CLOZE_BF16_KERNEL, src/core/cpu.c;
+# skipped where the CPU cannot run it). amx-emulated runs everywhere: the
+# AMX kernel's packing and loops with the tile instructions in scalar C.
+cloze_add_unit_test(test_gemm_bf16 TIMEOUT 300)
+foreach(kernel vdpbf16ps amx amx-emulated)
+  add_test(NAME test_gemm_bf16_${kernel} COMMAND test_gemm_bf16)
+  set_tests_properties(test_gemm_bf16_${kernel} PROPERTIES LABELS "unit;kernels" TIMEOUT 300
+                       SKIP_RETURN_CODE 77
+                       ENVIRONMENT "${CLOZE_TEST_ENV};CLOZE_BF16_KERNEL=${kernel}")
+endforeach()

@@ -139,6 +139,37 @@ static void check_kernel_choice(const cz_gemm_ctx *g, cz_gemm_choice choice) {
               "AVX2 CPU: want an AVX2 configuration, running %s", kernel);
 }
 
+/* core's rule for BLIS's configuration (cz_cpu_blis_config) on made-up
+ * CPUs, so that every branch is checked whatever CPU runs the test. */
+static void check_blis_rule(void) {
+    struct {
+        const char *vendor;
+        int family, avx512, avx2, force;
+        const char *want; /* NULL: none known */
+    } cases[] = {
+        {"GenuineIntel", 6, 1, 1, 0, "skx"},     {"AuthenticAMD", 0x19, 1, 1, 0, "zen3"},
+        {"AuthenticAMD", 0x19, 1, 1, 1, "skx"},  {"AuthenticAMD", 0x1A, 1, 1, 0, "skx"},
+        {"AuthenticAMD", 0x19, 0, 1, 0, "zen3"}, {"AuthenticAMD", 0x17, 0, 1, 0, "zen2"},
+        {"GenuineIntel", 6, 0, 1, 1, "haswell"}, {"GenuineIntel", 6, 0, 0, 0, NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cz_cpu cpu;
+        memset(&cpu, 0, sizeof cpu);
+        snprintf(cpu.vendor, sizeof cpu.vendor, "%s", cases[i].vendor);
+        cpu.family = cases[i].family;
+        cpu.avx2 = cpu.fma = cases[i].avx2;
+        cpu.avx512f = cpu.avx512dq = cpu.avx512bw = cpu.avx512vl = cases[i].avx512;
+        char why[96];
+        const char *got = cz_cpu_blis_config(&cpu, cases[i].force, why, sizeof why);
+        CHECK(got == cases[i].want || (got && cases[i].want && !strcmp(got, cases[i].want)),
+              "blis rule, case %zu (%s family 0x%x): %s, want %s", i, cases[i].vendor,
+              cases[i].family, got ? got : "none", cases[i].want ? cases[i].want : "none");
+    }
+    CHECK(!strcmp(cz_cpu_blis_isa("skx"), "AVX-512") &&
+              !strcmp(cz_cpu_blis_isa("zen3"), "AVX2/FMA"),
+          "blis isa names");
+}
+
 /* The MFU denominator (kernels.h, cz_gemm_peak) and its log text. */
 static void check_peak(const cz_gemm_ctx *g) {
     cz_error err;
@@ -190,6 +221,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     check_kernel_choice(g1, choice);
+    check_blis_rule();
     CHECK(strcmp(cz_gemm_kernel(g1), cz_gemm_kernel(g2)) == 0, "thread count changed the kernel");
     bitwise_threads = choice != CZ_GEMM_BLIS_DEFAULT;
 

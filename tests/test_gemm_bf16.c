@@ -1,9 +1,24 @@
-/* gemm_bf16: the bf16 mode of cz_gemm (vdpbf16ps) against its definition
+/* gemm_bf16: the bf16 mode of cz_gemm against its definition
  * cz_gemm_bf16_ref and against the fp32 loops cz_gemm_ref, for every
  * transpose combination, odd m/n/k, leading dimensions wider than the
  * matrices, alpha/beta; 1 and 2 threads bit for bit; cz_bf16_round on values
- * whose rounding is known by hand. Skipped (77) where the CPU lacks
- * AVX512_BF16.
+ * whose rounding is known by hand.
+ *
+ * One process checks one kernel, the one core chose (cz_cpu_bf16_kernel):
+ * ctest runs it once per kernel with CLOZE_BF16_KERNEL=vdpbf16ps, amx and
+ * amx-emulated (tests/kernels.cmake) and once as chosen. A kernel this CPU
+ * cannot run exits 77 (skipped); amx-emulated runs everywhere, so the AMX
+ * kernel's packing, blocking and loops are checked on every CPU. Shapes
+ * cross both kernels' micro-tiles (8 x 48, 32 x 32), k-pair and 32-value
+ * tile edges, and their KC, MC and NC blocks.
+ *
+ * What is compared: vdpbf16ps, AMX's tdpbf16ps and its emulation all add
+ * exact bf16 products into fp32, but in different orders and groupings
+ * (vdpbf16ps per lane over pairs; tdpbf16ps per tile over 16 pairs), so
+ * they differ from each other in the last bits; each is compared with the
+ * definition within the fp32 accumulation bound below, not bit for bit
+ * with another kernel. The emulation is also checked exactly on sums whose
+ * rounding depends on the order the SDM gives (check_emulated_order).
  *
  * Tolerances (Higham, "Accuracy and Stability of Numerical Algorithms", 2nd
  * ed., sec. 3.1; u = 2^-24 for fp32, u_b = 2^-8 for bf16, whose significand
@@ -166,8 +181,59 @@ static void check_case(const cz_gemm_ctx *g1, const cz_gemm_ctx *g2, int ta, int
     cz_free(ref32);
 }
 
+/* core's rule for the bf16 kernel (cz_cpu_best_bf16) on made-up CPUs, and
+ * CLOZE_BF16_KERNEL's names, whatever CPU runs the test. */
+static void check_bf16_rule(void) {
+    struct {
+        int avx512, bf16, amx;
+        cz_bf16_kernel_id want;
+    } cases[] = {
+        {1, 1, 1, CZ_BF16_AMX},  {1, 1, 0, CZ_BF16_VDPBF16PS}, {1, 0, 0, CZ_BF16_NONE},
+        {0, 0, 1, CZ_BF16_NONE}, /* AMX without AVX-512: the AMX file needs both */
+        {0, 0, 0, CZ_BF16_NONE},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cz_cpu cpu;
+        memset(&cpu, 0, sizeof cpu);
+        cpu.avx2 = cpu.fma = 1;
+        cpu.avx512f = cpu.avx512dq = cpu.avx512bw = cpu.avx512vl = cases[i].avx512;
+        cpu.avx512_bf16 = cases[i].bf16;
+        cpu.amx_tile = cpu.amx_bf16 = cases[i].amx;
+        cz_bf16_kernel_id got = cz_cpu_best_bf16(&cpu);
+        CHECK(got == cases[i].want, "bf16 rule, case %zu: %s, want %s", i, cz_bf16_kernel_name(got),
+              cz_bf16_kernel_name(cases[i].want));
+    }
+    for (int id = CZ_BF16_VDPBF16PS; id <= CZ_BF16_AMX_EMULATED; id++)
+        CHECK(cz_bf16_kernel_parse(cz_bf16_kernel_name((cz_bf16_kernel_id)id)) == id,
+              "name %s does not parse back", cz_bf16_kernel_name((cz_bf16_kernel_id)id));
+    CHECK(cz_bf16_kernel_parse("auto") == -1 && cz_bf16_kernel_parse("AMX") == -2 &&
+              cz_bf16_kernel_parse("none") == -2,
+          "CLOZE_BF16_KERNEL names");
+}
+
+/* amx-emulated: tdpbf16ps adds each product to the fp32 accumulator in k
+ * order, element 2p of a pair before 2p+1, rounding after each addition
+ * (SDM). With e = 2^-24 and 1 x 1 x 4 products (B all ones, beta 0):
+ * - 1, e, e, 0: 1 + e is a tie and rounds to the even 1, twice: 1. A sum
+ *   in double (or fused, or with more bits) gives 1 + 2e.
+ * - e, 0, e, 1: e, then 2e, then 1 + 2e (exact). Adding a pair's two
+ *   products first (e + 1 -> 1), or 2p+1 before 2p, gives 1. */
+static void check_emulated_order(const cz_gemm_ctx *g) {
+    const float e = ldexpf(1.0f, -24);
+    const float cases[2][4] = {{1.0f, e, e, 0.0f}, {e, 0.0f, e, 1.0f}};
+    const float want[2] = {1.0f, 1.0f + 2 * e};
+    const float b[4] = {1.0f, 1.0f, 1.0f, 1.0f};
+    for (int t = 0; t < 2; t++) {
+        float c = NAN;
+        cz_gemm(g, 0, 0, 1, 1, 4, 1.0f, cases[t], 4, b, 1, 0.0f, &c, 1);
+        CHECK(bits_of(c) == bits_of(want[t]),
+              "amx-emulated, case %d: %.9g, want %.9g (fp32 additions in k order)", t, c, want[t]);
+    }
+}
+
 int main(void) {
     check_round();
+    check_bf16_rule();
     cz_cpu cpu;
     char line[256];
     cz_cpu_detect(&cpu);
@@ -179,11 +245,17 @@ int main(void) {
         fprintf(stderr, "setup: %s\n", err.msg);
         return 1;
     }
-    if (!cpu.avx512_bf16) {
+    cz_bf16_kernel_id kernel = cz_cpu_bf16_kernel();
+    printf("bf16 kernel: %s\n", cz_cpu_bf16_kernel_note());
+    if (cz_cpu_bf16_kernel_refused()) {
+        printf("SKIP: %s cannot run here\n", getenv("CLOZE_BF16_KERNEL"));
+        return 77;
+    }
+    if (kernel == CZ_BF16_NONE) {
         /* the mode must refuse with a message that says why */
         CHECK(cz_gemm_set_bf16(g1, 1, &err) == -1 && strstr(err.msg, "AVX512_BF16"),
               "bf16 on a CPU without AVX512_BF16 must fail clearly");
-        printf("SKIP: no AVX512_BF16 on this CPU (refusal checked)\n");
+        printf("SKIP: no AVX512_BF16 or AMX on this CPU (refusal checked)\n");
         return failures ? 1 : 77;
     }
     if (cz_gemm_set_bf16(g1, 1, &err) || cz_gemm_set_bf16(g2, 1, &err)) {
@@ -193,13 +265,25 @@ int main(void) {
     CHECK(cz_gemm_is_bf16(g1) && strstr(cz_gemm_describe(g1), "bf16"), "describe: %s",
           cz_gemm_describe(g1));
     printf("gemm: %s\n", cz_gemm_describe(g2));
+    /* the context runs core's choice and says so */
+    CHECK(!strcmp(cz_gemm_kernel(g1), cz_bf16_kernel_name(kernel)) &&
+              !strcmp(cz_gemm_kernel(g2), cz_bf16_kernel_name(kernel)),
+          "cz_gemm_kernel %s, core chose %s", cz_gemm_kernel(g1), cz_bf16_kernel_name(kernel));
+    const char *forced = getenv("CLOZE_BF16_KERNEL");
+    if (forced && *forced && strcmp(forced, "auto") != 0)
+        CHECK(!strcmp(cz_bf16_kernel_name(kernel), forced), "CLOZE_BF16_KERNEL=%s ran %s", forced,
+              cz_bf16_kernel_name(kernel));
+    if (kernel == CZ_BF16_AMX_EMULATED) check_emulated_order(g1);
 
-    /* odd sizes straddle the micro-tile (8 x 48) and k-pair edges; 600 and
-     * 400 cross the KC (256) and MC (192) blocks; n = 3100 crosses NC (3072);
-     * 2 threads split the columns of m = 5 and the rows of 400 x 70 */
+    /* odd sizes straddle the micro-tiles (8 x 48; 32 x 32) and k-pair and
+     * 32-value tile edges; 600 and 400 cross the KC (256; 512) and MC (192;
+     * 256) blocks; n = 3100 crosses NC (3072); 1025 crosses KC twice with
+     * one value left; 2 threads (products over 4M multiply-adds) split the
+     * rows of 400 x 70 and 200 x 97 and the columns of 36 x 500 */
     static const int shapes[][3] = {{1, 1, 1},    {7, 5, 3},      {13, 33, 2},   {33, 17, 65},
                                     {64, 64, 64}, {129, 67, 200}, {37, 300, 13}, {50, 40, 401},
-                                    {3, 129, 1},  {400, 70, 600}, {5, 3100, 40}, {200, 97, 257}};
+                                    {3, 129, 1},  {400, 70, 600}, {5, 3100, 40}, {200, 97, 257},
+                                    {31, 32, 31}, {33, 65, 1025}, {36, 500, 240}};
     int nshapes = sizeof shapes / sizeof shapes[0];
     for (int ta = 0; ta < 2; ta++)
         for (int tb = 0; tb < 2; tb++)
@@ -214,8 +298,11 @@ int main(void) {
     check_case(g1, g2, 0, 0, 9, 7, 0, 2, 1.0f, 1.0f, 0);
     check_case(g1, g2, 1, 1, 9, 7, 0, 2, 1.0f, 0.0f, 0);
 
-    /* the mode switches off again */
+    /* the mode switches off again, and the context says BLIS runs */
     CHECK(cz_gemm_set_bf16(g1, 0, &err) == 0 && !cz_gemm_is_bf16(g1), "bf16 off");
+    CHECK(strcmp(cz_gemm_kernel(g1), cz_bf16_kernel_name(kernel)) != 0 &&
+              !strstr(cz_gemm_describe(g1), "bf16"),
+          "fp32 again, still says %s / %s", cz_gemm_kernel(g1), cz_gemm_describe(g1));
     printf("%d products checked\n", cases_run);
     cz_gemm_free(g1);
     cz_gemm_free(g2);

@@ -1,8 +1,12 @@
-/* cpu: what the processor and the operating system let us run.
+/* cpu: what the processor and the operating system let us run, and the one
+ * place that decides which instruction set each kernel family runs.
  *
- * Read at start-up (CPUID, XGETBV) by whoever picks a code path: the GEMM
- * micro-kernel (kernels.h, cz_gemm_setup) and the instruction set of the
- * other kernels and the optimizer (cz_cpu_kernel_isa below). An ISA
+ * Read at start-up (CPUID, XGETBV). Three families, each decided here from
+ * CPUID and one environment variable (below): the nn kernels and the
+ * optimizer (cz_cpu_kernel_isa, CLOZE_KERNELS), the fp32 GEMM's BLIS
+ * configuration (cz_cpu_blis_config, BLIS_ARCH_TYPE) and the bf16 GEMM's
+ * kernel (cz_cpu_bf16_kernel, CLOZE_BF16_KERNEL). The kernels module only
+ * runs what was decided. An ISA
  * extension counts as usable only when the CPU reports it AND the OS saves
  * its registers on a context switch (XCR0 bits, read with XGETBV): a CPU with
  * AVX-512 under a kernel that does not enable the ZMM state faults on the
@@ -19,6 +23,11 @@ typedef struct cz_cpu {
     /* usable = reported by CPUID and enabled by the OS (XCR0) */
     int avx2, fma;
     int avx512f, avx512bw, avx512vl, avx512dq, avx512_bf16;
+    /* AMX (CPUID.(7,0):EDX[24] tile, [22] bf16) with XCR0 bits 17
+     * (XTILECFG) and 18 (XTILEDATA) enabled by the OS. Linux additionally
+     * wants a per-process permission request before the first tile
+     * instruction (cz_cpu_bf16_kernel makes it). */
+    int amx_tile, amx_bf16;
 } cz_cpu;
 
 /* Fills *cpu for the processor this runs on (all zero on non-x86 builds). */
@@ -61,6 +70,56 @@ cz_isa cz_cpu_kernel_isa(void);
 const char *cz_cpu_kernel_isa_note(void);
 /* 1 when CLOZE_KERNELS asked for a set this CPU cannot run. */
 int cz_cpu_kernel_isa_refused(void);
+
+/* ---- the fp32 GEMM: BLIS's configuration ----
+ * The BLIS 0.9.0 configuration (sub-configuration name, as
+ * bli_arch_string spells it) that runs cz_gemm's fp32 products on this CPU:
+ * "skx" (AVX-512 F, DQ, BW, VL + AVX2/FMA, what BLIS's own skx check asks)
+ * except on AMD family 0x19 (Zen 3/Zen 4: 256-bit units, skx measured no
+ * faster on large products and slower on attention-sized ones,
+ * docs/performance.md, "Design decisions") unless force_avx512; else the
+ * AVX2/FMA kernels ("zen3" on AMD family >= 0x19, "zen2" on 0x17,
+ * "haswell" otherwise); NULL where nothing better than BLIS's own table is
+ * known. BLIS's own environment variable BLIS_ARCH_TYPE (an arch_t number)
+ * overrides it: *why says which applied ("chosen from CPUID",
+ * "BLIS_ARCH_TYPE=5 set by the user"). Pure: BLIS itself fixes one
+ * configuration per process (cz_gemm_setup). */
+const char *cz_cpu_blis_config(const cz_cpu *cpu, int force_avx512, char *why, int len);
+/* "AVX-512", "AVX2/FMA", "portable C" or "other" for a configuration name */
+const char *cz_cpu_blis_isa(const char *config);
+
+/* ---- the bf16 GEMM's kernel ----
+ * NONE: the CPU has neither instruction, bf16 mode is refused.
+ * VDPBF16PS: AVX512_BF16's vdpbf16ps, 16 lanes x 2 products per
+ * instruction. AMX: the tile unit's tdpbf16ps (16 x 16 x 32 per
+ * instruction), needs amx_tile + amx_bf16 (and AVX-512, which every such CPU
+ * has) and Linux's permission.
+ * AMX_EMULATED: the AMX kernel's packing, blocking and loops with the tile
+ * instructions emulated in scalar C (Intel SDM semantics): runs on every
+ * CPU, slowly; for tests and CI, never chosen by itself. */
+typedef enum {
+    CZ_BF16_NONE = 0,
+    CZ_BF16_VDPBF16PS,
+    CZ_BF16_AMX,
+    CZ_BF16_AMX_EMULATED
+} cz_bf16_kernel_id;
+/* "none", "vdpbf16ps", "amx", "amx-emulated" */
+const char *cz_bf16_kernel_name(cz_bf16_kernel_id id);
+/* Parses a name above ("auto" = -1); -2 for anything else. */
+int cz_bf16_kernel_parse(const char *name);
+/* The best this CPU and build can run without asking the OS: AMX, then
+ * VDPBF16PS, else NONE (AMX's permission is asked by cz_cpu_bf16_kernel). */
+cz_bf16_kernel_id cz_cpu_best_bf16(const cz_cpu *cpu);
+/* The kernel bf16 products run, decided once per process: the best, or
+ * CLOZE_BF16_KERNEL=auto|vdpbf16ps|amx|amx-emulated when given (a forced
+ * kernel the CPU cannot run is not taken: the best one is, with a warning,
+ * and cz_cpu_bf16_kernel_refused says so). Choosing AMX makes Linux's
+ * permission request (arch_prctl ARCH_REQ_XCOMP_PERM for XTILEDATA) for the
+ * whole process; a refusal falls back to VDPBF16PS with one logged line. */
+cz_bf16_kernel_id cz_cpu_bf16_kernel(void);
+/* How, e.g. "amx (the best this CPU has)" */
+const char *cz_cpu_bf16_kernel_note(void);
+int cz_cpu_bf16_kernel_refused(void);
 
 /* ---- the CPUs this process may run on ----
  * Threads per rank come from the CPUs the process is allowed (its affinity

@@ -8,9 +8,12 @@
  * on the number of threads (parallelise over independent outputs, never split
  * one sum across threads).
  *
- * Owners: gemm.c (matrix products through BLIS, CPU-specific micro-kernel
- * selection), gemm_bf16.c (the optional bf16 products) and the
- * elementwise/attention kernels in their own files. */
+ * Owners: gemm.c (the matrix products: fp32 through BLIS, bf16 through
+ * gemm_bf16.c's loops and its kernels, gemm_bf16_avx512.c and
+ * gemm_bf16_amx*.c) and the elementwise/attention kernels in their own
+ * files. Which instruction set each family runs is decided in core, once
+ * (cloze/cpu.h: cz_cpu_kernel_isa, cz_cpu_blis_config, cz_cpu_bf16_kernel);
+ * the kernels run what was decided. */
 #ifndef CLOZE_KERNELS_H
 #define CLOZE_KERNELS_H
 
@@ -22,8 +25,10 @@
 /* ---- GEMM ----
  * C[m x n] = alpha * op(A) * op(B) + beta * C, row-major, with leading
  * dimensions lda/ldb/ldc in elements (row strides). op(X) = X or X^T.
- * All matrix products of the model go through this one call, which runs a
- * BLIS micro-kernel chosen once at start-up (cz_gemm_setup). */
+ * All matrix products of the model go through this one call. In fp32 it
+ * runs BLIS with the configuration chosen at start-up (cz_gemm_setup); in
+ * bf16 mode (cz_gemm_set_bf16) cloze's own bf16 kernel, vdpbf16ps or AMX
+ * tiles, chosen once per process (cz_cpu_bf16_kernel). */
 typedef struct cz_gemm_ctx cz_gemm_ctx;
 
 typedef enum {
@@ -33,8 +38,9 @@ typedef enum {
     CZ_GEMM_AVX512 = 3 /* BLIS's skx kernels wherever AVX-512 is usable */
 } cz_gemm_choice;
 
-/* Picks the micro-kernel for this CPU (CPUID) and the thread count BLIS uses
- * (threads <= 0: one). Logs what it chose. Returns NULL and fills err on
+/* Starts BLIS on the configuration core picks for this CPU
+ * (cz_cpu_blis_config) and the thread count it uses (threads <= 0: one).
+ * Logs what runs. Returns NULL and fills err on
  * failure. AUTO: BLIS's AVX-512 "skx" kernels where the CPU and OS allow
  * AVX-512 at full width, its AVX2/FMA kernels on CPUs without AVX-512 and on
  * AMD family 0x19 (Zen 3/Zen 4: 256-bit units, measured no faster with skx,
@@ -44,10 +50,15 @@ typedef enum {
  * uses BLIS. */
 cz_gemm_ctx *cz_gemm_setup(cz_gemm_choice choice, int threads, cz_error *err);
 void cz_gemm_free(cz_gemm_ctx *g);
-const char *cz_gemm_describe(const cz_gemm_ctx *g); /* e.g. "blis skx (AVX-512)" */
-/* The BLIS configuration that runs the products ("skx", "zen3", ...), or
- * "reference" for the loops. BLIS keeps one configuration per process: the
- * first setup (AUTO, AVX512 or BLIS_DEFAULT) decides it for all later ones. */
+/* What runs the products and how it was chosen, e.g. "blis skx (AVX-512,
+ * chosen from CPUID; ...), 2 thread(s)" or in bf16 mode "bf16 amx (the
+ * best this CPU has), 32x32 C in 4 tiles, ..." */
+const char *cz_gemm_describe(const cz_gemm_ctx *g);
+/* The kernel that runs the products: in fp32 the BLIS configuration
+ * ("skx", "zen3", ...) or "reference" for the loops; in bf16 mode the bf16
+ * kernel ("vdpbf16ps", "amx", "amx-emulated", or "bf16 reference"). BLIS
+ * keeps one configuration per process: the first setup (AUTO, AVX512 or
+ * BLIS_DEFAULT) decides it for all later ones. */
 const char *cz_gemm_kernel(const cz_gemm_ctx *g);
 
 void cz_gemm(const cz_gemm_ctx *g, int trans_a, int trans_b, int m, int n, int k, float alpha,
@@ -65,10 +76,10 @@ void cz_gemm_ref(int trans_a, int trans_b, int m, int n, int k, float alpha, con
  *      upper bound, so MFU stays below 100%;
  *   3. otherwise (virtual machines without cpufreq, bf16 mode): the best of
  *      CZ_PEAK_PROBES products of 1024 x 1024 x 1024 through g, the rate
- *      BLIS reaches on this machine. A busy machine lowers a probe, never
- *      raises it, so the best of several is the most stable reading; MFU
- *      can still pass 100% when all of them ran beside other work, and
- *      cz_format_mfu then says so.
+ *      g's kernel (BLIS, or the bf16 kernel) reaches on this machine. A
+ *      busy machine lowers a probe, never raises it, so the best of
+ *      several is the most stable reading; MFU can still pass 100% when
+ *      all of them ran beside other work, and cz_format_mfu then says so.
  * Returns -1 with err only when the probe buffers cannot be allocated. */
 #define CZ_PEAK_PROBES 8
 typedef struct cz_peak {
@@ -81,15 +92,20 @@ int cz_gemm_peak(const cz_gemm_ctx *g, double given, cz_peak *out, cz_error *err
 
 /* ---- bf16 mode (src/kernels/gemm_bf16.c) ----
  * on = 1: every later cz_gemm on g rounds the elements of op(A) and op(B) to
- * bfloat16 (round to nearest even) and accumulates in fp32 (vdpbf16ps,
- * AVX512_BF16); C, alpha, beta and everything outside the products stay
- * fp32 (fp32 master weights). All products take this path, attention ones
+ * bfloat16 (round to nearest even) and accumulates in fp32 on the kernel
+ * core chose (cz_cpu_bf16_kernel: AMX's tdpbf16ps, AVX512_BF16's
+ * vdpbf16ps, or their emulation when forced with CLOZE_BF16_KERNEL); C,
+ * alpha, beta and everything outside the products stay fp32 (fp32 master
+ * weights). The kernels add the same exact products in different orders:
+ * results differ between kernels in the last bits, never between thread
+ * counts. All products take this path, attention ones
  * included (faster there too; they run on one thread, as in fp32:
  * docs/performance.md, "Design decisions"). Results do not depend on the thread
  * count. The context then owns packing buffers, so it runs one
  * product at a time (the model's products are sequential). With
  * CZ_GEMM_REFERENCE the products run cz_gemm_bf16_ref. Fails (-1, err)
- * where the CPU lacks AVX512_BF16; on = 0 returns to fp32. Logs the kernel. */
+ * where core chose no kernel (the CPU has neither AVX512_BF16 nor AMX);
+ * on = 0 returns to fp32. Logs the kernel. */
 int cz_gemm_set_bf16(cz_gemm_ctx *g, int on, cz_error *err);
 int cz_gemm_is_bf16(const cz_gemm_ctx *g);
 /* A copy of g that runs every product on one thread, with its own bf16

@@ -1,5 +1,6 @@
-/* CPUID / XGETBV feature detection, the kernels' instruction set and the
- * peak rate (see cloze/cpu.h for the rules). */
+/* CPUID / XGETBV feature detection, the instruction set of every kernel
+ * family (nn and optimizer, fp32 GEMM, bf16 GEMM) and the peak rate (see
+ * cloze/cpu.h for the rules). */
 #define _GNU_SOURCE /* sched_getaffinity, cpu_set_t */
 #include "cloze/cpu.h"
 
@@ -49,9 +50,9 @@ void cz_cpu_detect(cz_cpu *cpu) {
     int os_ymm = (xcr0 & 0x6) == 0x6;
     int os_zmm = os_ymm && (xcr0 & 0xE0) == 0xE0;
 
-    unsigned b7 = 0, eax71 = 0;
+    unsigned b7 = 0, d7 = 0, eax71 = 0;
     if (max_leaf >= 7) {
-        __get_cpuid_count(7, 0, &a, &b7, &c, &d);
+        __get_cpuid_count(7, 0, &a, &b7, &c, &d7);
         __get_cpuid_count(7, 1, &eax71, &b, &c, &d);
     }
     cpu->fma = avx && fma && os_ymm;
@@ -61,6 +62,11 @@ void cz_cpu_detect(cz_cpu *cpu) {
     cpu->avx512bw = cpu->avx512f && ((b7 >> 30) & 1);
     cpu->avx512vl = cpu->avx512f && ((b7 >> 31) & 1);
     cpu->avx512_bf16 = cpu->avx512f && ((eax71 >> 5) & 1); /* CPUID.(7,1):EAX[5] */
+    /* AMX: CPUID.(7,0):EDX[24] AMX-TILE, [22] AMX-BF16; XCR0[17] XTILECFG
+     * and [18] XTILEDATA (Intel SDM vol. 1, 13.2 and 18.2) */
+    int os_tiles = (xcr0 & 0x60000) == 0x60000;
+    cpu->amx_tile = os_tiles && ((d7 >> 24) & 1);
+    cpu->amx_bf16 = cpu->amx_tile && ((d7 >> 22) & 1);
 }
 #else
 void cz_cpu_detect(cz_cpu *cpu) {
@@ -69,11 +75,12 @@ void cz_cpu_detect(cz_cpu *cpu) {
 #endif
 
 const char *cz_cpu_describe(const cz_cpu *cpu, char *buf, int len) {
-    snprintf(buf, (size_t)len, "%s family 0x%x model 0x%x stepping %d:%s%s%s%s%s%s%s",
+    snprintf(buf, (size_t)len, "%s family 0x%x model 0x%x stepping %d:%s%s%s%s%s%s%s%s%s",
              cpu->vendor[0] ? cpu->vendor : "unknown", cpu->family, cpu->model, cpu->stepping,
              cpu->avx2 ? " avx2" : "", cpu->fma ? " fma" : "", cpu->avx512f ? " avx512f" : "",
              cpu->avx512dq ? " avx512dq" : "", cpu->avx512bw ? " avx512bw" : "",
-             cpu->avx512vl ? " avx512vl" : "", cpu->avx512_bf16 ? " avx512_bf16" : "");
+             cpu->avx512vl ? " avx512vl" : "", cpu->avx512_bf16 ? " avx512_bf16" : "",
+             cpu->amx_tile ? " amx_tile" : "", cpu->amx_bf16 ? " amx_bf16" : "");
     return buf;
 }
 
@@ -151,6 +158,146 @@ const char *cz_cpu_kernel_isa_note(void) {
 int cz_cpu_kernel_isa_refused(void) {
     pthread_once(&kernel_isa.once, decide_kernel_isa);
     return kernel_isa.refused;
+}
+
+/* ---- the fp32 GEMM's BLIS configuration ---- */
+
+static int has_avx512(const cz_cpu *cpu) {
+    return cpu->avx512f && cpu->avx512dq && cpu->avx512bw && cpu->avx512vl && cpu->avx2 && cpu->fma;
+}
+
+const char *cz_cpu_blis_config(const cz_cpu *cpu, int force_avx512, char *why, int len) {
+    const char *env = getenv("BLIS_ARCH_TYPE");
+    int amd = strcmp(cpu->vendor, "AuthenticAMD") == 0;
+    const char *config = NULL;
+    if (has_avx512(cpu) && (force_avx512 || !(amd && cpu->family == 0x19)))
+        config = "skx";
+    else if (cpu->avx2 && cpu->fma)
+        config = !amd                  ? "haswell"
+                 : cpu->family >= 0x19 ? "zen3"
+                 : cpu->family == 0x17 ? "zen2"
+                                       : "haswell";
+    if (env && *env)
+        snprintf(why, (size_t)len, "BLIS_ARCH_TYPE=%s set by the user", env);
+    else if (config)
+        snprintf(why, (size_t)len, "chosen from CPUID");
+    else
+        snprintf(why, (size_t)len, "no better kernel known for this CPU");
+    return config;
+}
+
+const char *cz_cpu_blis_isa(const char *config) {
+    if (!config) return "other";
+    if (!strcmp(config, "skx")) return "AVX-512";
+    if (!strcmp(config, "haswell") || !strncmp(config, "zen", 3)) return "AVX2/FMA";
+    if (!strcmp(config, "generic")) return "portable C";
+    return "other";
+}
+
+/* ---- the bf16 GEMM's kernel ---- */
+
+static const char *const bf16_names[] = {"none", "vdpbf16ps", "amx", "amx-emulated"};
+
+const char *cz_bf16_kernel_name(cz_bf16_kernel_id id) {
+    return id >= CZ_BF16_NONE && id <= CZ_BF16_AMX_EMULATED ? bf16_names[id] : "unknown";
+}
+
+int cz_bf16_kernel_parse(const char *name) {
+    if (!strcmp(name, "auto")) return -1;
+    for (int i = CZ_BF16_VDPBF16PS; i <= CZ_BF16_AMX_EMULATED; i++)
+        if (!strcmp(name, bf16_names[i])) return i;
+    return -2;
+}
+
+cz_bf16_kernel_id cz_cpu_best_bf16(const cz_cpu *cpu) {
+    /* the AMX kernel's file is compiled for AVX-512 too (its packing and
+     * epilogue); every CPU with AMX has it, a VM could still hide it */
+    if (CZ_HAVE_X86_ISAS && cpu->amx_tile && cpu->amx_bf16 && has_avx512(cpu)) return CZ_BF16_AMX;
+    if (CZ_HAVE_X86_ISAS && has_avx512(cpu) && cpu->avx512_bf16) return CZ_BF16_VDPBF16PS;
+    return CZ_BF16_NONE;
+}
+
+#if defined(__linux__) && defined(__x86_64__)
+#include <sys/syscall.h>
+/* Linux (5.16+) keeps the 8 KiB of tile data out of a process's signal
+ * frames and context switches until it asks for them once
+ * (Documentation/arch/x86/xstate.rst); a tile instruction before that
+ * faults. 0x1023 = ARCH_REQ_XCOMP_PERM, 18 = XFEATURE_XTILEDATA. */
+static int amx_permission(char *why, int len) {
+    long rc = syscall(SYS_arch_prctl, 0x1023, 18);
+    if (rc == 0) return 1;
+    snprintf(why, (size_t)len, "arch_prctl(ARCH_REQ_XCOMP_PERM, XTILEDATA) refused");
+    return 0;
+}
+#else
+static int amx_permission(char *why, int len) {
+    snprintf(why, (size_t)len, "no AMX permission request on this system");
+    return 0;
+}
+#endif
+
+static struct {
+    pthread_once_t once;
+    cz_bf16_kernel_id id;
+    int refused;
+    char note[192];
+} bf16_kernel = {PTHREAD_ONCE_INIT, CZ_BF16_NONE, 0, ""};
+
+static void decide_bf16_kernel(void) {
+    cz_cpu cpu;
+    cz_cpu_detect(&cpu);
+    cz_bf16_kernel_id best = cz_cpu_best_bf16(&cpu);
+    const char *env = getenv("CLOZE_BF16_KERNEL");
+    int want = env && *env ? cz_bf16_kernel_parse(env) : -1;
+    char why[96] = "";
+    if (want == -2) {
+        cz_warn("CLOZE_BF16_KERNEL=%s is not one of vdpbf16ps, amx, amx-emulated, auto: using %s",
+                env, cz_bf16_kernel_name(best));
+        want = -1;
+    }
+    /* AMX needs the OS's permission; without it the next best is taken */
+    int amx_ok = best == CZ_BF16_AMX && (want < 0 || want == CZ_BF16_AMX);
+    if (amx_ok && !amx_permission(why, sizeof why)) {
+        best = has_avx512(&cpu) && cpu.avx512_bf16 ? CZ_BF16_VDPBF16PS : CZ_BF16_NONE;
+        cz_info("gemm bf16: AMX not usable (%s): %s instead", why, cz_bf16_kernel_name(best));
+    }
+    /* what the CPU can run: everything up to the best, AMX only as best */
+    int can = want == CZ_BF16_AMX_EMULATED || want == (int)best ||
+              (want == CZ_BF16_VDPBF16PS && has_avx512(&cpu) && cpu.avx512_bf16);
+    if (want < 0) {
+        bf16_kernel.id = best;
+        snprintf(bf16_kernel.note, sizeof bf16_kernel.note, "%s (the best this CPU has%s%s)",
+                 cz_bf16_kernel_name(best), why[0] ? "; AMX: " : "", why);
+    } else if (!can) {
+        bf16_kernel.id = best;
+        bf16_kernel.refused = 1;
+        snprintf(bf16_kernel.note, sizeof bf16_kernel.note,
+                 "%s (CLOZE_BF16_KERNEL=%s asked for more than this CPU has)",
+                 cz_bf16_kernel_name(best), env);
+        if (!why[0]) /* (a refused permission was said above) */
+            cz_warn("CLOZE_BF16_KERNEL=%s: this CPU cannot run it; bf16 products run %s", env,
+                    cz_bf16_kernel_name(best));
+    } else {
+        bf16_kernel.id = (cz_bf16_kernel_id)want;
+        snprintf(bf16_kernel.note, sizeof bf16_kernel.note,
+                 "%s (forced by CLOZE_BF16_KERNEL=%s; the CPU has %s)",
+                 cz_bf16_kernel_name(bf16_kernel.id), env, cz_bf16_kernel_name(best));
+    }
+}
+
+cz_bf16_kernel_id cz_cpu_bf16_kernel(void) {
+    pthread_once(&bf16_kernel.once, decide_bf16_kernel);
+    return bf16_kernel.id;
+}
+
+const char *cz_cpu_bf16_kernel_note(void) {
+    pthread_once(&bf16_kernel.once, decide_bf16_kernel);
+    return bf16_kernel.note;
+}
+
+int cz_cpu_bf16_kernel_refused(void) {
+    pthread_once(&bf16_kernel.once, decide_bf16_kernel);
+    return bf16_kernel.refused;
 }
 
 /* ---- allowed CPUs and threads per rank ---- */

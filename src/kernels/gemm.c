@@ -1,4 +1,6 @@
-/* GEMM through BLIS, with the micro-kernel chosen from CPUID.
+/* GEMM: fp32 through BLIS, with the configuration core chose from CPUID
+ * (cz_cpu_blis_config); bf16 mode through gemm_bf16.c, with the kernel
+ * core chose (cz_cpu_bf16_kernel).
  *
  * Row-major buffers are passed to BLIS with explicit strides (row stride =
  * ld, column stride = 1), so no copies or transposes are made here; BLIS packs
@@ -17,7 +19,8 @@
  * slower on attention-sized ones (skx has no "sup" small-matrix kernels;
  * docs/performance.md, "Design decisions"). So AUTO keeps zen3 on that family and takes
  * skx on other AVX-512 CPUs (Intel, AMD family 0x1A Zen 5 with 512-bit
- * units, which BLIS 0.9.0 does not know and would run on "generic").
+ * units, which BLIS 0.9.0 does not know and would run on "generic"); the
+ * rule is core's (cz_cpu_blis_config), with every other family's ISA.
  *
  * How: BLIS reads the environment variable BLIS_ARCH_TYPE (an arch_t number)
  * once, the first time it asks which configuration to use. In 0.9.0 that
@@ -80,50 +83,20 @@ struct cz_gemm_ctx {
     cntx_t packed_only, with_sup;
     int per_shape;
     char kernel[32]; /* BLIS configuration that runs ("skx"), or "reference" */
-    char description[192];
+    char description[320];
     float *ksplit; /* KSPLIT_SCRATCH floats: the second half's panel */
     /* bf16 mode (cz_gemm_set_bf16): packing buffers, NULL = fp32 */
     cz_gemm_bf16_work *bf16;
     int bf16_ref; /* bf16 mode on a CZ_GEMM_REFERENCE context: the loops */
-    char fp32_description[192];
+    char fp32_description[320];
 };
 
-/* The BLIS 0.9.0 configuration for a CPU; -1 = none known (let BLIS
- * decide). skx needs what BLIS's own skx CPUID check asks for: AVX-512 F, DQ,
- * BW, VL plus AVX2/FMA. Otherwise the AVX2/FMA 6x16 kernels ("haswell",
- * which the zen configurations reuse with AMD cache blocksizes). */
-static int has_avx512(const cz_cpu *cpu) {
-    return cpu->avx512f && cpu->avx512dq && cpu->avx512bw && cpu->avx512vl && cpu->avx2 && cpu->fma;
-}
-
-static int blis_arch_for_cpu(const cz_cpu *cpu, cz_gemm_choice choice) {
-    int amd = strcmp(cpu->vendor, "AuthenticAMD") == 0;
-    if (has_avx512(cpu) && (choice == CZ_GEMM_AVX512 || !(amd && cpu->family == 0x19)))
-        return BLIS_ARCH_SKX;
-    if (cpu->avx2 && cpu->fma) {
-        if (amd)
-            return cpu->family >= 0x19   ? BLIS_ARCH_ZEN3
-                   : cpu->family == 0x17 ? BLIS_ARCH_ZEN2
-                                         : BLIS_ARCH_HASWELL;
-        return BLIS_ARCH_HASWELL;
-    }
+/* The arch_t of a BLIS configuration named as bli_arch_string spells it;
+ * -1 for NULL or a name this BLIS does not know. */
+static int blis_arch_of(const char *config) {
+    for (int id = 0; config && id < BLIS_NUM_ARCHS; id++)
+        if (!strcmp(bli_arch_string((arch_t)id), config)) return id;
     return -1;
-}
-
-static const char *isa_of_arch(int arch) {
-    switch (arch) {
-    case BLIS_ARCH_SKX:
-        return "AVX-512";
-    case BLIS_ARCH_HASWELL:
-    case BLIS_ARCH_ZEN:
-    case BLIS_ARCH_ZEN2:
-    case BLIS_ARCH_ZEN3:
-        return "AVX2/FMA";
-    case BLIS_ARCH_GENERIC:
-        return "portable C";
-    default:
-        return "other";
-    }
 }
 
 /* Initialises BLIS, asking for configuration `want` (-1: BLIS's choice),
@@ -161,9 +134,12 @@ cz_gemm_ctx *cz_gemm_setup(cz_gemm_choice choice, int threads, cz_error *err) {
         cz_info("gemm: %s", g->description);
         return g;
     }
+    /* which configuration: core's decision (cz_cpu_blis_config) */
     cz_cpu cpu;
+    char why[96];
     cz_cpu_detect(&cpu);
-    int want = choice == CZ_GEMM_BLIS_DEFAULT ? -1 : blis_arch_for_cpu(&cpu, choice);
+    const char *config = cz_cpu_blis_config(&cpu, choice == CZ_GEMM_AVX512, why, sizeof why);
+    int want = choice == CZ_GEMM_BLIS_DEFAULT ? -1 : blis_arch_of(config);
     int running = blis_start(want);
     snprintf(g->kernel, sizeof g->kernel, "%s", bli_arch_string((arch_t)running));
     g->with_sup = *bli_gks_query_cntx();
@@ -173,12 +149,11 @@ cz_gemm_ctx *cz_gemm_setup(cz_gemm_choice choice, int threads, cz_error *err) {
     bli_cntx_set_l3_sup_thresh(3, BLIS_MT, &one, BLIS_NT, &one, BLIS_KT, &one, &g->packed_only);
     g->per_shape = choice != CZ_GEMM_BLIS_DEFAULT;
     const char *how = choice == CZ_GEMM_BLIS_DEFAULT ? "BLIS's own choice"
-                      : want < 0                     ? "no better kernel known for this CPU"
-                      : running == want              ? "chosen from CPUID"
-                      : getenv("BLIS_ARCH_TYPE")     ? "BLIS_ARCH_TYPE set by the user"
+                      : want < 0 || running == want  ? why
+                      : getenv("BLIS_ARCH_TYPE")     ? why
                                                      : "BLIS was initialised before cz_gemm_setup";
     snprintf(g->description, sizeof g->description, "blis %s (%s, %s%s), %d thread(s)", g->kernel,
-             isa_of_arch(running), how, g->per_shape ? "; path per shape" : "", g->threads);
+             cz_cpu_blis_isa(g->kernel), how, g->per_shape ? "; path per shape" : "", g->threads);
     if (want >= 0 && running != want)
         cz_warn("gemm: wanted blis %s, running %s: %s", bli_arch_string((arch_t)want), g->kernel,
                 how);
@@ -208,17 +183,20 @@ int cz_gemm_set_bf16(cz_gemm_ctx *g, int on, cz_error *err) {
         cz_info("gemm: %s", g->description);
         return 0;
     }
-    cz_cpu cpu;
-    char line[256];
-    cz_cpu_detect(&cpu);
-    if (!cz_gemm_bf16_compiled() || !has_avx512(&cpu) || !cpu.avx512_bf16)
+    /* which kernel: core's decision (cz_cpu_bf16_kernel, CLOZE_BF16_KERNEL) */
+    const cz_bf16_kernel *kern = cz_bf16_kernel_for(cz_cpu_bf16_kernel());
+    if (!kern) {
+        cz_cpu cpu;
+        char line[256];
+        cz_cpu_detect(&cpu);
         return cz_fail(err,
-                       "gemm: bf16 matrix products need AVX512_BF16 (vdpbf16ps), which this CPU "
-                       "lacks (%s); use model.matmul_precision = \"fp32\"",
+                       "gemm: bf16 matrix products need AVX512_BF16 (vdpbf16ps) or AMX, which "
+                       "this CPU lacks (%s); use model.matmul_precision = \"fp32\"",
                        cz_cpu_describe(&cpu, line, sizeof line));
-    if (!(g->bf16 = cz_gemm_bf16_work_create(g->threads, err))) return -1;
-    snprintf(g->description, sizeof g->description, "bf16 %s (fp32 accumulation), %d thread(s)",
-             cz_gemm_bf16_kernel_name(), g->threads);
+    }
+    if (!(g->bf16 = cz_gemm_bf16_work_create(kern, g->threads, err))) return -1;
+    snprintf(g->description, sizeof g->description, "bf16 %s, %s, fp32 accumulation, %d thread(s)",
+             cz_cpu_bf16_kernel_note(), kern->detail, g->threads);
     cz_info("gemm: %s", g->description);
     return 0;
 }
@@ -231,7 +209,8 @@ cz_gemm_ctx *cz_gemm_single_thread(const cz_gemm_ctx *g, cz_error *err) {
     bli_rntm_set_num_threads(1, &one->rntm);
     one->bf16 = NULL;
     one->ksplit = cz_alloc(sizeof(float) * KSPLIT_SCRATCH, err); /* its own */
-    if (!one->ksplit || (g->bf16 && !(one->bf16 = cz_gemm_bf16_work_create(1, err)))) {
+    if (!one->ksplit ||
+        (g->bf16 && !(one->bf16 = cz_gemm_bf16_work_create(g->bf16->kern, 1, err)))) {
         cz_free(one->ksplit);
         cz_free(one);
         return NULL;
@@ -248,7 +227,7 @@ const char *cz_gemm_describe(const cz_gemm_ctx *g) {
 }
 
 const char *cz_gemm_kernel(const cz_gemm_ctx *g) {
-    return g->kernel;
+    return g->bf16 ? g->bf16->kern->name : g->bf16_ref ? "bf16 reference" : g->kernel;
 }
 
 void cz_gemm_ref(int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda,

@@ -1,31 +1,96 @@
 /* bf16 GEMM (gemm_bf16.c), private to src/kernels: gemm.c owns the context
- * and routes products here when cz_gemm_set_bf16 turned the mode on. */
+ * and routes products here when cz_gemm_set_bf16 turned the mode on.
+ *
+ * The micro-kernel contract. The five loops of gemm_bf16.c (BLIS's: jc over
+ * n by NC, pc over k by KC, ic over m by MC, jr by NR, ir by MR) know no
+ * instruction: they read a cz_bf16_kernel, which names the blocking, packs
+ * op(A) into MR-row micro-panels and op(B) into NR-column micro-panels in
+ * the layout its micro-kernel wants, and runs the micro-kernel on one MR x
+ * NR block of C. Every kernel packs k in pairs (a 32-bit word holds
+ * (x[2p], x[2p+1]) as bf16, element 2p in the low half), kp pairs per
+ * panel with kp = (kc + 1) / 2 rounded up to kp_align; everything past the
+ * edge of m, n or k is packed as zero and never stored. A panel of a
+ * kernel takes mr * kp words, a B panel nr * kp words.
+ *
+ * The table (cz_bf16_kernel_for): vdpbf16ps (gemm_bf16_avx512.c), amx
+ * (gemm_bf16_amx.c) and amx-emulated (gemm_bf16_amx_emul.c), the last two
+ * one source (gemm_bf16_amx.h). Which one runs is core's decision
+ * (cz_cpu_bf16_kernel, CLOZE_BF16_KERNEL). */
 #ifndef CLOZE_GEMM_BF16_H
 #define CLOZE_GEMM_BF16_H
 
+#include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "cloze/core.h"
+#include "cloze/cpu.h"
 
-/* Packing buffers of one context, one pair per thread (each thread packs
- * what its part of C needs). Sized for the cache blocking constants of
- * gemm_bf16.c, allocated once (cz_gemm_bf16_work_create). */
+typedef struct cz_bf16_kernel {
+    cz_bf16_kernel_id id;
+    const char *name;   /* as CLOZE_BF16_KERNEL spells it */
+    const char *detail; /* blocking, e.g. "8x48 micro-tile, KC 256 MC 192 NC 3072" */
+    int mr, nr;         /* micro-tile */
+    int kc, mc, nc;     /* cache blocks: kc even, mc % mr == 0, nc % nr == 0 */
+    int kp_align;       /* packed k pairs per panel: a multiple of this */
+    size_t state_bytes; /* per-thread state the kernel keeps (emulated tiles) */
+    /* One A micro-panel: op(A)[0:rv, 0:kc] from `a`, which points at the
+     * panel's first element (ta: op(A)[r][p] = a[p * lda + r], else
+     * a[r * lda + p]); rows rv..mr-1 and pairs past kc are zeros; kp pairs. */
+    void (*pack_a)(uint32_t *dst, int ta, const float *a, int lda, int rv, int kc, int kp);
+    /* One B micro-panel: op(B)[0:kc, 0:cv] (tb: op(B)[p][j] = b[j * ldb + p],
+     * else b[p * ldb + j]); columns cv..nr-1 and pairs past kc are zeros. */
+    void (*pack_b)(uint32_t *dst, int tb, const float *b, int ldb, int cv, int kc, int kp);
+    /* Around one thread's part of a product (tile configuration), or NULL */
+    void (*begin)(void *state);
+    void (*end)(void *state);
+    /* C[0:mr, 0:nr] = alpha * acc + beta * C (beta 0: C not read), acc the
+     * kp pairs of the packed panels, summed in fp32. */
+    void (*kernel)(void *state, int kp, const uint32_t *ap, const uint32_t *bp, float *c, int ldc,
+                   int mr, int nr, float alpha, float beta);
+} cz_bf16_kernel;
+
+/* The entry of the table for id; NULL for CZ_BF16_NONE or one this build
+ * does not have (vdpbf16ps and amx: x86-64 with GCC or Clang). */
+const cz_bf16_kernel *cz_bf16_kernel_for(cz_bf16_kernel_id id);
+extern const cz_bf16_kernel cz_bf16_kernel_amx_emulated;
+#if CZ_HAVE_X86_ISAS
+extern const cz_bf16_kernel cz_bf16_kernel_vdpbf16ps;
+extern const cz_bf16_kernel cz_bf16_kernel_amx;
+#endif
+
+/* The upper 16 bits of cz_bf16_round(x): x as bf16, round to nearest even,
+ * subnormals to signed zero (DAZ, as vcvtneps2bf16), NaN stays quiet NaN.
+ * Selects rather than branches, so that packing loops vectorise. */
+static inline uint32_t cz_bf16_bits(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16; /* overflow carries to inf */
+    uint32_t quiet = (u | 0x00400000u) >> 16;
+    uint32_t zero = (u >> 16) & 0x8000u;
+    uint32_t r = (u & 0x7fffffffu) > 0x7f800000u ? quiet : rounded;
+    return (u & 0x7f800000u) == 0 ? zero : r;
+}
+
+/* Packing buffers and kernel state of one context, one set per thread
+ * (each thread packs what its part of C needs), sized for the kernel's
+ * blocking, allocated once (cz_gemm_bf16_work_create). */
 typedef struct cz_gemm_bf16_work {
+    const cz_bf16_kernel *kern;
     int threads;
-    uint32_t *b_pack; /* KC/2 x NC pairs */
-    uint32_t *a_pack; /* one MC x KC/2 block of pairs per thread */
+    size_t a_words, b_words; /* per thread: MC x KP and KP x NC words */
+    uint32_t *b_pack;
+    uint32_t *a_pack;
+    unsigned char *state; /* state_bytes (rounded to 64) per thread, or NULL */
+    size_t state_stride;
 } cz_gemm_bf16_work;
 
-/* 1 where this build has the AVX512_BF16 code (x86-64, GCC or Clang). */
-int cz_gemm_bf16_compiled(void);
-cz_gemm_bf16_work *cz_gemm_bf16_work_create(int threads, cz_error *err);
+cz_gemm_bf16_work *cz_gemm_bf16_work_create(const cz_bf16_kernel *kern, int threads, cz_error *err);
 void cz_gemm_bf16_work_free(cz_gemm_bf16_work *w);
-/* The fast path: cz_gemm's contract with bf16-rounded inputs and fp32
- * accumulation. The CPU must have AVX512_BF16 (the caller checked). */
+/* cz_gemm's contract with bf16-rounded inputs and fp32 accumulation, on
+ * w's kernel (the CPU must run it: core decided). */
 void cz_gemm_bf16_run(cz_gemm_bf16_work *w, int ta, int tb, int m, int n, int k, float alpha,
                       const float *a, int lda, const float *b, int ldb, float beta, float *c,
                       int ldc);
-/* A short name of the kernel, e.g. "vdpbf16ps micro-kernel 8x48, KC 256 ..." */
-const char *cz_gemm_bf16_kernel_name(void);
 
 #endif
