@@ -36,7 +36,7 @@ while [ $# -gt 0 ]; do
     --build) BUILD=$2; shift 2 ;;
     --keep) KEEP=$2; shift 2 ;;
     --self-test) SELF_TEST=1; shift ;;
-    -h | --help) sed -n '2,22p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,/^# Needs clang/p' "$0"; exit 0 ;;
     *) HARNESSES+=("$1"); shift ;;
     esac
 done
