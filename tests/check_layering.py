@@ -37,6 +37,11 @@ Rules (each violation is one line naming the file and what is wrong):
   - inside a module whose private header declares the order its files call
     in (comm_private.h, sweep_internal.h, text_internal.h, ...), no file
     uses a function of a file later in that order (check_file_orders).
+Files checked: the project's own (project_files): in a git checkout the
+tracked ones and the untracked ones that are not ignored (`git ls-files
+--cached --others --exclude-standard`), elsewhere (a release tarball) a walk
+that skips what .gitignore names; so build folders and an unpacked sysroot
+(build-aarch64/root/) never count, a new uncommitted module folder does.
 """
 import os
 import re
@@ -129,16 +134,72 @@ NOT_MODULES = ("tests", "bench")
 INTERNAL_USERS = tuple(d + "/" for d in NOT_MODULES)
 
 
-def c_files(root):
-    """Every .c and .h under root, but not in build directories (those
-    holding a CMakeCache.txt), hidden folders or ../shared."""
-    out = []
+# ---- which files are the project's (its own sources, not what else lies in
+# the work tree: build folders, an unpacked sysroot such as
+# build-aarch64/root/usr/include, a user's scratch) ----
+
+def git_files(root):
+    """The files git would commit from root: tracked ones plus untracked ones
+    that no ignore rule covers (`git ls-files --cached --others
+    --exclude-standard`), when root is the top of a git work tree (a clone
+    or a worktree); None when it is not, or git is missing or refuses."""
+    import subprocess
+    try:
+        top = subprocess.run(["git", "-C", root, "rev-parse", "--show-toplevel"],
+                             capture_output=True, text=True)
+        if top.returncode != 0 or \
+                os.path.realpath(top.stdout.strip()) != os.path.realpath(root):
+            return None
+        ls = subprocess.run(["git", "-C", root, "ls-files", "-z", "--cached", "--others",
+                             "--exclude-standard"], capture_output=True)
+    except OSError:
+        return None
+    if ls.returncode != 0:
+        return None
+    names = sorted({n.decode("utf-8", "replace") for n in ls.stdout.split(b"\0") if n})
+    # --cached lists files deleted from the work tree but not yet from the index
+    return [n for n in names if os.path.isfile(os.path.join(root, n))]
+
+
+def ignore_rules(root):
+    """The .gitignore patterns of root as (pattern, anchored, dirs_only); the
+    subset a release tarball needs: `/name*/` (top level only), `name/` and
+    `*.ext` (any level); `!` rules and nested .gitignore files are not read."""
+    rules = []
+    path = os.path.join(root, ".gitignore")
+    if not os.path.isfile(path):
+        return rules
+    for line in read(path).splitlines():
+        line = line.strip()
+        if not line or line.startswith(("#", "!")):
+            continue
+        dirs_only = line.endswith("/")
+        pat = line.rstrip("/")
+        anchored = "/" in pat
+        rules.append((pat.lstrip("/"), anchored, dirs_only))
+    return rules
+
+
+def ignored(rel, is_dir, rules):
+    """Whether rel (relative to root, '/'-separated) matches an ignore rule."""
+    import fnmatch
+    for pat, anchored, dirs_only in rules:
+        if dirs_only and not is_dir:
+            continue
+        if fnmatch.fnmatchcase(rel if anchored else rel.rsplit("/", 1)[-1], pat):
+            return True
+    return False
+
+
+def walk_files(root):
+    """Every file under root but what .gitignore ignores: the project's files
+    when root is not a git checkout (a release tarball)."""
+    rules, out = ignore_rules(root), []
     for base, dirs, names in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.startswith(".")
-                         and not os.path.isfile(os.path.join(base, d, "CMakeCache.txt")))
-        for f in sorted(names):
-            if f.endswith((".c", ".h")):
-                out.append(os.path.relpath(os.path.join(base, f), root))
+        relbase = os.path.relpath(base, root).replace(os.sep, "/")
+        relbase = "" if relbase == "." else relbase + "/"
+        dirs[:] = sorted(d for d in dirs if not ignored(relbase + d, True, rules))
+        out += [relbase + f for f in sorted(names) if not ignored(relbase + f, False, rules)]
     return out
 
 
@@ -216,6 +277,38 @@ def check_file_orders(root, dir_of, errors):
                                   f"order {d}/{h} declares ({why})")
 
 
+def project_files(root):
+    """The project's own files under root, relative to it: git's view of a
+    checkout, or the walk that honours .gitignore in a tarball."""
+    files = git_files(root)
+    return walk_files(root) if files is None else files
+
+
+def c_files(root):
+    """Every .c and .h of the project (project_files), but not in hidden
+    folders, ../shared or a folder holding a CMakeCache.txt (a build folder
+    that no ignore rule covers)."""
+    out, builds = [], {}
+
+    def in_build(folder):
+        while folder:
+            if folder not in builds:
+                builds[folder] = os.path.isfile(os.path.join(root, folder, "CMakeCache.txt"))
+            if builds[folder]:
+                return True
+            folder = os.path.dirname(folder)
+        return False
+    for rel in project_files(root):
+        parts = rel.split("/")
+        if not rel.endswith((".c", ".h")) or parts[0] in SKIP_DIRS or \
+                any(p.startswith(".") for p in parts[:-1]):
+            continue
+        if in_build(os.path.dirname(rel)):
+            continue
+        out.append(rel)
+    return sorted(out)
+
+
 def check(root):
     errors = []
     cache = {}
@@ -274,11 +367,7 @@ def check(root):
     files = [(f"include/cloze/{h}", header_of.get(h)) for h in sorted(os.listdir(inc))
              if h.endswith(".h")]
     for d, name in sorted(dir_of.items()):
-        full = os.path.join(root, d)
-        for base, _, names in sorted(os.walk(full)):
-            for f in sorted(names):
-                if f.endswith((".c", ".h")):
-                    files.append((os.path.relpath(os.path.join(base, f), root), name))
+        files += [(rel, name) for rel in all_c if rel.startswith(d + "/")]
 
     comm_dir = os.path.join(root, COMM_DIR)
     comm_headers = {f for f in os.listdir(comm_dir) if f.endswith(".h")} \
@@ -378,6 +467,64 @@ def copy_tree(root, dest):
                         ignore=only_c if part in ("tests", "bench") else None)
     os.makedirs(os.path.join(dest, "docs"))
     shutil.copy(os.path.join(root, "docs", "architecture.md"), os.path.join(dest, "docs"))
+    if os.path.isfile(os.path.join(root, ".gitignore")):  # what the enumeration honours
+        shutil.copy(os.path.join(root, ".gitignore"), dest)
+
+
+def enumeration_self_test(root, tmp):
+    """The files checked are the project's: an ignored folder with C sources
+    (the aarch64 stage's sysroot, no CMakeCache.txt) is not reported, in a
+    tarball (the walk) or a git checkout; a new folder with C sources that
+    git would commit (untracked, not ignored) is. Returns the failures."""
+    import subprocess
+
+    def sysroot(d):  # what tests/aarch64/run.sh unpacks: headers that call MPI
+        inc = os.path.join(d, "build-aarch64", "root", "usr", "include")
+        os.makedirs(os.path.join(inc, "openmpi"))
+        with open(os.path.join(inc, "openmpi", "mpi.h"), "w") as f:
+            f.write("int MPI_Init(int *argc, char ***argv);\n")
+        with open(os.path.join(inc, "lz4.h"), "w") as f:
+            f.write("#include <mpi.h>\n")
+
+    def new_module(d):
+        os.makedirs(os.path.join(d, "tools"))
+        with open(os.path.join(d, "tools", "x.c"), "w") as f:
+            f.write("int planted;\n")
+
+    def git_checkout(d):  # the clean copy, added to a new repository's index
+        for cmd in (["init", "-q"], ["add", "-A"]):
+            subprocess.run(["git", "-C", d] + cmd, check=True, capture_output=True)
+
+    have_git = shutil.which("git") is not None
+    cases = [  # (what, git checkout, plant, (where, says) to be reported or None: nothing)
+        ("an ignored sysroot with C sources in a tarball", False, sysroot, None),
+        ("an ignored sysroot with C sources in a git checkout", True, sysroot, None),
+        ("an untracked, not ignored folder with C sources in a git checkout", True,
+         new_module, ("tools:", "not in the module table")),
+        ("a new folder with C sources in a tarball", False, new_module,
+         ("tools:", "not in the module table")),
+    ]
+    failures = 0
+    for i, (what, in_git, plant, want) in enumerate(cases):
+        if in_git and not have_git:
+            print(f"skipped {what}: git is not installed")
+            continue
+        d = os.path.join(tmp, f"files{i}")
+        copy_tree(root, d)
+        if in_git:
+            git_checkout(d)
+        plant(d)
+        errs = check(d)
+        if want is None and errs:
+            failures += 1
+            print(f"FAIL: {what} is reported: {errs}")
+        elif want and not any(e.startswith(want[0]) and want[1] in e for e in errs):
+            failures += 1
+            print(f"FAIL: {what} is not caught (want '{want[0]} ... {want[1]}'), got: {errs}")
+        else:
+            print(f"{'caught' if want else 'passed'} {what}"
+                  + (f": {[e for e in errs if e.startswith(want[0])][0]}" if want else ""))
+    return failures
 
 
 def self_test(root):
@@ -527,6 +674,7 @@ def self_test(root):
                 print(f"FAIL: {what} is not caught (want '{where} ... {says}'), got: {errs}")
             else:
                 print(f"caught {what}: {[e for e in errs if e.startswith(where)][0]}")
+        failures += enumeration_self_test(root, tmp)
     return failures
 
 

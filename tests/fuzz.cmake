@@ -19,3 +19,8 @@ if(TARGET cloze_prep_lib)
                          "${CLOZE_TEST_ENV};LSAN_OPTIONS=suppressions=${CLOZE_TEST_DIR}/fuzz/lsan.supp")
   endforeach()
 endif()
+# tests/fuzz/run.sh's triage without clang: a planted slow unit that replays
+# fast is a stall, not a finding; one slow again, or a crash, fails the stage.
+cloze_add_script_test(fuzz_triage_selftest
+  COMMAND bash ${CLOZE_TEST_DIR}/fuzz/run.sh --self-test
+  LABELS "lint;fuzz" TIMEOUT 120)

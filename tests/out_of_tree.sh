@@ -21,12 +21,36 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_
 export OMPI_MCA_mpi_yield_when_idle=1
 
 # ---- 1. build elsewhere, the sweep tests there
-if git -C "$here" rev-parse --git-dir >/dev/null 2>&1; then
+# The copy holds the project's files only, as a fresh clone would, whatever
+# earlier runs left in the checkout (build*/, runs/, the aarch64 sysroot):
+# in a git checkout (a worktree too) its commit, the uncommitted changes and
+# the new files git does not ignore; elsewhere (a release tarball) every file
+# but those .gitignore names (its /top-level patterns and the others).
+copy_tarball() {
+  local pat name anchored=() excl=() top=()
+  while IFS= read -r pat; do
+    case $pat in '' | '#'* | '!'*) continue ;; esac
+    pat=${pat%/}
+    if [[ $pat == /* ]]; then anchored+=("${pat#/}"); else excl+=(--exclude="$pat"); fi
+  done < <(cat "$here/.gitignore" 2>/dev/null || true)
+  for name in "$here"/* "$here"/.[!.]*; do
+    [ -e "$name" ] || continue
+    name=${name##*/}
+    for pat in "${anchored[@]}"; do [[ $name == $pat ]] && continue 2; done
+    top+=("$name")
+  done
+  mkdir -p "$tmp/src"
+  tar -C "$here" "${excl[@]}" -cf - "${top[@]}" | tar -C "$tmp/src" -xf -
+}
+if [ "$(git -C "$here" rev-parse --show-toplevel 2>/dev/null)" = "$(cd "$here" && pwd -P)" ]; then
   git clone -q --no-hardlinks "$here" "$tmp/src"
-  # uncommitted changes of a developer's checkout come along
-  git -C "$here" diff HEAD | git -C "$tmp/src" apply --allow-empty 2>/dev/null || true
+  # uncommitted changes of a developer's checkout come along, and new files
+  git -C "$here" diff --binary HEAD | git -C "$tmp/src" apply --allow-empty ||
+    { echo "FAIL: the checkout's uncommitted changes do not apply to a clone of HEAD"; exit 1; }
+  git -C "$here" ls-files -z --others --exclude-standard |
+    tar -C "$here" --null -T - -cf - | tar -C "$tmp/src" -xf -
 else
-  cp -a "$here" "$tmp/src"
+  copy_tarball
 fi
 cmake -S "$tmp/src" -B "$tmp/build" -DCMAKE_BUILD_TYPE=Release >/dev/null
 # the programs are what the sweep tests and the install need, and the sweep's

@@ -30,7 +30,7 @@ tests/aarch64/run.sh
 # ---- fuzzing (owner: hardening): every reader of outside input under
 # libFuzzer with ASan/UBSan/LSan, CLOZE_FUZZ_SECONDS each (default 20, two
 # at a time: about 2.5 minutes with the clang build); fails on any crash,
-# failed property, leak or sanitizer report (tests/fuzz/run.sh,
-# docs/reliability.md) ----
+# failed property, leak or sanitizer report, and on a slow unit only when
+# it is slow again on replay (tests/fuzz/run.sh, docs/reliability.md) ----
 echo "== fuzzing: each harness ${CLOZE_FUZZ_SECONDS:-20} s (tests/fuzz/run.sh) ==" >&2
 tests/fuzz/run.sh --time "${CLOZE_FUZZ_SECONDS:-20}" --jobs "$jobs"

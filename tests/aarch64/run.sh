@@ -55,22 +55,45 @@ runtime=(libopenmpi3 libblis4-openmp liblz4-1 libconfig9 libutf8proc2 libgomp1 z
 dev=(libopenmpi-dev libblis-dev libblis-openmp-dev liblz4-dev libconfig-dev libutf8proc-dev
      zlib1g-dev)
 root=$out/root
+# The root is reused while it holds what this script would unpack now: its
+# stamp names the packages and the versions apt offers (so a changed list or
+# an updated package unpacks afresh), and $root/.cloze-files lists every
+# file it unpacked (so a root partly removed or edited is not trusted).
 stamp=$root/.cloze-packages
 want="${runtime[*]} ${dev[*]}"
-if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+closure() {
+    apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts --no-breaks \
+        --no-replaces --no-enhances "${runtime[@]/%/:arm64}" 2>/dev/null |
+        grep -v '^ ' | grep ':arm64$' | sort -u
+}
+# versions PKG...: "pkg=candidate" per package, as apt would download them
+versions() {
+    apt-cache policy "$@" 2>/dev/null | awk '/^[^ ]/ { p = $1 } /Candidate:/ { print p "=" $2 }' |
+        sed 's/:$//' | sort
+}
+root_files() { (cd "$root" && find . ! -name .cloze-files ! -name .cloze-packages ! -type d | sort); }
+stale=""
+if [ ! -f "$stamp" ] || [ ! -f "$root/.cloze-files" ]; then
+    stale="no complete root yet"
+elif [ "$(sed -n 1p "$stamp")" != "$want" ]; then
+    stale="the package list changed"
+elif ! root_files | cmp -s - "$root/.cloze-files"; then
+    stale="files of the root are missing or were added"
+elif dpkg --print-foreign-architectures | grep -qx arm64 && pkgs=$(closure) &&
+    grep -qx 'libopenmpi3:arm64' <<<"$pkgs" &&
+    [ "$(versions $pkgs "${dev[@]/%/:arm64}")" != "$(sed 1d "$stamp")" ]; then
+    stale="apt offers other versions"
+fi
+if [ -n "$stale" ]; then
+    echo "aarch64: unpacking the arm64 packages into $root ($stale)" >&2
     if ! dpkg --print-foreign-architectures | grep -qx arm64; then
         $sudo dpkg --add-architecture arm64 || skip "cannot add the arm64 architecture to dpkg"
         $sudo apt-get update -qq || skip "apt-get update failed"
     fi
-    closure() {
-        apt-cache depends --recurse --no-recommends --no-suggests --no-conflicts --no-breaks \
-            --no-replaces --no-enhances "${runtime[@]/%/:arm64}" 2>/dev/null |
-            grep -v '^ ' | grep ':arm64$' | sort -u
-    }
-    pkgs=$(closure)
+    pkgs=$(closure || true)
     if ! grep -qx 'libopenmpi3:arm64' <<<"$pkgs"; then # package lists without arm64 yet
         $sudo apt-get update -qq || skip "apt-get update failed"
-        pkgs=$(closure)
+        pkgs=$(closure || true)
     fi
     grep -qx 'libopenmpi3:arm64' <<<"$pkgs" || skip "no arm64 packages in the apt sources"
     rm -rf "$out/debs" "$root"
@@ -80,7 +103,12 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
         skip "could not download the arm64 packages (see $out/debs.log)"
     for d in "$out"/debs/*.deb; do dpkg-deb -x "$d" "$root"; done
     rm -rf "$out/debs"
-    echo "$want" >"$stamp"
+    root_files >"$root/.cloze-files"
+    # written last: an interrupted unpack leaves no stamp, and the next run
+    # starts again
+    { echo "$want"; versions $pkgs "${dev[@]/%/:arm64}"; } >"$stamp"
+else
+    echo "aarch64: reusing the arm64 packages in $root (same packages, versions and files)" >&2
 fi
 
 # ---- build and test ----

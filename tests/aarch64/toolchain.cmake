@@ -19,11 +19,12 @@ set(CMAKE_FIND_ROOT_PATH_MODE_PACKAGE ONLY)
 # the .pc files say prefix=/usr: read them inside the root
 set(ENV{PKG_CONFIG_LIBDIR} ${root}/usr/lib/aarch64-linux-gnu/pkgconfig:${root}/usr/share/pkgconfig)
 set(ENV{PKG_CONFIG_SYSROOT_DIR} ${root})
-# Open MPI without its compiler wrapper (an arm64 mpicc cannot run here)
-set(MPI_SKIP_COMPILER_WRAPPER TRUE CACHE BOOL "")
-set(MPI_C_HEADER_DIR ${root}/usr/lib/aarch64-linux-gnu/openmpi/include CACHE PATH "")
-set(MPI_C_LIB_NAMES mpi CACHE STRING "")
-set(MPI_mpi_LIBRARY ${root}/usr/lib/aarch64-linux-gnu/openmpi/lib/libmpi.so CACHE FILEPATH "")
+# Open MPI without its compiler wrapper (an arm64 mpicc cannot run here);
+# FORCE: a reused build folder takes the root of this run, not a cached one
+set(MPI_SKIP_COMPILER_WRAPPER TRUE CACHE BOOL "" FORCE)
+set(MPI_C_HEADER_DIR ${root}/usr/lib/aarch64-linux-gnu/openmpi/include CACHE PATH "" FORCE)
+set(MPI_C_LIB_NAMES mpi CACHE STRING "" FORCE)
+set(MPI_mpi_LIBRARY ${root}/usr/lib/aarch64-linux-gnu/openmpi/lib/libmpi.so CACHE FILEPATH "" FORCE)
 # the linker follows the libraries' own dependencies inside the root
 set(rpl ${root}/usr/lib/aarch64-linux-gnu:${root}/lib/aarch64-linux-gnu:${root}/usr/lib/aarch64-linux-gnu/openmpi/lib)
 set(CMAKE_EXE_LINKER_FLAGS_INIT "-Wl,-rpath-link,${rpl}")

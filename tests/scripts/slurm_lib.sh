@@ -59,8 +59,42 @@ CONF
   return 1
 }
 
+# slurm_procs: the processes this cluster started and that are still alive:
+# its daemons, their slurmstepd and every process of its jobs. All carry
+# SLURM_CONF=$B/slurm.conf (slurm_start exported it); so do the test's own
+# commands, which descend from its shell ($$): those count only when they
+# are a Slurm daemon (slurmstepd leaves the tree: slurmd daemonizes it).
+slurm_procs() {
+  local e p q
+  for e in $(grep -lzx "SLURM_CONF=$B/slurm.conf" /proc/[0-9]*/environ 2>/dev/null); do
+    p=${e#/proc/}
+    p=${p%/environ}
+    case $(cat "/proc/$p/comm" 2>/dev/null) in
+    slurm* | munged) echo "$p"; continue ;;
+    esac
+    q=$p
+    while [ -n "$q" ] && [ "$q" -gt 1 ] && [ "$q" != $$ ]; do
+      q=$(awk '/^PPid:/ { print $2 }' "/proc/$q/status" 2>/dev/null)
+    done
+    [ "$q" = $$ ] || echo "$p"
+  done
+  return 0
+}
+
+# slurm_stop: the jobs cancelled, the daemons stopped, then whatever of the
+# cluster is still alive killed (a slurmstepd outlives a stopped slurmd and
+# keeps its job's processes running: a failed test left one behind). Fails,
+# naming them, when a process of the cluster survives SIGKILL.
 slurm_stop() {
-  local d
+  local d p left
+  [ -n "${B:-}" ] || return 0
+  if [ -f "$B/run/slurmctld.bgpid" ] && kill -0 "$(cat "$B/run/slurmctld.bgpid")" 2>/dev/null; then
+    # every job of this private cluster is the test's
+    scancel --quiet --full --signal=KILL --state=RUNNING --user="$(id -un)" >/dev/null 2>&1 || true
+    scancel --quiet --user="$(id -un)" >/dev/null 2>&1 || true
+    # until no job holds the node (at most 20 s: the processes are killed below anyway)
+    for _ in $(seq 100); do [ -z "$(squeue -h -o %i 2>/dev/null)" ] && break; sleep 0.2; done
+  fi
   for d in slurmd slurmctld munged; do
     [ -f "$B/run/$d.bgpid" ] || continue
     local pid; pid=$(cat "$B/run/$d.bgpid")
@@ -71,6 +105,15 @@ slurm_stop() {
     kill -KILL "$pid" 2>/dev/null || true
     rm -f "$B/run/$d.bgpid"
   done
+  for p in $(slurm_procs); do kill -CONT "$p" 2>/dev/null; kill -KILL "$p" 2>/dev/null; done
+  for _ in $(seq 50); do
+    left=$(slurm_procs)
+    [ -z "$left" ] && return 0
+    sleep 0.1
+  done
+  echo "slurm: processes of the cluster still alive after SIGKILL: $(for p in $left; do
+    echo -n "$p ($(cat /proc/$p/comm 2>/dev/null)) "; done)" >&2
+  return 1
 }
 
 # slurm_cmd COMMAND...: runs a Slurm command where it reaches the cluster

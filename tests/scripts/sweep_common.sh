@@ -31,7 +31,7 @@ reference_sweep() {
   exec 8>"$CLOZE_BUILD_DIR/test-data/.sweep-reference.lock"
   flock 8
   local f stale=0
-  for f in "$SWEEP" "$BIN/cloze-train" "$SPEC" "$SRC/conf/bert-tiny.cfg"; do
+  for f in "$SWEEP" "$BIN/cloze-train" "$SPEC" "$SRC/conf/bert-tiny.cfg" "$DATA/shards/train.manifest"; do
     [ -s "$ref/done" ] && [ ! "$ref/done" -ot "$f" ] || stale=1
   done
   if [ $stale = 1 ]; then

@@ -27,20 +27,82 @@ grep -q "at most 1 at a time" "$work/submit.txt" && grep -qx "array $array 0-3" 
   fail "jobs.txt: $(cat "$work/sw/slurm/jobs.txt")"
 grep -q "^#SBATCH --requeue" "$work/sw/slurm/array.sbatch" || fail "the array script does not requeue"
 
-# preemption of task 1 in the middle of its point
+# Preemption of task 1 in the middle of its point, whatever the CPU's speed:
+# the point must not end before the signal reaches its ranks (on a fast CPU
+# the tiny point finished between two looks at its checkpoints). So the
+# ranks are held (SIGSTOP) from the moment they appear, and let run in short
+# slices until they catch SIGUSR1 and have written a checkpoint; then the
+# batch shell is signalled, and the ranks go on once the signal is pending
+# in both: each step waits for an event, none for a duration.
 d=$work/sw/points/C4e10_L1_H64
-for _ in $(seq 1500); do
-  if ls "$d"/ckpt-*.lz4 >/dev/null 2>&1 && [ ! -e "$d/state.json" ]; then break; fi
+ranks=()
+# point_ranks: the cloze-train processes of task 1's point
+point_ranks() {
+  local p
+  for p in $(pgrep -x cloze-train); do
+    { tr '\0' ' ' <"/proc/$p/cmdline"; } 2>/dev/null | grep -qF " $d/point.cfg " && echo "$p"
+  done
+  return 0
+}
+# sig_bit PID FIELD: whether SIGUSR1 is set in that /proc/PID/status mask
+sig_bit() {
+  local m
+  m=$(awk -v f="$2:" '$1 == f { print $2 }' "/proc/$1/status" 2>/dev/null)
+  [ -n "$m" ] && (((16#$m >> 9) & 1))
+}
+hold() { kill -STOP "${ranks[@]}" 2>/dev/null || true; }
+resume() { kill -CONT "${ranks[@]}" 2>/dev/null || true; }
+for _ in $(seq 6000); do
+  mapfile -t ranks < <(point_ranks)
+  hold
+  [ ${#ranks[@]} -ge 2 ] && break
+  [ ! -e "$d/state.json" ] || fail "task 1 ended before its ranks were seen"
+  sleep 0.01
+done
+[ ${#ranks[@]} = 2 ] || fail "task 1's 2 ranks never ran (found: ${ranks[*]:-none})"
+ready=0
+for _ in $(seq 20000); do
+  if sig_bit "${ranks[0]}" SigCgt && sig_bit "${ranks[1]}" SigCgt && ls "$d"/ckpt-*.lz4 >/dev/null 2>&1; then
+    ready=1
+    break
+  fi
+  kill -0 "${ranks[@]}" 2>/dev/null || fail "task 1's ranks ended while held"
+  resume
+  sleep 0.01
+  hold
+done
+[ $ready = 1 ] || fail "task 1's ranks never caught SIGUSR1 and checkpointed"
+[ ! -e "$d/state.json" ] || fail "task 1 ended while held"
+echo "task 1 held at: $(ls "$d"/ckpt-*.lz4 | xargs -n1 basename | tr '\n' ' ')"
+# The signal goes to the batch shell (the cloze-sweep task the array script
+# execs) as slurmstepd sends it on preemption, by kill on this one-node
+# cluster: `scancel --signal=USR1 --batch` of Slurm 22.05 answers "Job is in
+# transitional state, retrying" and signals again 5 s later and on, which
+# reached the requeued task too and interrupted it a second time.
+jid=$(squeue -h -o %A -j "${array}_1")
+[ -n "$jid" ] || fail "no job id for task ${array}_1"
+shell=""
+for p in $(pgrep -x cloze-sweep); do
+  grep -qzx "SLURM_JOB_ID=$jid" "/proc/$p/environ" 2>/dev/null && shell=$p
+done
+[ -n "$shell" ] || fail "no batch shell (cloze-sweep task) of job $jid"
+kill -USR1 "$shell"
+pending=0
+for _ in $(seq 3000); do
+  if { sig_bit "${ranks[0]}" ShdPnd || sig_bit "${ranks[0]}" SigPnd; } &&
+     { sig_bit "${ranks[1]}" ShdPnd || sig_bit "${ranks[1]}" SigPnd; }; then
+    pending=1
+    break
+  fi
   sleep 0.02
 done
-ls "$d"/ckpt-*.lz4 >/dev/null 2>&1 || fail "task 1 never got under way"
-# scancel exits non-zero for an array task id although it signals the task
-# (Slurm 22.05); the assertions below check that the signal arrived
-scancel --signal=USR1 --batch "${array}_1" || echo "scancel exited $? (the task is checked below)"
+resume
+[ $pending = 1 ] || fail "SIGUSR1 did not reach task 1's ranks within 60 s"
 slurm_rerun_wait "${array}_1" || fail "task 1 was not requeued"
 state=$(slurm_wait "$report")
 [ "$state" = COMPLETED ] || fail "report job $report ended $state"
-grep -q '"outcome":"interrupted"' "$d/attempts.jsonl" || fail "task 1 was not interrupted: $(cat "$d/attempts.jsonl")"
+[ "$(grep -c '"outcome":"interrupted"' "$d/attempts.jsonl")" = 1 ] ||
+  fail "task 1 was not interrupted once: $(cat "$d/attempts.jsonl")"
 [ "$(grep -c '"outcome":"done"' "$d/attempts.jsonl")" = 1 ] || fail "task 1 did not finish after its requeue"
 grep -q "requeueing job" "$d/train.log" || fail "task 1 did not requeue itself"
 out1=$(ls "$work"/sw/slurm/task-"${array}"_1.out)

@@ -11,9 +11,20 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_
 export OMPI_MCA_mpi_yield_when_idle=1
 
 # prepare_corpus DIR: DIR/vocab.txt, DIR/shards/{train,heldout}.manifest
+# corpus_stale DIR: whether DIR's shards are missing or older than what makes
+# them (a build folder reused after cloze-prep or the corpus script changed
+# must not test with the shards of the old code)
+corpus_stale() {
+  local f
+  [ -s "$1/shards/train.manifest" ] || return 0
+  for f in "$BIN/cloze-prep" "$SRC/launch/default-corpus.sh"; do
+    [ "$1/shards/train.manifest" -nt "$f" ] || return 0
+  done
+  return 1
+}
 prepare_corpus() {
   local dir=$1
-  [ -s "$dir/shards/train.manifest" ] && return 0
+  corpus_stale "$dir" || return 0
   local docs=/usr/share/doc/python3.11/html/_sources
   if [ ! -d "$docs/tutorial" ]; then
     echo "SKIP: $docs/tutorial absent (install python3.11-doc)"; exit 77
@@ -22,7 +33,8 @@ prepare_corpus() {
   local lock=$dir/.lock
   exec 9>"$lock"
   flock 9
-  if [ ! -s "$dir/shards/train.manifest" ]; then
+  if corpus_stale "$dir"; then
+    rm -rf "$dir/shards"
     "$SRC/launch/default-corpus.sh" "$dir/corpus.txt" "$docs/tutorial" 2>/dev/null
     "$BIN/cloze-prep" vocab --kind wordpiece --size 2000 --out "$dir/vocab.txt" "$dir/corpus.txt" >/dev/null 2>&1
     "$BIN/cloze-prep" shards --vocab "$dir/vocab.txt" --out "$dir/shards" --shards 2 --heldout 0.1 \
