@@ -41,9 +41,12 @@ typedef enum { CZ_PASSAGES_AUTO = 0, CZ_PASSAGES_ON, CZ_PASSAGES_OFF } cz_passag
  * neither whitespace nor a list/table/indent mark (* # ; : | ! { } = <),
  * holds no leftover wiki markup ({{ }} [[ ]] {| |} <ref &nbsp;), ends a
  * sentence (. ! ? or one of them followed by closing quotes or brackets)
- * and has at least CZ_PASSAGE_MIN_WORDS words: WikiExtractor writes a
- * section heading as its title plus '.', a line of a few words. */
+ * and has at least CZ_PASSAGE_MIN_WORDS words, CZ_PASSAGE_MIN_WORDS_ONE
+ * when it is a single sentence: WikiExtractor writes a section heading as
+ * its title plus '.', one "sentence" of a few words, and the longest
+ * headings run to 10 words (docs/formats.md, "Text passages"). */
 #define CZ_PASSAGE_MIN_WORDS 8
+#define CZ_PASSAGE_MIN_WORDS_ONE 12
 int cz_is_passage(const char *s, size_t n);
 
 const char *cz_input_format_name(cz_input_format f);
