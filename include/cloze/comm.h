@@ -155,7 +155,7 @@ typedef enum { CZ_WIRE_FP32 = 0, CZ_WIRE_BF16 = 1 } cz_grad_wire;
  * all its ranks together); between hosts every message crosses its path's
  * links, each link direction carries beta_net per byte, shared by the
  * messages crossing it at once, plus alpha_hop per link after the first
- * (src/comm/cost_model.c; docs/distributed.md). */
+ * (src/comm/cost_model.c; docs/distributed-design.md). */
 typedef struct cz_net_model {
     double alpha_net; /* seconds per message between hosts (software + first hop) */
     double alpha_hop; /* seconds per further link on the path (torus forwarding) */
@@ -163,7 +163,8 @@ typedef struct cz_net_model {
     double alpha_shm; /* seconds per message inside a host */
     double beta_shm;  /* seconds per byte copied inside a host */
 } cz_net_model;
-/* Defaults: a 10 Gbit/s Ethernet cluster over TCP (docs/distributed.md). */
+/* Defaults: a 10 Gbit/s Ethernet cluster over TCP (docs/distributed-design.md,
+ * "Cost model"). */
 void cz_net_model_default(cz_net_model *m);
 
 /* The dist section of the configuration that belongs to comm (keys

@@ -1,5 +1,5 @@
 /* comm: the network measured at start-up, and the cluster file that keeps a
- * measurement (include/cloze/comm.h, "calibration"; docs/distributed.md,
+ * measurement (include/cloze/comm.h, "calibration"; docs/distributed-design.md,
  * "Calibration").
  *
  * Hockney's alpha-beta model needs two figures per level, fitted here to

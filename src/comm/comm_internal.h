@@ -95,7 +95,7 @@ int cz_host_layout_make(cz_host_layout *l, int n_hosts, int ranks_per_host, int 
 int cz_host_layout_copy(cz_host_layout *dst, const cz_host_layout *src, cz_error *err);
 void cz_host_layout_free(cz_host_layout *l);
 
-/* ---- the cost model (cost_model.c; docs/distributed.md) ----
+/* ---- the cost model (cost_model.c; docs/distributed-design.md) ----
  * cz_net_model (the alpha-beta parameters) is public (comm.h): the planner
  * and the calibration file use it. */
 /* The network the hosts sit on: a non-blocking switch (star) or a 2-D torus

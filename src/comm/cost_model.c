@@ -1,5 +1,5 @@
 /* comm: the alpha-beta cost model of the all-reduce algorithms
- * (comm_internal.h; figures and calibration in docs/distributed.md).
+ * (comm_internal.h; figures and calibration in docs/distributed-design.md).
  *
  * Hockney's model: a message of m bytes takes alpha + m*beta. An algorithm
  * here is a sequence of ring phases (comm_shape: reduce-scatter inside the

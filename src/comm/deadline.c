@@ -33,7 +33,7 @@ static void answer_pings(cz_coll *c) {
  * CLOZE_LAUNCHER_PID, and CLOZE_LAUNCHER_BOOT = its machine's boot id, so
  * that only a rank on that machine signals that pid). Open MPI's mpirun,
  * once a rank has exited, still waits for the cut-off host's daemon until
- * its TCP keepalive gives up (docs/distributed.md, "Faults across hosts"). */
+ * its TCP keepalive gives up (docs/distributed-design.md, "Faults across hosts"). */
 static void tell_launcher(void) {
     const char *pid = getenv("CLOZE_LAUNCHER_PID"), *boot = getenv("CLOZE_LAUNCHER_BOOT");
     if (!pid || !boot || atol(pid) <= 1) return;

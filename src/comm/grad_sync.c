@@ -121,7 +121,7 @@ static void *comm_thread(void *arg) {
  * ring's 2(p-1) message latencies stay small beside its transfer; 25 MiB is
  * the size that earlier runs used (and PyTorch DDP's default), kept for
  * models of 400 MiB of gradients and more, so that their bits do not change
- * (docs/distributed.md, "Buckets"). */
+ * (docs/distributed-design.md, "Bucket layout and gradient sync"). */
 static int ensure(void **p, size_t *cap, size_t want, size_t elem, cz_error *err) {
     if (want <= *cap) return 0;
     void *q = realloc(*p, want * elem);

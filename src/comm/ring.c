@@ -43,7 +43,7 @@
  * needs a few pieces in flight per step (the fill costs one piece per
  * phase, <= 1/32 of a step); every further piece is one more message, each
  * with its own rendezvous and request, and on the simulated cluster 128
- * pieces a step ran slower than 32 (docs/distributed.md, "Piece size"). Both
+ * pieces a step ran slower than 32 (docs/distributed-design.md, "Piece size"). Both
  * ends compute it from (n, p), so they cut blocks alike; the bits do not
  * depend on it (the order of additions is per element). */
 static size_t ring_piece(size_t max_chunk) {

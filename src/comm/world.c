@@ -44,8 +44,8 @@ int cz_comm_dup(const cz_comm *c, cz_comm *out, cz_error *err) {
  * (a ring of two members: two hosts, or the two-level algorithms' rings
  * between two hosts) those go-aheads wait behind the other direction's data,
  * and whole runs went at about half the link's rate; with every piece sent
- * eagerly they ran at the link's rate (docs/distributed.md, "Eager pieces
- * over TCP"). So the limit is raised above our largest piece, before
+ * eagerly they ran at the link's rate (docs/distributed-design.md, "Eager
+ * pieces over TCP"). So the limit is raised above our largest piece, before
  * MPI_Init reads it, unless the environment already sets one of the three
  * (the user's choice wins; other MPIs ignore these names). */
 static void tcp_eager_default(void) {

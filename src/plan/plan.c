@@ -66,8 +66,8 @@ static double control_seconds(const cz_net_model *m, int hosts, int rph) {
 /* Distinct ids among n tokens of text over a vocabulary of v: the word
  * embedding rows the ranks' union holds after backward (cz_grad_sync_rows).
  * Heaps' law, k n^b (Heaps 1978), capped by n and v; k and b fitted to
- * the union counts of training runs (docs/distributed.md, "The word
- * embedding's rows"). */
+ * the union counts of training runs (docs/distributed-design.md, "The
+ * word embedding's rows"). */
 static double distinct_tokens(double n, int v) {
     double u = HEAPS_K * pow(n, HEAPS_B);
     if (u > n) u = n;
