@@ -1,10 +1,10 @@
-/* The model's building blocks (model_internal.h): the parameter table, the
+/* The model's building blocks (model_private.h): the parameter table, the
  * buffers, the profiled GEMM, linear maps and the dropout streams, which
  * the fine-tuning heads (task_heads.c) and the model (model.c) are made of. */
 #include <stdio.h>
 #include <string.h>
 
-#include "model_internal.h"
+#include "model_private.h"
 
 /* ---- the parameter table ---- */
 

@@ -2,7 +2,7 @@
  * Transformer blocks (Vaswani et al. 2017); GPT-2's pre-LN decoder (Radford
  * et al. 2019, Sec. 2.3); forward and backward in fp32.
  * The fine-tuning heads are task_heads.c's; what the files share, and
- * their order, is model_internal.h's.
+ * their order, is model_private.h's.
  *
  * Post-LN block (BERT Sec. 3, GPT-1 Sec. 3.1 and 4.1; Vaswani et al. Sec. 3):
  *   h = LN(x + Drop(Attn(x)))        Attn = softmax(Q K^T / sqrt(d) + mask) V, per head
@@ -42,7 +42,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "model_internal.h"
+#include "model_private.h"
 
 /* Additive score for padded keys, as Hugging Face BERT (extended attention
  * mask (1 - mask) * -10000): exp underflows to exactly 0 in fp32. */

@@ -1,4 +1,4 @@
-/* The fine-tuning heads (cz_head in include/cloze/model.h; model_internal.h).
+/* The fine-tuning heads (cz_head in include/cloze/model.h; model_private.h).
  * BERT paper Sec. 4 and Fig. 4; GPT-1 Sec. 3.2-3.3. Every head ends in one
  * softmax cross-entropy over task.rows rows of task.width classes:
  *   CLASSIFY  B rows of C (one per sequence);
@@ -19,7 +19,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "model_internal.h"
+#include "model_private.h"
 
 /* ---- parameters and buffers ---- */
 
