@@ -1,6 +1,8 @@
 /* BERT (Devlin et al. 2018) and GPT-1 (Radford et al. 2018): post-LN
  * Transformer blocks (Vaswani et al. 2017); GPT-2's pre-LN decoder (Radford
  * et al. 2019, Sec. 2.3); forward and backward in fp32.
+ * The fine-tuning heads are task_heads.c's; what the files share, and
+ * their order, is model_private.h's.
  *
  * Post-LN block (BERT Sec. 3, GPT-1 Sec. 3.1 and 4.1; Vaswani et al. Sec. 3):
  *   h = LN(x + Drop(Attn(x)))        Attn = softmax(Q K^T / sqrt(d) + mask) V, per head
@@ -40,166 +42,11 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cloze/rng.h"
+#include "model_private.h"
 
-#define MAX_TENSORS 1024
-#define MAX_ALLOCS 1024 /* 12 per layer + ~60: room for the 63 layers the tensor table allows */
 /* Additive score for padded keys, as Hugging Face BERT (extended attention
  * mask (1 - mask) * -10000): exp underflows to exactly 0 in fp32. */
 #define PAD_KEY_BIAS (-10000.0f)
-
-/* dropout sites: the c of the dropout stream is layer << 8 | site */
-enum { SITE_EMBED = 0, SITE_ATTN_PROBS = 1, SITE_ATTN_OUT = 2, SITE_FFN_OUT = 3 };
-/* the fine-tuning heads' dropout: layer index L, site 4 */
-enum { SITE_HEAD = 4 };
-
-/* KIND_RESID_WEIGHT: a weight that writes into the residual stream of a
- * pre-LN decoder (attn.c_proj, mlp.c_proj), initialised with std
- * init_range / sqrt(2L) (GPT-2 Sec. 2.3: "scale the weights of residual
- * layers at initialization by a factor of 1/sqrt(N) where N is the number of
- * residual layers", two per block). */
-enum { KIND_WEIGHT, KIND_BIAS, KIND_LN_GAMMA, KIND_LN_BETA, KIND_RESID_WEIGHT };
-
-/* A linear map y = x W^T + b (torch Linear, W [out,in]) or y = x W + b
- * (Hugging Face Conv1D used by GPT, W [in,out]); w and b are float offsets. */
-#define NO_BIAS ((size_t)-1) /* lin.b of a map without bias (GPT's score, W_y) */
-typedef struct lin {
-    size_t w, b;
-    int in, out, conv1d;
-} lin;
-
-typedef struct layer {
-    lin qkv; /* query, key, value as one map with 3H outputs (add_qkv; GPT's c_attn) */
-    lin attn_out, ffn_in, ffn_out;
-    size_t ln1_g, ln1_b, ln2_g, ln2_b;
-    size_t begin, end; /* range in the flat buffer */
-    /* activations (max sizes) */
-    float *qkv_act; /* [N, 3H] */
-    float *probs;   /* [B, A, T, T] softmax output before dropout */
-    float *ctx;     /* [N, H] */
-    float *r1, *h1; /* [N, H] residual sum before LN1, LN1 output (pre-LN: the
-                       residual sum after attention, LN1(x)) */
-    float *mean1, *rstd1, *mean2, *rstd2;
-    float *u, *g; /* [N, I] FFN pre-activation and GELU output */
-    float *r2;    /* [N, H] residual sum before LN2 (pre-LN: LN2(r1), the FFN input) */
-} layer;
-
-struct cz_model {
-    cz_model_config cfg;
-    int max_b, max_t, max_p;
-    const cz_gemm_ctx *gemm;
-    /* one single-thread copy of gemm per OpenMP thread: the attention
-     * products of different (sequence, head) pairs run side by side, each
-     * on one thread (cz_gemm_single_thread; the same bits as gemm) */
-    cz_gemm_ctx **head_gemm;
-    int n_head_gemm;
-    cz_tensor_info *tensors;
-    int n_tensors;
-    int *tensor_kind;
-    int *tensor_key; /* the tensor's place in the order of creation: keys its initial values */
-    size_t n_params;
-    float *params, *grads;
-    cz_grad_ready_fn hook;
-    void *hook_ctx;
-    cz_grad_rows_fn rows_hook;
-    void *rows_ctx;
-    /* the lookup's word-embedding rows (rows hook): row_of[v] is v's slot
-     * + 1 while backward builds them (0: absent), row_ids[slot] the id,
-     * tok_slot[n] token n's slot, row_vals [slots, H] */
-    int32_t *row_of, *row_ids, *tok_slot;
-    float *row_vals;
-
-    /* parameter offsets */
-    size_t wte, wpe, wtt, lne_g, lne_b; /* embeddings (wtt, lne only BERT) */
-    int vrows;                          /* the word embedding's rows (cz_model_vocab_rows) */
-    int pre_ln;                         /* cfg.layout == CZ_LAYOUT_PRE_LN */
-    size_t lnf_g, lnf_b;                /* pre-LN: the final LayerNorm */
-    size_t emb_begin, emb_end, heads_begin, heads_end;
-    lin mlm_dense, pooler, nsp;
-    lin task; /* fine-tuning head: classifier, qa_outputs or score (cfg.head) */
-    size_t mlm_ln_g, mlm_ln_b, mlm_bias;
-    layer *layers;
-
-    /* activations */
-    float **x;     /* [L+1] layer inputs [N, H]; x[L] = encoder output */
-    float *x_last; /* pre-LN: the last layer's output [N, H]; x[L] = LN_f(x_last) */
-    float *lnf_mean, *lnf_rstd;
-    float *emb_sum; /* [N, H] token + position (+ segment) */
-    float *emb_ln;  /* [N, H] BERT: LayerNorm of emb_sum before dropout */
-    float *emb_mean, *emb_rstd;
-    float *key_bias;            /* [B*T] */
-    float *probs_drop, *dprobs; /* [B, A, T, T], shared by the layers */
-    float *tmp_h;               /* [N, H] */
-    /* BERT heads */
-    float *mlm_h, *mlm_u, *mlm_g, *mlm_z, *mlm_mean, *mlm_rstd; /* [BP, H] / [BP] */
-    float *cls, *pooled, *nsp_logits;                           /* [B, H], [B, 2] */
-    /* loss rows: BERT MLM (BP rows) or GPT LM (N rows); NSP (B rows) */
-    float *logits; /* [rows, V] */
-    double *row_loss, *nsp_loss;
-    int32_t *row_label, *row_argmax, *nsp_argmax;
-    float *row_scale, *nsp_scale;
-    /* gradient scratch */
-    float *dx, *dy, *dr, *df, *dh1, *dctx, *di, *dqkv, *dmlm, *dmlm2, *dcls;
-    /* fine-tuning head (heads.c section at the end): its input after dropout,
-     * raw logits, the cross-entropy's rows (probabilities, then dlogits),
-     * re-interleaved SPAN dlogits, and d(head input) */
-    float *head_drop, *head_logits, *head_probs, *head_dlogits, *dhead;
-    double *head_loss;
-    int32_t *head_label, *head_argmax;
-    float *head_scale;
-    int head_rows, head_width; /* rows and classes of the last forward's cross-entropy */
-
-    int profiling;
-    cz_model_profile prof;
-
-    /* recomputation: which layer's activations the shared scratch holds
-     * (-1: none); the last layer's survive the forward, so its backward needs
-     * no recomputation */
-    int scratch_layer;
-
-    /* memory plan: take() adds each buffer's bytes to mem_plan[mem_slot] */
-    size_t mem_plan[4];
-    int mem_slot;
-
-    void *allocs[MAX_ALLOCS];
-    int n_allocs;
-};
-
-enum { MEM_PARAMS, MEM_LAYER_INPUTS, MEM_LAYER_ACTS, MEM_OTHER };
-
-/* ---- creation: the parameter table ---- */
-
-/* A tensor at `offset` (SIZE_MAX: the next free offset). The table stays
- * in buffer order (the optimizer and the exports walk it so); each
- * tensor's creation order keys its initial values (cz_model_init_weights),
- * so that a tensor placed out of turn keeps the values it had. */
-static size_t place_tensor(cz_model *m, const char *name, int s0, int s1, int kind, size_t offset) {
-    int at = m->n_tensors;
-    if (offset != SIZE_MAX)
-        while (at > 0 && m->tensors[at - 1].offset > offset) at--;
-    memmove(m->tensors + at + 1, m->tensors + at, (size_t)(m->n_tensors - at) * sizeof *m->tensors);
-    memmove(m->tensor_kind + at + 1, m->tensor_kind + at,
-            (size_t)(m->n_tensors - at) * sizeof *m->tensor_kind);
-    memmove(m->tensor_key + at + 1, m->tensor_key + at,
-            (size_t)(m->n_tensors - at) * sizeof *m->tensor_key);
-    m->tensor_key[at] = m->n_tensors;
-    cz_tensor_info *t = &m->tensors[at];
-    snprintf(t->name, sizeof t->name, "%s", name);
-    t->offset = offset == SIZE_MAX ? m->n_params : offset;
-    t->ndim = s1 > 0 ? 2 : 1;
-    t->shape[0] = s0;
-    t->shape[1] = s1 > 0 ? s1 : 0;
-    t->numel = (size_t)s0 * (size_t)(s1 > 0 ? s1 : 1);
-    t->no_decay = kind != KIND_WEIGHT && kind != KIND_RESID_WEIGHT;
-    m->tensor_kind[at] = kind;
-    m->n_tensors++;
-    if (offset == SIZE_MAX) m->n_params += t->numel;
-    return t->offset;
-}
-
-static size_t add_tensor(cz_model *m, const char *name, int s0, int s1, int kind) {
-    return place_tensor(m, name, s0, s1, kind, SIZE_MAX);
-}
 
 /* The tied word embedding goes first in the buffer (top of the file) but
  * keeps its place in the table, after the layers, so that the initial
@@ -209,21 +56,6 @@ static void reserve_word_embedding(cz_model *m) {
     m->vrows = cz_model_vocab_rows(&m->cfg);
     m->pre_ln = m->cfg.layout == CZ_LAYOUT_PRE_LN;
     m->n_params = (size_t)m->vrows * (size_t)m->cfg.hidden;
-}
-
-/* prefix.weight (of kind wkind) and prefix.bias of a linear map */
-static lin add_lin_kind(cz_model *m, const char *prefix, int in, int out, int conv1d, int wkind) {
-    char name[96];
-    lin l = {0, 0, in, out, conv1d};
-    snprintf(name, sizeof name, "%s.weight", prefix);
-    l.w = conv1d ? add_tensor(m, name, in, out, wkind) : add_tensor(m, name, out, in, wkind);
-    snprintf(name, sizeof name, "%s.bias", prefix);
-    l.b = add_tensor(m, name, out, 0, KIND_BIAS);
-    return l;
-}
-
-static lin add_lin(cz_model *m, const char *prefix, int in, int out, int conv1d) {
-    return add_lin_kind(m, prefix, in, out, conv1d, KIND_WEIGHT);
 }
 
 /* BERT's query, key and value maps, named as Hugging Face's three Linear
@@ -239,12 +71,12 @@ static lin add_qkv(cz_model *m, const char *prefix, int h) {
     lin l = {0, 0, h, 3 * h, 0};
     for (int k = 0; k < 3; k++) {
         snprintf(name, sizeof name, "%s.%s.weight", prefix, names[k]);
-        size_t w = add_tensor(m, name, h, h, KIND_WEIGHT);
+        size_t w = model_add_tensor(m, name, h, h, KIND_WEIGHT);
         if (k == 0) l.w = w;
     }
     for (int k = 0; k < 3; k++) {
         snprintf(name, sizeof name, "%s.%s.bias", prefix, names[k]);
-        size_t b = add_tensor(m, name, h, 0, KIND_BIAS);
+        size_t b = model_add_tensor(m, name, h, 0, KIND_BIAS);
         if (k == 0) l.b = b;
     }
     return l;
@@ -254,12 +86,10 @@ static void add_ln(cz_model *m, const char *prefix, size_t *g, size_t *b) {
     char name[96];
     int h = m->cfg.hidden;
     snprintf(name, sizeof name, "%s.weight", prefix);
-    *g = add_tensor(m, name, h, 0, KIND_LN_GAMMA);
+    *g = model_add_tensor(m, name, h, 0, KIND_LN_GAMMA);
     snprintf(name, sizeof name, "%s.bias", prefix);
-    *b = add_tensor(m, name, h, 0, KIND_LN_BETA);
+    *b = model_add_tensor(m, name, h, 0, KIND_LN_BETA);
 }
-
-static void build_task_head(cz_model *m);
 
 static void build_bert_table(cz_model *m) {
     const cz_model_config *c = &m->cfg;
@@ -268,13 +98,13 @@ static void build_bert_table(cz_model *m) {
     reserve_word_embedding(m);
     m->heads_begin = m->n_params;
     if (c->head == CZ_HEAD_PRETRAIN) {
-        m->mlm_dense = add_lin(m, "cls.predictions.transform.dense", h, h, 0);
+        m->mlm_dense = model_add_lin(m, "cls.predictions.transform.dense", h, h, 0);
         add_ln(m, "cls.predictions.transform.LayerNorm", &m->mlm_ln_g, &m->mlm_ln_b);
-        m->mlm_bias = add_tensor(m, "cls.predictions.bias", c->vocab_size, 0, KIND_BIAS);
-        m->pooler = add_lin(m, "bert.pooler.dense", h, h, 0);
-        m->nsp = add_lin(m, "cls.seq_relationship", h, 2, 0);
+        m->mlm_bias = model_add_tensor(m, "cls.predictions.bias", c->vocab_size, 0, KIND_BIAS);
+        m->pooler = model_add_lin(m, "bert.pooler.dense", h, h, 0);
+        m->nsp = model_add_lin(m, "cls.seq_relationship", h, 2, 0);
     } else {
-        build_task_head(m);
+        model_build_task_head(m);
     }
     m->heads_end = m->n_params;
     for (int l = c->layers - 1; l >= 0; l--) {
@@ -283,24 +113,24 @@ static void build_bert_table(cz_model *m) {
         snprintf(p, sizeof p, "bert.encoder.layer.%d.attention.self", l);
         ly->qkv = add_qkv(m, p, h);
         snprintf(p, sizeof p, "bert.encoder.layer.%d.attention.output.dense", l);
-        ly->attn_out = add_lin(m, p, h, h, 0);
+        ly->attn_out = model_add_lin(m, p, h, h, 0);
         snprintf(p, sizeof p, "bert.encoder.layer.%d.attention.output.LayerNorm", l);
         add_ln(m, p, &ly->ln1_g, &ly->ln1_b);
         snprintf(p, sizeof p, "bert.encoder.layer.%d.intermediate.dense", l);
-        ly->ffn_in = add_lin(m, p, h, in, 0);
+        ly->ffn_in = model_add_lin(m, p, h, in, 0);
         snprintf(p, sizeof p, "bert.encoder.layer.%d.output.dense", l);
-        ly->ffn_out = add_lin(m, p, in, h, 0);
+        ly->ffn_out = model_add_lin(m, p, in, h, 0);
         snprintf(p, sizeof p, "bert.encoder.layer.%d.output.LayerNorm", l);
         add_ln(m, p, &ly->ln2_g, &ly->ln2_b);
         ly->end = m->n_params;
     }
     m->emb_begin = m->n_params;
-    place_tensor(m, "bert.embeddings.word_embeddings.weight", c->vocab_size, h, KIND_WEIGHT,
-                 m->wte);
-    m->wpe = add_tensor(m, "bert.embeddings.position_embeddings.weight", c->max_positions, h,
-                        KIND_WEIGHT);
-    m->wtt = add_tensor(m, "bert.embeddings.token_type_embeddings.weight", c->type_vocab_size, h,
-                        KIND_WEIGHT);
+    model_place_tensor(m, "bert.embeddings.word_embeddings.weight", c->vocab_size, h, KIND_WEIGHT,
+                       m->wte);
+    m->wpe = model_add_tensor(m, "bert.embeddings.position_embeddings.weight", c->max_positions, h,
+                              KIND_WEIGHT);
+    m->wtt = model_add_tensor(m, "bert.embeddings.token_type_embeddings.weight", c->type_vocab_size,
+                              h, KIND_WEIGHT);
     add_ln(m, "bert.embeddings.LayerNorm", &m->lne_g, &m->lne_b);
     m->emb_end = m->n_params;
 }
@@ -313,7 +143,7 @@ static void build_gpt2_table(cz_model *m) {
     int h = c->hidden, in = c->intermediate;
     char p[96];
     m->heads_begin = m->n_params; /* LM head is the tied embedding */
-    if (c->head != CZ_HEAD_PRETRAIN) build_task_head(m);
+    if (c->head != CZ_HEAD_PRETRAIN) model_build_task_head(m);
     add_ln(m, "transformer.ln_f", &m->lnf_g, &m->lnf_b);
     m->heads_end = m->n_params;
     for (int l = c->layers - 1; l >= 0; l--) {
@@ -322,20 +152,20 @@ static void build_gpt2_table(cz_model *m) {
         snprintf(p, sizeof p, "transformer.h.%d.ln_1", l);
         add_ln(m, p, &ly->ln1_g, &ly->ln1_b);
         snprintf(p, sizeof p, "transformer.h.%d.attn.c_attn", l);
-        ly->qkv = add_lin(m, p, h, 3 * h, 1);
+        ly->qkv = model_add_lin(m, p, h, 3 * h, 1);
         snprintf(p, sizeof p, "transformer.h.%d.attn.c_proj", l);
-        ly->attn_out = add_lin_kind(m, p, h, h, 1, KIND_RESID_WEIGHT);
+        ly->attn_out = model_add_lin_kind(m, p, h, h, 1, KIND_RESID_WEIGHT);
         snprintf(p, sizeof p, "transformer.h.%d.ln_2", l);
         add_ln(m, p, &ly->ln2_g, &ly->ln2_b);
         snprintf(p, sizeof p, "transformer.h.%d.mlp.c_fc", l);
-        ly->ffn_in = add_lin(m, p, h, in, 1);
+        ly->ffn_in = model_add_lin(m, p, h, in, 1);
         snprintf(p, sizeof p, "transformer.h.%d.mlp.c_proj", l);
-        ly->ffn_out = add_lin_kind(m, p, in, h, 1, KIND_RESID_WEIGHT);
+        ly->ffn_out = model_add_lin_kind(m, p, in, h, 1, KIND_RESID_WEIGHT);
         ly->end = m->n_params;
     }
     m->emb_begin = m->n_params;
-    place_tensor(m, "transformer.wte.weight", m->vrows, h, KIND_WEIGHT, m->wte);
-    m->wpe = add_tensor(m, "transformer.wpe.weight", c->max_positions, h, KIND_WEIGHT);
+    model_place_tensor(m, "transformer.wte.weight", m->vrows, h, KIND_WEIGHT, m->wte);
+    m->wpe = model_add_tensor(m, "transformer.wpe.weight", c->max_positions, h, KIND_WEIGHT);
     m->emb_end = m->n_params;
 }
 
@@ -349,52 +179,33 @@ static void build_gpt_table(cz_model *m) {
         return;
     }
     m->heads_begin = m->n_params; /* LM head is the tied embedding */
-    if (c->head != CZ_HEAD_PRETRAIN) build_task_head(m);
+    if (c->head != CZ_HEAD_PRETRAIN) model_build_task_head(m);
     m->heads_end = m->n_params;
     for (int l = c->layers - 1; l >= 0; l--) {
         layer *ly = &m->layers[l];
         ly->begin = m->n_params;
         snprintf(p, sizeof p, "transformer.h.%d.attn.c_attn", l);
-        ly->qkv = add_lin(m, p, h, 3 * h, 1);
+        ly->qkv = model_add_lin(m, p, h, 3 * h, 1);
         snprintf(p, sizeof p, "transformer.h.%d.attn.c_proj", l);
-        ly->attn_out = add_lin(m, p, h, h, 1);
+        ly->attn_out = model_add_lin(m, p, h, h, 1);
         snprintf(p, sizeof p, "transformer.h.%d.ln_1", l);
         add_ln(m, p, &ly->ln1_g, &ly->ln1_b);
         snprintf(p, sizeof p, "transformer.h.%d.mlp.c_fc", l);
-        ly->ffn_in = add_lin(m, p, h, in, 1);
+        ly->ffn_in = model_add_lin(m, p, h, in, 1);
         snprintf(p, sizeof p, "transformer.h.%d.mlp.c_proj", l);
-        ly->ffn_out = add_lin(m, p, in, h, 1);
+        ly->ffn_out = model_add_lin(m, p, in, h, 1);
         snprintf(p, sizeof p, "transformer.h.%d.ln_2", l);
         add_ln(m, p, &ly->ln2_g, &ly->ln2_b);
         ly->end = m->n_params;
     }
     m->emb_begin = m->n_params;
-    place_tensor(m, "transformer.tokens_embed.weight", m->vrows, h, KIND_WEIGHT, m->wte);
-    m->wpe = add_tensor(m, "transformer.positions_embed.weight", c->max_positions, h, KIND_WEIGHT);
+    model_place_tensor(m, "transformer.tokens_embed.weight", m->vrows, h, KIND_WEIGHT, m->wte);
+    m->wpe =
+        model_add_tensor(m, "transformer.positions_embed.weight", c->max_positions, h, KIND_WEIGHT);
     m->emb_end = m->n_params;
 }
 
 /* ---- creation: memory ---- */
-
-static void *take(cz_model *m, size_t bytes, cz_error *err) {
-    if (m->n_allocs == MAX_ALLOCS) {
-        cz_fail(err, "model: too many buffers");
-        return NULL;
-    }
-    void *p = cz_alloc(bytes ? bytes : 64, err);
-    if (p) {
-        m->allocs[m->n_allocs++] = p;
-        m->mem_plan[m->mem_slot] += bytes;
-    }
-    return p;
-}
-
-/* count elements for ptr from take(), or -1 from the function that asks
- * (cz_model_create then frees what was taken) */
-#define TAKE(ptr, count)                                                                           \
-    do {                                                                                           \
-        if (!((ptr) = take(m, (size_t)(count) * sizeof *(ptr), err))) return -1;                   \
-    } while (0)
 
 static int check_config(const cz_model_config *c, int max_b, int max_t, int max_p, cz_error *err) {
     if (cz_model_config_check(c, NULL, err)) return cz_fail_prefix(err, "model");
@@ -538,39 +349,15 @@ static int alloc_work(cz_model *m, cz_error *err) {
     return 0;
 }
 
-/* A fine-tuning head's buffers (none for the pre-training heads). */
-static int alloc_task_head(cz_model *m, cz_error *err) {
-    const cz_model_config *cfg = &m->cfg;
-    if (cfg->head < CZ_HEAD_CLASSIFY) return 0;
-    int H = cfg->hidden, B = m->max_b;
-    size_t N = (size_t)B * m->max_t;
-    /* CLASSIFY: B rows of C; TAG: N rows of C; SPAN: N rows of 2, whose
-     * cross-entropy runs over 2B rows of T (start and end per sequence) */
-    size_t width = cfg->num_labels > 2 ? (size_t)cfg->num_labels : 2;
-    TAKE(m->head_drop, N * H);
-    TAKE(m->dhead, N * H);
-    TAKE(m->head_logits, N * width);
-    TAKE(m->head_probs, N * width);
-    TAKE(m->head_dlogits, N * width);
-    TAKE(m->head_loss, N + 2 * (size_t)B);
-    TAKE(m->head_label, N + 2 * (size_t)B);
-    TAKE(m->head_argmax, N + 2 * (size_t)B);
-    TAKE(m->head_scale, N + 2 * (size_t)B);
-    if (cfg->arch != CZ_ARCH_BERT) {
-        TAKE(m->cls, (size_t)B * H);
-        TAKE(m->dcls, (size_t)B * H);
-    }
-    return 0;
-}
-
-/* One single-threaded GEMM context per OpenMP thread for the heads. */
-static int make_head_gemm(cz_model *m, const cz_gemm_ctx *gemm, cz_error *err) {
+/* One single-threaded GEMM context per OpenMP thread for the attention's
+ * per-head products (attn_per_head). */
+static int make_attn_gemm(cz_model *m, const cz_gemm_ctx *gemm, cz_error *err) {
     if (!gemm) return 0;
     int nt = omp_get_max_threads();
-    /* not from take(): these are not activations (memory plan) */
-    if (!(m->head_gemm = cz_alloc((size_t)nt * sizeof *m->head_gemm, err))) return -1;
-    for (; m->n_head_gemm < nt; m->n_head_gemm++)
-        if (!(m->head_gemm[m->n_head_gemm] = cz_gemm_single_thread(gemm, err))) return -1;
+    /* not from model_take(): these are not activations (memory plan) */
+    if (!(m->attn_gemm = cz_alloc((size_t)nt * sizeof *m->attn_gemm, err))) return -1;
+    for (; m->n_attn_gemm < nt; m->n_attn_gemm++)
+        if (!(m->attn_gemm[m->n_attn_gemm] = cz_gemm_single_thread(gemm, err))) return -1;
     return 0;
 }
 
@@ -587,7 +374,7 @@ int cz_model_create(cz_model **out, const cz_model_config *cfg, int max_batch, i
     m->gemm = gemm;
     m->scratch_layer = -1;
     if (alloc_params(m, err) || alloc_layers(m, err) || alloc_work(m, err) ||
-        alloc_task_head(m, err) || make_head_gemm(m, gemm, err)) {
+        model_alloc_task_head(m, err) || make_attn_gemm(m, gemm, err)) {
         cz_model_free(m);
         return -1;
     }
@@ -597,8 +384,8 @@ int cz_model_create(cz_model **out, const cz_model_config *cfg, int max_batch, i
 
 void cz_model_free(cz_model *m) {
     if (!m) return;
-    for (int i = 0; i < m->n_head_gemm; i++) cz_gemm_free(m->head_gemm[i]);
-    cz_free(m->head_gemm);
+    for (int i = 0; i < m->n_attn_gemm; i++) cz_gemm_free(m->attn_gemm[i]);
+    cz_free(m->attn_gemm);
     for (int i = m->n_allocs - 1; i >= 0; i--) cz_free(m->allocs[i]);
     cz_free(m);
 }
@@ -714,95 +501,6 @@ void cz_model_get_profile(const cz_model *m, cz_model_profile *out) {
     *out = m->prof;
 }
 
-/* Runs stmt and, when profiling, adds its wall time to m->prof.slot. The
- * kernels are synchronous (OpenMP regions end with a barrier), so wall time
- * around a call is the time of that phase. */
-#define PHASE(slot, stmt)                                                                          \
-    do {                                                                                           \
-        double t0_ = m->profiling ? cz_now() : 0.0;                                                \
-        stmt;                                                                                      \
-        if (m->profiling) m->prof.slot += cz_now() - t0_;                                          \
-    } while (0)
-
-/* Every matrix product of the model goes through here (profiled as gemm). */
-static void gemm(const cz_model *cm, int ta, int tb, int mm, int n, int k, float alpha,
-                 const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc) {
-    cz_model *m = (cz_model *)cm; /* the profile is bookkeeping, not model state */
-    PHASE(gemm, cz_gemm(m->gemm, ta, tb, mm, n, k, alpha, a, lda, b, ldb, beta, c, ldc));
-}
-
-/* ---- building blocks ---- */
-
-#define PARAM(off) (m->params + (off))
-#define GRAD(off) (m->grads + (off))
-
-/* y[:, 0:out] (row stride ldy) = x W^T, or x W for Conv1D (no bias) */
-static void lin_map(cz_model *m, const lin *l, const float *x, int ldx, int n, float *y, int ldy) {
-    const float *w = m->params + l->w;
-    if (l->conv1d)
-        gemm(m, 0, 0, n, l->out, l->in, 1.0f, x, ldx, w, l->out, 0.0f, y, ldy);
-    else
-        gemm(m, 0, 1, n, l->out, l->in, 1.0f, x, ldx, w, l->in, 0.0f, y, ldy);
-}
-
-/* y = x W^T + b, or x W + b for Conv1D */
-static void lin_forward(cz_model *m, const lin *l, const float *x, int ldx, int n, float *y,
-                        int ldy) {
-    lin_map(m, l, x, ldx, n, y, ldy);
-    if (l->b != NO_BIAS) PHASE(elementwise, cz_add_bias(y, m->params + l->b, n, l->out, ldy));
-}
-
-/* dW += dy^T x (Linear) or x^T dy (Conv1D); db += column sums of dy;
- * dx = dx_beta * dx + dy W (Linear) or dy W^T (Conv1D); dx may be NULL. */
-static void lin_backward(cz_model *m, const lin *l, const float *dy, int ldy, const float *x,
-                         int ldx, int n, float *dx, int lddx, float dx_beta) {
-    const float *w = m->params + l->w;
-    float *dw = m->grads + l->w;
-    if (l->conv1d) {
-        gemm(m, 1, 0, l->in, l->out, n, 1.0f, x, ldx, dy, ldy, 1.0f, dw, l->out);
-        if (dx) gemm(m, 0, 1, n, l->in, l->out, 1.0f, dy, ldy, w, l->out, dx_beta, dx, lddx);
-    } else {
-        gemm(m, 1, 0, l->out, l->in, n, 1.0f, dy, ldy, x, ldx, 1.0f, dw, l->in);
-        if (dx) gemm(m, 0, 0, n, l->in, l->out, 1.0f, dy, ldy, w, l->in, dx_beta, dx, lddx);
-    }
-    if (l->b != NO_BIAS) PHASE(elementwise, cz_bias_backward(m->grads + l->b, dy, n, l->out, ldy));
-}
-
-static cz_rng_stream dropout_stream(const cz_batch *b, int seq, int layer_idx, int site) {
-    uint64_t sid = b->sample_ids ? b->sample_ids[seq] : (uint64_t)seq;
-    return cz_rng_stream_make(b->seed, CZ_RNG_DROPOUT, b->step, sid,
-                              ((uint64_t)layer_idx << 8) | (uint64_t)site);
-}
-
-/* Dropout of a [B, per] activation, one stream per sequence, element index
- * within the sequence's block of `per` values: the mask of a sequence does
- * not depend on which other sequences share its batch. Backward applies the
- * same call to the gradient. */
-static void dropout_groups(const cz_batch *b, float p, int layer_idx, int site, float *y,
-                           const float *x, size_t per, int n, int every) {
-    if (!b->train || p <= 0.0f) {
-        if (y != x) memcpy(y, x, (size_t)n * per * sizeof *y);
-        return;
-    }
-    for (int s = 0; s < n; s++) {
-        cz_rng_stream st = dropout_stream(b, s * every, layer_idx, site);
-        cz_dropout(y + s * per, x + s * per, per, p, &st, 0);
-    }
-}
-
-static void dropout_blocks(const cz_batch *b, float p, int layer_idx, int site, float *y,
-                           const float *x, size_t per) {
-    dropout_groups(b, p, layer_idx, site, y, x, per, b->batch, 1);
-}
-
-/* [B*T, cols]: each sequence's [T, cols] block is one stream */
-static void dropout_rows(const cz_batch *b, float p, int layer_idx, int site, float *y,
-                         const float *x, int cols) {
-    dropout_blocks(b, p, layer_idx, site, y, x, (size_t)b->seq * cols);
-}
-
-/* ---- attention ---- */
-
 static int attn_dropping(const cz_model *m, const cz_batch *b) {
     return b->train && m->cfg.attn_dropout > 0.0f;
 }
@@ -818,7 +516,7 @@ static void attn_dropout(cz_model *m, const cz_batch *b, int l, float *y, const 
     uint64_t P = (uint64_t)m->cfg.max_positions;
     size_t per = (size_t)A * T * T;
     for (int s = 0; s < b->batch; s++) {
-        cz_rng_stream st = dropout_stream(b, s, l, SITE_ATTN_PROBS);
+        cz_rng_stream st = model_dropout_stream(b, s, l, SITE_ATTN_PROBS);
         for (int h = 0; h < A; h++) {
             size_t o = s * per + (size_t)h * T * T;
             cz_dropout_rows(y + o, x + o, T, T, P, m->cfg.attn_dropout, &st, (uint64_t)h * P * P);
@@ -832,28 +530,28 @@ static void attn_dropout(cz_model *m, const cz_batch *b, int l, float *y, const 
  * each on one thread with its own single-thread GEMM context. Every product
  * is computed exactly as one call on m->gemm would (cz_gemm_single_thread),
  * so the results do not depend on the thread count. */
-typedef struct head_args {
+typedef struct attn_head_args {
     cz_model *m;
     layer *ly;
     const cz_batch *b;
     float scale;
     const float *pd; /* probabilities after dropout */
-} head_args;
-typedef void (*head_fn)(const cz_gemm_ctx *g, const head_args *a, int s, int h);
+} attn_head_args;
+typedef void (*attn_head_fn)(const cz_gemm_ctx *g, const attn_head_args *a, int s, int h);
 
-static void for_each_head(cz_model *m, int pairs, head_fn fn, const head_args *a) {
+static void attn_per_head(cz_model *m, int pairs, attn_head_fn fn, const attn_head_args *a) {
     int A = m->cfg.heads;
-    if (m->n_head_gemm == 0) { /* no GEMM context: the reference loops */
+    if (m->n_attn_gemm == 0) { /* no GEMM context: the reference loops */
         for (int i = 0; i < pairs; i++) fn(m->gemm, a, i / A, i % A);
         return;
     }
-    int nt = omp_get_max_threads() < m->n_head_gemm ? omp_get_max_threads() : m->n_head_gemm;
+    int nt = omp_get_max_threads() < m->n_attn_gemm ? omp_get_max_threads() : m->n_attn_gemm;
 #pragma omp parallel for num_threads(nt) schedule(static)
-    for (int i = 0; i < pairs; i++) fn(m->head_gemm[omp_get_thread_num()], a, i / A, i % A);
+    for (int i = 0; i < pairs; i++) fn(m->attn_gemm[omp_get_thread_num()], a, i / A, i % A);
 }
 
 /* S = scale Q K^T into probs (the softmax runs over all pairs afterwards) */
-static void head_scores(const cz_gemm_ctx *g, const head_args *a, int s, int h) {
+static void attn_head_scores(const cz_gemm_ctx *g, const attn_head_args *a, int s, int h) {
     int T = a->b->seq, H = a->m->cfg.hidden, A = a->m->cfg.heads, d = H / A;
     const float *q = a->ly->qkv_act + (size_t)s * T * 3 * H + h * d;
     float *p = a->ly->probs + ((size_t)s * A + h) * T * T;
@@ -861,7 +559,7 @@ static void head_scores(const cz_gemm_ctx *g, const head_args *a, int s, int h) 
 }
 
 /* ctx = Pd V */
-static void head_context(const cz_gemm_ctx *g, const head_args *a, int s, int h) {
+static void attn_head_context(const cz_gemm_ctx *g, const attn_head_args *a, int s, int h) {
     int T = a->b->seq, H = a->m->cfg.hidden, A = a->m->cfg.heads, d = H / A;
     const float *v = a->ly->qkv_act + (size_t)s * T * 3 * H + 2 * H + h * d;
     const float *p = a->pd + ((size_t)s * A + h) * T * T;
@@ -870,7 +568,8 @@ static void head_context(const cz_gemm_ctx *g, const head_args *a, int s, int h)
 }
 
 /* ctx = Pd V: dV = Pd^T dctx, dPd = dctx V^T */
-static void head_context_backward(const cz_gemm_ctx *g, const head_args *a, int s, int h) {
+static void attn_head_context_backward(const cz_gemm_ctx *g, const attn_head_args *a, int s,
+                                       int h) {
     cz_model *m = a->m;
     int T = a->b->seq, H = m->cfg.hidden, A = m->cfg.heads, d = H / A;
     size_t row0 = (size_t)s * T, pp = ((size_t)s * A + h) * T * T;
@@ -882,7 +581,7 @@ static void head_context_backward(const cz_gemm_ctx *g, const head_args *a, int 
 }
 
 /* S = scale Q K^T: dQ = scale dS K, dK = scale dS^T Q */
-static void head_scores_backward(const cz_gemm_ctx *g, const head_args *a, int s, int h) {
+static void attn_head_scores_backward(const cz_gemm_ctx *g, const attn_head_args *a, int s, int h) {
     cz_model *m = a->m;
     int T = a->b->seq, H = m->cfg.hidden, A = m->cfg.heads, d = H / A;
     size_t row0 = (size_t)s * T, pp = ((size_t)s * A + h) * T * T;
@@ -899,7 +598,8 @@ static void attention_forward(cz_model *m, layer *ly, int l, const cz_batch *b) 
     int T = b->seq, H = m->cfg.hidden, A = m->cfg.heads, d = H / A, B = b->batch;
     float scale = 1.0f / sqrtf((float)d);
     int causal = m->cfg.arch == CZ_ARCH_GPT;
-    PHASE(gemm, for_each_head(m, B * A, head_scores, &(head_args){m, ly, b, scale, NULL}));
+    PHASE(gemm,
+          attn_per_head(m, B * A, attn_head_scores, &(attn_head_args){m, ly, b, scale, NULL}));
     PHASE(attention,
           cz_attn_softmax_batch(ly->probs, B, A, T, b->attn_mask ? m->key_bias : NULL, causal));
     const float *pd = ly->probs;
@@ -907,7 +607,7 @@ static void attention_forward(cz_model *m, layer *ly, int l, const cz_batch *b) 
         PHASE(attention, attn_dropout(m, b, l, m->probs_drop, ly->probs));
         pd = m->probs_drop;
     }
-    PHASE(gemm, for_each_head(m, B * A, head_context, &(head_args){m, ly, b, scale, pd}));
+    PHASE(gemm, attn_per_head(m, B * A, attn_head_context, &(attn_head_args){m, ly, b, scale, pd}));
 }
 
 /* From dctx [N, H] to dqkv [N, 3H]. */
@@ -920,11 +620,13 @@ static void attention_backward(cz_model *m, layer *ly, int l, const cz_batch *b)
         pd = m->probs_drop;
     }
     /* ctx = Pd V: dV = Pd^T dctx, dPd = dctx V^T */
-    PHASE(gemm, for_each_head(m, B * A, head_context_backward, &(head_args){m, ly, b, scale, pd}));
+    PHASE(gemm, attn_per_head(m, B * A, attn_head_context_backward,
+                              &(attn_head_args){m, ly, b, scale, pd}));
     if (attn_dropping(m, b)) PHASE(attention, attn_dropout(m, b, l, m->dprobs, m->dprobs));
     PHASE(attention, cz_softmax_backward(m->dprobs, ly->probs, m->dprobs, B * A * T, T));
     /* S = scale Q K^T: dQ = scale dS K, dK = scale dS^T Q */
-    PHASE(gemm, for_each_head(m, B * A, head_scores_backward, &(head_args){m, ly, b, scale, NULL}));
+    PHASE(gemm, attn_per_head(m, B * A, attn_head_scores_backward,
+                              &(attn_head_args){m, ly, b, scale, NULL}));
 }
 
 /* ---- forward ---- */
@@ -952,18 +654,20 @@ static void layer_forward_pre_ln(cz_model *m, int l, const cz_batch *b, float *o
     const float *x = m->x[l];
     PHASE(elementwise, cz_layernorm_forward(ly->h1, ly->mean1, ly->rstd1, x, PARAM(ly->ln1_g),
                                             PARAM(ly->ln1_b), n, H, c->layer_norm_eps));
-    lin_forward(m, &ly->qkv, ly->h1, H, n, ly->qkv_act, 3 * H);
+    model_lin_forward(m, &ly->qkv, ly->h1, H, n, ly->qkv_act, 3 * H);
     attention_forward(m, ly, l, b);
-    lin_forward(m, &ly->attn_out, ly->ctx, H, n, m->tmp_h, H);
-    PHASE(elementwise, dropout_rows(b, c->hidden_dropout, l, SITE_ATTN_OUT, m->tmp_h, m->tmp_h, H));
+    model_lin_forward(m, &ly->attn_out, ly->ctx, H, n, m->tmp_h, H);
+    PHASE(elementwise,
+          model_dropout_rows(b, c->hidden_dropout, l, SITE_ATTN_OUT, m->tmp_h, m->tmp_h, H));
     /* r1 = x + branch and r2 = LN2(r1) in one pass */
     PHASE(elementwise,
           cz_add_layernorm_forward(ly->r2, ly->r1, ly->mean2, ly->rstd2, x, m->tmp_h,
                                    PARAM(ly->ln2_g), PARAM(ly->ln2_b), n, H, c->layer_norm_eps));
-    lin_map(m, &ly->ffn_in, ly->r2, H, n, ly->u, I);
+    model_lin_map(m, &ly->ffn_in, ly->r2, H, n, ly->u, I);
     PHASE(elementwise, cz_bias_gelu_forward(ly->g, ly->u, PARAM(ly->ffn_in.b), n, I, c->gelu_tanh));
-    lin_forward(m, &ly->ffn_out, ly->g, I, n, m->tmp_h, H);
-    PHASE(elementwise, dropout_rows(b, c->hidden_dropout, l, SITE_FFN_OUT, m->tmp_h, m->tmp_h, H));
+    model_lin_forward(m, &ly->ffn_out, ly->g, I, n, m->tmp_h, H);
+    PHASE(elementwise,
+          model_dropout_rows(b, c->hidden_dropout, l, SITE_FFN_OUT, m->tmp_h, m->tmp_h, H));
     PHASE(elementwise, residual_add(out, ly->r1, m->tmp_h, (size_t)n * H));
 }
 
@@ -978,18 +682,20 @@ static void layer_forward(cz_model *m, int l, const cz_batch *b, float *out) {
         layer_forward_pre_ln(m, l, b, out);
         return;
     }
-    lin_forward(m, &ly->qkv, x, H, n, ly->qkv_act, 3 * H);
+    model_lin_forward(m, &ly->qkv, x, H, n, ly->qkv_act, 3 * H);
     attention_forward(m, ly, l, b);
-    lin_forward(m, &ly->attn_out, ly->ctx, H, n, m->tmp_h, H);
-    PHASE(elementwise, dropout_rows(b, c->hidden_dropout, l, SITE_ATTN_OUT, m->tmp_h, m->tmp_h, H));
+    model_lin_forward(m, &ly->attn_out, ly->ctx, H, n, m->tmp_h, H);
+    PHASE(elementwise,
+          model_dropout_rows(b, c->hidden_dropout, l, SITE_ATTN_OUT, m->tmp_h, m->tmp_h, H));
     PHASE(elementwise,
           cz_add_layernorm_forward(ly->h1, ly->r1, ly->mean1, ly->rstd1, x, m->tmp_h,
                                    PARAM(ly->ln1_g), PARAM(ly->ln1_b), n, H, c->layer_norm_eps));
     /* W1 h without bias, then bias + GELU in one pass */
-    lin_map(m, &ly->ffn_in, ly->h1, H, n, ly->u, I);
+    model_lin_map(m, &ly->ffn_in, ly->h1, H, n, ly->u, I);
     PHASE(elementwise, cz_bias_gelu_forward(ly->g, ly->u, PARAM(ly->ffn_in.b), n, I, c->gelu_tanh));
-    lin_forward(m, &ly->ffn_out, ly->g, I, n, m->tmp_h, H);
-    PHASE(elementwise, dropout_rows(b, c->hidden_dropout, l, SITE_FFN_OUT, m->tmp_h, m->tmp_h, H));
+    model_lin_forward(m, &ly->ffn_out, ly->g, I, n, m->tmp_h, H);
+    PHASE(elementwise,
+          model_dropout_rows(b, c->hidden_dropout, l, SITE_FFN_OUT, m->tmp_h, m->tmp_h, H));
     PHASE(elementwise,
           cz_add_layernorm_forward(out, ly->r2, ly->mean2, ly->rstd2, ly->h1, m->tmp_h,
                                    PARAM(ly->ln2_g), PARAM(ly->ln2_b), n, H, c->layer_norm_eps));
@@ -1009,7 +715,7 @@ static void embeddings_forward(cz_model *m, const cz_batch *b) {
                                    PARAM(m->lne_b), n, H, c->layer_norm_eps));
         pre = m->emb_ln;
     }
-    PHASE(elementwise, dropout_rows(b, c->hidden_dropout, 0, SITE_EMBED, m->x[0], pre, H));
+    PHASE(elementwise, model_dropout_rows(b, c->hidden_dropout, 0, SITE_EMBED, m->x[0], pre, H));
 }
 
 /* MLM: transform (dense + GELU + LN) of the hidden states at the masked
@@ -1026,12 +732,12 @@ static void bert_heads_forward(cz_model *m, const cz_batch *b, cz_losses *out) {
                H * sizeof(float));
         m->row_label[r] = b->mlm_weights[r] > 0.0f ? b->mlm_labels[r] : -1;
     }
-    lin_forward(m, &m->mlm_dense, m->mlm_h, H, rows, m->mlm_u, H);
+    model_lin_forward(m, &m->mlm_dense, m->mlm_h, H, rows, m->mlm_u, H);
     PHASE(elementwise, cz_gelu_forward(m->mlm_g, m->mlm_u, (size_t)rows * H, c->gelu_tanh));
     PHASE(elementwise,
           cz_layernorm_forward(m->mlm_z, m->mlm_mean, m->mlm_rstd, m->mlm_g, PARAM(m->mlm_ln_g),
                                PARAM(m->mlm_ln_b), rows, H, c->layer_norm_eps));
-    gemm(m, 0, 1, rows, V, H, 1.0f, m->mlm_z, H, PARAM(m->wte), H, 0.0f, m->logits, V);
+    model_gemm(m, 0, 1, rows, V, H, 1.0f, m->mlm_z, H, PARAM(m->wte), H, 0.0f, m->logits, V);
     cz_add_bias(m->logits, PARAM(m->mlm_bias), rows, V, V);
     PHASE(loss, cz_xent_forward(m->logits, m->row_loss, m->row_argmax, m->row_label, rows, V));
     double wsum = 0, lsum = 0;
@@ -1052,9 +758,9 @@ static void bert_heads_forward(cz_model *m, const cz_batch *b, cz_losses *out) {
 
     for (int s = 0; s < B; s++)
         memcpy(m->cls + (size_t)s * H, xf + (size_t)s * T * H, H * sizeof(float));
-    lin_forward(m, &m->pooler, m->cls, H, B, m->pooled, H);
+    model_lin_forward(m, &m->pooler, m->cls, H, B, m->pooled, H);
     for (size_t i = 0; i < (size_t)B * H; i++) m->pooled[i] = tanhf(m->pooled[i]);
-    lin_forward(m, &m->nsp, m->pooled, H, B, m->nsp_logits, 2);
+    model_lin_forward(m, &m->nsp, m->pooled, H, B, m->nsp_logits, 2);
     PHASE(loss, cz_xent_forward(m->nsp_logits, m->nsp_loss, m->nsp_argmax, b->nsp_labels, B, 2));
     double nsum = 0;
     long ncorrect = 0;
@@ -1093,7 +799,7 @@ static void restore_padding_columns(float *a, int n, int v, int vrows) {
 static void gpt_head_forward(cz_model *m, const cz_batch *b, cz_losses *out) {
     const cz_model_config *c = &m->cfg;
     int H = c->hidden, V = c->vocab_size, VR = m->vrows, n = b->batch * b->seq;
-    gemm(m, 0, 1, n, VR, H, 1.0f, m->x[c->layers], H, PARAM(m->wte), H, 0.0f, m->logits, VR);
+    model_gemm(m, 0, 1, n, VR, H, 1.0f, m->x[c->layers], H, PARAM(m->wte), H, 0.0f, m->logits, VR);
     PHASE(loss, drop_padding_columns(m->logits, n, V, VR));
     PHASE(loss, cz_xent_forward(m->logits, m->row_loss, m->row_argmax, b->targets, n, V));
     double lsum = 0;
@@ -1108,10 +814,6 @@ static void gpt_head_forward(cz_model *m, const cz_batch *b, cz_losses *out) {
     out->lm_count = count;
     out->loss = out->lm_loss;
 }
-
-static int check_task_batch(const cz_model *m, const cz_batch *b, cz_error *err);
-static void task_head_forward(cz_model *m, const cz_batch *b, cz_losses *out);
-static void task_head_backward(cz_model *m, const cz_batch *b, float grad_scale);
 
 static int check_batch(const cz_model *m, const cz_batch *b, cz_error *err) {
     const cz_model_config *c = &m->cfg;
@@ -1133,7 +835,7 @@ static int check_batch(const cz_model *m, const cz_batch *b, cz_error *err) {
     if (c->head != CZ_HEAD_PRETRAIN) {
         if (c->arch == CZ_ARCH_BERT && !b->segments)
             return cz_fail(err, "model: BERT batch lacks segments");
-        return check_task_batch(m, b, err);
+        return model_check_task_batch(m, b, err);
     }
     if (c->arch == CZ_ARCH_BERT) {
         if (!b->segments || !b->mlm_positions || !b->mlm_labels || !b->mlm_weights ||
@@ -1170,9 +872,11 @@ int cz_model_forward(cz_model *m, const cz_batch *b, cz_losses *out, cz_error *e
         PHASE(elementwise, cz_layernorm_forward(m->x[m->cfg.layers], m->lnf_mean, m->lnf_rstd,
                                                 m->x_last, PARAM(m->lnf_g), PARAM(m->lnf_b), n,
                                                 m->cfg.hidden, m->cfg.layer_norm_eps));
-    if (m->cfg.head != CZ_HEAD_PRETRAIN)
-        task_head_forward(m, b, out);
-    else if (m->cfg.arch == CZ_ARCH_BERT)
+    if (m->cfg.head != CZ_HEAD_PRETRAIN) {
+        if (m->cfg.head != CZ_HEAD_NONE && m->cfg.lm_weight > 0)
+            gpt_head_forward(m, b, out); /* GPT's auxiliary LM loss (GPT-1 eq. 5) */
+        model_task_head_forward(m, b, out);
+    } else if (m->cfg.arch == CZ_ARCH_BERT)
         bert_heads_forward(m, b, out);
     else
         gpt_head_forward(m, b, out);
@@ -1198,14 +902,14 @@ static void bert_heads_backward(cz_model *m, const cz_batch *b, float grad_scale
     /* logits -> dlogits */
     PHASE(loss, cz_xent_backward(m->logits, m->row_label, m->row_scale, rows, V));
     PHASE(elementwise, cz_bias_backward(GRAD(m->mlm_bias), m->logits, rows, V, V));
-    gemm(m, 1, 0, V, H, rows, 1.0f, m->logits, V, m->mlm_z, H, 1.0f, GRAD(m->wte), H);
-    gemm(m, 0, 0, rows, H, V, 1.0f, m->logits, V, PARAM(m->wte), H, 0.0f, m->dmlm, H);
+    model_gemm(m, 1, 0, V, H, rows, 1.0f, m->logits, V, m->mlm_z, H, 1.0f, GRAD(m->wte), H);
+    model_gemm(m, 0, 0, rows, H, V, 1.0f, m->logits, V, PARAM(m->wte), H, 0.0f, m->dmlm, H);
     PHASE(elementwise,
           cz_layernorm_backward(m->dmlm2, GRAD(m->mlm_ln_g), GRAD(m->mlm_ln_b), m->dmlm, m->mlm_g,
                                 m->mlm_mean, m->mlm_rstd, PARAM(m->mlm_ln_g), rows, H));
     PHASE(elementwise,
           cz_gelu_backward(m->dmlm2, m->mlm_u, m->dmlm2, (size_t)rows * H, c->gelu_tanh));
-    lin_backward(m, &m->mlm_dense, m->dmlm2, H, m->mlm_h, H, rows, m->dmlm, H, 0.0f);
+    model_lin_backward(m, &m->mlm_dense, m->dmlm2, H, m->mlm_h, H, rows, m->dmlm, H, 0.0f);
     memset(m->dy, 0, (size_t)n * H * sizeof(float));
     for (int r = 0; r < rows; r++) { /* sequential: a position may repeat */
         int s = r / P;
@@ -1216,10 +920,10 @@ static void bert_heads_backward(cz_model *m, const cz_batch *b, float grad_scale
 
     for (int s = 0; s < B; s++) m->nsp_scale[s] *= grad_scale;
     PHASE(loss, cz_xent_backward(m->nsp_logits, b->nsp_labels, m->nsp_scale, B, 2));
-    lin_backward(m, &m->nsp, m->nsp_logits, 2, m->pooled, H, B, m->dcls, H, 0.0f);
+    model_lin_backward(m, &m->nsp, m->nsp_logits, 2, m->pooled, H, B, m->dcls, H, 0.0f);
     for (size_t i = 0; i < (size_t)B * H; i++) /* tanh' = 1 - tanh^2 */
         m->dcls[i] *= 1.0f - m->pooled[i] * m->pooled[i];
-    lin_backward(m, &m->pooler, m->dcls, H, m->cls, H, B, m->pooled, H, 0.0f);
+    model_lin_backward(m, &m->pooler, m->dcls, H, m->cls, H, B, m->pooled, H, 0.0f);
     for (int s = 0; s < B; s++) {
         float *d = m->dy + (size_t)s * T * H;
         for (int j = 0; j < H; j++) d[j] += m->pooled[(size_t)s * H + j];
@@ -1232,8 +936,8 @@ static void gpt_head_backward(cz_model *m, const cz_batch *b, float grad_scale) 
     for (int i = 0; i < n; i++) m->row_scale[i] *= grad_scale;
     PHASE(loss, cz_xent_backward(m->logits, b->targets, m->row_scale, n, V));
     PHASE(loss, restore_padding_columns(m->logits, n, V, VR));
-    gemm(m, 1, 0, VR, H, n, 1.0f, m->logits, VR, m->x[c->layers], H, 1.0f, GRAD(m->wte), H);
-    gemm(m, 0, 0, n, H, VR, 1.0f, m->logits, VR, PARAM(m->wte), H, 0.0f, m->dy, H);
+    model_gemm(m, 1, 0, VR, H, n, 1.0f, m->logits, VR, m->x[c->layers], H, 1.0f, GRAD(m->wte), H);
+    model_gemm(m, 0, 0, n, H, VR, 1.0f, m->logits, VR, PARAM(m->wte), H, 0.0f, m->dy, H);
 }
 
 /* GPT-2's block backward: d(layer output) in m->dy -> d(layer input) in
@@ -1245,17 +949,17 @@ static void layer_backward_pre_ln(cz_model *m, int l, const cz_batch *b) {
     const cz_model_config *c = &m->cfg;
     int n = b->batch * b->seq, H = c->hidden, I = c->intermediate;
     size_t nh = (size_t)n * H;
-    PHASE(elementwise, dropout_rows(b, c->hidden_dropout, l, SITE_FFN_OUT, m->df, m->dy, H));
-    lin_backward(m, &ly->ffn_out, m->df, H, ly->g, I, n, m->di, I, 0.0f);
+    PHASE(elementwise, model_dropout_rows(b, c->hidden_dropout, l, SITE_FFN_OUT, m->df, m->dy, H));
+    model_lin_backward(m, &ly->ffn_out, m->df, H, ly->g, I, n, m->di, I, 0.0f);
     PHASE(elementwise, cz_gelu_backward(m->di, ly->u, m->di, (size_t)n * I, c->gelu_tanh));
-    lin_backward(m, &ly->ffn_in, m->di, I, ly->r2, H, n, m->dh1, H, 0.0f);
+    model_lin_backward(m, &ly->ffn_in, m->di, I, ly->r2, H, n, m->dh1, H, 0.0f);
     PHASE(elementwise, cz_layernorm_backward(m->dr, GRAD(ly->ln2_g), GRAD(ly->ln2_b), m->dh1,
                                              ly->r1, ly->mean2, ly->rstd2, PARAM(ly->ln2_g), n, H));
     PHASE(elementwise, residual_add(m->dy, m->dy, m->dr, nh)); /* d r1 */
-    PHASE(elementwise, dropout_rows(b, c->hidden_dropout, l, SITE_ATTN_OUT, m->df, m->dy, H));
-    lin_backward(m, &ly->attn_out, m->df, H, ly->ctx, H, n, m->dctx, H, 0.0f);
+    PHASE(elementwise, model_dropout_rows(b, c->hidden_dropout, l, SITE_ATTN_OUT, m->df, m->dy, H));
+    model_lin_backward(m, &ly->attn_out, m->df, H, ly->ctx, H, n, m->dctx, H, 0.0f);
     attention_backward(m, ly, l, b);
-    lin_backward(m, &ly->qkv, m->dqkv, 3 * H, ly->h1, H, n, m->dh1, H, 0.0f);
+    model_lin_backward(m, &ly->qkv, m->dqkv, 3 * H, ly->h1, H, n, m->dh1, H, 0.0f);
     PHASE(elementwise,
           cz_layernorm_backward(m->dr, GRAD(ly->ln1_g), GRAD(ly->ln1_b), m->dh1, m->x[l], ly->mean1,
                                 ly->rstd1, PARAM(ly->ln1_g), n, H));
@@ -1287,17 +991,17 @@ static void layer_backward(cz_model *m, int l, const cz_batch *b) {
      * gradient, to which the FFN input's gradient is added below */
     PHASE(elementwise, cz_layernorm_backward(m->dh1, GRAD(ly->ln2_g), GRAD(ly->ln2_b), m->dy,
                                              ly->r2, ly->mean2, ly->rstd2, PARAM(ly->ln2_g), n, H));
-    PHASE(elementwise, dropout_rows(b, c->hidden_dropout, l, SITE_FFN_OUT, m->df, m->dh1, H));
-    lin_backward(m, &ly->ffn_out, m->df, H, ly->g, I, n, m->di, I, 0.0f);
+    PHASE(elementwise, model_dropout_rows(b, c->hidden_dropout, l, SITE_FFN_OUT, m->df, m->dh1, H));
+    model_lin_backward(m, &ly->ffn_out, m->df, H, ly->g, I, n, m->di, I, 0.0f);
     PHASE(elementwise, cz_gelu_backward(m->di, ly->u, m->di, (size_t)n * I, c->gelu_tanh));
-    lin_backward(m, &ly->ffn_in, m->di, I, ly->h1, H, n, m->dh1, H, 1.0f);
+    model_lin_backward(m, &ly->ffn_in, m->di, I, ly->h1, H, n, m->dh1, H, 1.0f);
     /* likewise d(LN1 input) into dx, to which the Q/K/V gradients are added */
     PHASE(elementwise, cz_layernorm_backward(m->dx, GRAD(ly->ln1_g), GRAD(ly->ln1_b), m->dh1,
                                              ly->r1, ly->mean1, ly->rstd1, PARAM(ly->ln1_g), n, H));
-    PHASE(elementwise, dropout_rows(b, c->hidden_dropout, l, SITE_ATTN_OUT, m->df, m->dx, H));
-    lin_backward(m, &ly->attn_out, m->df, H, ly->ctx, H, n, m->dctx, H, 0.0f);
+    PHASE(elementwise, model_dropout_rows(b, c->hidden_dropout, l, SITE_ATTN_OUT, m->df, m->dx, H));
+    model_lin_backward(m, &ly->attn_out, m->df, H, ly->ctx, H, n, m->dctx, H, 0.0f);
     attention_backward(m, ly, l, b);
-    lin_backward(m, &ly->qkv, m->dqkv, 3 * H, m->x[l], H, n, m->dx, H, 1.0f);
+    model_lin_backward(m, &ly->qkv, m->dqkv, 3 * H, m->x[l], H, n, m->dx, H, 1.0f);
     float *t = m->dx;
     m->dx = m->dy;
     m->dy = t;
@@ -1307,7 +1011,7 @@ static void embeddings_backward(cz_model *m, const cz_batch *b) {
     const cz_model_config *c = &m->cfg;
     int n = b->batch * b->seq, H = c->hidden;
     int bert = c->arch == CZ_ARCH_BERT;
-    PHASE(elementwise, dropout_rows(b, c->hidden_dropout, 0, SITE_EMBED, m->dx, m->dy, H));
+    PHASE(elementwise, model_dropout_rows(b, c->hidden_dropout, 0, SITE_EMBED, m->dx, m->dy, H));
     float *d = m->dx;
     if (bert) {
         PHASE(elementwise,
@@ -1340,9 +1044,13 @@ static void embeddings_backward(cz_model *m, const cz_batch *b) {
 
 void cz_model_backward(cz_model *m, const cz_batch *b, float grad_scale) {
     double t0 = m->profiling ? cz_now() : 0.0;
-    if (m->cfg.head != CZ_HEAD_PRETRAIN)
-        task_head_backward(m, b, grad_scale);
-    else if (m->cfg.arch == CZ_ARCH_BERT)
+    if (m->cfg.head != CZ_HEAD_PRETRAIN) {
+        if (m->cfg.head != CZ_HEAD_NONE && m->cfg.lm_weight > 0)
+            gpt_head_backward(m, b, grad_scale * m->cfg.lm_weight); /* sets dy */
+        else
+            memset(m->dy, 0, (size_t)b->batch * b->seq * m->cfg.hidden * sizeof(float));
+        model_task_head_backward(m, b, grad_scale);
+    } else if (m->cfg.arch == CZ_ARCH_BERT)
         bert_heads_backward(m, b, grad_scale);
     else
         gpt_head_backward(m, b, grad_scale);
@@ -1401,35 +1109,10 @@ static double heads_flops(const cz_model_config *c, int seq, int max_pred) {
     /* GPT's LM product runs over the padded rows (model.vocab_pad_to) */
     double H = c->hidden, V = c->arch == CZ_ARCH_BERT ? c->vocab_size : cz_model_vocab_rows(c),
            T = seq, P = max_pred;
-    double heads = c->arch == CZ_ARCH_BERT ? P * (2.0 * H * H + 2.0 * H * V) + 2.0 * H * H + 4.0 * H
-                                           : 2.0 * T * H * V;
-    /* fine-tuning heads: the linear maps of task_head_forward (below) */
-    double C = c->num_labels;
-    switch (c->head) {
-    case CZ_HEAD_NONE:
-        heads = 0;
-        break;
-    case CZ_HEAD_CLASSIFY:
-        heads = (c->arch == CZ_ARCH_BERT ? 2.0 * H * H : 0.0) + 2.0 * H * C +
-                (c->lm_weight > 0 ? 2.0 * T * H * V : 0.0);
-        break;
-    case CZ_HEAD_SIMILAR: /* per sequence: half a pair's classifier */
-        heads = H * C + (c->lm_weight > 0 ? 2.0 * T * H * V : 0.0);
-        break;
-    case CZ_HEAD_CHOICE: /* per sequence (one candidate): one score */
-        heads = (c->arch == CZ_ARCH_BERT ? 2.0 * H * H : 0.0) + 2.0 * H +
-                (c->lm_weight > 0 ? 2.0 * T * H * V : 0.0);
-        break;
-    case CZ_HEAD_SPAN:
-        heads = 4.0 * T * H;
-        break;
-    case CZ_HEAD_TAG:
-        heads = 2.0 * T * H * C;
-        break;
-    default:
-        break;
-    }
-    return heads;
+    if (c->head != CZ_HEAD_PRETRAIN) /* the fine-tuning head's, GPT's LM head with lm_weight */
+        return model_task_head_flops(c, seq, c->lm_weight > 0 ? 2.0 * T * H * V : 0.0);
+    return c->arch == CZ_ARCH_BERT ? P * (2.0 * H * H + 2.0 * H * V) + 2.0 * H * H + 4.0 * H
+                                   : 2.0 * T * H * V;
 }
 
 double cz_model_forward_flops(const cz_model_config *c, int seq, int max_pred) {
@@ -1457,259 +1140,6 @@ int cz_model_grad_stages(const cz_model_config *cfg, int seq, int max_pred, cz_g
     out[n++] = (cz_grad_stage){m->emb_end, 0.0};
     table_free(m);
     return n;
-}
-
-/* ---- fine-tuning heads (cz_head in include/cloze/model.h) ----
- * BERT paper Sec. 4 and Fig. 4; GPT-1 Sec. 3.2-3.3. Every head ends in one
- * softmax cross-entropy over head_rows rows of head_width classes:
- *   CLASSIFY  B rows of C (one per sequence);
- *   TAG       B*T rows of C (tokens with label -1 count nothing);
- *   SPAN      2B rows of T: row s holds sequence s's start logits over its
- *             positions, row B + s its end logits (de-interleaved from the
- *             [B*T, 2] qa_outputs map); loss = (CE_start + CE_end) / 2;
- *   SIMILAR   B/2 rows of C (one per pair of sequences, states added);
- *   CHOICE    B/K rows of K: the linear map gives B scores, one per
- *             sequence, and the K consecutive scores of an example are
- *             its row.
- * Dropout on the head's input (rate hidden_dropout, as Hugging Face's task
- * models and GPT-1 Sec. 4.1 "dropout to the classifier") draws from stream
- * (seed, step, sample, L << 8 | SITE_HEAD). */
-
-static void build_task_head(cz_model *m) {
-    const cz_model_config *c = &m->cfg;
-    int h = c->hidden, C = c->num_labels;
-    switch (c->head) {
-    case CZ_HEAD_CLASSIFY:
-        if (c->arch == CZ_ARCH_BERT) {
-            m->pooler = add_lin(m, "bert.pooler.dense", h, h, 0);
-            m->task = add_lin(m, "classifier", h, C, 0);
-        } else { /* W_y: no bias (GPT-1 eq. 3; Hugging Face's score) */
-            m->task = (lin){add_tensor(m, "score.weight", C, h, KIND_WEIGHT), NO_BIAS, h, C, 0};
-        }
-        break;
-    case CZ_HEAD_SPAN:
-        m->task = add_lin(m, "qa_outputs", h, 2, 0);
-        break;
-    case CZ_HEAD_TAG:
-        m->task = add_lin(m, "classifier", h, C, 0);
-        break;
-    case CZ_HEAD_SIMILAR: /* GPT only (model_config.c) */
-        m->task = (lin){add_tensor(m, "score.weight", C, h, KIND_WEIGHT), NO_BIAS, h, C, 0};
-        break;
-    case CZ_HEAD_CHOICE: /* one score per candidate */
-        if (c->arch == CZ_ARCH_BERT) {
-            m->pooler = add_lin(m, "bert.pooler.dense", h, h, 0);
-            m->task = add_lin(m, "classifier", h, 1, 0);
-        } else {
-            m->task = (lin){add_tensor(m, "score.weight", 1, h, KIND_WEIGHT), NO_BIAS, h, 1, 0};
-        }
-        break;
-    default:
-        break; /* NONE: no parameters */
-    }
-}
-
-/* Sequences per example: SIMILAR's two orderings, CHOICE's K candidates. */
-static int head_group(const cz_model_config *c) {
-    return c->head == CZ_HEAD_SIMILAR ? 2 : c->head == CZ_HEAD_CHOICE ? c->num_labels : 1;
-}
-
-static int check_task_batch(const cz_model *m, const cz_batch *b, cz_error *err) {
-    const cz_model_config *c = &m->cfg;
-    int B = b->batch, T = b->seq, C = c->num_labels;
-    if (c->head == CZ_HEAD_CLASSIFY || c->head == CZ_HEAD_SIMILAR || c->head == CZ_HEAD_CHOICE) {
-        int group = head_group(c);
-        if (c->arch == CZ_ARCH_GPT && !b->cls_index)
-            return cz_fail(err, "model: GPT classification batch lacks cls_index");
-        if (c->lm_weight > 0 && !b->targets)
-            return cz_fail(err, "model: lm_weight > 0 needs the batch's LM targets");
-        if (B % group)
-            return cz_fail(err, "model: a batch of %d sequences is not whole examples of %d", B,
-                           group);
-        for (int s = 0; s < B; s++) {
-            if (b->cls_index && (b->cls_index[s] < 0 || b->cls_index[s] >= T))
-                return cz_fail(err, "model: cls_index %d of sequence %d outside [0,%d)",
-                               b->cls_index[s], s, T);
-            if (b->labels && s % group == 0 && (b->labels[s] < 0 || b->labels[s] >= C))
-                return cz_fail(err, "model: label %d of sequence %d outside [0,%d)", b->labels[s],
-                               s, C);
-            /* an example's sequences are consecutive and carry its label */
-            if (b->labels && s % group && b->labels[s] != b->labels[s - s % group])
-                return cz_fail(err,
-                               "model: sequence %d has label %d, its example's first sequence %d "
-                               "has %d (an example is %d consecutive sequences)",
-                               s, b->labels[s], s - s % group, b->labels[s - s % group], group);
-        }
-    } else if (c->head == CZ_HEAD_SPAN && b->start_positions) {
-        if (!b->end_positions) return cz_fail(err, "model: span batch lacks end_positions");
-        for (int s = 0; s < B; s++)
-            if (b->start_positions[s] < 0 || b->start_positions[s] >= T ||
-                b->end_positions[s] < 0 || b->end_positions[s] >= T)
-                return cz_fail(err, "model: span [%d, %d] of sequence %d outside [0,%d)",
-                               b->start_positions[s], b->end_positions[s], s, T);
-    } else if (c->head == CZ_HEAD_TAG && b->token_labels) {
-        for (int i = 0; i < B * T; i++)
-            if (b->token_labels[i] < -1 || b->token_labels[i] >= C)
-                return cz_fail(err, "model: token label %d at %d outside [-1,%d)",
-                               b->token_labels[i], i, C);
-    }
-    return 0;
-}
-
-/* The head's input: BERT CLASSIFY / CHOICE pooled [CLS] (into m->pooled),
- * GPT CLASSIFY / CHOICE the extract token's state (into m->cls), SIMILAR
- * the sum of a pair's two extract states (GPT-1 Sec. 3.3, in place into
- * the first B/2 rows of m->cls), TAG the last layer; then dropout into
- * head_drop, one stream per row keyed by the row's first sequence. Returns
- * the rows of head input. */
-static int task_head_input(cz_model *m, const cz_batch *b) {
-    const cz_model_config *c = &m->cfg;
-    int H = c->hidden, T = b->seq, B = b->batch, L = c->layers;
-    const float *xf = m->x[L];
-    if (c->head == CZ_HEAD_TAG) {
-        PHASE(elementwise, dropout_rows(b, c->hidden_dropout, L, SITE_HEAD, m->head_drop, xf, H));
-        return B * T;
-    }
-    for (int s = 0; s < B; s++) {
-        int t = c->arch == CZ_ARCH_GPT ? b->cls_index[s] : 0;
-        memcpy(m->cls + (size_t)s * H, xf + ((size_t)s * T + t) * H, H * sizeof(float));
-    }
-    const float *in = m->cls;
-    int rows = B;
-    if (c->arch == CZ_ARCH_BERT) {
-        lin_forward(m, &m->pooler, m->cls, H, B, m->pooled, H);
-        for (size_t i = 0; i < (size_t)B * H; i++) m->pooled[i] = tanhf(m->pooled[i]);
-        in = m->pooled;
-    }
-    if (c->head == CZ_HEAD_SIMILAR) { /* row e reads rows 2e, 2e + 1 >= e: in place is safe */
-        rows = B / 2;
-        for (int e = 0; e < rows; e++)
-            for (int j = 0; j < H; j++)
-                m->cls[(size_t)e * H + j] =
-                    m->cls[(size_t)2 * e * H + j] + m->cls[(size_t)(2 * e + 1) * H + j];
-    }
-    PHASE(elementwise,
-          dropout_groups(b, c->hidden_dropout, L, SITE_HEAD, m->head_drop, in, H, rows, B / rows));
-    return rows;
-}
-
-static void task_head_forward(cz_model *m, const cz_batch *b, cz_losses *out) {
-    const cz_model_config *c = &m->cfg;
-    int H = c->hidden, T = b->seq, B = b->batch, C = c->num_labels;
-    const int32_t *labels = NULL;
-    if (c->head == CZ_HEAD_NONE) return;
-    if (c->lm_weight > 0) gpt_head_forward(m, b, out); /* GPT's auxiliary LM loss */
-    if (c->head == CZ_HEAD_SPAN) {
-        lin_forward(m, &m->task, m->x[c->layers], H, B * T, m->head_logits, 2);
-        m->head_rows = 2 * B;
-        m->head_width = T;
-        for (int s = 0; s < B; s++)
-            for (int t = 0; t < T; t++)
-                for (int k = 0; k < 2; k++)
-                    m->head_probs[((size_t)k * B + s) * T + t] =
-                        m->head_logits[((size_t)s * T + t) * 2 + k];
-        if (b->start_positions)
-            for (int s = 0; s < B; s++) {
-                m->head_label[s] = b->start_positions[s];
-                m->head_label[B + s] = b->end_positions[s];
-            }
-        labels = b->start_positions ? m->head_label : NULL;
-    } else {
-        int rows = task_head_input(m, b), group = head_group(c);
-        int choice = c->head == CZ_HEAD_CHOICE; /* one score per sequence, K to a row */
-        lin_forward(m, &m->task, m->head_drop, H, rows, m->head_logits, choice ? 1 : C);
-        m->head_rows = choice ? B / C : rows;
-        m->head_width = C;
-        memcpy(m->head_probs, m->head_logits, (size_t)m->head_rows * C * sizeof(float));
-        labels = c->head == CZ_HEAD_TAG ? b->token_labels : b->labels;
-        if (labels && group > 1) { /* example e's label sits at its first sequence */
-            for (int e = 0; e < B / group; e++) m->head_label[e] = labels[(size_t)e * group];
-            labels = m->head_label;
-        }
-    }
-    int rows = m->head_rows, width = m->head_width;
-    if (!labels) { /* forward only: logits for predictions */
-        memset(m->head_scale, 0, (size_t)rows * sizeof *m->head_scale);
-        out->loss = c->lm_weight > 0 ? c->lm_weight * out->lm_loss : 0.0;
-        return;
-    }
-    if (labels != m->head_label) memcpy(m->head_label, labels, (size_t)rows * sizeof *labels);
-    PHASE(loss,
-          cz_xent_forward(m->head_probs, m->head_loss, m->head_argmax, m->head_label, rows, width));
-    double sum = 0;
-    long count = 0, correct = 0;
-    for (int r = 0; r < rows; r++)
-        if (m->head_label[r] >= 0) {
-            sum += m->head_loss[r];
-            count++;
-        }
-    if (c->head == CZ_HEAD_SPAN) { /* the mean of two means over B */
-        for (int s = 0; s < B; s++)
-            correct += m->head_argmax[s] == m->head_label[s] &&
-                       m->head_argmax[B + s] == m->head_label[B + s];
-        out->task_loss = sum / (2.0 * B);
-        out->task_count = B;
-        for (int r = 0; r < rows; r++) m->head_scale[r] = 1.0f / (2.0f * (float)B);
-    } else {
-        for (int r = 0; r < rows; r++)
-            correct += m->head_label[r] >= 0 && m->head_argmax[r] == m->head_label[r];
-        out->task_loss = count ? sum / (double)count : 0.0;
-        out->task_count = count;
-        for (int r = 0; r < rows; r++) m->head_scale[r] = count ? 1.0f / (float)count : 0.0f;
-    }
-    out->task_correct = correct;
-    /* GPT-1 eq. 5: L3 = L2 + lambda L1 */
-    out->loss = out->task_loss + (c->lm_weight > 0 ? c->lm_weight * out->lm_loss : 0.0);
-}
-
-/* Leaves d(loss)/d(last layer) in m->dy, as the pre-training heads do. */
-static void task_head_backward(cz_model *m, const cz_batch *b, float grad_scale) {
-    const cz_model_config *c = &m->cfg;
-    int H = c->hidden, T = b->seq, B = b->batch, C = c->num_labels, L = c->layers;
-    int n = B * T, rows = m->head_rows;
-    const float *xf = m->x[L];
-    if (c->lm_weight > 0 && c->head != CZ_HEAD_NONE)
-        gpt_head_backward(m, b, grad_scale * c->lm_weight); /* sets dy */
-    else
-        memset(m->dy, 0, (size_t)n * H * sizeof(float));
-    if (c->head == CZ_HEAD_NONE) return;
-    for (int r = 0; r < rows; r++) m->head_scale[r] *= grad_scale;
-    PHASE(loss, cz_xent_backward(m->head_probs, m->head_label, m->head_scale, rows, m->head_width));
-    if (c->head == CZ_HEAD_SPAN) {
-        for (int s = 0; s < B; s++)
-            for (int t = 0; t < T; t++)
-                for (int k = 0; k < 2; k++)
-                    m->head_dlogits[((size_t)s * T + t) * 2 + k] =
-                        m->head_probs[((size_t)k * B + s) * T + t];
-        lin_backward(m, &m->task, m->head_dlogits, 2, xf, H, n, m->dy, H, 0.0f);
-        return;
-    }
-    /* CHOICE: the [B/K, K] gradient is that of B scores of width 1 */
-    int choice = c->head == CZ_HEAD_CHOICE, in_rows = choice ? B : rows;
-    lin_backward(m, &m->task, m->head_probs, choice ? 1 : C, m->head_drop, H, in_rows, m->dhead, H,
-                 0.0f);
-    if (c->head == CZ_HEAD_TAG) {
-        PHASE(elementwise, dropout_rows(b, c->hidden_dropout, L, SITE_HEAD, m->dy, m->dhead, H));
-        return;
-    }
-    PHASE(elementwise, dropout_groups(b, c->hidden_dropout, L, SITE_HEAD, m->dcls, m->dhead, H,
-                                      in_rows, B / in_rows));
-    if (c->arch == CZ_ARCH_BERT) {
-        for (size_t i = 0; i < (size_t)B * H; i++) /* tanh' = 1 - tanh^2 */
-            m->dcls[i] *= 1.0f - m->pooled[i] * m->pooled[i];
-        lin_backward(m, &m->pooler, m->dcls, H, m->cls, H, B, m->dhead, H, 0.0f);
-        memcpy(m->dcls, m->dhead, (size_t)B * H * sizeof(float));
-    }
-    int per = B / in_rows; /* SIMILAR: both orderings get their pair's gradient */
-    for (int s = 0; s < B; s++) {
-        int t = c->arch == CZ_ARCH_GPT ? b->cls_index[s] : 0;
-        float *d = m->dy + ((size_t)s * T + t) * H;
-        for (int j = 0; j < H; j++) d[j] += m->dcls[(size_t)(s / per) * H + j];
-    }
-}
-
-const float *cz_model_head_logits(const cz_model *m) {
-    return m->cfg.head >= CZ_HEAD_CLASSIFY ? m->head_logits : NULL;
 }
 
 const float *cz_model_hidden_states(const cz_model *m, int l) {

@@ -1,0 +1,218 @@
+/* model: what its sources share (not a public header; no test or benchmark
+ * includes it): the struct behind cz_model, its parameter table's building
+ * blocks, and the fine-tuning heads' entry points.
+ *
+ * Three meanings of "head", three names: the attention's heads (attn_head_*,
+ * attn_per_head in model.c: one (sequence, head) pair's products), the
+ * pre-training heads (bert_heads_*, gpt_head_*: MLM and NSP, the LM; the
+ * "heads" range of the buffer, heads_begin..heads_end) and the fine-tuning
+ * task heads (model_task_head_*: classify, span, tag, similar, choice).
+ *
+ * The files, each calling only the ones above it in this list:
+ *   model_config.c  the configuration's rules (cz_model_config_check)
+ *   blocks.c        the parameter table, the buffers, the profiled GEMM,
+ *                   linear maps and dropout streams
+ *   task_heads.c    the fine-tuning heads: parameters, buffers, batch
+ *                   checks, forward, backward, FLOPs
+ *   model.c         creation, the embeddings, the layers and attention, the
+ *                   pre-training heads, forward/backward, FLOPs, counts */
+#ifndef CLOZE_MODEL_INTERNAL_H
+#define CLOZE_MODEL_INTERNAL_H
+
+#include "cloze/model.h"
+
+#include "cloze/rng.h"
+
+#define MAX_TENSORS 1024
+#define MAX_ALLOCS 1024 /* 12 per layer + ~60: room for the 63 layers the tensor table allows */
+
+/* dropout sites: the c of the dropout stream is layer << 8 | site */
+enum { SITE_EMBED = 0, SITE_ATTN_PROBS = 1, SITE_ATTN_OUT = 2, SITE_FFN_OUT = 3 };
+/* the fine-tuning heads' dropout (task_heads.c): layer index L, site 4 */
+enum { SITE_TASK_HEAD = 4 };
+
+/* KIND_RESID_WEIGHT: a weight that writes into the residual stream of a
+ * pre-LN decoder (attn.c_proj, mlp.c_proj), initialised with std
+ * init_range / sqrt(2L) (GPT-2 Sec. 2.3: "scale the weights of residual
+ * layers at initialization by a factor of 1/sqrt(N) where N is the number of
+ * residual layers", two per block). */
+enum { KIND_WEIGHT, KIND_BIAS, KIND_LN_GAMMA, KIND_LN_BETA, KIND_RESID_WEIGHT };
+
+/* A linear map y = x W^T + b (torch Linear, W [out,in]) or y = x W + b
+ * (Hugging Face Conv1D used by GPT, W [in,out]); w and b are float offsets. */
+#define NO_BIAS ((size_t)-1) /* lin.b of a map without bias (GPT's score, W_y) */
+typedef struct lin {
+    size_t w, b;
+    int in, out, conv1d;
+} lin;
+
+typedef struct layer {
+    lin qkv; /* query, key, value as one map with 3H outputs (add_qkv; GPT's c_attn) */
+    lin attn_out, ffn_in, ffn_out;
+    size_t ln1_g, ln1_b, ln2_g, ln2_b;
+    size_t begin, end; /* range in the flat buffer */
+    /* activations (max sizes) */
+    float *qkv_act; /* [N, 3H] */
+    float *probs;   /* [B, A, T, T] softmax output before dropout */
+    float *ctx;     /* [N, H] */
+    float *r1, *h1; /* [N, H] residual sum before LN1, LN1 output (pre-LN: the
+                       residual sum after attention, LN1(x)) */
+    float *mean1, *rstd1, *mean2, *rstd2;
+    float *u, *g; /* [N, I] FFN pre-activation and GELU output */
+    float *r2;    /* [N, H] residual sum before LN2 (pre-LN: LN2(r1), the FFN input) */
+} layer;
+
+/* The fine-tuning head (cfg.head >= CZ_HEAD_CLASSIFY; task_heads.c): its
+ * linear map, its input after dropout, raw logits, the cross-entropy's rows
+ * (probabilities, then dlogits), re-interleaved SPAN dlogits, and d(head
+ * input). */
+typedef struct task_head {
+    lin map; /* classifier, qa_outputs or score (cfg.head) */
+    float *drop, *logits, *probs, *dlogits, *dinput;
+    double *loss;
+    int32_t *label, *argmax;
+    float *scale;
+    int rows, width; /* rows and classes of the last forward's cross-entropy */
+} task_head;
+
+struct cz_model {
+    cz_model_config cfg;
+    int max_b, max_t, max_p;
+    const cz_gemm_ctx *gemm;
+    /* one single-thread copy of gemm per OpenMP thread: the attention
+     * products of different (sequence, head) pairs run side by side, each
+     * on one thread (cz_gemm_single_thread; the same bits as gemm) */
+    cz_gemm_ctx **attn_gemm;
+    int n_attn_gemm;
+    cz_tensor_info *tensors;
+    int n_tensors;
+    int *tensor_kind;
+    int *tensor_key; /* the tensor's place in the order of creation: keys its initial values */
+    size_t n_params;
+    float *params, *grads;
+    cz_grad_ready_fn hook;
+    void *hook_ctx;
+    cz_grad_rows_fn rows_hook;
+    void *rows_ctx;
+    /* the lookup's word-embedding rows (rows hook): row_of[v] is v's slot
+     * + 1 while backward builds them (0: absent), row_ids[slot] the id,
+     * tok_slot[n] token n's slot, row_vals [slots, H] */
+    int32_t *row_of, *row_ids, *tok_slot;
+    float *row_vals;
+
+    /* parameter offsets */
+    size_t wte, wpe, wtt, lne_g, lne_b; /* embeddings (wtt, lne only BERT) */
+    int vrows;                          /* the word embedding's rows (cz_model_vocab_rows) */
+    int pre_ln;                         /* cfg.layout == CZ_LAYOUT_PRE_LN */
+    size_t lnf_g, lnf_b;                /* pre-LN: the final LayerNorm */
+    size_t emb_begin, emb_end, heads_begin, heads_end;
+    lin mlm_dense, pooler, nsp;
+    task_head task; /* the fine-tuning head (task_heads.c) */
+    size_t mlm_ln_g, mlm_ln_b, mlm_bias;
+    layer *layers;
+
+    /* activations */
+    float **x;     /* [L+1] layer inputs [N, H]; x[L] = encoder output */
+    float *x_last; /* pre-LN: the last layer's output [N, H]; x[L] = LN_f(x_last) */
+    float *lnf_mean, *lnf_rstd;
+    float *emb_sum; /* [N, H] token + position (+ segment) */
+    float *emb_ln;  /* [N, H] BERT: LayerNorm of emb_sum before dropout */
+    float *emb_mean, *emb_rstd;
+    float *key_bias;            /* [B*T] */
+    float *probs_drop, *dprobs; /* [B, A, T, T], shared by the layers */
+    float *tmp_h;               /* [N, H] */
+    /* BERT's pre-training heads (MLM, NSP) */
+    float *mlm_h, *mlm_u, *mlm_g, *mlm_z, *mlm_mean, *mlm_rstd; /* [BP, H] / [BP] */
+    float *cls, *pooled, *nsp_logits;                           /* [B, H], [B, 2] */
+    /* loss rows: BERT MLM (BP rows) or GPT LM (N rows); NSP (B rows) */
+    float *logits; /* [rows, V] */
+    double *row_loss, *nsp_loss;
+    int32_t *row_label, *row_argmax, *nsp_argmax;
+    float *row_scale, *nsp_scale;
+    /* gradient scratch */
+    float *dx, *dy, *dr, *df, *dh1, *dctx, *di, *dqkv, *dmlm, *dmlm2, *dcls;
+
+    int profiling;
+    cz_model_profile prof;
+
+    /* recomputation: which layer's activations the shared scratch holds
+     * (-1: none); the last layer's survive the forward, so its backward needs
+     * no recomputation */
+    int scratch_layer;
+
+    /* memory plan: model_take() adds each buffer's bytes to mem_plan[mem_slot] */
+    size_t mem_plan[4];
+    int mem_slot;
+
+    void *allocs[MAX_ALLOCS];
+    int n_allocs;
+};
+
+enum { MEM_PARAMS, MEM_LAYER_INPUTS, MEM_LAYER_ACTS, MEM_OTHER };
+
+/* count elements for ptr from model_take(), or -1 from the function that asks
+ * (cz_model_create then frees what was taken) */
+#define TAKE(ptr, count)                                                                           \
+    do {                                                                                           \
+        if (!((ptr) = model_take(m, (size_t)(count) * sizeof *(ptr), err))) return -1;             \
+    } while (0)
+
+/* Runs stmt and, when profiling, adds its wall time to m->prof.slot. The
+ * kernels are synchronous (OpenMP regions end with a barrier), so wall time
+ * around a call is the time of that phase. */
+#define PHASE(slot, stmt)                                                                          \
+    do {                                                                                           \
+        double t0_ = m->profiling ? cz_now() : 0.0;                                                \
+        stmt;                                                                                      \
+        if (m->profiling) m->prof.slot += cz_now() - t0_;                                          \
+    } while (0)
+
+#define PARAM(off) (m->params + (off))
+#define GRAD(off) (m->grads + (off))
+
+/* ---- blocks.c ---- */
+
+/* A tensor at `offset` (SIZE_MAX: the next free offset), its place in the
+ * table; returns its offset. */
+size_t model_place_tensor(cz_model *m, const char *name, int s0, int s1, int kind, size_t offset);
+size_t model_add_tensor(cz_model *m, const char *name, int s0, int s1, int kind);
+/* prefix.weight (of kind wkind) and prefix.bias of a linear map */
+lin model_add_lin_kind(cz_model *m, const char *prefix, int in, int out, int conv1d, int wkind);
+lin model_add_lin(cz_model *m, const char *prefix, int in, int out, int conv1d);
+/* bytes from the heap, counted in m->mem_plan[m->mem_slot] and freed with m */
+void *model_take(cz_model *m, size_t bytes, cz_error *err);
+/* C = alpha op(A) op(B) + beta C on m's GEMM context, profiled as gemm */
+void model_gemm(const cz_model *m, int ta, int tb, int mm, int n, int k, float alpha,
+                const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc);
+void model_lin_map(cz_model *m, const lin *l, const float *x, int ldx, int n, float *y, int ldy);
+void model_lin_forward(cz_model *m, const lin *l, const float *x, int ldx, int n, float *y,
+                       int ldy);
+void model_lin_backward(cz_model *m, const lin *l, const float *dy, int ldy, const float *x,
+                        int ldx, int n, float *dx, int lddx, float dx_beta);
+cz_rng_stream model_dropout_stream(const cz_batch *b, int seq, int layer_idx, int site);
+void model_dropout_groups(const cz_batch *b, float p, int layer_idx, int site, float *y,
+                          const float *x, size_t per, int n, int every);
+void model_dropout_rows(const cz_batch *b, float p, int layer_idx, int site, float *y,
+                        const float *x, int cols);
+
+/* ---- task_heads.c ---- */
+
+/* cfg.head's parameters (none for CZ_HEAD_NONE), after the pre-training
+ * range's other tensors */
+void model_build_task_head(cz_model *m);
+/* its buffers (none for the pre-training heads); -1 with err set */
+int model_alloc_task_head(cz_model *m, cz_error *err);
+/* the batch's task arrays (labels, spans, token labels, cls_index) */
+int model_check_task_batch(const cz_model *m, const cz_batch *b, cz_error *err);
+/* the head's loss into out (task_loss, task_count, task_correct, loss with
+ * lm_weight times out->lm_loss, which the caller's LM head has set); with
+ * no labels, only the logits */
+void model_task_head_forward(cz_model *m, const cz_batch *b, cz_losses *out);
+/* d(loss)/d(last layer) into m->dy: SPAN and TAG write it, the others add
+ * to what the caller set there (the LM head's gradient, or zeros) */
+void model_task_head_backward(cz_model *m, const cz_batch *b, float grad_scale);
+/* forward FLOPs of one sequence through cfg.head's maps; lm: those of the
+ * auxiliary LM head, counted where the head has one */
+double model_task_head_flops(const cz_model_config *c, int seq, double lm);
+
+#endif
