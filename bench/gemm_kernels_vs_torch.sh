@@ -31,27 +31,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 bench=$build/bench/bench-gemm_bench
 [ -x "$bench" ] || { echo "$bench: not built" >&2; exit 1; }
 LOCK=${LOCK:-/tmp/cloze-cpu.lock}
-flags=$(grep -m1 '^flags' /proc/cpuinfo)
-# arch_t of BLIS 0.9.0 (blis.h): the value BLIS_ARCH_TYPE takes
-arch_number() {
-  case $1 in
-    skx) echo 0 ;; knl) echo 1 ;; haswell) echo 3 ;; sandybridge) echo 4 ;;
-    zen3) echo 6 ;; zen2) echo 7 ;; zen) echo 8 ;;
-    *) echo "gemm_kernels_vs_torch: unknown BLIS configuration $1 (skx, haswell, zen3, zen2, zen)" >&2
-       exit 2 ;;
-  esac
-}
-kernels=()
-for k in ${KERNELS:-cpuid skx zen3 haswell}; do
-  case $k in
-    cpuid) ;;
-    skx) [[ $flags == *avx512f* && $flags == *avx512dq* && $flags == *avx512bw* && $flags == *avx512vl* ]] ||
-           { echo "note: skx left out: this CPU lacks AVX-512 F/DQ/BW/VL" >&2; continue; } ;;
-    *) arch_number "$k" >/dev/null
-       [[ $flags == *avx2* && $flags == *fma* ]] || { echo "note: $k left out: no AVX2/FMA" >&2; continue; } ;;
-  esac
-  kernels+=("$k")
-done
+source "$(dirname "$0")/blis_arch.sh"
+blis_kernels ${KERNELS:-cpuid skx zen3 haswell}
 pythons=()
 for py in ${TORCH_PYTHONS:-$build/torch-venv/bin/python /usr/bin/python3}; do
   [ -x "$py" ] && "$py" -c 'import torch' 2>/dev/null && pythons+=("$py") ||
@@ -70,7 +51,7 @@ for rep in $(seq "${REPS:-1}"); do
   for k in "${kernels[@]}"; do
     # OpenBLAS picks its AVX-512 kernels from CPUID only when these are unset
     forced=(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE -u BLIS_ARCH_TYPE)
-    [ "$k" = cpuid ] || forced+=(BLIS_ARCH_TYPE="$(arch_number "$k")")
+    [ "$k" = cpuid ] || forced+=(BLIS_ARCH_TYPE="$(blis_arch_number "$k")")
     "${forced[@]}" "$bench" "${args[@]}" 2>/dev/null 9>&- |
       tee -a "$out" | grep '^# cloze path' >&2 || { echo "$bench failed for kernel $k" >&2; exit 1; }
   done

@@ -33,24 +33,8 @@ models=("$@"); [ ${#models[@]} -gt 0 ] || models=(mini)
 THREADS=${THREADS:-2}
 LAYOUTS=${LAYOUTS:-1x2 2x1}; [ "$LAYOUTS" != none ] || LAYOUTS=
 LOCK=${LOCK:-/tmp/cloze-cpu.lock}
-flags=$(grep -m1 '^flags' /proc/cpuinfo)
-arch_number() { # arch_t of BLIS 0.9.0 (blis.h): the value BLIS_ARCH_TYPE takes
-  case $1 in
-    skx) echo 0 ;; haswell) echo 3 ;; zen3) echo 6 ;; zen2) echo 7 ;; zen) echo 8 ;;
-    *) echo "step_profile: unknown BLIS configuration $1 (skx, haswell, zen3, zen2, zen)" >&2; exit 2 ;;
-  esac
-}
-kernels=()
-for k in ${GEMM_KERNELS:-cpuid}; do
-  case $k in
-    cpuid) ;;
-    skx) [[ $flags == *avx512f* && $flags == *avx512dq* && $flags == *avx512bw* && $flags == *avx512vl* ]] ||
-           { echo "note: skx left out: this CPU lacks AVX-512 F/DQ/BW/VL" >&2; continue; } ;;
-    *) arch_number "$k" >/dev/null
-       [[ $flags == *avx2* && $flags == *fma* ]] || { echo "note: $k left out: no AVX2/FMA" >&2; continue; } ;;
-  esac
-  kernels+=("$k")
-done
+source "$(dirname "$0")/blis_arch.sh"
+blis_kernels ${GEMM_KERNELS:-cpuid}
 work=${WORK:-$(mktemp -d /tmp/cloze-step-profile.XXXXXX)}
 mkdir -p "$work"
 [ -n "${WORK:-}" ] || trap 'rm -rf "$work"' EXIT
@@ -72,7 +56,7 @@ shape() { # sets L H A T B conf steps
 }
 forced() { # the environment that forces kernel $1
   local e=(env -u BLIS_ARCH_TYPE)
-  [ "$1" = cpuid ] || e+=(BLIS_ARCH_TYPE="$(arch_number "$1")")
+  [ "$1" = cpuid ] || e+=(BLIS_ARCH_TYPE="$(blis_arch_number "$1")")
   echo "${e[@]}"
 }
 echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), family $(lscpu | sed -n 's/^CPU family: *//p') model $(lscpu | sed -n 's/^Model: *//p'); $(date -u '+%F %H:%M UTC'); load $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -274,16 +274,14 @@ int cz_is_passage(const char *s, size_t n) {
     if (e == 0 || (s[e - 1] != '.' && s[e - 1] != '!' && s[e - 1] != '?')) return 0;
     int words = 0, sentences = 1;
     for (size_t i = 0; i < n; i++) {
-        int blank = s[i] == ' ' || s[i] == '\t';
-        if (!blank && (i == 0 || s[i - 1] == ' ' || s[i - 1] == '\t')) {
-            words++;
-            /* a word after one that ends a sentence starts another sentence */
-            size_t w = i - 1;
-            while (w > 0 && (s[w - 1] == ' ' || s[w - 1] == '\t')) w--;
-            size_t c = strip_closers(s, w);
-            if (i > 0 && c > 0 && (s[c - 1] == '.' || s[c - 1] == '!' || s[c - 1] == '?'))
-                sentences++;
-        }
+        if (s[i] == ' ' || s[i] == '\t' || (i > 0 && s[i - 1] != ' ' && s[i - 1] != '\t')) continue;
+        words++;
+        if (i == 0) continue;
+        /* a word after one that ends a sentence starts another sentence */
+        size_t w = i;
+        while (w > 0 && (s[w - 1] == ' ' || s[w - 1] == '\t')) w--;
+        size_t c = strip_closers(s, w);
+        if (c > 0 && (s[c - 1] == '.' || s[c - 1] == '!' || s[c - 1] == '?')) sentences++;
     }
     return words >= (sentences > 1 ? CZ_PASSAGE_MIN_WORDS : CZ_PASSAGE_MIN_WORDS_ONE);
 }

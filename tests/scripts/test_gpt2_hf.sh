@@ -32,8 +32,7 @@ if [ -n "$shared" ] && [ -s "$shared/vocab/gpt2/encoder.json" ]; then
   vocab=$shared/vocab/gpt2/encoder.json merges=$shared/vocab/gpt2/vocab.bpe
   echo "GPT-2's vocabulary from ../shared/data"
 else
-  "$BIN/cloze-prep" vocab --kind bpe --size 600 --out "$work/encoder.json" \
-    --merges-out "$work/vocab.bpe" "$data/corpus.txt" >/dev/null 2>&1
+  learn_bpe "$data/corpus.txt" "$work"
   vocab=$work/encoder.json merges=$work/vocab.bpe
   echo "a learned BPE vocabulary (../shared/data absent)"
 fi

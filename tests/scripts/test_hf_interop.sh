@@ -59,8 +59,7 @@ if [ -n "$shared" ] && [ -s "$shared/vocab/gpt2/encoder.json" ]; then
   gpt_vocab=$work/gpt2vocab/encoder.json gpt_merges=$work/gpt2vocab/vocab.bpe
   echo "GPT-mini: GPT-2's vocabulary from ../shared/data"
 else
-  "$BIN/cloze-prep" vocab --kind bpe --size 600 --out "$work/encoder.json" \
-    --merges-out "$work/vocab.bpe" "$data/corpus.txt" >/dev/null 2>&1
+  learn_bpe "$data/corpus.txt" "$work"
   gpt_vocab=$work/encoder.json gpt_merges=$work/vocab.bpe
   echo "GPT-mini: a learned BPE vocabulary (../shared/data absent)"
 fi

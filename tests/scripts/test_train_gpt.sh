@@ -9,11 +9,7 @@ work=$(mktemp -d /tmp/cloze-gpt-XXXXXX)
 trap 'rm -rf "$work"' EXIT
 data=$CLOZE_BUILD_DIR/test-data/tutorial
 prepare_corpus "$data"
-"$BIN/cloze-prep" vocab --kind bpe --size 600 --out "$work/encoder.json" \
-  --merges-out "$work/vocab.bpe" "$data/corpus.txt" >/dev/null 2>&1
-"$BIN/cloze-prep" shards --vocab "$work/encoder.json" --merges "$work/vocab.bpe" \
-  --out "$work/shards" --shards 2 --heldout 0.1 --quiet "$data/corpus.txt"
-vocab_size=$(awk '$1 == "vocab" { print $3 }' "$work/shards/train.manifest")
+vocab_size=$(bpe_shards "$data/corpus.txt" "$work")
 grep -q '^vocab bpe ' "$work/shards/train.manifest" || { echo "FAIL: manifest is not BPE"; exit 1; }
 gpt() {
   echo "$SRC/conf/gpt-mini.cfg" --set model.vocab_size=$vocab_size \

@@ -56,4 +56,20 @@ tiny_args() {
     --set optim.warmup_fraction=0 --set optim.warmup_steps=3 --quiet
 }
 
+# learn_bpe CORPUS DIR: a 600-token byte-level BPE vocabulary learned from
+# CORPUS into DIR/encoder.json and DIR/vocab.bpe (the GPT tests' vocabulary)
+learn_bpe() {
+  "$BIN/cloze-prep" vocab --kind bpe --size 600 --out "$2/encoder.json" \
+    --merges-out "$2/vocab.bpe" "$1" >/dev/null 2>&1
+}
+
+# bpe_shards CORPUS DIR: learn_bpe, then DIR/shards/{train,heldout}.manifest
+# (2 shards, a tenth held out); prints the vocabulary's size
+bpe_shards() {
+  learn_bpe "$1" "$2"
+  "$BIN/cloze-prep" shards --vocab "$2/encoder.json" --merges "$2/vocab.bpe" \
+    --out "$2/shards" --shards 2 --heldout 0.1 --quiet "$1"
+  awk '$1 == "vocab" { print $3 }' "$2/shards/train.manifest"
+}
+
 mpi() { local n=$1; shift; mpirun --oversubscribe -np "$n" "$@"; }
