@@ -13,10 +13,6 @@
 static const char *const FORMAT_NAMES[CZ_FMT_COUNT] = {"auto",  "text",      "wikitext",
                                                        "jsonl", "gutenberg", "wikiextractor"};
 
-const char *cz_input_format_name(cz_input_format f) {
-    return FORMAT_NAMES[f];
-}
-
 int cz_input_format_parse(const char *s, cz_input_format *f) {
     for (int i = 0; i < CZ_FMT_COUNT; i++)
         if (!strcmp(s, FORMAT_NAMES[i])) {

@@ -140,10 +140,8 @@ void cz_gemm_bf16_ref(int trans_a, int trans_b, int m, int n, int k, float alpha
  * that output. */
 
 /* How the fast kernels' path was chosen, e.g. "avx512 (the widest this CPU
- * has)"; cz_kernels_isa: just the name ("scalar", "baseline", "avx2",
- * "avx512"). */
+ * has)". */
 const char *cz_kernels_describe(void);
-const char *cz_kernels_isa(void);
 
 /* y[n,:] = (x[n,:] - mean) * rstd * gamma + beta, rstd = 1/sqrt(var + eps),
  * var the biased (population) variance over C columns (Ba et al. 2016).

@@ -49,7 +49,6 @@ typedef enum { CZ_PASSAGES_AUTO = 0, CZ_PASSAGES_ON, CZ_PASSAGES_OFF } cz_passag
 #define CZ_PASSAGE_MIN_WORDS_ONE 12
 int cz_is_passage(const char *s, size_t n);
 
-const char *cz_input_format_name(cz_input_format f);
 int cz_input_format_parse(const char *s, cz_input_format *f);
 
 /* The expanded list of input files (directories walked, sorted by name). */

@@ -47,10 +47,6 @@ const char *cz_kernels_describe(void) {
     return cz_cpu_kernel_isa_note();
 }
 
-const char *cz_kernels_isa(void) {
-    return cz_isa_name(cz_cpu_kernel_isa());
-}
-
 /* ---- LayerNorm (Ba, Kiros & Hinton 2016; BERT/GPT post-LN) ---- */
 
 static void layernorm_row(float *y, float *mean, float *rstd, const float *x, const float *gamma,
