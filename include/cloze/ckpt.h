@@ -49,7 +49,7 @@ typedef struct cz_blob {
 #define CZ_BLOB_ADAM_V "adam_v"
 /* the flat layout of params, adam_m and adam_v: CZ_PARAMS_LAYOUT, the tied
  * word embedding first; a file without this blob has the layout of before
- * (model.h cz_model_relayout_v2; hf.h cz_ckpt_get_params reads either) */
+ * (hf.h cz_ckpt_get_params reads either) */
 #define CZ_BLOB_LAYOUT "layout"
 #define CZ_PARAMS_LAYOUT "word-embedding-first"
 /* a fine-tuning run's, besides those (hf.h formats and reads them): */

@@ -209,10 +209,10 @@ void cz_model_get_memory(const cz_model *m, cz_model_memory *out);
  * order. */
 void cz_model_set_grad_hook(cz_model *m, cz_grad_ready_fn fn, void *ctx);
 void cz_model_set_grad_rows_hook(cz_model *m, cz_grad_rows_fn fn, void *ctx);
-/* A buffer in this model's layout of before the tied word embedding went
- * first (run-state versions <= 2: heads, layers, word embedding, the other
- * embeddings) into today's, in place. -1 with err only when out of memory. */
-int cz_model_relayout_v2(const cz_model *m, float *buf, cz_error *err);
+/* Where the embeddings other than the word embedding begin in the flat
+ * layout (positions, token types, BERT's embedding LayerNorm): the last
+ * range backward finishes, after the last layer's. */
+size_t cz_model_embeddings_begin(const cz_model *m);
 cz_grad_order cz_model_grad_order(const cz_model *m);
 
 /* Forward pass; keeps the activations that backward needs. */

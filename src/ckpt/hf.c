@@ -448,13 +448,30 @@ void cz_hf_head_text(const cz_model_config *mc, char *buf, size_t cap) {
              mc->num_labels, (double)mc->lm_weight, mc->vocab_size);
 }
 
+/* A buffer in the layout of before the tied word embedding went first
+ * (files without the layout blob, run-state versions <= 2) into today's,
+ * in place:
+ *   before: [heads and layers: e][word embedding: vh][the other embeddings]
+ *   now:    [word embedding: vh][heads and layers: e][the other embeddings]
+ * The word embedding is tensor 0 at offset 0 today. */
+static int relayout_v2(const cz_model *m, float *buf, cz_error *err) {
+    size_t vh = cz_model_tensor(m, 0)->numel, e = cz_model_embeddings_begin(m) - vh;
+    float *tmp = cz_alloc(vh * sizeof *tmp, err);
+    if (!tmp) return -1;
+    memcpy(tmp, buf + e, vh * sizeof *tmp);
+    memmove(buf + vh, buf, e * sizeof *buf);
+    memcpy(buf, tmp, vh * sizeof *tmp);
+    cz_free(tmp);
+    return 0;
+}
+
 int cz_ckpt_get_params(const cz_ckpt *c, const char *path, const char *name, const cz_model *m,
                        float *dst, cz_error *err) {
     if (cz_ckpt_get_exact(c, name, dst, cz_model_num_params(m) * sizeof(float), err) != 0)
         return -1;
     size_t len = 0;
     const char *layout = cz_ckpt_get(c, CZ_BLOB_LAYOUT, &len);
-    if (!layout) return cz_model_relayout_v2(m, dst, err);
+    if (!layout) return relayout_v2(m, dst, err);
     if (len != strlen(CZ_PARAMS_LAYOUT) || memcmp(layout, CZ_PARAMS_LAYOUT, len) != 0)
         return cz_fail(err, "%s: blob '%s': layout '%.*s' is not one this cloze reads ('%s')", path,
                        CZ_BLOB_LAYOUT, (int)(len < 64 ? len : 64), layout, CZ_PARAMS_LAYOUT);

@@ -432,17 +432,8 @@ void cz_model_set_grad_rows_hook(cz_model *m, cz_grad_rows_fn fn, void *ctx) {
     m->rows_ctx = ctx;
 }
 
-/* before: [heads and layers: e][word embedding: vh][the rest]
- * now:    [word embedding: vh][heads and layers: e][the rest] */
-int cz_model_relayout_v2(const cz_model *m, float *buf, cz_error *err) {
-    size_t vh = (size_t)m->vrows * m->cfg.hidden, e = m->emb_begin - vh;
-    float *tmp = cz_alloc(vh * sizeof *tmp, err);
-    if (!tmp) return -1;
-    memcpy(tmp, buf + e, vh * sizeof *tmp);
-    memmove(buf + vh, buf, e * sizeof *buf);
-    memcpy(buf, tmp, vh * sizeof *tmp);
-    cz_free(tmp);
-    return 0;
+size_t cz_model_embeddings_begin(const cz_model *m) {
+    return m->emb_begin;
 }
 
 /* build_bert_table / build_gpt_table lay tensors out in the order backward

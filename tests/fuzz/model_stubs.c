@@ -32,8 +32,7 @@ size_t cz_model_num_params(const cz_model *m) {
     unreachable("cz_model_num_params");
     return 0;
 }
-int cz_model_relayout_v2(const cz_model *m, float *buf, cz_error *err) {
-    (void)buf, (void)err;
-    unreachable("cz_model_relayout_v2");
-    return -1;
+size_t cz_model_embeddings_begin(const cz_model *m) {
+    unreachable("cz_model_embeddings_begin");
+    return 0;
 }
