@@ -31,27 +31,13 @@ import sys
 import numpy as np
 import torch
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+from hf_checks import TOL, check, failures  # noqa: E402 (before transformers)
 from transformers import (AutoModelForCausalLM, AutoModelForPreTraining,  # noqa: E402
                           AutoModelForSequenceClassification, AutoModelForTokenClassification,
                           AutoTokenizer, BertModel)
-from transformers.utils import logging as hf_logging  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "reference"))
 from model_reference import load_safetensors as reference_load  # noqa: E402
-
-hf_logging.set_verbosity_error()
-torch.set_num_threads(1)
-TOL = 1e-5
-failures = []
-
-
-def check(ok, what):
-    print(("ok   " if ok else "FAIL ") + what)
-    if not ok:
-        failures.append(what)
-
 
 def load_safetensors(path):
     """F32 tensors of a safetensors file as float64 numpy arrays (the reader
