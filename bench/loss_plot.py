@@ -22,6 +22,11 @@ import tempfile
 COLOURS = ["#D55E00", "#0072B2", "#009E73", "#CC79A7", "#E69F00", "#56B4E9"]
 
 
+def quoted(text):
+    """text as a gnuplot single-quoted string ('' stands for ')."""
+    return "'" + text.replace("'", "''") + "'"
+
+
 def read(path):
     train, held = {}, {}
     with open(path) as f:
@@ -67,15 +72,15 @@ def main(argv):
                     f.write(f"{s} {held[s]}\n")
         if train:
             series.append(f"'{tdat}' using 1:2 with lines lw 2 lc rgb '{colour}' "
-                          f"title '{label}: training (mean of {smooth} steps)'")
+                          f"title {quoted(f'{label}: training (mean of {smooth} steps)')}")
         if held:
             series.append(f"'{hdat}' using 1:2 with linespoints dt 2 lw 1.5 pt 7 ps 1 "
-                          f"lc rgb '{colour}' title '{label}: held-out'")
+                          f"lc rgb '{colour}' title {quoted(label + ': held-out')}")
     script = []
     for term, ext in (("pngcairo", "png"), ("svg", "svg")):
         script += [f"set terminal {term} size 760,480 font 'Sans,10'",
                    f"set output '{prefix}.{ext}'", "set grid; set key top right",
-                   f"set title '{title}'", "set xlabel 'step'; set ylabel 'loss (nats per token)'",
+                   f"set title {quoted(title)}", "set xlabel 'step'; set ylabel 'loss (nats per token)'",
                    "plot " + ", ".join(series), "unset output"]
     gp = os.path.join(tmp, "plot.gp")
     with open(gp, "w") as f:
