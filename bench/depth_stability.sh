@@ -16,7 +16,7 @@
 #        per step), STEPS (2000), WARMUP (200 warm-up steps: GPT-1's 2000
 #        scaled to a short run; give 2000 with STEPS >= 20000 for GPT-1's),
 #        LR (2.5e-4), RANKS (1), THREADS (0 = the CPUs allowed / RANKS),
-#        SEED (1), WORK (scratch, default BUILD_DIR/depth-stability),
+#        SEED (1), EVAL_SAMPLES (256 held-out windows per evaluation), WORK (scratch, default BUILD_DIR/depth-stability),
 #        CORPUS (text files; default ../shared/data/corpus/wikitext-2-raw/*
 #        and gutenberg/*), VOCAB / MERGES (GPT-2's encoder.json / vocab.bpe
 #        from ../shared/data/vocab/gpt2; else a 8000-token BPE is learned
@@ -30,7 +30,7 @@ SRC=$(cd "$(dirname "$0")/.." && pwd)
 SHARED=${SHARED:-$SRC/../shared/data}
 LAYERS=${LAYERS:-24} HIDDEN=${HIDDEN:-128} HEADS=${HEADS:-4} SEQ=${SEQ:-128}
 BATCH=${BATCH:-32} STEPS=${STEPS:-2000} WARMUP=${WARMUP:-200} LR=${LR:-2.5e-4}
-RANKS=${RANKS:-1} THREADS=${THREADS:-0} SEED=${SEED:-1}
+RANKS=${RANKS:-1} THREADS=${THREADS:-0} SEED=${SEED:-1} EVAL_SAMPLES=${EVAL_SAMPLES:-256}
 WORK=${WORK:-$BUILD/depth-stability}
 mkdir -p "$WORK"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
@@ -56,21 +56,24 @@ V=$(awk '$1 == "vocab" { print $3 }' "$shards/train.manifest")
 micro=$BATCH
 while [ $((micro * SEQ)) -gt 4096 ] && [ $((micro % 2)) = 0 ]; do micro=$((micro / 2)); done
 [ $((micro % RANKS)) = 0 ] || micro=$RANKS
+per_rank=$((micro / RANKS > 0 ? micro / RANKS : 1))
+# train.eval_batches counts micro-batches of all ranks together (src/train/train.c)
+eval_batches=$((EVAL_SAMPLES / per_rank > 0 ? EVAL_SAMPLES / per_rank : 1))
 
 for layout in post_ln pre_ln; do
   run=$WORK/$layout
   rm -rf "$run"
   echo "== $layout: L=$LAYERS H=$HIDDEN A=$HEADS seq $SEQ, $BATCH x $SEQ tokens/step, $STEPS steps, warm-up $WARMUP, lr $LR"
-  mpirun --oversubscribe -np "$RANKS" "$BUILD/cloze-train" "$SRC/conf/gpt1.cfg" \
+  mpirun --oversubscribe --bind-to none -np "$RANKS" "$BUILD/cloze-train" "$SRC/conf/gpt1.cfg" \
     --set model.layout=$layout --set model.vocab_size="$V" --set model.vocab_pad_to=64 \
     --set model.layers="$LAYERS" --set model.hidden="$HIDDEN" --set model.heads="$HEADS" \
     --set model.intermediate=0 --set model.max_positions="$SEQ" --set data.seq="$SEQ" \
     --set data.train_manifest="$shards/train.manifest" \
     --set data.heldout_manifest="$shards/heldout.manifest" \
     --set train.run_dir="$run" --set train.steps="$STEPS" --set train.global_batch="$BATCH" \
-    --set train.micro_batch=$((micro / RANKS > 0 ? micro / RANKS : 1)) \
+    --set train.micro_batch="$per_rank" \
     --set train.threads="$THREADS" --set train.seed="$SEED" \
-    --set train.eval_every=$((STEPS / 4 > 0 ? STEPS / 4 : 1)) --set train.eval_batches=64 \
+    --set train.eval_every=$((STEPS / 4 > 0 ? STEPS / 4 : 1)) --set train.eval_batches="$eval_batches" \
     --set train.ckpt_every="$STEPS" --set train.keep_last=1 \
     --set optim.lr="$LR" --set optim.warmup_steps="$WARMUP" --quiet 2>"$run.log" ||
     echo "   (cloze-train exited non-zero: see $run.log)"

@@ -44,7 +44,7 @@ V=$(awk '$1 == "vocab" { print $3 }' "$shards/train.manifest")
 
 echo "== cloze-train: L=$LAYERS H=$HIDDEN A=$HEADS seq $SEQ, batch $BATCH (micro $MICRO), $STEPS steps"
 rm -rf "$WORK/cloze"
-mpirun -np 1 "$BUILD/cloze-train" "$SRC/conf/gpt2-mini.cfg" --set model.vocab_size="$V" \
+mpirun --bind-to none -np 1 "$BUILD/cloze-train" "$SRC/conf/gpt2-mini.cfg" --set model.vocab_size="$V" \
   --set model.layers="$LAYERS" --set model.hidden="$HIDDEN" --set model.heads="$HEADS" \
   --set model.max_positions="$SEQ" --set data.seq="$SEQ" \
   --set model.hidden_dropout="$DROPOUT" --set model.attn_dropout="$DROPOUT" \
