@@ -22,7 +22,7 @@ Checks (each failure is one line naming the doc, its line, and what differs):
     code (`cloze-prep shards ... --heldout F`, command lines in code blocks;
     the last program named on a command line owns the options after it;
     cloze-prep's by its sub-command) is in that program's --help;
-  - dated: the reference pages (docs/*.md less the logs and NOT_YET_CLEAN)
+  - dated: the reference pages (docs/*.md less the logs)
     carry no commit hash and no dated run (a date such as 2026-12-03, or
     "UTC"): those belong in the matching docs/*-log.md; a table of latest
     figures marked `<!-- dated table -->` may carry dates in its rows (the
@@ -280,19 +280,14 @@ def check_options(docs, src, build, errors):
 
 # Reference pages say what is and what to do; dated runs and the code they
 # ran at belong in the logs. The rule applies to every docs/*.md that is not
-# a log (docs/*-log.md), less the pages of NOT_YET_CLEAN, which are being
-# cleaned; the list shrinks to nothing.
-NOT_YET_CLEAN = {
-    "docs/model.md",
-}
+# a log (docs/*-log.md).
 
 
 def reference_pages(docs):
-    """docs/*.md less the logs and NOT_YET_CLEAN, sorted."""
+    """docs/*.md less the logs, sorted."""
     d = os.path.join(docs, "docs")
     return sorted(f"docs/{f}" for f in os.listdir(d)
-                  if f.endswith(".md") and not f.endswith("-log.md")
-                  and f"docs/{f}" not in NOT_YET_CLEAN)
+                  if f.endswith(".md") and not f.endswith("-log.md"))
 
 
 # One kind of table may carry dates: a table of latest figures, each row
@@ -362,9 +357,6 @@ def dated_table_rows(rel, lines, errors):
 def check_dated(docs, src, errors):
     """No commit hash and no dated run in a reference page (reference_pages)
     outside a table marked DATED_TABLE."""
-    for rel in sorted(NOT_YET_CLEAN):
-        if not os.path.isfile(os.path.join(docs, rel)):
-            errors.append(f"{rel}: listed in check_docs.py's NOT_YET_CLEAN, but missing")
     for rel in reference_pages(docs):
         path = os.path.join(docs, rel)
         lines = read(path).split("\n")

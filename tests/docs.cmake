@@ -2,9 +2,9 @@
 # harnesses (docs/reliability.md), the configuration keys (docs/config.md,
 # and every key the docs name), the sweep report's tables and figures
 # (docs/sweeps.md), the programs' options (their --help), and no commit
-# hash or dated run in a reference page (every docs/*.md that is not a log,
-# less check_docs.py's NOT_YET_CLEAN; dates only in a table marked
-# <!-- dated table -->; those belong in the *-log.md pages); the self-test
+# hash or dated run in a reference page (every docs/*.md that is not a log;
+# dates only in a table marked <!-- dated table -->; those belong in the
+# *-log.md pages); the self-test
 # plants each drift in a copy of the docs and requires that it is caught.
 cloze_add_script_test(check_docs
   COMMAND ${CLOZE_PYTHON} ${CLOZE_TEST_DIR}/check_docs.py ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR}
