@@ -200,8 +200,11 @@ static void check_bf16_rule(void) {
         cpu.avx512_bf16 = cases[i].bf16;
         cpu.amx_tile = cpu.amx_bf16 = cases[i].amx;
         cz_bf16_kernel_id got = cz_cpu_best_bf16(&cpu);
-        CHECK(got == cases[i].want, "bf16 rule, case %zu: %s, want %s", i, cz_bf16_kernel_name(got),
-              cz_bf16_kernel_name(cases[i].want));
+        /* a build for another architecture (aarch64) has no x86 kernel to
+         * choose, whatever the CPU record says */
+        cz_bf16_kernel_id want = CZ_HAVE_X86_ISAS ? cases[i].want : CZ_BF16_NONE;
+        CHECK(got == want, "bf16 rule, case %zu: %s, want %s", i, cz_bf16_kernel_name(got),
+              cz_bf16_kernel_name(want));
     }
     for (int id = CZ_BF16_VDPBF16PS; id <= CZ_BF16_AMX_EMULATED; id++)
         CHECK(cz_bf16_kernel_parse(cz_bf16_kernel_name((cz_bf16_kernel_id)id)) == id,
