@@ -25,3 +25,6 @@ if(TARGET cloze-prep)
                           $<TARGET_FILE:cloze-prep> ${mode} LABELS "prep" TIMEOUT 120)
   endforeach()
 endif()
+# the venv makers under ctest -j: three at once on one new directory
+cloze_add_script_test(test_venv_makers COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_venv_makers.sh
+                      LABELS "python" TIMEOUT 300)
