@@ -109,8 +109,8 @@ static void check_round(void) {
 
 static int cases_run = 0;
 
-static void check_case(const cz_gemm_ctx *g1, const cz_gemm_ctx *g2, int ta, int tb, int m, int n,
-                       int k, int pad, float alpha, float beta, int ties) {
+static void check_case(cz_gemm_ctx *g1, cz_gemm_ctx *g2, int ta, int tb, int m, int n, int k,
+                       int pad, float alpha, float beta, int ties) {
     int lda = (ta ? m : k) + pad, ldb = (tb ? k : n) + pad, ldc = n + pad;
     size_t a_rows = ta ? k : m, b_rows = tb ? n : k;
     float *a = random_matrix(a_rows * lda + 1, ties), *b = random_matrix(b_rows * ldb + 1, ties);
@@ -130,6 +130,26 @@ static void check_case(const cz_gemm_ctx *g1, const cz_gemm_ctx *g2, int ta, int
     cz_gemm(g2, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c2, ldc);
     cz_gemm_bf16_ref(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, ref, ldc);
     cz_gemm_ref(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, ref32, ldc);
+    /* B as a weight (cz_gemm_weight in a scope): packed whole once, then
+     * read by each thread's part; its first and second product on each
+     * context must be cz_gemm's bits */
+    float *w[4];
+    cz_gemm_weights_begin(g1);
+    cz_gemm_weights_begin(g2);
+    for (int r = 0; r < 4; r++) {
+        w[r] = cz_alloc(c_bytes, NULL);
+        memcpy(w[r], c0, c_bytes);
+        cz_gemm_weight(r % 2 ? g2 : g1, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, w[r], ldc);
+    }
+    cz_gemm_weights_end(g1);
+    cz_gemm_weights_end(g2);
+    for (int r = 0; r < 4; r++) {
+        CHECK(memcmp(w[r], r % 2 ? c2 : c1, c_bytes) == 0,
+              "ta=%d tb=%d m=%d n=%d k=%d pad=%d: product %d with B as a weight on %d thread(s) "
+              "differs from cz_gemm",
+              ta, tb, m, n, k, pad, r / 2 + 1, r % 2 + 1);
+        cz_free(w[r]);
+    }
 
     const double u = ldexp(1.0, -24), ub = ldexp(1.0, -8);
     int bad = 0;
@@ -234,6 +254,48 @@ static void check_emulated_order(const cz_gemm_ctx *g) {
     }
 }
 
+/* The weights scope: a weight is packed at its first product in a scope
+ * and read from there by the later ones (so a change inside a scope is not
+ * seen: that is the caller's promise, and how this test sees the reuse);
+ * the next scope packs it again and sees the change; the same weight in
+ * its other orientation is its own entry. 2 threads, a product large
+ * enough to split. */
+static void check_weights_scope(cz_gemm_ctx *g) {
+    const int m = 300, n = 200, k = 330;
+    float *a = random_matrix((size_t)m * k, 0), *b = random_matrix((size_t)k * n, 0);
+    float *b_old = cz_alloc((size_t)k * n * sizeof(float), NULL);
+    memcpy(b_old, b, (size_t)k * n * sizeof(float));
+    size_t c_bytes = (size_t)m * n * sizeof(float);
+    /* room for m x k too (the B^T products; k > n) */
+    float *c = cz_alloc((size_t)m * k * sizeof(float), NULL);
+    float *want = cz_alloc((size_t)m * k * sizeof(float), NULL);
+    cz_gemm_weights_begin(g);
+    cz_gemm_weight(g, 0, 0, m, n, k, 1.0f, a, k, b, n, 0.0f, c, n);    /* B, n x k as tb=0 */
+    cz_gemm_weight(g, 0, 1, m, k, n, 1.0f, a, n, b, n, 0.0f, want, k); /* B^T: another entry */
+    for (size_t i = 0; i < (size_t)k * n; i++) b[i] = -b[i] * 0.5f;    /* against the promise */
+    cz_gemm_weight(g, 0, 0, m, n, k, 1.0f, a, k, b, n, 0.0f, c, n);
+    cz_gemm(g, 0, 0, m, n, k, 1.0f, a, k, b_old, n, 0.0f, want, n);
+    CHECK(memcmp(c, want, c_bytes) == 0, "inside a scope the weight's first packing is reused");
+    cz_gemm_weights_end(g);
+    cz_gemm_weight(g, 0, 0, m, n, k, 1.0f, a, k, b, n, 0.0f, c, n); /* no scope: as it is now */
+    cz_gemm(g, 0, 0, m, n, k, 1.0f, a, k, b, n, 0.0f, want, n);
+    CHECK(memcmp(c, want, c_bytes) == 0, "outside a scope cz_gemm_weight is cz_gemm");
+    cz_gemm_weights_begin(g);
+    cz_gemm_weight(g, 0, 0, m, n, k, 1.0f, a, k, b, n, 0.0f, c, n);
+    CHECK(memcmp(c, want, c_bytes) == 0, "a new scope packs the weight again (the change seen)");
+    cz_gemm_weight(g, 0, 1, m, k, n, 1.0f, a, n, b, n, 0.0f, c, k);
+    cz_gemm(g, 0, 1, m, k, n, 1.0f, a, n, b, n, 0.0f, want, k);
+    CHECK(memcmp(c, want, (size_t)m * k * sizeof(float)) == 0,
+          "the other orientation, re-packed in the new scope");
+    cz_gemm_weights_end(g);
+    cases_run += 6;
+    cz_free(a);
+    cz_free(b);
+    cz_free(b_old);
+    cz_free(c);
+    cz_free(want);
+}
+
 int main(void) {
     check_round();
     check_bf16_rule();
@@ -297,6 +359,7 @@ int main(void) {
                 check_case(g1, g2, ta, tb, m, n, k, 5, -0.5f, 0.0f, s % 2);
                 check_case(g1, g2, ta, tb, m, n, k, 1, 1.5f, 0.75f, 1);
             }
+    check_weights_scope(g2);
     /* k = 0: C = beta C, nothing else */
     check_case(g1, g2, 0, 0, 9, 7, 0, 2, 1.0f, 1.0f, 0);
     check_case(g1, g2, 1, 1, 9, 7, 0, 2, 1.0f, 0.0f, 0);

@@ -63,6 +63,21 @@ const char *cz_gemm_kernel(const cz_gemm_ctx *g);
 
 void cz_gemm(const cz_gemm_ctx *g, int trans_a, int trans_b, int m, int n, int k, float alpha,
              const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc);
+/* Weights: operands that stay the same for a while (a training step's
+ * forward and backward products, an evaluation). cz_gemm_weight is cz_gemm
+ * with op(B) declared such a weight. Between cz_gemm_weights_begin and
+ * cz_gemm_weights_end the caller promises that no weight passed to
+ * cz_gemm_weight changes; in bf16 mode each weight (per orientation) is
+ * then packed once, at its first product in the scope, shared by g's
+ * threads and reused by its later products (kept across scopes, re-packed
+ * in each: 2 bytes per element and orientation). Results are bitwise
+ * cz_gemm's. Outside a scope, in fp32, or when the packed copy cannot be
+ * allocated, cz_gemm_weight runs cz_gemm. */
+void cz_gemm_weights_begin(cz_gemm_ctx *g);
+void cz_gemm_weights_end(cz_gemm_ctx *g);
+void cz_gemm_weight(const cz_gemm_ctx *g, int trans_a, int trans_b, int m, int n, int k,
+                    float alpha, const float *a, int lda, const float *b, int ldb, float beta,
+                    float *c, int ldc);
 /* The definition: triple loop, double accumulation. */
 void cz_gemm_ref(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
                  int lda, const float *b, int ldb, float beta, float *c, int ldc);

@@ -291,6 +291,23 @@ static void gemm_ksplit(const cz_gemm_ctx *g, int m, int n, int k, float alpha, 
     }
 }
 
+void cz_gemm_weights_begin(cz_gemm_ctx *g) {
+    if (g && g->bf16) cz_gemm_bf16_weights_scope(g->bf16, 1);
+}
+
+void cz_gemm_weights_end(cz_gemm_ctx *g) {
+    if (g && g->bf16) cz_gemm_bf16_weights_scope(g->bf16, 0);
+}
+
+void cz_gemm_weight(const cz_gemm_ctx *g, int ta, int tb, int m, int n, int k, float alpha,
+                    const float *a, int lda, const float *b, int ldb, float beta, float *c,
+                    int ldc) {
+    if (g && g->bf16 && m > 0 && n > 0)
+        cz_gemm_bf16_run_weight(g->bf16, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    else
+        cz_gemm(g, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
 void cz_gemm(const cz_gemm_ctx *g, int ta, int tb, int m, int n, int k, float alpha, const float *a,
              int lda, const float *b, int ldb, float beta, float *c, int ldc) {
     if (m == 0 || n == 0) return;

@@ -118,6 +118,8 @@ cz_gemm_bf16_work *cz_gemm_bf16_work_create(const cz_bf16_kernel *kern, int thre
 
 void cz_gemm_bf16_work_free(cz_gemm_bf16_work *w) {
     if (!w) return;
+    for (int i = 0; i < w->n_weights; i++) cz_free(w->weights[i].words);
+    cz_free(w->weights);
     cz_free(w->b_pack);
     cz_free(w->a_pack);
     cz_free(w->state);
@@ -133,18 +135,31 @@ static void scale_c(int m, int n, float beta, float *c, int ldc) {
         }
 }
 
+/* op(B) already packed whole (a weight in its scope): its words, the
+ * words of one full KC block, and the micro-panel of column 0 of the part */
+typedef struct {
+    const uint32_t *words;
+    size_t block_words;
+    int panel0;
+} prepacked_b;
+
 /* One thread's part: C[0:m, 0:n] of a sub-problem, the five loops with its
- * own packing buffers a_pack (MC x KP words) and b_pack (KP x NC). */
+ * own packing buffers a_pack (MC x KP words) and b_pack (KP x NC), or B's
+ * micro-panels read from pre (not NULL) instead of packed here. */
 static void gemm_block(const cz_bf16_kernel *kern, void *state, uint32_t *a_pack, uint32_t *b_pack,
-                       int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda,
-                       const float *b, int ldb, float beta, float *c, int ldc) {
+                       const prepacked_b *pre, int ta, int tb, int m, int n, int k, float alpha,
+                       const float *a, int lda, const float *b, int ldb, float beta, float *c,
+                       int ldc) {
     const int MR = kern->mr, NR = kern->nr, KC = kern->kc, MC = kern->mc, NC = kern->nc;
     for (int jc = 0; jc < n; jc += NC) {
         int nc = n - jc < NC ? n - jc : NC;
         for (int pc = 0; pc < k; pc += KC) {
             int kc = k - pc < KC ? k - pc : KC, kp = packed_pairs(kern, kc);
             float beta_pc = pc == 0 ? beta : 1.0f; /* later k blocks add to C */
-            for (int j = 0; j < nc; j += NR) {
+            if (pre)                               /* this block's first micro-panel of the part */
+                b_pack = (uint32_t *)pre->words + (size_t)(pc / KC) * pre->block_words +
+                         (size_t)(pre->panel0 + jc / NR) * kp * NR;
+            for (int j = 0; j < nc && !pre; j += NR) {
                 int cv = nc - j < NR ? nc - j : NR, j0 = jc + j;
                 kern->pack_b(b_pack + (size_t)(j / NR) * kp * NR, tb,
                              tb ? b + (size_t)j0 * ldb + pc : b + (size_t)pc * ldb + j0, ldb, cv,
@@ -198,15 +213,19 @@ static void thread_rect(int MR, int NR, int t, int nt, int m, int n, int *m0, in
     }
 }
 
-void cz_gemm_bf16_run(cz_gemm_bf16_work *w, int ta, int tb, int m, int n, int k, float alpha,
-                      const float *a, int lda, const float *b, int ldb, float beta, float *c,
-                      int ldc) {
+/* The product on w's threads; B from pre when not NULL (then tb and ldb
+ * are unused). */
+static void run(cz_gemm_bf16_work *w, const cz_bf16_weight *pre, int ta, int tb, int m, int n,
+                int k, float alpha, const float *a, int lda, const float *b, int ldb, float beta,
+                float *c, int ldc) {
     if (m <= 0 || n <= 0) return;
     if (k <= 0) {
         scale_c(m, n, beta, c, ldc);
         return;
     }
     const cz_bf16_kernel *kern = w->kern;
+    size_t panels = (size_t)(n + kern->nr - 1) / kern->nr;
+    size_t block_words = (size_t)packed_pairs(kern, kern->kc) * kern->nr * panels;
     /* one parallel region per product and no barrier inside it: each thread
      * packs what its rectangle needs (B twice when the rows are split, A
      * twice when the columns are), which costs far less than the
@@ -226,13 +245,91 @@ void cz_gemm_bf16_run(cz_gemm_bf16_work *w, int ta, int tb, int m, int n, int k,
         int m0, mt, n0, nc;
         thread_rect(kern->mr, kern->nr, t, team, m, n, &m0, &mt, &n0, &nc);
         void *state = w->state ? w->state + (size_t)t * w->state_stride : NULL;
+        /* n0 is a whole number of micro-panels (thread_rect) */
+        prepacked_b part = {pre ? pre->words : NULL, block_words, n0 / kern->nr};
         if (mt > 0 && nc > 0) {
             if (kern->begin) kern->begin(state);
-            gemm_block(kern, state, w->a_pack + (size_t)t * w->a_words,
-                       w->b_pack + (size_t)t * w->b_words, ta, tb, mt, nc, k, alpha,
-                       ta ? a + m0 : a + (size_t)m0 * lda, lda, tb ? b + (size_t)n0 * ldb : b + n0,
-                       ldb, beta, c + (size_t)m0 * ldc + n0, ldc);
+            gemm_block(
+                kern, state, w->a_pack + (size_t)t * w->a_words, w->b_pack + (size_t)t * w->b_words,
+                pre ? &part : NULL, ta, tb, mt, nc, k, alpha, ta ? a + m0 : a + (size_t)m0 * lda,
+                lda, tb ? b + (size_t)n0 * ldb : b + n0, ldb, beta, c + (size_t)m0 * ldc + n0, ldc);
             if (kern->end) kern->end(state);
         }
     }
+}
+
+void cz_gemm_bf16_run(cz_gemm_bf16_work *w, int ta, int tb, int m, int n, int k, float alpha,
+                      const float *a, int lda, const float *b, int ldb, float beta, float *c,
+                      int ldc) {
+    run(w, NULL, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+/* ---- weights: packed once per scope ----
+ * A weight is op(B) of several products while it stays the same: in a
+ * training step its forward product (x W^T) on every micro-batch, again
+ * under recompute, and its input-gradient product (dY W) in the other
+ * orientation. Packing it whole once per scope and per orientation,
+ * shared by the threads, replaces one packing per product and per thread.
+ * The packed words are the ones gemm_block would pack: same bits. */
+
+void cz_gemm_bf16_weights_scope(cz_gemm_bf16_work *w, int open) {
+    if (open) w->epoch++; /* what was packed before may have changed since */
+    w->scope_open = open;
+}
+
+/* The entry of op(B), packed in this scope; NULL when it cannot be made. */
+static const cz_bf16_weight *packed_weight(cz_gemm_bf16_work *w, int tb, int n, int k,
+                                           const float *b, int ldb) {
+    const cz_bf16_kernel *kern = w->kern;
+    cz_bf16_weight *e = NULL;
+    for (int i = 0; i < w->n_weights && !e; i++) {
+        cz_bf16_weight *x = &w->weights[i];
+        if (x->b == b && x->tb == tb && x->k == k && x->n == n && x->ldb == ldb) e = x;
+    }
+    if (e && e->epoch == w->epoch) return e;
+    int panels = (n + kern->nr - 1) / kern->nr, blocks = (k + kern->kc - 1) / kern->kc;
+    size_t block_words = (size_t)packed_pairs(kern, kern->kc) * kern->nr * panels;
+    size_t need = block_words * (size_t)blocks;
+    cz_error err;
+    if (!e) {
+        if (w->n_weights == w->cap_weights) {
+            int cap = w->cap_weights ? 2 * w->cap_weights : 64;
+            cz_bf16_weight *grown = cz_alloc((size_t)cap * sizeof *grown, &err);
+            if (!grown) return NULL;
+            if (w->n_weights) memcpy(grown, w->weights, (size_t)w->n_weights * sizeof *grown);
+            cz_free(w->weights);
+            w->weights = grown;
+            w->cap_weights = cap;
+        }
+        e = &w->weights[w->n_weights++];
+        *e = (cz_bf16_weight){b, tb, k, n, ldb, 0, NULL, 0};
+    }
+    if (e->cap_words < need) {
+        uint32_t *words = cz_alloc(need * sizeof *words, &err);
+        if (!words) return NULL;
+        cz_free(e->words);
+        e->words = words;
+        e->cap_words = need;
+    }
+    int jobs = blocks * panels;
+#pragma omp parallel for schedule(static) num_threads(w->threads) if (w->threads > 1)
+    for (int job = 0; job < jobs; job++) {
+        int pc = job / panels * kern->kc, j0 = job % panels * kern->nr;
+        int kc = k - pc < kern->kc ? k - pc : kern->kc, kp = packed_pairs(kern, kc);
+        int cv = n - j0 < kern->nr ? n - j0 : kern->nr;
+        kern->pack_b(e->words + (size_t)(pc / kern->kc) * block_words +
+                         (size_t)(j0 / kern->nr) * kp * kern->nr,
+                     tb, tb ? b + (size_t)j0 * ldb + pc : b + (size_t)pc * ldb + j0, ldb, cv, kc,
+                     kp);
+    }
+    e->epoch = w->epoch;
+    return e;
+}
+
+void cz_gemm_bf16_run_weight(cz_gemm_bf16_work *w, int ta, int tb, int m, int n, int k, float alpha,
+                             const float *a, int lda, const float *b, int ldb, float beta, float *c,
+                             int ldc) {
+    const cz_bf16_weight *pre = NULL;
+    if (w->scope_open && m > 0 && n > 0 && k > 0) pre = packed_weight(w, tb, n, k, b, ldb);
+    run(w, pre, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }

@@ -72,9 +72,22 @@ static inline uint32_t cz_bf16_bits(float x) {
     return (u & 0x7f800000u) == 0 ? zero : r;
 }
 
+/* A weight's op(B) packed whole, for every product of one weights scope
+ * (cz_gemm_weights_begin): k in KC blocks, each block the NR-column
+ * micro-panels of all n columns (kern->pack_b's layout), block i at word
+ * i * packed_pairs(KC) * NR * panels. Keyed by what defines op(B). */
+typedef struct cz_bf16_weight {
+    const float *b;
+    int tb, k, n, ldb;
+    unsigned long epoch; /* the scope it was packed in */
+    uint32_t *words;
+    size_t cap_words;
+} cz_bf16_weight;
+
 /* Packing buffers and kernel state of one context, one set per thread
  * (each thread packs what its part of C needs), sized for the kernel's
- * blocking, allocated once (cz_gemm_bf16_work_create). */
+ * blocking, allocated once (cz_gemm_bf16_work_create); and the weights
+ * packed in the open scope. */
 typedef struct cz_gemm_bf16_work {
     const cz_bf16_kernel *kern;
     int threads;
@@ -83,6 +96,10 @@ typedef struct cz_gemm_bf16_work {
     uint32_t *a_pack;
     unsigned char *state; /* state_bytes (rounded to 64) per thread, or NULL */
     size_t state_stride;
+    cz_bf16_weight *weights; /* n_weights used of cap_weights; kept across scopes */
+    int n_weights, cap_weights;
+    unsigned long epoch; /* scopes opened so far */
+    int scope_open;
 } cz_gemm_bf16_work;
 
 cz_gemm_bf16_work *cz_gemm_bf16_work_create(const cz_bf16_kernel *kern, int threads, cz_error *err);
@@ -92,5 +109,15 @@ void cz_gemm_bf16_work_free(cz_gemm_bf16_work *w);
 void cz_gemm_bf16_run(cz_gemm_bf16_work *w, int ta, int tb, int m, int n, int k, float alpha,
                       const float *a, int lda, const float *b, int ldb, float beta, float *c,
                       int ldc);
+/* The same product, B declared a weight (constant while a scope is open):
+ * inside a scope its packed form is made by its first product and reused
+ * by the later ones (the bits are cz_gemm_bf16_run's); outside one, or when
+ * the packed copy cannot be allocated, cz_gemm_bf16_run. */
+void cz_gemm_bf16_run_weight(cz_gemm_bf16_work *w, int ta, int tb, int m, int n, int k, float alpha,
+                             const float *a, int lda, const float *b, int ldb, float beta, float *c,
+                             int ldc);
+/* open = 1 opens a scope (every weight packed before is stale), 0 closes
+ * it (the packed copies' memory is kept for the next scope). */
+void cz_gemm_bf16_weights_scope(cz_gemm_bf16_work *w, int open);
 
 #endif

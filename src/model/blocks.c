@@ -76,13 +76,22 @@ void model_gemm(const cz_model *cm, int ta, int tb, int mm, int n, int k, float 
     PHASE(gemm, cz_gemm(m->gemm, ta, tb, mm, n, k, alpha, a, lda, b, ldb, beta, c, ldc));
 }
 
+/* A product whose op(B) is one of the model's weights (cz_gemm_weight: in
+ * bf16 mode packed once per weights scope, cz_gemm_weights_begin). */
+void model_gemm_weight(const cz_model *cm, int ta, int tb, int mm, int n, int k, float alpha,
+                       const float *a, int lda, const float *b, int ldb, float beta, float *c,
+                       int ldc) {
+    cz_model *m = (cz_model *)cm;
+    PHASE(gemm, cz_gemm_weight(m->gemm, ta, tb, mm, n, k, alpha, a, lda, b, ldb, beta, c, ldc));
+}
+
 /* y[:, 0:out] (row stride ldy) = x W^T, or x W for Conv1D (no bias) */
 void model_lin_map(cz_model *m, const lin *l, const float *x, int ldx, int n, float *y, int ldy) {
     const float *w = m->params + l->w;
     if (l->conv1d)
-        model_gemm(m, 0, 0, n, l->out, l->in, 1.0f, x, ldx, w, l->out, 0.0f, y, ldy);
+        model_gemm_weight(m, 0, 0, n, l->out, l->in, 1.0f, x, ldx, w, l->out, 0.0f, y, ldy);
     else
-        model_gemm(m, 0, 1, n, l->out, l->in, 1.0f, x, ldx, w, l->in, 0.0f, y, ldy);
+        model_gemm_weight(m, 0, 1, n, l->out, l->in, 1.0f, x, ldx, w, l->in, 0.0f, y, ldy);
 }
 
 /* y = x W^T + b, or x W + b for Conv1D */
@@ -100,10 +109,14 @@ void model_lin_backward(cz_model *m, const lin *l, const float *dy, int ldy, con
     float *dw = m->grads + l->w;
     if (l->conv1d) {
         model_gemm(m, 1, 0, l->in, l->out, n, 1.0f, x, ldx, dy, ldy, 1.0f, dw, l->out);
-        if (dx) model_gemm(m, 0, 1, n, l->in, l->out, 1.0f, dy, ldy, w, l->out, dx_beta, dx, lddx);
+        if (dx)
+            model_gemm_weight(m, 0, 1, n, l->in, l->out, 1.0f, dy, ldy, w, l->out, dx_beta, dx,
+                              lddx);
     } else {
         model_gemm(m, 1, 0, l->out, l->in, n, 1.0f, dy, ldy, x, ldx, 1.0f, dw, l->in);
-        if (dx) model_gemm(m, 0, 0, n, l->in, l->out, 1.0f, dy, ldy, w, l->in, dx_beta, dx, lddx);
+        if (dx)
+            model_gemm_weight(m, 0, 0, n, l->in, l->out, 1.0f, dy, ldy, w, l->in, dx_beta, dx,
+                              lddx);
     }
     if (l->b != NO_BIAS) PHASE(elementwise, cz_bias_backward(m->grads + l->b, dy, n, l->out, ldy));
 }

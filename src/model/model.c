@@ -728,7 +728,7 @@ static void bert_heads_forward(cz_model *m, const cz_batch *b, cz_losses *out) {
     PHASE(elementwise,
           cz_layernorm_forward(m->mlm_z, m->mlm_mean, m->mlm_rstd, m->mlm_g, PARAM(m->mlm_ln_g),
                                PARAM(m->mlm_ln_b), rows, H, c->layer_norm_eps));
-    model_gemm(m, 0, 1, rows, V, H, 1.0f, m->mlm_z, H, PARAM(m->wte), H, 0.0f, m->logits, V);
+    model_gemm_weight(m, 0, 1, rows, V, H, 1.0f, m->mlm_z, H, PARAM(m->wte), H, 0.0f, m->logits, V);
     cz_add_bias(m->logits, PARAM(m->mlm_bias), rows, V, V);
     PHASE(loss, cz_xent_forward(m->logits, m->row_loss, m->row_argmax, m->row_label, rows, V));
     double wsum = 0, lsum = 0;
@@ -790,7 +790,8 @@ static void restore_padding_columns(float *a, int n, int v, int vrows) {
 static void gpt_head_forward(cz_model *m, const cz_batch *b, cz_losses *out) {
     const cz_model_config *c = &m->cfg;
     int H = c->hidden, V = c->vocab_size, VR = m->vrows, n = b->batch * b->seq;
-    model_gemm(m, 0, 1, n, VR, H, 1.0f, m->x[c->layers], H, PARAM(m->wte), H, 0.0f, m->logits, VR);
+    model_gemm_weight(m, 0, 1, n, VR, H, 1.0f, m->x[c->layers], H, PARAM(m->wte), H, 0.0f,
+                      m->logits, VR);
     PHASE(loss, drop_padding_columns(m->logits, n, V, VR));
     PHASE(loss, cz_xent_forward(m->logits, m->row_loss, m->row_argmax, b->targets, n, V));
     double lsum = 0;
@@ -894,7 +895,7 @@ static void bert_heads_backward(cz_model *m, const cz_batch *b, float grad_scale
     PHASE(loss, cz_xent_backward(m->logits, m->row_label, m->row_scale, rows, V));
     PHASE(elementwise, cz_bias_backward(GRAD(m->mlm_bias), m->logits, rows, V, V));
     model_gemm(m, 1, 0, V, H, rows, 1.0f, m->logits, V, m->mlm_z, H, 1.0f, GRAD(m->wte), H);
-    model_gemm(m, 0, 0, rows, H, V, 1.0f, m->logits, V, PARAM(m->wte), H, 0.0f, m->dmlm, H);
+    model_gemm_weight(m, 0, 0, rows, H, V, 1.0f, m->logits, V, PARAM(m->wte), H, 0.0f, m->dmlm, H);
     PHASE(elementwise,
           cz_layernorm_backward(m->dmlm2, GRAD(m->mlm_ln_g), GRAD(m->mlm_ln_b), m->dmlm, m->mlm_g,
                                 m->mlm_mean, m->mlm_rstd, PARAM(m->mlm_ln_g), rows, H));
@@ -928,7 +929,7 @@ static void gpt_head_backward(cz_model *m, const cz_batch *b, float grad_scale) 
     PHASE(loss, cz_xent_backward(m->logits, b->targets, m->row_scale, n, V));
     PHASE(loss, restore_padding_columns(m->logits, n, V, VR));
     model_gemm(m, 1, 0, VR, H, n, 1.0f, m->logits, VR, m->x[c->layers], H, 1.0f, GRAD(m->wte), H);
-    model_gemm(m, 0, 0, n, H, VR, 1.0f, m->logits, VR, PARAM(m->wte), H, 0.0f, m->dy, H);
+    model_gemm_weight(m, 0, 0, n, H, VR, 1.0f, m->logits, VR, PARAM(m->wte), H, 0.0f, m->dy, H);
 }
 
 /* GPT-2's block backward: d(layer output) in m->dy -> d(layer input) in

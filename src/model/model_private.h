@@ -184,6 +184,9 @@ void *model_take(cz_model *m, size_t bytes, cz_error *err);
 /* C = alpha op(A) op(B) + beta C on m's GEMM context, profiled as gemm */
 void model_gemm(const cz_model *m, int ta, int tb, int mm, int n, int k, float alpha,
                 const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc);
+void model_gemm_weight(const cz_model *m, int ta, int tb, int mm, int n, int k, float alpha,
+                       const float *a, int lda, const float *b, int ldb, float beta, float *c,
+                       int ldc);
 void model_lin_map(cz_model *m, const lin *l, const float *x, int ldx, int n, float *y, int ldy);
 void model_lin_forward(cz_model *m, const lin *l, const float *x, int ldx, int n, float *y,
                        int ldy);

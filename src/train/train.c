@@ -487,6 +487,10 @@ static int train_step(cz_run *r, cz_step_stats *s, cz_error *err) {
     float *grads = cz_model_grads(r->model);
     cz_model_zero_grads(r->model);
     cz_grad_sync *gs = r->gs;
+    /* the weights stay as they are until the optimizer: in bf16 mode each
+     * is packed once for all the products of the micro-batches (an error
+     * below ends the run; the next scope would re-pack anyway) */
+    cz_gemm_weights_begin(r->gemm);
     /* micro-batch m = a * ranks + rank holds samples base + m*b .. +b-1: the
      * same micro-batches whatever the rank count (1 rank x accumulation 2 ==
      * 2 ranks x accumulation 1) */
@@ -526,6 +530,7 @@ static int train_step(cz_run *r, cz_step_stats *s, cz_error *err) {
         cz_model_backward(r->model, &b, 1.0f);
         if (last) s->backward_seconds = cz_now() - t_bwd;
     }
+    cz_gemm_weights_end(r->gemm);
     cz_model_set_grad_hook(r->model, NULL, NULL);
     cz_model_set_grad_rows_hook(r->model, NULL, NULL);
     s->compute_seconds = cz_now() - t0;
@@ -567,6 +572,7 @@ static int evaluate(cz_run *r, cz_error *err) {
     cz_eval_stats e;
     memset(&e, 0, sizeof e);
     int batches = r->cfg.train.eval_batches > 0 ? r->cfg.train.eval_batches : 1;
+    cz_gemm_weights_begin(r->gemm); /* the same weights for every batch */
     for (int m = r->comm.rank; m < batches; m += r->comm.size) {
         uint64_t first = (uint64_t)m * (uint64_t)ph->micro_batch;
         if (build_micro_batch(r, buf, r->eval_data, first, ph->micro_batch, ph->seq, ph->max_pred,
@@ -586,6 +592,7 @@ static int evaluate(cz_run *r, cz_error *err) {
         e.lm_count += l.lm_count;
         e.samples += ph->micro_batch;
     }
+    cz_gemm_weights_end(r->gemm);
     double v[8] = {e.mlm_loss_sum,      e.lm_loss_sum,         (double)e.mlm_correct,
                    (double)e.mlm_count, (double)e.nsp_correct, (double)e.nsp_count,
                    (double)e.lm_count,  (double)e.samples};
