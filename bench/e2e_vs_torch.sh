@@ -19,6 +19,8 @@
 #   CONFIG: mini (BERT-mini L4 H256 A4, seq 128, batch 32)
 #           base128 (BERT-base, seq 128, batch 8)
 #           base512 (BERT-base, seq 512, batch 2, 80 prediction slots)
+#           large512 (BERT-large L24 H1024 A16, seq 512, batch 2, 80
+#                prediction slots: BERT's phase 2)
 #           gpt (GPT-1 L12 H768 A12, seq 512, batch 2, vocab 30522)
 #           gpt2 (GPT-2 small's layout, conf/gpt2-124m.cfg: pre-LN, L12 H768
 #                A12, seq 1024, batch 2, vocab 30522 (cloze pads it to 30528
@@ -49,7 +51,7 @@
 #      AVX2-only CPU),
 #      CSTEPS, TSTEPS (cloze's optimizer steps, median over steps 3..; and
 #      PyTorch's timed steps after its 2 warm-up steps; defaults per config:
-#      mini 10 and 8, base128 6 and 4, base512 and gpt 5 and 3), to make a
+#      mini 10 and 8, base128 6 and 4, base512, large512 and gpt 5 and 3), to make a
 #      run fit a hold of the machine.
 # Prints one RESULT line per run, then a markdown table of medians.
 set -euo pipefail
@@ -85,6 +87,7 @@ shape() { # sets conf arch L H A T B P csteps tsteps
     mini) conf=bert-mini; arch=bert; L=4; H=256; A=4; T=128; B=32; P=20; csteps=10; tsteps=8 ;;
     base128) conf=bert-base; arch=bert; L=12; H=768; A=12; T=128; B=8; P=20; csteps=6; tsteps=4 ;;
     base512) conf=bert-base; arch=bert; L=12; H=768; A=12; T=512; B=2; P=80; csteps=5; tsteps=3 ;;
+    large512) conf=bert-large; arch=bert; L=24; H=1024; A=16; T=512; B=2; P=80; csteps=5; tsteps=3 ;;
     gpt) conf=gpt1; arch=gpt; L=12; H=768; A=12; T=512; B=2; P=0; csteps=5; tsteps=3 ;;
     gpt2) conf=gpt2-124m; arch=gpt; L=12; H=768; A=12; T=1024; B=2; P=0; csteps=5; tsteps=3 ;;
     *) echo "e2e_vs_torch: unknown config $1" >&2; exit 2 ;;
@@ -223,7 +226,7 @@ for line in open(sys.argv[1]):
     runs[(f[2], f[3], f[1])].append({k: float(v) for k, v in kv.items()})
 given, peak, kernels = float(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
 names = {"mini": "BERT-mini T128 B32", "base128": "BERT-base T128 B8",
-         "base512": "BERT-base T512 B2", "gpt": "GPT-1 T512 B2",
+         "base512": "BERT-base T512 B2", "large512": "BERT-large T512 B2", "gpt": "GPT-1 T512 B2",
          "gpt2": "GPT-2 124M layout T1024 B2"}
 med = lambda rs, k: statistics.median(r[k] for r in rs) if rs else float("nan")
 # FLOPs per token from cloze's MFU (over `given`): the same model for every program

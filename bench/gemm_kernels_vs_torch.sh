@@ -24,7 +24,11 @@
 #   decoder's products), TORCH_PYTHONS (interpreters with torch, default
 #   BUILD_DIR/torch-venv/bin/python (PyPI's, as bench/e2e_vs_torch.sh
 #   makes it) and /usr/bin/python3 (Debian's 1.13), those present),
-#   LOCK (default /tmp/cloze-cpu.lock).
+#   LOCK (default /tmp/cloze-cpu.lock), BF16=1 (issue 33's bf16 table:
+#   cloze's bf16 kernel (bench-gemm_bench --bf16, alternated with fp32 in
+#   the same process; BF16_KERNEL: auto (core's choice, default),
+#   vdpbf16ps, amx) beside cloze's fp32 and PyTorch's bf16 torch.matmul
+#   (oneDNN) instead of its fp32; KERNELS then defaults to cpuid).
 set -euo pipefail
 build=$(cd "${1:?usage: bench/gemm_kernels_vs_torch.sh BUILD_DIR}" && pwd)
 here=$(cd "$(dirname "$0")" && pwd)
@@ -32,7 +36,7 @@ bench=$build/bench/bench-gemm_bench
 [ -x "$bench" ] || { echo "$bench: not built" >&2; exit 1; }
 LOCK=${LOCK:-/tmp/cloze-cpu.lock}
 source "$(dirname "$0")/blis_arch.sh"
-blis_kernels ${KERNELS:-cpuid skx zen3 haswell}
+if [ "${BF16:-0}" = 1 ]; then blis_kernels ${KERNELS:-cpuid}; else blis_kernels ${KERNELS:-cpuid skx zen3 haswell}; fi
 pythons=()
 for py in ${TORCH_PYTHONS:-$build/torch-venv/bin/python /usr/bin/python3}; do
   [ -x "$py" ] && "$py" -c 'import torch' 2>/dev/null && pythons+=("$py") ||
@@ -42,6 +46,9 @@ args=(--threads "${THREADS:-1,2}" --rounds "${ROUNDS:-2}" --min-time "${MIN_TIME
       --model "${MODEL:-mini}")
 [ "${QUICK:-0}" = 1 ] && args+=(--quick)
 [ "${DECODER:-0}" = 1 ] && args+=(--decoder)
+if [ "${BF16:-0}" = 1 ]; then # measured in the same process, alternated with fp32
+  args+=(--bf16); [ "${BF16_KERNEL:-auto}" = auto ] || args+=(--bf16-kernel "$BF16_KERNEL")
+fi
 out=$(mktemp /tmp/cloze-gemm-kernels.XXXXXX)
 trap 'rm -f "$out" "$out.torch"' EXIT
 echo "machine: $(lscpu | sed -n 's/^Model name: *//p'), family $(lscpu | sed -n 's/^CPU family: *//p') model $(lscpu | sed -n 's/^Model: *//p'); $(date -u '+%F %H:%M UTC'); load $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -58,7 +65,8 @@ for rep in $(seq "${REPS:-1}"); do
   for py in "${pythons[@]}"; do
     tag=torch; [ "$py" = /usr/bin/python3 ] && tag=torch-debian
     OMP_WAIT_POLICY=PASSIVE "$py" "$here/torch_matmul_bench.py" "$out" --name "$tag" \
-      --threads "${THREADS:-1,2}" --rounds "${ROUNDS:-2}" --min-time "${MIN_TIME:-0.2}" 9>&- \
+      --threads "${THREADS:-1,2}" --rounds "${ROUNDS:-2}" --min-time "${MIN_TIME:-0.2}" \
+      --dtype "$([ "${BF16:-0}" = 1 ] && echo bf16 || echo fp32)" 9>&- \
       >"$out.torch" || { echo "$py torch_matmul_bench.py failed" >&2; exit 1; }
     grep '^#' "$out.torch" >&2
     cat "$out.torch" >>"$out"

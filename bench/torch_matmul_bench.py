@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
-"""PyTorch's fp32 torch.matmul on the matrix-product shapes of
-bench-gemm_bench, for the per-shape table of bench/gemm_kernels_vs_torch.sh.
+"""PyTorch's torch.matmul on the matrix-product shapes of bench-gemm_bench,
+for the per-shape table of bench/gemm_kernels_vs_torch.sh; fp32, or bf16
+(--dtype bf16: bf16 operands and result, as under torch.autocast; PyPI's
+x86 builds run these through oneDNN, on AMX where the CPU has it).
 
 usage: torch_matmul_bench.py SHAPES_FILE [--threads 1,2] [--rounds 2]
-       [--min-time 0.2] [--name torch]
+       [--min-time 0.2] [--name torch] [--dtype fp32|bf16]
 
 SHAPES_FILE holds bench-gemm_bench's "sample" lines (any path); each
 distinct shape among them, "NAME TT MxNxK" or "NAME TT MxNxK xBATCH", is
@@ -39,7 +41,7 @@ def shapes_of(path):
     return seen
 
 
-def operands(s):
+def operands(s, dtype):
     m, n, k = int(s["m"]), int(s["n"]), int(s["k"])
     lead = (int(s["batch"]),) if s["batch"] else ()
     g = torch.Generator().manual_seed(1)
@@ -49,7 +51,7 @@ def operands(s):
     a = a.transpose(-1, -2) if s["ta"] == "T" else a
     b = b.transpose(-1, -2) if s["tb"] == "T" else b
     flops = 2.0 * m * n * k * (int(s["batch"]) if s["batch"] else 1)
-    return a, b, torch.empty(lead + (m, n)), flops
+    return a.to(dtype), b.to(dtype), torch.empty(lead + (m, n), dtype=dtype), flops
 
 
 def measure(a, b, c, flops, min_time):
@@ -70,7 +72,9 @@ def main():
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--min-time", type=float, default=0.2)
     p.add_argument("--name", default="torch")
+    p.add_argument("--dtype", choices=("fp32", "bf16"), default="fp32")
     o = p.parse_args()
+    dtype = torch.bfloat16 if o.dtype == "bf16" else torch.float32
     shapes = shapes_of(o.shapes_file)
     if not shapes:
         raise SystemExit(f"{o.shapes_file}: no bench-gemm_bench sample lines")
@@ -78,8 +82,8 @@ def main():
     print(f"# torch {torch.__version__} ({torch.__file__}): BLAS_INFO="
           f"{blas.group(1) if blas else '?'}, mkldnn {torch.backends.mkldnn.is_available()}",
           flush=True)
-    name = f"{o.name}-{torch.__version__.split('+')[0]}"
-    ops = {key: operands(s) for key, s in shapes.items()}
+    name = f"{o.name}-{torch.__version__.split('+')[0]}" + ("-bf16" if o.dtype == "bf16" else "")
+    ops = {key: operands(s, dtype) for key, s in shapes.items()}
     for _ in range(o.rounds):
         for threads in [int(t) for t in o.threads.split(",")]:
             torch.set_num_threads(threads)

@@ -57,23 +57,76 @@ BF16 static void pack_r_contiguous(uint32_t *dst, int R, const float *x, int ld,
 }
 
 /* A panel of R words per pair from op(X)[r][p] = x[r * ld + p] (p runs along
- * memory: A not transposed, B transposed): 32 floats of a row convert to 16
- * pairs at once, which are then spread to their places in the panel. */
+ * memory: A not transposed, B transposed). R is a multiple of 8. For each
+ * 8 rows and 32 values of k: every row's 32 floats convert to 16 pairs in
+ * one zmm (vcvtne2ps2bf16), and the 8 x 16 words are transposed in
+ * registers to the panel's order (pair-major, 8 rows a pair): two rounds of
+ * unpacks and two of 128-bit lane shuffles, instead of a scalar store per
+ * word. Rows past rv are zeros; pairs past kp are not written (the caller's
+ * kp covers exactly the pairs of kc). */
 BF16 static void pack_k_contiguous(uint32_t *dst, int R, const float *x, int ld, int rv, int kc) {
     int kp = (kc + 1) / 2;
-    uint32_t pairs[16] __attribute__((aligned(64)));
-    for (int r = 0; r < R; r++) {
-        if (r >= rv) {
-            for (int p = 0; p < kp; p++) dst[(size_t)p * R + r] = 0;
-            continue;
-        }
-        const float *row = x + (size_t)r * ld;
+    for (int r0 = 0; r0 < R; r0 += 8) {
         for (int q = 0; q < kc; q += 32) {
-            __m512 lo = _mm512_maskz_loadu_ps(lanes(kc - q), row + q);
-            __m512 hi = _mm512_maskz_loadu_ps(lanes(kc - q - 16), row + q + 16);
-            _mm512_store_si512(pairs, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
-            int np = kp - q / 2 < 16 ? kp - q / 2 : 16;
-            for (int t = 0; t < np; t++) dst[(size_t)(q / 2 + t) * R + r] = pairs[t];
+            __m512i v[8];
+#pragma GCC unroll 8
+            for (int r = 0; r < 8; r++) {
+                if (r0 + r >= rv) {
+                    v[r] = _mm512_setzero_si512();
+                    continue;
+                }
+                const float *row = x + (size_t)(r0 + r) * ld + q;
+                __m512 lo = _mm512_maskz_loadu_ps(lanes(kc - q), row);
+                __m512 hi = _mm512_maskz_loadu_ps(lanes(kc - q - 16), row + 16);
+                v[r] = (__m512i)_mm512_cvtne2ps_pbh(hi, lo); /* word t: pair q/2 + t */
+            }
+            /* per 128-bit lane l (pairs 4l..4l+3): u[s] holds rows 0-3 of pair
+             * 4l+s in lane l, w[s] rows 4-7 */
+            __m512i u[4], w[4];
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; h++) {
+                __m512i *o = h ? w : u;
+                const __m512i *r4 = v + 4 * h;
+                __m512i a0 = _mm512_unpacklo_epi32(r4[0], r4[1]);
+                __m512i a1 = _mm512_unpackhi_epi32(r4[0], r4[1]);
+                __m512i b0 = _mm512_unpacklo_epi32(r4[2], r4[3]);
+                __m512i b1 = _mm512_unpackhi_epi32(r4[2], r4[3]);
+                o[0] = _mm512_unpacklo_epi64(a0, b0);
+                o[1] = _mm512_unpackhi_epi64(a0, b0);
+                o[2] = _mm512_unpacklo_epi64(a1, b1);
+                o[3] = _mm512_unpackhi_epi64(a1, b1);
+            }
+            /* lo[s] = (u[s] lanes 0, 1; w[s] lanes 0, 1), hi[s] lanes 2, 3 */
+            __m512i lo[4], hi[4];
+#pragma GCC unroll 4
+            for (int s2 = 0; s2 < 4; s2++) {
+                lo[s2] = _mm512_shuffle_i32x4(u[s2], w[s2], 0x44);
+                hi[s2] = _mm512_shuffle_i32x4(u[s2], w[s2], 0xEE);
+            }
+            /* out j = 2l + h: pairs 2j and 2j+1, 8 rows each */
+            __m512i out[8];
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; h++) {
+                out[0 + h] = _mm512_shuffle_i32x4(lo[2 * h], lo[2 * h + 1], 0x88);
+                out[2 + h] = _mm512_shuffle_i32x4(lo[2 * h], lo[2 * h + 1], 0xDD);
+                out[4 + h] = _mm512_shuffle_i32x4(hi[2 * h], hi[2 * h + 1], 0x88);
+                out[6 + h] = _mm512_shuffle_i32x4(hi[2 * h], hi[2 * h + 1], 0xDD);
+            }
+            int p0 = q / 2, np = kp - p0 < 16 ? kp - p0 : 16;
+#pragma GCC unroll 8
+            for (int jo = 0; jo < 8; jo++) {
+                int t = 2 * jo;
+                if (t >= np) break;
+                uint32_t *d = dst + (size_t)(p0 + t) * R + r0;
+                if (R == 8) { /* the two pairs are adjacent in the panel */
+                    _mm512_mask_storeu_epi32(d, lanes(8 * (np - t)), out[jo]);
+                } else {
+                    _mm256_storeu_si256((__m256i *)d, _mm512_castsi512_si256(out[jo]));
+                    if (t + 1 < np)
+                        _mm256_storeu_si256((__m256i *)(d + R),
+                                            _mm512_extracti64x4_epi64(out[jo], 1));
+                }
+            }
         }
     }
 }
