@@ -168,7 +168,7 @@ int cz_buf_append(cz_buf *b, const char *s, size_t n, cz_error *err) {
         b->data = d;
         b->cap = c;
     }
-    memcpy(b->data + b->len, s, n);
+    if (n) memcpy(b->data + b->len, s, n); /* s may be an empty buffer's NULL */
     b->len += n;
     b->data[b->len] = 0;
     return 0;
