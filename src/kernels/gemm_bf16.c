@@ -91,6 +91,21 @@ static int packed_pairs(const cz_bf16_kernel *kern, int kc) {
     return (kp + kern->kp_align - 1) / kern->kp_align * kern->kp_align;
 }
 
+/* The tile of kern for a product with n columns: its narrow variant when
+ * the wide one pads n by more than 5 % beyond what the narrow one pads
+ * (256 is 8 x 32 columns, but 6 x 48 = 288: 12.5 %; 1024 pads to 1056,
+ * 3 %, where the wide tile's fewer passes over A measured faster: log,
+ * "bf16: the 8 x 32 tile"). The variants give the same bits (gemm_bf16.h),
+ * and the choice depends on n alone: never on the thread count or the
+ * rank layout. */
+static const cz_bf16_kernel *tile_for(const cz_bf16_kernel *kern, int n) {
+    const cz_bf16_kernel *nar = kern->narrow;
+    if (!nar) return kern;
+    long wide = (long)(n + kern->nr - 1) / kern->nr * kern->nr;
+    long thin = (long)(n + nar->nr - 1) / nar->nr * nar->nr;
+    return 20 * wide > 21 * thin ? nar : kern;
+}
+
 /* ---- packing buffers ---- */
 
 cz_gemm_bf16_work *cz_gemm_bf16_work_create(const cz_bf16_kernel *kern, int threads,
@@ -223,7 +238,7 @@ static void run(cz_gemm_bf16_work *w, const cz_bf16_weight *pre, int ta, int tb,
         scale_c(m, n, beta, c, ldc);
         return;
     }
-    const cz_bf16_kernel *kern = w->kern;
+    const cz_bf16_kernel *kern = tile_for(w->kern, n);
     size_t panels = (size_t)(n + kern->nr - 1) / kern->nr;
     size_t block_words = (size_t)packed_pairs(kern, kern->kc) * kern->nr * panels;
     /* one parallel region per product and no barrier inside it: each thread
@@ -280,7 +295,7 @@ void cz_gemm_bf16_weights_scope(cz_gemm_bf16_work *w, int open) {
 /* The entry of op(B), packed in this scope; NULL when it cannot be made. */
 static const cz_bf16_weight *packed_weight(cz_gemm_bf16_work *w, int tb, int n, int k,
                                            const float *b, int ldb) {
-    const cz_bf16_kernel *kern = w->kern;
+    const cz_bf16_kernel *kern = tile_for(w->kern, n); /* as run() will */
     cz_bf16_weight *e = NULL;
     for (int i = 0; i < w->n_weights && !e; i++) {
         cz_bf16_weight *x = &w->weights[i];

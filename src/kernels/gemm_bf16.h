@@ -48,6 +48,10 @@ typedef struct cz_bf16_kernel {
      * kp pairs of the packed panels, summed in fp32. */
     void (*kernel)(void *state, int kp, const uint32_t *ap, const uint32_t *bp, float *c, int ldc,
                    int mr, int nr, float alpha, float beta);
+    /* A narrower tile of the same kernel (same mr, A packing, kc, mc and
+     * nc; a smaller nr) giving the same bits, for products whose n it pads
+     * less; or NULL. The loops choose per product. */
+    const struct cz_bf16_kernel *narrow;
 } cz_bf16_kernel;
 
 /* The entry of the table for id; NULL for CZ_BF16_NONE or one this build

@@ -24,8 +24,10 @@
 #include <immintrin.h>
 
 #define MR 8
-#define NV 3 /* zmm vectors of 16 columns per micro-tile row */
+#define NV 3 /* zmm vectors of 16 columns per micro-tile row (8 x 48) */
 #define NR (16 * NV)
+#define NV_NARROW 2 /* the 8 x 32 variant */
+#define NR_NARROW (16 * NV_NARROW)
 
 #define BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,fma")))
 
@@ -148,37 +150,48 @@ BF16 static void pack_b(uint32_t *dst, int tb, const float *b, int ldb, int cv, 
         pack_r_contiguous(dst, NR, b, ldb, cv, kc);
 }
 
-/* Accumulators stay in registers: every loop over MR and NV has a constant
- * trip count and is unrolled. */
-BF16 static void micro_kernel(void *state, int kp, const uint32_t *ap, const uint32_t *bp, float *c,
-                              int ldc, int mr, int nr, float alpha, float beta) {
-    (void)state;
+BF16 static void pack_b_narrow(uint32_t *dst, int tb, const float *b, int ldb, int cv, int kc,
+                               int kp) {
+    (void)kp;
+    if (tb)
+        pack_k_contiguous(dst, NR_NARROW, b, ldb, cv, kc);
+    else
+        pack_r_contiguous(dst, NR_NARROW, b, ldb, cv, kc);
+}
+
+/* Accumulators stay in registers: every loop over MR and nv has a constant
+ * trip count in each of the two instances below (always inlined) and is
+ * unrolled. Each element of C is one fp32 lane that adds its k pairs in
+ * order, whatever nv: the 8 x 48 and 8 x 32 tiles give the same bits. */
+BF16 static inline __attribute__((always_inline)) void
+micro_kernel_nv(const int nv, int kp, const uint32_t *ap, const uint32_t *bp, float *c, int ldc,
+                int mr, int nr, float alpha, float beta) {
     __m512 acc[MR][NV];
 #pragma GCC unroll 16
     for (int i = 0; i < MR; i++)
 #pragma GCC unroll 4
-        for (int v = 0; v < NV; v++) acc[i][v] = _mm512_setzero_ps();
+        for (int v = 0; v < nv; v++) acc[i][v] = _mm512_setzero_ps();
     for (int p = 0; p < kp; p++) {
         __m512bh bv[NV];
 #pragma GCC unroll 4
-        for (int v = 0; v < NV; v++)
-            bv[v] = (__m512bh)_mm512_load_si512(bp + (size_t)p * NR + 16 * v);
+        for (int v = 0; v < nv; v++)
+            bv[v] = (__m512bh)_mm512_load_si512(bp + (size_t)p * 16 * nv + 16 * v);
 #pragma GCC unroll 16
         for (int i = 0; i < MR; i++) {
             __m512bh av = (__m512bh)_mm512_set1_epi32((int)ap[(size_t)p * MR + i]);
 #pragma GCC unroll 4
-            for (int v = 0; v < NV; v++) acc[i][v] = _mm512_dpbf16_ps(acc[i][v], av, bv[v]);
+            for (int v = 0; v < nv; v++) acc[i][v] = _mm512_dpbf16_ps(acc[i][v], av, bv[v]);
         }
     }
     __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
     __mmask16 cols[NV];
 #pragma GCC unroll 4
-    for (int v = 0; v < NV; v++) cols[v] = lanes(nr - 16 * v);
+    for (int v = 0; v < nv; v++) cols[v] = lanes(nr - 16 * v);
 #pragma GCC unroll 16
     for (int i = 0; i < MR; i++) {
         if (i >= mr) break;
 #pragma GCC unroll 4
-        for (int v = 0; v < NV; v++) {
+        for (int v = 0; v < nv; v++) {
             float *ci = c + (size_t)i * ldc + 16 * v;
             __m512 r;
             if (beta == 0.0f) {
@@ -193,13 +206,48 @@ BF16 static void micro_kernel(void *state, int kp, const uint32_t *ap, const uin
     }
 }
 
+BF16 static void micro_kernel(void *state, int kp, const uint32_t *ap, const uint32_t *bp, float *c,
+                              int ldc, int mr, int nr, float alpha, float beta) {
+    (void)state;
+    micro_kernel_nv(NV, kp, ap, bp, c, ldc, mr, nr, alpha, beta);
+}
+
+BF16 static void micro_kernel_narrow(void *state, int kp, const uint32_t *ap, const uint32_t *bp,
+                                     float *c, int ldc, int mr, int nr, float alpha, float beta) {
+    (void)state;
+    micro_kernel_nv(NV_NARROW, kp, ap, bp, c, ldc, mr, nr, alpha, beta);
+}
+
 /* B micro-panels of 48 columns x KC pairs are loaded with aligned loads:
  * cz_alloc's 64-byte alignment and NR * 4 bytes = 192 per pair keep them
  * aligned. */
+/* The 8 x 32 tile, for products whose n is closer to a multiple of 32
+ * than of 48 (BERT-mini's 256 and 1024, a head's 64 and 128: a 48-column
+ * tile pads 256 to 288); same A panels, same bits (micro_kernel_nv). The
+ * loops choose it per product (gemm_bf16.c, tile_for). */
+static const cz_bf16_kernel vdpbf16ps_narrow = {
+    .id = CZ_BF16_VDPBF16PS,
+    .name = "vdpbf16ps",
+    .detail = "8x32 micro-tile, KC 256 MC 192 NC 3072",
+    .mr = MR,
+    .nr = NR_NARROW,
+    .kc = 256,
+    .mc = 192,
+    .nc = 3072,
+    .kp_align = 1,
+    .state_bytes = 0,
+    .pack_a = pack_a,
+    .pack_b = pack_b_narrow,
+    .begin = NULL,
+    .end = NULL,
+    .kernel = micro_kernel_narrow,
+    .narrow = NULL,
+};
+
 const cz_bf16_kernel cz_bf16_kernel_vdpbf16ps = {
     .id = CZ_BF16_VDPBF16PS,
     .name = "vdpbf16ps",
-    .detail = "8x48 micro-tile, KC 256 MC 192 NC 3072",
+    .detail = "8x48 micro-tile (8x32 where n fits it better), KC 256 MC 192 NC 3072",
     .mr = MR,
     .nr = NR,
     .kc = 256,
@@ -212,6 +260,7 @@ const cz_bf16_kernel cz_bf16_kernel_vdpbf16ps = {
     .begin = NULL,
     .end = NULL,
     .kernel = micro_kernel,
+    .narrow = &vdpbf16ps_narrow,
 };
 
 #else
