@@ -371,9 +371,10 @@ int main(void) {
     if (kernel == CZ_BF16_AMX_EMULATED) check_emulated_order(g1);
 
     /* odd sizes straddle the micro-tiles (8 x 48; 32 x 32) and k-pair and
-     * 32-value tile edges; 600 and 400 cross the KC (256; 512) and MC (192;
-     * 256) blocks; n = 3100 crosses NC (3072); 1025 crosses KC twice with
-     * one value left; 2 threads (products over 4M multiply-adds) split the
+     * 32-value tile edges; 600 and 400 cross the MC (192; 256) blocks and
+     * k = 600 AMX's KC (512; vdpbf16ps runs k <= 768 as one block); n = 3100
+     * crosses NC (3072); 1025 crosses KC (256; 512) with one value left,
+     * on every kernel; 2 threads (products over 4M multiply-adds) split the
      * rows of 400 x 70 and 200 x 97 and the columns of 36 x 500 */
     static const int shapes[][3] = {{1, 1, 1},    {7, 5, 3},      {13, 33, 2},   {33, 17, 65},
                                     {64, 64, 64}, {129, 67, 200}, {37, 300, 13}, {50, 40, 401},

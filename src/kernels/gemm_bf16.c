@@ -106,6 +106,15 @@ static const cz_bf16_kernel *tile_for(const cz_bf16_kernel *kern, int n) {
     return 20 * wide > 21 * thin ? nar : kern;
 }
 
+/* The k block of a product: all of k (rounded up to a pair) when k <=
+ * kern->kc_max, else kern->kc. Every KC block ends in a pass over C (read,
+ * add, write); BERT-mini's MLM weight gradient (C 30522 x 256, k 640) made
+ * three of them (log, "bf16: one k block up to 768"). Depends on k alone,
+ * so the bits still do not depend on the thread count or rank layout. */
+static int kc_for(const cz_bf16_kernel *kern, int k) {
+    return kern->kc_max && k <= kern->kc_max ? (k + 1) / 2 * 2 : kern->kc;
+}
+
 /* ---- packing buffers ---- */
 
 cz_gemm_bf16_work *cz_gemm_bf16_work_create(const cz_bf16_kernel *kern, int threads,
@@ -114,7 +123,7 @@ cz_gemm_bf16_work *cz_gemm_bf16_work_create(const cz_bf16_kernel *kern, int thre
     if (!w) return NULL;
     w->kern = kern;
     w->threads = threads > 0 ? threads : 1;
-    int kp = packed_pairs(kern, kern->kc);
+    int kp = packed_pairs(kern, kern->kc_max > kern->kc ? kern->kc_max : kern->kc);
     w->a_words = (size_t)kern->mc * kp;
     w->b_words = (size_t)kern->nc * kp;
     w->b_pack = cz_alloc((size_t)w->threads * w->b_words * sizeof(uint32_t), err);
@@ -165,7 +174,7 @@ static void gemm_block(const cz_bf16_kernel *kern, void *state, uint32_t *a_pack
                        const prepacked_b *pre, int ta, int tb, int m, int n, int k, float alpha,
                        const float *a, int lda, const float *b, int ldb, float beta, float *c,
                        int ldc) {
-    const int MR = kern->mr, NR = kern->nr, KC = kern->kc, MC = kern->mc, NC = kern->nc;
+    const int MR = kern->mr, NR = kern->nr, KC = kc_for(kern, k), MC = kern->mc, NC = kern->nc;
     for (int jc = 0; jc < n; jc += NC) {
         int nc = n - jc < NC ? n - jc : NC;
         for (int pc = 0; pc < k; pc += KC) {
@@ -240,7 +249,7 @@ static void run(cz_gemm_bf16_work *w, const cz_bf16_weight *pre, int ta, int tb,
     }
     const cz_bf16_kernel *kern = tile_for(w->kern, n);
     size_t panels = (size_t)(n + kern->nr - 1) / kern->nr;
-    size_t block_words = (size_t)packed_pairs(kern, kern->kc) * kern->nr * panels;
+    size_t block_words = (size_t)packed_pairs(kern, kc_for(kern, k)) * kern->nr * panels;
     /* one parallel region per product and no barrier inside it: each thread
      * packs what its rectangle needs (B twice when the rows are split, A
      * twice when the columns are), which costs far less than the
@@ -302,8 +311,9 @@ static const cz_bf16_weight *packed_weight(cz_gemm_bf16_work *w, int tb, int n, 
         if (x->b == b && x->tb == tb && x->k == k && x->n == n && x->ldb == ldb) e = x;
     }
     if (e && e->epoch == w->epoch) return e;
-    int panels = (n + kern->nr - 1) / kern->nr, blocks = (k + kern->kc - 1) / kern->kc;
-    size_t block_words = (size_t)packed_pairs(kern, kern->kc) * kern->nr * panels;
+    const int KC = kc_for(kern, k); /* as gemm_block will */
+    int panels = (n + kern->nr - 1) / kern->nr, blocks = (k + KC - 1) / KC;
+    size_t block_words = (size_t)packed_pairs(kern, KC) * kern->nr * panels;
     size_t need = block_words * (size_t)blocks;
     cz_error err;
     if (!e) {
@@ -329,13 +339,12 @@ static const cz_bf16_weight *packed_weight(cz_gemm_bf16_work *w, int tb, int n, 
     int jobs = blocks * panels;
 #pragma omp parallel for schedule(static) num_threads(w->threads) if (w->threads > 1)
     for (int job = 0; job < jobs; job++) {
-        int pc = job / panels * kern->kc, j0 = job % panels * kern->nr;
-        int kc = k - pc < kern->kc ? k - pc : kern->kc, kp = packed_pairs(kern, kc);
+        int pc = job / panels * KC, j0 = job % panels * kern->nr;
+        int kc = k - pc < KC ? k - pc : KC, kp = packed_pairs(kern, kc);
         int cv = n - j0 < kern->nr ? n - j0 : kern->nr;
-        kern->pack_b(e->words + (size_t)(pc / kern->kc) * block_words +
-                         (size_t)(j0 / kern->nr) * kp * kern->nr,
-                     tb, tb ? b + (size_t)j0 * ldb + pc : b + (size_t)pc * ldb + j0, ldb, cv, kc,
-                     kp);
+        kern->pack_b(
+            e->words + (size_t)(pc / KC) * block_words + (size_t)(j0 / kern->nr) * kp * kern->nr,
+            tb, tb ? b + (size_t)j0 * ldb + pc : b + (size_t)pc * ldb + j0, ldb, cv, kc, kp);
     }
     e->epoch = w->epoch;
     return e;

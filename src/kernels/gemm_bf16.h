@@ -32,6 +32,8 @@ typedef struct cz_bf16_kernel {
     const char *detail; /* blocking, e.g. "8x48 micro-tile, KC 256 MC 192 NC 3072" */
     int mr, nr;         /* micro-tile */
     int kc, mc, nc;     /* cache blocks: kc even, mc % mr == 0, nc % nr == 0 */
+    int kc_max;         /* a product with k <= kc_max runs k as one block (even,
+                         * >= kc; 0: always kc): C is read and written once */
     int kp_align;       /* packed k pairs per panel: a multiple of this */
     size_t state_bytes; /* per-thread state the kernel keeps (emulated tiles) */
     /* One A micro-panel: op(A)[0:rv, 0:kc] from `a`, which points at the

@@ -228,10 +228,11 @@ BF16 static void micro_kernel_narrow(void *state, int kp, const uint32_t *ap, co
 static const cz_bf16_kernel vdpbf16ps_narrow = {
     .id = CZ_BF16_VDPBF16PS,
     .name = "vdpbf16ps",
-    .detail = "8x32 micro-tile, KC 256 MC 192 NC 3072",
+    .detail = "8x32 micro-tile, KC 256 (k <= 768: one block) MC 192 NC 3072",
     .mr = MR,
     .nr = NR_NARROW,
     .kc = 256,
+    .kc_max = 768,
     .mc = 192,
     .nc = 3072,
     .kp_align = 1,
@@ -247,10 +248,12 @@ static const cz_bf16_kernel vdpbf16ps_narrow = {
 const cz_bf16_kernel cz_bf16_kernel_vdpbf16ps = {
     .id = CZ_BF16_VDPBF16PS,
     .name = "vdpbf16ps",
-    .detail = "8x48 micro-tile (8x32 where n fits it better), KC 256 MC 192 NC 3072",
+    .detail = "8x48 micro-tile (8x32 where n fits it better), KC 256 (k <= 768: one block) MC 192 "
+              "NC 3072",
     .mr = MR,
     .nr = NR,
     .kc = 256,
+    .kc_max = 768,
     .mc = 192,
     .nc = 3072,
     .kp_align = 1,
