@@ -142,21 +142,24 @@ BF16 static void pack_a(uint32_t *dst, int ta, const float *a, int lda, int rv, 
         pack_k_contiguous(dst, MR, a, lda, rv, kc);
 }
 
+/* A B micro-panel of R columns (48 or 32) */
+BF16 static inline void pack_b_cols(uint32_t *dst, int R, int tb, const float *b, int ldb, int cv,
+                                    int kc) {
+    if (tb)
+        pack_k_contiguous(dst, R, b, ldb, cv, kc);
+    else
+        pack_r_contiguous(dst, R, b, ldb, cv, kc);
+}
+
 BF16 static void pack_b(uint32_t *dst, int tb, const float *b, int ldb, int cv, int kc, int kp) {
     (void)kp;
-    if (tb)
-        pack_k_contiguous(dst, NR, b, ldb, cv, kc);
-    else
-        pack_r_contiguous(dst, NR, b, ldb, cv, kc);
+    pack_b_cols(dst, NR, tb, b, ldb, cv, kc);
 }
 
 BF16 static void pack_b_narrow(uint32_t *dst, int tb, const float *b, int ldb, int cv, int kc,
                                int kp) {
     (void)kp;
-    if (tb)
-        pack_k_contiguous(dst, NR_NARROW, b, ldb, cv, kc);
-    else
-        pack_r_contiguous(dst, NR_NARROW, b, ldb, cv, kc);
+    pack_b_cols(dst, NR_NARROW, tb, b, ldb, cv, kc);
 }
 
 /* Accumulators stay in registers: every loop over MR and nv has a constant
@@ -218,50 +221,34 @@ BF16 static void micro_kernel_narrow(void *state, int kp, const uint32_t *ap, co
     micro_kernel_nv(NV_NARROW, kp, ap, bp, c, ldc, mr, nr, alpha, beta);
 }
 
-/* B micro-panels of 48 columns x KC pairs are loaded with aligned loads:
- * cz_alloc's 64-byte alignment and NR * 4 bytes = 192 per pair keep them
- * aligned. */
-/* The 8 x 32 tile, for products whose n is closer to a multiple of 32
- * than of 48 (BERT-mini's 256 and 1024, a head's 64 and 128: a 48-column
- * tile pads 256 to 288); same A panels, same bits (micro_kernel_nv). The
- * loops choose it per product (gemm_bf16.c, tile_for). */
+/* What the two tiles share: the A panels (MR rows), the cache blocks and
+ * one k block up to 768 (gemm_bf16.c, kc_for). */
+#define VDPBF16PS_COMMON                                                                           \
+    .id = CZ_BF16_VDPBF16PS, .name = "vdpbf16ps", .mr = MR, .kc = 256, .kc_max = 768, .mc = 192,   \
+    .nc = 3072, .kp_align = 1, .state_bytes = 0, .pack_a = pack_a, .begin = NULL, .end = NULL
+
+/* The 8 x 32 tile, for products whose n the 48-column tile pads by over
+ * 5 % more (BERT-mini's 256: 288; a head's 64 and 128); same bits
+ * (micro_kernel_nv). The loops choose it per product (gemm_bf16.c,
+ * tile_for). */
 static const cz_bf16_kernel vdpbf16ps_narrow = {
-    .id = CZ_BF16_VDPBF16PS,
-    .name = "vdpbf16ps",
+    VDPBF16PS_COMMON,
     .detail = "8x32 micro-tile, KC 256 (k <= 768: one block) MC 192 NC 3072",
-    .mr = MR,
     .nr = NR_NARROW,
-    .kc = 256,
-    .kc_max = 768,
-    .mc = 192,
-    .nc = 3072,
-    .kp_align = 1,
-    .state_bytes = 0,
-    .pack_a = pack_a,
     .pack_b = pack_b_narrow,
-    .begin = NULL,
-    .end = NULL,
     .kernel = micro_kernel_narrow,
     .narrow = NULL,
 };
 
+/* B micro-panels of 48 (or 32) columns x KC pairs are loaded with aligned
+ * loads: cz_alloc's 64-byte alignment and NR * 4 bytes = 192 (128) per
+ * pair keep them aligned. */
 const cz_bf16_kernel cz_bf16_kernel_vdpbf16ps = {
-    .id = CZ_BF16_VDPBF16PS,
-    .name = "vdpbf16ps",
+    VDPBF16PS_COMMON,
     .detail = "8x48 micro-tile (8x32 where n fits it better), KC 256 (k <= 768: one block) MC 192 "
               "NC 3072",
-    .mr = MR,
     .nr = NR,
-    .kc = 256,
-    .kc_max = 768,
-    .mc = 192,
-    .nc = 3072,
-    .kp_align = 1,
-    .state_bytes = 0,
-    .pack_a = pack_a,
     .pack_b = pack_b,
-    .begin = NULL,
-    .end = NULL,
     .kernel = micro_kernel,
     .narrow = &vdpbf16ps_narrow,
 };
