@@ -26,9 +26,10 @@ endforeach()
 # skipped where the CPU cannot run it). amx-emulated runs everywhere: the
 # AMX kernel's packing and loops with the tile instructions in scalar C.
 cloze_add_unit_test(test_gemm_bf16 TIMEOUT 300)
+# (600 s: amx-emulated's scalar tiles under qemu-aarch64 took 120-215 s)
 foreach(kernel vdpbf16ps amx amx-emulated)
   add_test(NAME test_gemm_bf16_${kernel} COMMAND test_gemm_bf16)
-  set_tests_properties(test_gemm_bf16_${kernel} PROPERTIES LABELS "unit;kernels" TIMEOUT 300
+  set_tests_properties(test_gemm_bf16_${kernel} PROPERTIES LABELS "unit;kernels" TIMEOUT 600
                        SKIP_RETURN_CODE 77
                        ENVIRONMENT "${CLOZE_TEST_ENV};CLOZE_BF16_KERNEL=${kernel}")
 endforeach()

@@ -131,24 +131,28 @@ static void check_case(cz_gemm_ctx *g1, cz_gemm_ctx *g2, int ta, int tb, int m, 
     cz_gemm_bf16_ref(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, ref, ldc);
     cz_gemm_ref(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, ref32, ldc);
     /* B as a weight (cz_gemm_weight in a scope): packed whole once, then
-     * read by each thread's part; its first and second product on each
-     * context must be cz_gemm's bits */
-    float *w[4];
-    cz_gemm_weights_begin(g1);
-    cz_gemm_weights_begin(g2);
-    for (int r = 0; r < 4; r++) {
-        w[r] = cz_alloc(c_bytes, NULL);
-        memcpy(w[r], c0, c_bytes);
-        cz_gemm_weight(r % 2 ? g2 : g1, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, w[r], ldc);
-    }
-    cz_gemm_weights_end(g1);
-    cz_gemm_weights_end(g2);
-    for (int r = 0; r < 4; r++) {
-        CHECK(memcmp(w[r], r % 2 ? c2 : c1, c_bytes) == 0,
-              "ta=%d tb=%d m=%d n=%d k=%d pad=%d: product %d with B as a weight on %d thread(s) "
-              "differs from cz_gemm",
-              ta, tb, m, n, k, pad, r / 2 + 1, r % 2 + 1);
-        cz_free(w[r]);
+     * read by each thread's part; on each context it must give cz_gemm's
+     * bits. In the calls with odd padding (two of a shape's four: beta 1
+     * and 0.75), which keeps the emulated kernel's run under qemu short;
+     * reuse within a scope: check_weights_scope. */
+    if (pad % 2 == 1) {
+        float *w[2];
+        cz_gemm_weights_begin(g1);
+        cz_gemm_weights_begin(g2);
+        for (int r = 0; r < 2; r++) {
+            w[r] = cz_alloc(c_bytes, NULL);
+            memcpy(w[r], c0, c_bytes);
+            cz_gemm_weight(r ? g2 : g1, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, w[r], ldc);
+        }
+        cz_gemm_weights_end(g1);
+        cz_gemm_weights_end(g2);
+        for (int r = 0; r < 2; r++) {
+            CHECK(memcmp(w[r], r ? c2 : c1, c_bytes) == 0,
+                  "ta=%d tb=%d m=%d n=%d k=%d pad=%d: B as a weight on %d thread(s) differs from "
+                  "cz_gemm",
+                  ta, tb, m, n, k, pad, r + 1);
+            cz_free(w[r]);
+        }
     }
 
     const double u = ldexp(1.0, -24), ub = ldexp(1.0, -8);
@@ -261,7 +265,7 @@ static void check_emulated_order(const cz_gemm_ctx *g) {
  * its other orientation is its own entry. 2 threads, a product large
  * enough to split. */
 static void check_weights_scope(cz_gemm_ctx *g) {
-    const int m = 300, n = 200, k = 330;
+    const int m = 100, n = 200, k = 330; /* 6.6M multiply-adds: 2 threads split it */
     float *a = random_matrix((size_t)m * k, 0), *b = random_matrix((size_t)k * n, 0);
     float *b_old = cz_alloc((size_t)k * n * sizeof(float), NULL);
     memcpy(b_old, b, (size_t)k * n * sizeof(float));
@@ -301,7 +305,7 @@ static void check_weights_scope(cz_gemm_ctx *g) {
  * n = 256 (vdpbf16ps runs it on its 8 x 32 tile) are the bits of the same
  * product with n = 240 (on its 8 x 48 tile); likewise at n = 1024 / 960. */
 static void check_columns_independent_of_n(const cz_gemm_ctx *g) {
-    static const int cases[][3] = {{200, 256, 240}, {67, 1024, 960}, {130, 64, 48}};
+    static const int cases[][3] = {{40, 256, 240}, {17, 1024, 960}, {30, 64, 48}};
     for (int t = 0; t < 3; t++) {
         int m = cases[t][0], n = cases[t][1], n2 = cases[t][2], k = 300;
         float *a = random_matrix((size_t)m * k, 0), *b = random_matrix((size_t)n * k, 0);
