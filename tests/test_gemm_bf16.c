@@ -300,6 +300,29 @@ static void check_weights_scope(cz_gemm_ctx *g) {
     cz_free(want);
 }
 
+/* Two threads cut a product by rows or by columns; where both cuts are
+ * as even, by which one packs less twice, and a weight packed for the
+ * scope counts as nothing to pack: 96 x 192 cuts its columns through
+ * cz_gemm (A is the smaller operand) and its rows as a weight. The cut
+ * must not change a bit. */
+static void check_cut_independent(cz_gemm_ctx *g) {
+    const int m = 96, n = 192, k = 330; /* 6.1M multiply-adds: 2 threads */
+    float *a = random_matrix((size_t)m * k, 0), *b = random_matrix((size_t)k * n, 0);
+    float *c = cz_alloc((size_t)m * n * sizeof(float), NULL);
+    float *want = cz_alloc((size_t)m * n * sizeof(float), NULL);
+    cz_gemm(g, 0, 0, m, n, k, 1.0f, a, k, b, n, 0.0f, want, n);
+    cz_gemm_weights_begin(g);
+    cz_gemm_weight(g, 0, 0, m, n, k, 1.0f, a, k, b, n, 0.0f, c, n);
+    cz_gemm_weights_end(g);
+    CHECK(memcmp(c, want, (size_t)m * n * sizeof(float)) == 0,
+          "a weight's product cut by rows differs from the same product cut by columns");
+    cases_run++;
+    cz_free(a);
+    cz_free(b);
+    cz_free(c);
+    cz_free(want);
+}
+
 /* An element of C depends on its row of op(A) and column of op(B) only, in
  * the same order whatever n: the first 240 columns of a product with
  * n = 256 (vdpbf16ps runs it on its 8 x 32 tile) are the bits of the same
@@ -395,6 +418,7 @@ int main(void) {
                 check_case(g1, g2, ta, tb, m, n, k, 1, 1.5f, 0.75f, 1);
             }
     check_weights_scope(g2);
+    check_cut_independent(g2);
     check_columns_independent_of_n(g2);
     /* k = 0: C = beta C, nothing else */
     check_case(g1, g2, 0, 0, 9, 7, 0, 2, 1.0f, 1.0f, 0);
