@@ -1,8 +1,9 @@
 /* gemm_bf16: the bf16 mode of cz_gemm against its definition
  * cz_gemm_bf16_ref and against the fp32 loops cz_gemm_ref, for every
  * transpose combination, odd m/n/k, leading dimensions wider than the
- * matrices, alpha/beta; 1 and 2 threads bit for bit; cz_bf16_round on values
- * whose rounding is known by hand.
+ * matrices, alpha/beta; 1 and 2 threads bit for bit; operands given in
+ * bf16 (cz_mat_bf16) bit for bit with the same operands rounded while
+ * packing; cz_bf16_round on values whose rounding is known by hand.
  *
  * One process checks one kernel, the one core chose (cz_cpu_bf16_kernel):
  * ctest runs it once per kernel with CLOZE_BF16_KERNEL=vdpbf16ps, amx and
@@ -153,6 +154,34 @@ static void check_case(cz_gemm_ctx *g1, cz_gemm_ctx *g2, int ta, int tb, int m, 
                   ta, tb, m, n, k, pad, r + 1);
             cz_free(w[r]);
         }
+    }
+
+    /* The operands handed over already in bf16 (cz_mat_bf16, as a kernel
+     * that wrote them rounded would): the same bits as rounding them while
+     * packing, A, B or both, B also as a weight; in the calls without
+     * padding (one of a shape's four) */
+    if (pad == 0) {
+        size_t a_n = a_rows * lda + 1, b_n = b_rows * ldb + 1;
+        uint16_t *a16 = cz_alloc(a_n * sizeof *a16, NULL), *b16 = cz_alloc(b_n * sizeof *b16, NULL);
+        cz_bf16_store_n(a16, a, a_n);
+        cz_bf16_store_n(b16, b, b_n);
+        float *w = cz_alloc(c_bytes, NULL);
+        for (int form = 0; form < 3; form++) {
+            cz_mat am = form == 1 ? cz_mat_f32(a, lda) : cz_mat_bf16(a16, lda);
+            cz_mat bm = form == 0 ? cz_mat_f32(b, ldb) : cz_mat_bf16(b16, ldb);
+            memcpy(w, c0, c_bytes);
+            if (form == 2) cz_gemm_weights_begin(g2);
+            cz_gemm_mat(g2, ta, tb, m, n, k, alpha, am, bm, form == 2, beta, w, ldc);
+            if (form == 2) cz_gemm_weights_end(g2);
+            static const char *what[3] = {"A", "B", "A and B (B a weight)"};
+            CHECK(
+                memcmp(w, c2, c_bytes) == 0,
+                "ta=%d tb=%d m=%d n=%d k=%d: %s given in bf16 differs from rounding while packing",
+                ta, tb, m, n, k, what[form]);
+        }
+        cz_free(w);
+        cz_free(a16);
+        cz_free(b16);
     }
 
     const double u = ldexp(1.0, -24), ub = ldexp(1.0, -8);
@@ -323,6 +352,33 @@ static void check_cut_independent(cz_gemm_ctx *g) {
     cz_free(want);
 }
 
+/* A context in fp32 mode takes bf16 operands too: widened (exactly) to the
+ * floats they stand for, then BLIS, as cz_gemm on those floats. */
+static void check_fp32_mode_bf16_operands(const cz_gemm_ctx *g) {
+    const int m = 70, n = 90, k = 130;
+    float *a = random_matrix((size_t)k * m, 0), *b = random_matrix((size_t)k * n, 0);
+    uint16_t *a16 = cz_alloc((size_t)k * m * sizeof *a16, NULL);
+    uint16_t *b16 = cz_alloc((size_t)k * n * sizeof *b16, NULL);
+    cz_bf16_store_n(a16, a, (size_t)k * m);
+    cz_bf16_store_n(b16, b, (size_t)k * n);
+    cz_bf16_round_n(a, a, (size_t)k * m);
+    cz_bf16_round_n(b, b, (size_t)k * n);
+    float *c = cz_alloc((size_t)m * n * sizeof(float), NULL);
+    float *want = cz_alloc((size_t)m * n * sizeof(float), NULL);
+    /* op(A) = A^T (stored k x m), op(B) = B (k x n) */
+    cz_gemm(g, 1, 0, m, n, k, 1.0f, a, m, b, n, 0.0f, want, n);
+    cz_gemm_mat(g, 1, 0, m, n, k, 1.0f, cz_mat_bf16(a16, m), cz_mat_bf16(b16, n), 0, 0.0f, c, n);
+    CHECK(memcmp(c, want, (size_t)m * n * sizeof(float)) == 0,
+          "fp32 mode: bf16 operands differ from the floats they stand for");
+    cases_run++;
+    cz_free(a);
+    cz_free(b);
+    cz_free(a16);
+    cz_free(b16);
+    cz_free(c);
+    cz_free(want);
+}
+
 /* An element of C depends on its row of op(A) and column of op(B) only, in
  * the same order whatever n: the first 240 columns of a product with
  * n = 256 (vdpbf16ps runs it on its 8 x 32 tile) are the bits of the same
@@ -429,6 +485,7 @@ int main(void) {
     CHECK(strcmp(cz_gemm_kernel(g1), cz_bf16_kernel_name(kernel)) != 0 &&
               !strstr(cz_gemm_describe(g1), "bf16"),
           "fp32 again, still says %s / %s", cz_gemm_kernel(g1), cz_gemm_describe(g1));
+    check_fp32_mode_bf16_operands(g1);
     printf("%d products checked\n", cases_run);
     cz_gemm_free(g1);
     cz_gemm_free(g2);

@@ -572,7 +572,15 @@ static void test_bf16_round(void) {
     CHECK(memcmp(y1, y2, sizeof y1) == 0);
     CHECK(y1[8] == 1.0f && y1[9] == 1.015625f && y1[2] == 0.0f && signbit(y1[3]));
     CHECK(isinf(y1[7])); /* 3.4e38 rounds up past the largest bf16 */
-    printf("%-28s fast == ref\n", "bf16 rounding");
+    /* stored as bf16: the upper halves of the rounded floats, and back */
+    static uint16_t h1[N], h2[N];
+    static float back[N];
+    cz_bf16_store_n_ref(h1, x, N);
+    cz_bf16_store_n(h2, x, N);
+    CHECK(memcmp(h1, h2, sizeof h1) == 0);
+    cz_bf16_load_n(back, h2, N);
+    CHECK(memcmp(back, y1, sizeof back) == 0);
+    printf("%-28s fast == ref\n", "bf16 rounding and storing");
 }
 
 /* ---- the same bits at 1, 2 and 3 threads ---- */

@@ -78,6 +78,30 @@ void cz_gemm_weights_end(cz_gemm_ctx *g);
 void cz_gemm_weight(const cz_gemm_ctx *g, int trans_a, int trans_b, int m, int n, int k,
                     float alpha, const float *a, int lda, const float *b, int ldb, float beta,
                     float *c, int ldc);
+/* ---- operands in bf16 ----
+ * A matrix that a kernel wrote rounded to bf16 (cz_bf16_store_n: the
+ * upper 16 bits of cz_bf16_round's fp32, 2 bytes an element) is an
+ * operand as it is: a bf16 product reads half the bytes and skips the
+ * rounding it would do while packing, with the same bits as the same
+ * product on the fp32 values (their rounding is exact). cz_mat names
+ * either kind; cz_gemm_mat is cz_gemm (b_weight 0) or cz_gemm_weight
+ * (b_weight 1) on them. In fp32 mode (BLIS, the reference loops) bf16
+ * operands are widened to fp32 for the product (exact). */
+typedef struct cz_mat {
+    const void *p; /* const float *, or const uint16_t * when bf16 */
+    int ld;        /* row stride, in elements */
+    int bf16;
+} cz_mat;
+static inline cz_mat cz_mat_f32(const float *p, int ld) {
+    cz_mat x = {p, ld, 0};
+    return x;
+}
+static inline cz_mat cz_mat_bf16(const uint16_t *p, int ld) {
+    cz_mat x = {p, ld, 1};
+    return x;
+}
+void cz_gemm_mat(const cz_gemm_ctx *g, int trans_a, int trans_b, int m, int n, int k, float alpha,
+                 cz_mat a, cz_mat b, int b_weight, float beta, float *c, int ldc);
 /* The definition: triple loop, double accumulation. */
 void cz_gemm_ref(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
                  int lda, const float *b, int ldb, float beta, float *c, int ldc);
@@ -136,6 +160,11 @@ float cz_bf16_round(float x);
 /* y[i] = cz_bf16_round(x[i]) (may alias), bit for bit on every path. */
 void cz_bf16_round_n(float *y, const float *x, size_t n);
 void cz_bf16_round_n_ref(float *y, const float *x, size_t n);
+/* y[i] = the bf16 bits of x[i] (the upper half of cz_bf16_round(x[i])'s),
+ * bit for bit on every path; cz_bf16_load_n widens them back (exact). */
+void cz_bf16_store_n(uint16_t *y, const float *x, size_t n);
+void cz_bf16_store_n_ref(uint16_t *y, const float *x, size_t n);
+void cz_bf16_load_n(float *y, const uint16_t *x, size_t n);
 /* The definition of the bf16 mode: inputs rounded by cz_bf16_round, the
  * products summed in double, then C = alpha sum + beta C as cz_gemm_ref. */
 void cz_gemm_bf16_ref(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,

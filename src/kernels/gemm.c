@@ -302,17 +302,47 @@ void cz_gemm_weights_end(cz_gemm_ctx *g) {
 void cz_gemm_weight(const cz_gemm_ctx *g, int ta, int tb, int m, int n, int k, float alpha,
                     const float *a, int lda, const float *b, int ldb, float beta, float *c,
                     int ldc) {
-    if (g && g->bf16 && m > 0 && n > 0)
-        cz_gemm_bf16_run_weight(g->bf16, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-    else
-        cz_gemm(g, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    cz_gemm_mat(g, ta, tb, m, n, k, alpha, cz_mat_f32(a, lda), cz_mat_f32(b, ldb), 1, beta, c, ldc);
+}
+
+/* A bf16 operand of rows x cols elements (as stored) widened to floats
+ * (exact), for the paths that take floats only. The model hands bf16
+ * operands only to a context in bf16 mode, so this is the odd caller's
+ * path; without the memory for it the product cannot run at all. */
+static float *widen(cz_mat x, int rows, int cols) {
+    float *w = cz_alloc((size_t)rows * cols * sizeof *w, NULL);
+    if (!w) {
+        fprintf(stderr, "cz_gemm_mat: out of memory widening a %d x %d bf16 operand\n", rows, cols);
+        abort();
+    }
+    for (int r = 0; r < rows; r++)
+        cz_bf16_load_n(w + (size_t)r * cols, (const uint16_t *)x.p + (size_t)r * x.ld,
+                       (size_t)cols);
+    return w;
+}
+
+void cz_gemm_mat(const cz_gemm_ctx *g, int ta, int tb, int m, int n, int k, float alpha, cz_mat a,
+                 cz_mat b, int b_weight, float beta, float *c, int ldc) {
+    if (m <= 0 || n <= 0) return;
+    if (g && g->bf16) {
+        cz_gemm_bf16_run(g->bf16, ta, tb, m, n, k, alpha, a, b, b_weight, beta, c, ldc);
+        return;
+    }
+    /* fp32 paths: floats only; as stored, op(A) is k x m when ta, else m x k */
+    float *wa = a.bf16 && k > 0 ? widen(a, ta ? k : m, ta ? m : k) : NULL;
+    float *wb = b.bf16 && k > 0 ? widen(b, tb ? n : k, tb ? k : n) : NULL;
+    cz_gemm(g, ta, tb, m, n, k, alpha, wa ? wa : (const float *)a.p, wa ? (ta ? m : k) : a.ld,
+            wb ? wb : (const float *)b.p, wb ? (tb ? k : n) : b.ld, beta, c, ldc);
+    cz_free(wa);
+    cz_free(wb);
 }
 
 void cz_gemm(const cz_gemm_ctx *g, int ta, int tb, int m, int n, int k, float alpha, const float *a,
              int lda, const float *b, int ldb, float beta, float *c, int ldc) {
     if (m == 0 || n == 0) return;
     if (g && g->bf16) {
-        cz_gemm_bf16_run(g->bf16, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+        cz_gemm_bf16_run(g->bf16, ta, tb, m, n, k, alpha, cz_mat_f32(a, lda), cz_mat_f32(b, ldb), 0,
+                         beta, c, ldc);
         return;
     }
     if (g && g->bf16_ref) {

@@ -167,14 +167,19 @@ typedef struct {
     int panel0;
 } prepacked_b;
 
+/* the element i places after p, of floats or of bf16 */
+static const void *elt(const void *p, int is16, size_t i) {
+    return (const char *)p + i * (is16 ? 2 : 4);
+}
+
 /* One thread's part: C[0:m, 0:n] of a sub-problem, the five loops with its
  * own packing buffers a_pack (MC x KP words) and b_pack (KP x NC), or B's
  * micro-panels read from pre (not NULL) instead of packed here. */
 static void gemm_block(const cz_bf16_kernel *kern, void *state, uint32_t *a_pack, uint32_t *b_pack,
                        const prepacked_b *pre, int ta, int tb, int m, int n, int k, float alpha,
-                       const float *a, int lda, const float *b, int ldb, float beta, float *c,
-                       int ldc) {
+                       cz_mat a, cz_mat b, float beta, float *c, int ldc) {
     const int MR = kern->mr, NR = kern->nr, KC = kc_for(kern, k), MC = kern->mc, NC = kern->nc;
+    const int lda = a.ld, ldb = b.ld;
     for (int jc = 0; jc < n; jc += NC) {
         int nc = n - jc < NC ? n - jc : NC;
         for (int pc = 0; pc < k; pc += KC) {
@@ -185,17 +190,17 @@ static void gemm_block(const cz_bf16_kernel *kern, void *state, uint32_t *a_pack
                          (size_t)(pre->panel0 + jc / NR) * kp * NR;
             for (int j = 0; j < nc && !pre; j += NR) {
                 int cv = nc - j < NR ? nc - j : NR, j0 = jc + j;
-                kern->pack_b(b_pack + (size_t)(j / NR) * kp * NR, tb,
-                             tb ? b + (size_t)j0 * ldb + pc : b + (size_t)pc * ldb + j0, ldb, cv,
-                             kc, kp);
+                size_t at = tb ? (size_t)j0 * ldb + pc : (size_t)pc * ldb + j0;
+                kern->pack_b(b_pack + (size_t)(j / NR) * kp * NR, tb, b.bf16, elt(b.p, b.bf16, at),
+                             ldb, cv, kc, kp);
             }
             for (int ic = 0; ic < m; ic += MC) {
                 int mc = m - ic < MC ? m - ic : MC;
                 for (int i = 0; i < mc; i += MR) {
                     int rv = mc - i < MR ? mc - i : MR, i0 = ic + i;
-                    kern->pack_a(a_pack + (size_t)(i / MR) * kp * MR, ta,
-                                 ta ? a + (size_t)pc * lda + i0 : a + (size_t)i0 * lda + pc, lda,
-                                 rv, kc, kp);
+                    size_t at = ta ? (size_t)pc * lda + i0 : (size_t)i0 * lda + pc;
+                    kern->pack_a(a_pack + (size_t)(i / MR) * kp * MR, ta, a.bf16,
+                                 elt(a.p, a.bf16, at), lda, rv, kc, kp);
                 }
                 for (int j = 0; j < nc; j += NR) {
                     int nr = nc - j < NR ? nc - j : NR;
@@ -243,11 +248,10 @@ static void thread_rect(int MR, int NR, int t, int nt, int m, int n, double a_wo
     }
 }
 
-/* The product on w's threads; B from pre when not NULL (then tb and ldb
- * are unused). */
+/* The product on w's threads; B from pre when not NULL (then tb and b are
+ * unused). */
 static void run(cz_gemm_bf16_work *w, const cz_bf16_weight *pre, int ta, int tb, int m, int n,
-                int k, float alpha, const float *a, int lda, const float *b, int ldb, float beta,
-                float *c, int ldc) {
+                int k, float alpha, cz_mat a, cz_mat b, float beta, float *c, int ldc) {
     if (m <= 0 || n <= 0) return;
     if (k <= 0) {
         scale_c(m, n, beta, c, ldc);
@@ -280,19 +284,15 @@ static void run(cz_gemm_bf16_work *w, const cz_bf16_weight *pre, int ta, int tb,
         prepacked_b part = {pre ? pre->words : NULL, block_words, n0 / kern->nr};
         if (mt > 0 && nc > 0) {
             if (kern->begin) kern->begin(state);
-            gemm_block(
-                kern, state, w->a_pack + (size_t)t * w->a_words, w->b_pack + (size_t)t * w->b_words,
-                pre ? &part : NULL, ta, tb, mt, nc, k, alpha, ta ? a + m0 : a + (size_t)m0 * lda,
-                lda, tb ? b + (size_t)n0 * ldb : b + n0, ldb, beta, c + (size_t)m0 * ldc + n0, ldc);
+            cz_mat ap = a, bp = b;
+            ap.p = elt(a.p, a.bf16, ta ? (size_t)m0 : (size_t)m0 * a.ld);
+            bp.p = elt(b.p, b.bf16, tb ? (size_t)n0 * b.ld : (size_t)n0);
+            gemm_block(kern, state, w->a_pack + (size_t)t * w->a_words,
+                       w->b_pack + (size_t)t * w->b_words, pre ? &part : NULL, ta, tb, mt, nc, k,
+                       alpha, ap, bp, beta, c + (size_t)m0 * ldc + n0, ldc);
             if (kern->end) kern->end(state);
         }
     }
-}
-
-void cz_gemm_bf16_run(cz_gemm_bf16_work *w, int ta, int tb, int m, int n, int k, float alpha,
-                      const float *a, int lda, const float *b, int ldb, float beta, float *c,
-                      int ldc) {
-    run(w, NULL, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 /* ---- weights: packed once per scope ----
@@ -309,13 +309,15 @@ void cz_gemm_bf16_weights_scope(cz_gemm_bf16_work *w, int open) {
 }
 
 /* The entry of op(B), packed in this scope; NULL when it cannot be made. */
-static const cz_bf16_weight *packed_weight(cz_gemm_bf16_work *w, int tb, int n, int k,
-                                           const float *b, int ldb) {
+static const cz_bf16_weight *packed_weight(cz_gemm_bf16_work *w, int tb, int n, int k, cz_mat bm) {
+    const void *b = bm.p;
+    int ldb = bm.ld, b16 = bm.bf16;
     const cz_bf16_kernel *kern = tile_for(w->kern, n); /* as run() will */
     cz_bf16_weight *e = NULL;
     for (int i = 0; i < w->n_weights && !e; i++) {
         cz_bf16_weight *x = &w->weights[i];
-        if (x->b == b && x->tb == tb && x->k == k && x->n == n && x->ldb == ldb) e = x;
+        if (x->b == b && x->tb == tb && x->b16 == b16 && x->k == k && x->n == n && x->ldb == ldb)
+            e = x;
     }
     if (e && e->epoch == w->epoch) return e;
     const int KC = kc_for(kern, k); /* as gemm_block will */
@@ -334,7 +336,7 @@ static const cz_bf16_weight *packed_weight(cz_gemm_bf16_work *w, int tb, int n, 
             w->cap_weights = cap;
         }
         e = &w->weights[w->n_weights++];
-        *e = (cz_bf16_weight){b, tb, k, n, ldb, 0, NULL, 0};
+        *e = (cz_bf16_weight){b, tb, b16, k, n, ldb, 0, NULL, 0};
     }
     if (e->cap_words < need) {
         uint32_t *words = cz_alloc(need * sizeof *words, &err);
@@ -349,18 +351,18 @@ static const cz_bf16_weight *packed_weight(cz_gemm_bf16_work *w, int tb, int n, 
         int pc = job / panels * KC, j0 = job % panels * kern->nr;
         int kc = k - pc < KC ? k - pc : KC, kp = packed_pairs(kern, kc);
         int cv = n - j0 < kern->nr ? n - j0 : kern->nr;
-        kern->pack_b(
-            e->words + (size_t)(pc / KC) * block_words + (size_t)(j0 / kern->nr) * kp * kern->nr,
-            tb, tb ? b + (size_t)j0 * ldb + pc : b + (size_t)pc * ldb + j0, ldb, cv, kc, kp);
+        size_t at = tb ? (size_t)j0 * ldb + pc : (size_t)pc * ldb + j0;
+        kern->pack_b(e->words + (size_t)(pc / KC) * block_words +
+                         (size_t)(j0 / kern->nr) * kp * kern->nr,
+                     tb, b16, elt(b, b16, at), ldb, cv, kc, kp);
     }
     e->epoch = w->epoch;
     return e;
 }
 
-void cz_gemm_bf16_run_weight(cz_gemm_bf16_work *w, int ta, int tb, int m, int n, int k, float alpha,
-                             const float *a, int lda, const float *b, int ldb, float beta, float *c,
-                             int ldc) {
+void cz_gemm_bf16_run(cz_gemm_bf16_work *w, int ta, int tb, int m, int n, int k, float alpha,
+                      cz_mat a, cz_mat b, int b_weight, float beta, float *c, int ldc) {
     const cz_bf16_weight *pre = NULL;
-    if (w->scope_open && m > 0 && n > 0 && k > 0) pre = packed_weight(w, tb, n, k, b, ldb);
-    run(w, pre, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    if (b_weight && w->scope_open && m > 0 && n > 0 && k > 0) pre = packed_weight(w, tb, n, k, b);
+    run(w, pre, ta, tb, m, n, k, alpha, a, b, beta, c, ldc);
 }

@@ -25,6 +25,7 @@
 
 #include "cloze/core.h"
 #include "cloze/cpu.h"
+#include "cloze/kernels.h"
 
 typedef struct cz_bf16_kernel {
     cz_bf16_kernel_id id;
@@ -38,11 +39,15 @@ typedef struct cz_bf16_kernel {
     size_t state_bytes; /* per-thread state the kernel keeps (emulated tiles) */
     /* One A micro-panel: op(A)[0:rv, 0:kc] from `a`, which points at the
      * panel's first element (ta: op(A)[r][p] = a[p * lda + r], else
-     * a[r * lda + p]); rows rv..mr-1 and pairs past kc are zeros; kp pairs. */
-    void (*pack_a)(uint32_t *dst, int ta, const float *a, int lda, int rv, int kc, int kp);
+     * a[r * lda + p]); rows rv..mr-1 and pairs past kc are zeros; kp pairs.
+     * The elements are floats, rounded here (cz_bf16_bits), or with a16
+     * already bf16 (uint16_t, cz_bf16_store_n), copied as they are: the
+     * same words either way. */
+    void (*pack_a)(uint32_t *dst, int ta, int a16, const void *a, int lda, int rv, int kc, int kp);
     /* One B micro-panel: op(B)[0:kc, 0:cv] (tb: op(B)[p][j] = b[j * ldb + p],
-     * else b[p * ldb + j]); columns cv..nr-1 and pairs past kc are zeros. */
-    void (*pack_b)(uint32_t *dst, int tb, const float *b, int ldb, int cv, int kc, int kp);
+     * else b[p * ldb + j]); columns cv..nr-1 and pairs past kc are zeros;
+     * b16 as a16. */
+    void (*pack_b)(uint32_t *dst, int tb, int b16, const void *b, int ldb, int cv, int kc, int kp);
     /* Around one thread's part of a product (tile configuration), or NULL */
     void (*begin)(void *state);
     void (*end)(void *state);
@@ -83,8 +88,8 @@ static inline uint32_t cz_bf16_bits(float x) {
  * micro-panels of all n columns (kern->pack_b's layout), block i at word
  * i * packed_pairs(KC) * NR * panels. Keyed by what defines op(B). */
 typedef struct cz_bf16_weight {
-    const float *b;
-    int tb, k, n, ldb;
+    const void *b;
+    int tb, b16, k, n, ldb;
     unsigned long epoch; /* the scope it was packed in */
     uint32_t *words;
     size_t cap_words;
@@ -110,18 +115,14 @@ typedef struct cz_gemm_bf16_work {
 
 cz_gemm_bf16_work *cz_gemm_bf16_work_create(const cz_bf16_kernel *kern, int threads, cz_error *err);
 void cz_gemm_bf16_work_free(cz_gemm_bf16_work *w);
-/* cz_gemm's contract with bf16-rounded inputs and fp32 accumulation, on
- * w's kernel (the CPU must run it: core decided). */
+/* cz_gemm_mat's contract with bf16-rounded inputs and fp32 accumulation,
+ * on w's kernel (the CPU must run it: core decided). b_weight: B is
+ * declared a weight (constant while a scope is open): inside a scope its
+ * packed form is made by its first product and reused by the later ones
+ * (the same bits); outside one, or when the packed copy cannot be
+ * allocated, it is packed per product. */
 void cz_gemm_bf16_run(cz_gemm_bf16_work *w, int ta, int tb, int m, int n, int k, float alpha,
-                      const float *a, int lda, const float *b, int ldb, float beta, float *c,
-                      int ldc);
-/* The same product, B declared a weight (constant while a scope is open):
- * inside a scope its packed form is made by its first product and reused
- * by the later ones (the bits are cz_gemm_bf16_run's); outside one, or when
- * the packed copy cannot be allocated, cz_gemm_bf16_run. */
-void cz_gemm_bf16_run_weight(cz_gemm_bf16_work *w, int ta, int tb, int m, int n, int k, float alpha,
-                             const float *a, int lda, const float *b, int ldb, float beta, float *c,
-                             int ldc);
+                      cz_mat a, cz_mat b, int b_weight, float beta, float *c, int ldc);
 /* open = 1 opens a scope (every weight packed before is stale), 0 closes
  * it (the packed copies' memory is kept for the next scope). */
 void cz_gemm_bf16_weights_scope(cz_gemm_bf16_work *w, int open);

@@ -74,30 +74,41 @@ static void AMX_FN(end)(void *state) {
     TILE_RELEASE();
 }
 
-/* word (x[2p], x[2p+1]) rounded to bf16; element 2p in the low half */
-static inline uint32_t AMX_FN(pair)(float lo, float hi) {
-    return cz_bf16_bits(lo) | cz_bf16_bits(hi) << 16;
+/* element i of x as bf16 bits: floats rounded (cz_bf16_bits), bf16 as
+ * they are (x16) */
+static inline uint32_t AMX_FN(bits)(int x16, const void *x, size_t i) {
+    return x16 ? ((const uint16_t *)x)[i] : cz_bf16_bits(((const float *)x)[i]);
+}
+
+/* word (x[i0], x[i1]): element i0 in the low half; an index < 0 reads 0 */
+static inline uint32_t AMX_FN(pair)(int x16, const void *x, long i0, long i1) {
+    uint32_t lo = i0 < 0 ? 0 : AMX_FN(bits)(x16, x, (size_t)i0);
+    uint32_t hi = i1 < 0 ? 0 : AMX_FN(bits)(x16, x, (size_t)i1);
+    return lo | hi << 16;
 }
 
 /* The packers read along memory and write whole panels, zeros included;
- * their inner loops over full rows have no edge tests (they vectorise). */
-static void AMX_FN(pack_a)(uint32_t *dst, int ta, const float *a, int lda, int rv, int kc, int kp) {
+ * their inner loops over full rows have no edge tests (they vectorise).
+ * The inlined bodies are compiled once for floats and once for bf16. */
+static inline __attribute__((always_inline)) void AMX_FN(pack_a_body)(uint32_t *dst, int ta,
+                                                                      int a16, const void *a,
+                                                                      int lda, int rv, int kc,
+                                                                      int kp) {
     int full = kc / 2; /* pairs with both values inside k */
     if (!ta) {         /* row r of op(A) along memory: 16 pairs of a row at a time */
         for (int r = 0; r < AMX_MR; r++) {
-            const float *x = a + (size_t)r * lda;
+            long x = (long)r * lda;
             for (int p = 0; p < kp; p += AMX_KP) {
                 uint32_t *row = dst + (size_t)p * AMX_MR + (size_t)r * AMX_KP;
                 if (r < rv && p + AMX_KP <= full) {
                     for (int q = 0; q < AMX_KP; q++)
-                        row[q] = AMX_FN(pair)(x[2 * (p + q)], x[2 * (p + q) + 1]);
+                        row[q] = AMX_FN(pair)(a16, a, x + 2 * (p + q), x + 2 * (p + q) + 1);
                     continue;
                 }
                 for (int q = 0; q < AMX_KP; q++) {
                     int k0 = 2 * (p + q), k1 = k0 + 1;
-                    float lo = r < rv && k0 < kc ? x[k0] : 0.0f;
-                    float hi = r < rv && k1 < kc ? x[k1] : 0.0f;
-                    row[q] = AMX_FN(pair)(lo, hi);
+                    row[q] = AMX_FN(pair)(a16, a, r < rv && k0 < kc ? x + k0 : -1,
+                                          r < rv && k1 < kc ? x + k1 : -1);
                 }
             }
         }
@@ -106,51 +117,66 @@ static void AMX_FN(pack_a)(uint32_t *dst, int ta, const float *a, int lda, int r
     /* transposed: rows 2p and 2p+1 of memory hold pair p of every row */
     for (int p = 0; p < kp; p++) {
         uint32_t *col = dst + (size_t)(p / AMX_KP) * AMX_MR * AMX_KP + p % AMX_KP;
-        const float *x0 = a + (size_t)(2 * p) * lda, *x1 = x0 + lda;
+        long x0 = (long)(2 * p) * lda, x1 = x0 + lda;
         if (rv == AMX_MR && p < full) {
-            for (int r = 0; r < AMX_MR; r++) col[(size_t)r * AMX_KP] = AMX_FN(pair)(x0[r], x1[r]);
+            for (int r = 0; r < AMX_MR; r++)
+                col[(size_t)r * AMX_KP] = AMX_FN(pair)(a16, a, x0 + r, x1 + r);
             continue;
         }
-        for (int r = 0; r < AMX_MR; r++) {
-            float lo = r < rv && 2 * p < kc ? x0[r] : 0.0f;
-            float hi = r < rv && 2 * p + 1 < kc ? x1[r] : 0.0f;
-            col[(size_t)r * AMX_KP] = AMX_FN(pair)(lo, hi);
-        }
+        for (int r = 0; r < AMX_MR; r++)
+            col[(size_t)r * AMX_KP] = AMX_FN(pair)(a16, a, r < rv && 2 * p < kc ? x0 + r : -1,
+                                                   r < rv && 2 * p + 1 < kc ? x1 + r : -1);
     }
 }
 
-static void AMX_FN(pack_b)(uint32_t *dst, int tb, const float *b, int ldb, int cv, int kc, int kp) {
+static void AMX_FN(pack_a)(uint32_t *dst, int ta, int a16, const void *a, int lda, int rv, int kc,
+                           int kp) {
+    if (a16)
+        AMX_FN(pack_a_body)(dst, ta, 1, a, lda, rv, kc, kp);
+    else
+        AMX_FN(pack_a_body)(dst, ta, 0, a, lda, rv, kc, kp);
+}
+
+static inline __attribute__((always_inline)) void AMX_FN(pack_b_body)(uint32_t *dst, int tb,
+                                                                      int b16, const void *b,
+                                                                      int ldb, int cv, int kc,
+                                                                      int kp) {
     int full = kc / 2;
     if (!tb) { /* rows 2p and 2p+1 of memory hold pair p of every column */
         for (int p = 0; p < kp; p++) {
             uint32_t *row = dst + (size_t)p * AMX_NR;
-            const float *x0 = b + (size_t)(2 * p) * ldb, *x1 = x0 + ldb;
+            long x0 = (long)(2 * p) * ldb, x1 = x0 + ldb;
             if (cv == AMX_NR && p < full) {
-                for (int j = 0; j < AMX_NR; j++) row[j] = AMX_FN(pair)(x0[j], x1[j]);
+                for (int j = 0; j < AMX_NR; j++) row[j] = AMX_FN(pair)(b16, b, x0 + j, x1 + j);
                 continue;
             }
-            for (int j = 0; j < AMX_NR; j++) {
-                float lo = j < cv && 2 * p < kc ? x0[j] : 0.0f;
-                float hi = j < cv && 2 * p + 1 < kc ? x1[j] : 0.0f;
-                row[j] = AMX_FN(pair)(lo, hi);
-            }
+            for (int j = 0; j < AMX_NR; j++)
+                row[j] = AMX_FN(pair)(b16, b, j < cv && 2 * p < kc ? x0 + j : -1,
+                                      j < cv && 2 * p + 1 < kc ? x1 + j : -1);
         }
         return;
     }
     /* transposed: column j of op(B) along memory */
     for (int j = 0; j < AMX_NR; j++) {
-        const float *x = b + (size_t)j * ldb;
+        long x = (long)j * ldb;
         int p = 0;
         if (j < cv)
             for (; p < full; p++)
-                dst[(size_t)p * AMX_NR + j] = AMX_FN(pair)(x[2 * p], x[2 * p + 1]);
+                dst[(size_t)p * AMX_NR + j] = AMX_FN(pair)(b16, b, x + 2 * p, x + 2 * p + 1);
         for (; p < kp; p++) {
             int k0 = 2 * p, k1 = k0 + 1;
-            float lo = j < cv && k0 < kc ? x[k0] : 0.0f;
-            float hi = j < cv && k1 < kc ? x[k1] : 0.0f;
-            dst[(size_t)p * AMX_NR + j] = AMX_FN(pair)(lo, hi);
+            dst[(size_t)p * AMX_NR + j] = AMX_FN(pair)(b16, b, j < cv && k0 < kc ? x + k0 : -1,
+                                                       j < cv && k1 < kc ? x + k1 : -1);
         }
     }
+}
+
+static void AMX_FN(pack_b)(uint32_t *dst, int tb, int b16, const void *b, int ldb, int cv, int kc,
+                           int kp) {
+    if (b16)
+        AMX_FN(pack_b_body)(dst, tb, 1, b, ldb, cv, kc, kp);
+    else
+        AMX_FN(pack_b_body)(dst, tb, 0, b, ldb, cv, kc, kp);
 }
 
 static void AMX_FN(kernel)(void *state, int kp, const uint32_t *ap, const uint32_t *bp, float *c,

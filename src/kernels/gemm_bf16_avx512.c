@@ -36,35 +36,59 @@ static inline __mmask16 lanes(int count) {
     return count >= 16 ? (__mmask16)0xffff : count <= 0 ? 0 : (__mmask16)((1u << count) - 1);
 }
 
+/* 16 bf16 of row 2p then 16 of row 2p+1 (x16: already bf16, else floats
+ * rounded by one vcvtne2ps2bf16), lanes past count zero */
+BF16 static inline __m512i two_rows16(int x16, const void *r0, const void *r1, int count) {
+    if (x16) {
+        __mmask16 in = lanes(count);
+        __m256i lo = _mm256_maskz_loadu_epi16(in, r0);
+        __m256i hi = r1 ? _mm256_maskz_loadu_epi16(in, r1) : _mm256_setzero_si256();
+        return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+    }
+    __mmask16 in = lanes(count);
+    __m512 lo = _mm512_maskz_loadu_ps(in, r0);
+    __m512 hi = r1 ? _mm512_maskz_loadu_ps(in, r1) : _mm512_setzero_ps();
+    return (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
+}
+
+/* The same for 8 values of each row */
+BF16 static inline __m256i two_rows8(int x16, const void *r0, const void *r1, int count) {
+    __mmask8 in = (__mmask8)lanes(count);
+    if (x16) {
+        __m128i lo = _mm_maskz_loadu_epi16(in, r0);
+        __m128i hi = r1 ? _mm_maskz_loadu_epi16(in, r1) : _mm_setzero_si128();
+        return _mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1);
+    }
+    __m256 lo = _mm256_maskz_loadu_ps(in, r0);
+    __m256 hi = r1 ? _mm256_maskz_loadu_ps(in, r1) : _mm256_setzero_ps();
+    return (__m256i)_mm256_cvtne2ps_pbh(hi, lo);
+}
+
 /* A panel of R words per pair from op(X)[p][r] = x[p * ld + r] (r runs along
  * memory: B not transposed, A transposed): rows 2p and 2p+1 interleaved.
- * Per 16 values of r (8 for an A panel, R = 8): both rows convert in one
- * vcvtne2ps2bf16 (row 2p's words low, 2p+1's high) and one vpermw
- * interleaves them into pairs. That replaced two conversions, two widenings,
- * a shift and an or per 16 words, on zmm even for 8 (log, "bf16: the cut
- * that packs less"). */
-BF16 static void pack_r_contiguous(uint32_t *dst, int R, const float *x, int ld, int rv, int kc) {
+ * Per 16 values of r (8 for an A panel, R = 8) both rows become 32 bf16,
+ * row 2p's low (one vcvtne2ps2bf16 from floats, or loaded as they are from
+ * bf16, x16), and one vpermw interleaves them into pairs. That replaced two
+ * conversions, two widenings, a shift and an or per 16 words, on zmm even
+ * for 8 (log, "bf16: the cut that packs less"). */
+BF16 static inline __attribute__((always_inline)) void
+pack_r_contiguous(uint32_t *dst, int R, int x16, const void *x, int ld, int rv, int kc) {
     const __m512i inter =
         _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
                          21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
     const __m256i inter8 = _mm256_set_epi16(15, 7, 14, 6, 13, 5, 12, 4, 11, 3, 10, 2, 9, 1, 8, 0);
+    const size_t es = x16 ? 2 : 4;
     for (int p = 0; p < (kc + 1) / 2; p++) {
-        const float *r0 = x + (size_t)(2 * p) * ld;
-        int has_r1 = 2 * p + 1 < kc;
+        const char *r0 = (const char *)x + (size_t)(2 * p) * ld * es;
+        const char *r1 = 2 * p + 1 < kc ? r0 + (size_t)ld * es : NULL;
         if (R == 8) {
-            __mmask8 in = (__mmask8)lanes(rv);
-            __m256 lo = _mm256_maskz_loadu_ps(in, r0);
-            __m256 hi = has_r1 ? _mm256_maskz_loadu_ps(in, r0 + ld) : _mm256_setzero_ps();
-            __m256i w = (__m256i)_mm256_cvtne2ps_pbh(hi, lo);
+            __m256i w = two_rows8(x16, r0, r1, rv);
             _mm256_storeu_si256((__m256i *)(dst + (size_t)p * 8),
                                 _mm256_permutexvar_epi16(inter8, w));
             continue;
         }
         for (int r = 0; r < R; r += 16) {
-            __mmask16 in = lanes(rv - r);
-            __m512 lo = _mm512_maskz_loadu_ps(in, r0 + r);
-            __m512 hi = has_r1 ? _mm512_maskz_loadu_ps(in, r0 + ld + r) : _mm512_setzero_ps();
-            __m512i w = (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
+            __m512i w = two_rows16(x16, r0 + r * es, r1 ? r1 + r * es : NULL, rv - r);
             _mm512_mask_storeu_epi32(dst + (size_t)p * R + r, lanes(R - r),
                                      _mm512_permutexvar_epi16(inter, w));
         }
@@ -79,7 +103,8 @@ BF16 static void pack_r_contiguous(uint32_t *dst, int R, const float *x, int ld,
  * unpacks and two of 128-bit lane shuffles, instead of a scalar store per
  * word. Rows past rv are zeros; pairs past kp are not written (the caller's
  * kp covers exactly the pairs of kc). */
-BF16 static void pack_k_contiguous(uint32_t *dst, int R, const float *x, int ld, int rv, int kc) {
+BF16 static inline __attribute__((always_inline)) void
+pack_k_contiguous(uint32_t *dst, int R, int x16, const void *x, int ld, int rv, int kc) {
     int kp = (kc + 1) / 2;
     for (int r0 = 0; r0 < R; r0 += 8) {
         for (int q = 0; q < kc; q += 32) {
@@ -90,7 +115,14 @@ BF16 static void pack_k_contiguous(uint32_t *dst, int R, const float *x, int ld,
                     v[r] = _mm512_setzero_si512();
                     continue;
                 }
-                const float *row = x + (size_t)(r0 + r) * ld + q;
+                if (x16) { /* 32 bf16 as they are: already the 16 pairs */
+                    const uint16_t *row = (const uint16_t *)x + (size_t)(r0 + r) * ld + q;
+                    int n = kc - q;
+                    __mmask32 in = n >= 32 ? (__mmask32)0xffffffffu : (__mmask32)((1u << n) - 1);
+                    v[r] = _mm512_maskz_loadu_epi16(in, row);
+                    continue;
+                }
+                const float *row = (const float *)x + (size_t)(r0 + r) * ld + q;
                 __m512 lo = _mm512_maskz_loadu_ps(lanes(kc - q), row);
                 __m512 hi = _mm512_maskz_loadu_ps(lanes(kc - q - 16), row + 16);
                 v[r] = (__m512i)_mm512_cvtne2ps_pbh(hi, lo); /* word t: pair q/2 + t */
@@ -146,33 +178,49 @@ BF16 static void pack_k_contiguous(uint32_t *dst, int R, const float *x, int ld,
     }
 }
 
-/* (kp_align is 1: kp = (kc + 1) / 2, no padding pairs to write) */
-BF16 static void pack_a(uint32_t *dst, int ta, const float *a, int lda, int rv, int kc, int kp) {
+/* (kp_align is 1: kp = (kc + 1) / 2, no padding pairs to write). Each
+ * packer is compiled for float and for bf16 input (the inlined bodies
+ * with a constant x16). */
+BF16 static void pack_a(uint32_t *dst, int ta, int a16, const void *a, int lda, int rv, int kc,
+                        int kp) {
     (void)kp;
-    if (ta)
-        pack_r_contiguous(dst, MR, a, lda, rv, kc);
-    else
-        pack_k_contiguous(dst, MR, a, lda, rv, kc);
+    if (a16) {
+        if (ta)
+            pack_r_contiguous(dst, MR, 1, a, lda, rv, kc);
+        else
+            pack_k_contiguous(dst, MR, 1, a, lda, rv, kc);
+    } else if (ta) {
+        pack_r_contiguous(dst, MR, 0, a, lda, rv, kc);
+    } else {
+        pack_k_contiguous(dst, MR, 0, a, lda, rv, kc);
+    }
 }
 
 /* A B micro-panel of R columns (48 or 32) */
-BF16 static inline void pack_b_cols(uint32_t *dst, int R, int tb, const float *b, int ldb, int cv,
-                                    int kc) {
-    if (tb)
-        pack_k_contiguous(dst, R, b, ldb, cv, kc);
-    else
-        pack_r_contiguous(dst, R, b, ldb, cv, kc);
+BF16 static inline __attribute__((always_inline)) void
+pack_b_cols(uint32_t *dst, int R, int tb, int b16, const void *b, int ldb, int cv, int kc) {
+    if (b16) {
+        if (tb)
+            pack_k_contiguous(dst, R, 1, b, ldb, cv, kc);
+        else
+            pack_r_contiguous(dst, R, 1, b, ldb, cv, kc);
+    } else if (tb) {
+        pack_k_contiguous(dst, R, 0, b, ldb, cv, kc);
+    } else {
+        pack_r_contiguous(dst, R, 0, b, ldb, cv, kc);
+    }
 }
 
-BF16 static void pack_b(uint32_t *dst, int tb, const float *b, int ldb, int cv, int kc, int kp) {
+BF16 static void pack_b(uint32_t *dst, int tb, int b16, const void *b, int ldb, int cv, int kc,
+                        int kp) {
     (void)kp;
-    pack_b_cols(dst, NR, tb, b, ldb, cv, kc);
+    pack_b_cols(dst, NR, tb, b16, b, ldb, cv, kc);
 }
 
-BF16 static void pack_b_narrow(uint32_t *dst, int tb, const float *b, int ldb, int cv, int kc,
-                               int kp) {
+BF16 static void pack_b_narrow(uint32_t *dst, int tb, int b16, const void *b, int ldb, int cv,
+                               int kc, int kp) {
     (void)kp;
-    pack_b_cols(dst, NR_NARROW, tb, b, ldb, cv, kc);
+    pack_b_cols(dst, NR_NARROW, tb, b16, b, ldb, cv, kc);
 }
 
 /* Accumulators stay in registers: every loop over MR and nv has a constant

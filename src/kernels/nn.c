@@ -471,3 +471,24 @@ void cz_bf16_round_n(float *y, const float *x, size_t n) {
     VEC(bf16_round, y, x, n);
     cz_bf16_round_n_ref(y, x, n);
 }
+
+void cz_bf16_store_n_ref(uint16_t *y, const float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        float r = cz_bf16_round(x[i]);
+        uint32_t u;
+        memcpy(&u, &r, 4);
+        y[i] = (uint16_t)(u >> 16);
+    }
+}
+
+void cz_bf16_store_n(uint16_t *y, const float *x, size_t n) {
+    VEC(bf16_store, y, x, n);
+    cz_bf16_store_n_ref(y, x, n);
+}
+
+void cz_bf16_load_n(float *y, const uint16_t *x, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u = (uint32_t)x[i] << 16;
+        memcpy(&y[i], &u, 4);
+    }
+}

@@ -42,6 +42,7 @@ typedef struct cz_nn_ops {
                          int v);
     void (*xent_backward)(float *probs, const int32_t *labels, const float *scale, int n, int v);
     void (*bf16_round)(float *y, const float *x, size_t n);
+    void (*bf16_store)(uint16_t *y, const float *x, size_t n);
 } cz_nn_ops;
 
 /* Defined where the build has them (x86-64 for the first two). */

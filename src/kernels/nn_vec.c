@@ -597,14 +597,7 @@ static void CZ_ISA_FN(xent_backward)(float *probs, const int32_t *labels, const 
 /* ---- bf16 rounding: cz_bf16_round (gemm_bf16.c) on VL lanes ---- */
 
 static inline void bf16_round_v(float *y, const float *x, int k) {
-    vu u = (vu)vload_n(x, k);
-    vi zero = (vi)((u & 0x7f800000u) == 0);         /* zero or subnormal: signed zero */
-    vi nan = (vi)((u & 0x7fffffffu) > 0x7f800000u); /* NaN: stays a quiet NaN */
-    vu rounded = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
-    vu quiet = (u | 0x00400000u) & 0xffff0000u;
-    vu r = (vu)vseli(nan, (vi)quiet, (vi)rounded);
-    r = (vu)vseli(zero, (vi)(u & 0x80000000u), (vi)r);
-    vstore_n(y, (vf)r, k);
+    vstore_n(y, (vf)vbf16_upper(vload_n(x, k)), k);
 }
 
 static void CZ_ISA_FN(bf16_round)(float *y, const float *x, size_t n) {
@@ -617,10 +610,21 @@ static void CZ_ISA_FN(bf16_round)(float *y, const float *x, size_t n) {
     }
 }
 
+static void CZ_ISA_FN(bf16_store)(uint16_t *y, const float *x, size_t n) {
+    size_t nc = (n + CHUNK - 1) / CHUNK;
+#pragma omp parallel for schedule(static)
+    for (size_t q = 0; q < nc; q++) {
+        size_t o = CHUNK * q;
+        int len = n - o >= CHUNK ? CHUNK : (int)(n - o);
+        VLOOP(j, k, len, vstore_bf16_n(y + o + j, vload_n(x + o + j, k), k););
+    }
+}
+
 const cz_nn_ops CZ_CAT(cz_nn_ops_, CZ_ISA_SUFFIX) = {
     CZ_ISA_FN(layernorm_forward), CZ_ISA_FN(layernorm_backward), CZ_ISA_FN(gelu_forward),
     CZ_ISA_FN(gelu_backward),     CZ_ISA_FN(add_bias),           CZ_ISA_FN(bias_backward),
     CZ_ISA_FN(attn_softmax),      CZ_ISA_FN(softmax_backward),   CZ_ISA_FN(dropout),
     CZ_ISA_FN(dropout_rows),      CZ_ISA_FN(embedding_forward),  CZ_ISA_FN(embedding_backward),
     CZ_ISA_FN(xent_forward),      CZ_ISA_FN(xent_backward),      CZ_ISA_FN(bf16_round),
+    CZ_ISA_FN(bf16_store),
 };

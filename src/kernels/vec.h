@@ -364,4 +364,29 @@ static inline vf vexp(vf x) {
     return vexp_in_range(x);
 }
 
+/* ---- bf16 ----
+ * cz_bf16_bits (gemm_bf16.h) on every lane, in the upper half of each lane
+ * (the lower half zero): round to nearest even, subnormals to signed zero,
+ * NaN a quiet NaN. */
+static inline vu vbf16_upper(vf x) {
+    vu u = (vu)x;
+    vi zero = (vi)((u & 0x7f800000u) == 0);         /* zero or subnormal: signed zero */
+    vi nan = (vi)((u & 0x7fffffffu) > 0x7f800000u); /* NaN: stays a quiet NaN */
+    vu rounded = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    vu quiet = (u | 0x00400000u) & 0xffff0000u;
+    vu r = (vu)vseli(nan, (vi)quiet, (vi)rounded);
+    return (vu)vseli(zero, (vi)(u & 0x80000000u), (vi)r);
+}
+typedef uint16_t vh __attribute__((vector_size(CZ_VBYTES / 2))); /* VL halves */
+/* k lanes of x to p as bf16 (2 bytes each): what the bf16 products read
+ * (cz_mat_bf16) */
+static inline void vstore_bf16_n(uint16_t *p, vf x, int k) {
+    vh h = __builtin_convertvector(vbf16_upper(x) >> 16, vh);
+    if (k >= VL) {
+        memcpy(p, &h, sizeof h);
+        return;
+    }
+    for (int l = 0; l < k; l++) p[l] = h[l];
+}
+
 #endif
