@@ -6,12 +6,13 @@
  *       [--heads A] [--inter I] [--vocab V] [--seq T] [--batch B] [--pred P]
  *       [--threads N] [--steps N] [--gemm auto|blis|ref]
  *       [--recompute none|layers]
- *       [--precision fp32|bf16]
+ *       [--precision fp32|bf16] [--bf16-inputs 1|0]
  *
  * The first step is a warm-up (page faults, BLIS buffers) and is not counted;
  * the step time is the median of the others. Dropout is on (0.1), as in
- * pre-training. Also prints the planned activation bytes (cz_model_get_memory)
- * and the process's peak resident memory (getrusage). */
+ * pre-training. --bf16-inputs 0 keeps the product inputs that kernels
+ * write in bf16 in fp32 (cz_model_set_bf16_inputs), for A/B. Also prints the planned activation
+ * bytes (cz_model_get_memory) and the process's peak resident memory (getrusage). */
 #include <omp.h>
 #include <stdio.h>
 #include <sys/resource.h>
@@ -27,11 +28,12 @@ typedef struct options {
     cz_gemm_choice gemm;
     int recompute;
     int bf16; /* --precision bf16: products through cz_gemm_set_bf16 */
+    int bf16_inputs;
 } options;
 
 static int parse(options *o, int argc, char **argv) {
     *o = (options){CZ_ARCH_BERT,      4, 256, 4, 0, 30522, 128, 16, 20, 1, 5, CZ_GEMM_AUTO,
-                   CZ_RECOMPUTE_NONE, 0};
+                   CZ_RECOMPUTE_NONE, 0, 1};
     for (int i = 1; i + 1 < argc; i += 2) {
         const char *k = argv[i], *v = argv[i + 1];
         int x = atoi(v);
@@ -65,6 +67,8 @@ static int parse(options *o, int argc, char **argv) {
             o->recompute = !strcmp(v, "layers") ? CZ_RECOMPUTE_LAYERS : CZ_RECOMPUTE_NONE;
         else if (!strcmp(k, "--precision"))
             o->bf16 = !strcmp(v, "bf16");
+        else if (!strcmp(k, "--bf16-inputs"))
+            o->bf16_inputs = x != 0;
         else {
             fprintf(stderr, "model_step_bench: unknown option %s\n", k);
             return -1;
@@ -118,6 +122,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "model_step_bench: %s\n", err.msg);
         return 1;
     }
+    cz_model_set_bf16_inputs(m, o.bf16_inputs);
     cz_model_init_weights(m, 1);
 
     /* random batch: sequence s keeps its last s*3 tokens as padding */

@@ -583,6 +583,62 @@ static void test_bf16_round(void) {
     printf("%-28s fast == ref\n", "bf16 rounding and storing");
 }
 
+/* ---- kernels that write bf16 for the products ----
+ * Each writes, bit for bit, cz_bf16_store_n of what its fp32 form writes
+ * on the same path: the model's bf16 mode then gives the same bits whether
+ * a product rounds the floats while packing or reads the bf16. */
+static void test_bf16_producers(void) {
+    enum { N = 37, C = 300, V = 1301 }; /* V: two 512-value blocks and a tail */
+    static float u1[N * C], u2[N * C], bias[C], g[N * C], p1[N * V], p2[N * V];
+    static uint16_t g16[N * C], want[N * V];
+    static int32_t lab[N];
+    static float scale[N];
+    for (int tanh_form = 0; tanh_form < 2; tanh_form++) {
+        fill_normal(u1, N * C, 90, 3.0f);
+        fill_normal(bias, C, 91, 0.5f);
+        memcpy(u2, u1, sizeof u1);
+        cz_bias_gelu_forward(g, u1, bias, N, C, tanh_form);
+        cz_bias_gelu_forward_bf16(g16, u2, bias, N, C, tanh_form);
+        cz_bf16_store_n(want, g, N * C);
+        CHECK(memcmp(g16, want, sizeof g16) == 0);
+        CHECK(memcmp(u1, u2, sizeof u1) == 0); /* u += bias, kept for backward */
+    }
+    fill_normal(p1, N * V, 92, 1.0f);
+    for (int i = 0; i < N; i++) {
+        /* labels in the first block, on a block edge, in the tail; one row
+         * ignored (label -1) and one with scale 0 */
+        lab[i] = i == 3 ? -1 : (int32_t)((i * 577) % V);
+        if (i == 5) lab[i] = 511;
+        if (i == 6) lab[i] = 512;
+        if (i == 7) lab[i] = V - 1;
+        scale[i] = i == 4 ? 0.0f : 1.0f / (float)(i + 2);
+    }
+    memcpy(p2, p1, sizeof p1);
+    /* the MLM bias gradient from the probabilities, as from the dlogits */
+    static float db1[V], db2[V], db3[V], db4[V], pr[N * V];
+    fill_normal(db1, V, 93, 1.0f);
+    memcpy(db2, db1, sizeof db1);
+    memcpy(db3, db1, sizeof db1);
+    memcpy(db4, db1, sizeof db1);
+    memcpy(pr, p1, sizeof p1);
+    cz_xent_bias_backward(db2, p1, lab, scale, N, V);
+    cz_xent_bias_backward_ref(db4, p1, lab, scale, N, V);
+    cz_xent_backward_ref(pr, lab, scale, N, V);
+    cz_bias_backward_ref(db3, pr, N, V, V);
+    CHECK(memcmp(db3, db4, sizeof db3) == 0);
+    cz_xent_backward(p1, lab, scale, N, V);
+    cz_bias_backward(db1, p1, N, V, V);
+    CHECK(memcmp(db1, db2, sizeof db1) == 0);
+    cz_xent_backward_bf16(p2, lab, scale, N, V);
+    long diff = 0;
+    for (int i = 0; i < N; i++) {
+        cz_bf16_store_n(want, p1 + (size_t)i * V, V);
+        diff += memcmp((uint16_t *)(p2 + (size_t)i * V), want, V * sizeof(uint16_t)) != 0;
+    }
+    CHECK(diff == 0);
+    printf("%-28s bf16 == fp32 stored as bf16\n", "bf16 GELU, dlogits, bias");
+}
+
 /* ---- the same bits at 1, 2 and 3 threads ---- */
 
 #define SAME_BITS(a, b) CHECK(memcmp((a), (b), sizeof(a)) == 0)
@@ -686,6 +742,7 @@ int main(void) {
     test_bias();
     test_fused();
     test_bf16_round();
+    test_bf16_producers();
     test_threads();
     printf("ok\n");
     return 0;

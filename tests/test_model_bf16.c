@@ -25,6 +25,8 @@
  *    bound 0.05 (5x). The loss (~ln V = 5.3) moves by the logits' error,
  *    ~ 2^-8 |logit| ~ 1e-3 absolute with 0.02-std weights; bound 0.02.
  *    And the two must differ (> 1e-5): the bf16 path really runs.
+ * 3. The product inputs that kernels write in bf16 (cz_model_set_bf16_inputs)
+ *    against the same kept in fp32: bit for bit, loss and every gradient.
  * Kalamkar et al. 2019 (bf16 with fp32 accumulation trains as fp32) is why
  * errors of this size are acceptable; the learning-curve test checks that. */
 #include <math.h>
@@ -40,11 +42,12 @@ typedef struct result {
     size_t n;
 } result;
 
-static result run(const cz_model_config *c, cz_gemm_ctx *g, const cz_batch *b, int B, int T,
-                  int P) {
+static result run_as(const cz_model_config *c, cz_gemm_ctx *g, const cz_batch *b, int B, int T,
+                     int P, int bf16_inputs) {
     cz_error err;
     cz_model *m;
     CHECK(cz_model_create(&m, c, B, T, P, g, &err) == 0);
+    cz_model_set_bf16_inputs(m, bf16_inputs);
     cz_model_init_weights(m, 7);
     cz_losses l;
     CHECK(cz_model_forward(m, b, &l, &err) == 0);
@@ -55,6 +58,11 @@ static result run(const cz_model_config *c, cz_gemm_ctx *g, const cz_batch *b, i
     memcpy(r.grads, cz_model_grads(m), r.n * sizeof *r.grads);
     cz_model_free(m);
     return r;
+}
+
+static result run(const cz_model_config *c, cz_gemm_ctx *g, const cz_batch *b, int B, int T,
+                  int P) {
+    return run_as(c, g, b, B, T, P, 1);
 }
 
 /* ||x - y|| / ||y|| */
@@ -90,6 +98,12 @@ static void compare(cz_arch arch, int layout, const char *label, cz_gemm_ctx *g3
     CHECK(bf16_vs_fp32 <= 0.05);
     CHECK(bf16_vs_fp32 > 1e-5);
     CHECK(fast_vs_def < bf16_vs_fp32 / 10);
+    /* 3. the GELU output and the MLM dlogits written in bf16 for their
+     * products (the default) against the same kept in fp32 and rounded
+     * while packing: the same bits */
+    result rf = run_as(&c, gb, &tb.b, B, T, P, 0);
+    CHECK(rf.loss == rb.loss && memcmp(rf.grads, rb.grads, rb.n * sizeof *rb.grads) == 0);
+    free(rf.grads);
     free(r32.grads);
     free(rb.grads);
     free(rr.grads);

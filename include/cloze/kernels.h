@@ -219,6 +219,11 @@ void cz_gelu_forward_ref(float *y, const float *x, size_t n, int tanh_form);
  * needs u), g = gelu(u). */
 void cz_bias_gelu_forward(float *g, float *u, const float *bias, int n, int c, int tanh_form);
 void cz_bias_gelu_forward_ref(float *g, float *u, const float *bias, int n, int c, int tanh_form);
+/* The same with g written in bf16 (2 bytes an element, as cz_bf16_store_n
+ * of what cz_bias_gelu_forward writes, bit for bit): the FFN's second
+ * product reads it as it is (cz_mat_bf16). */
+void cz_bias_gelu_forward_bf16(uint16_t *g, float *u, const float *bias, int n, int c,
+                               int tanh_form);
 /* dx = dy * gelu'(x) (written). */
 void cz_gelu_backward(float *dx, const float *x, const float *dy, size_t n, int tanh_form);
 void cz_gelu_backward_ref(float *dx, const float *x, const float *dy, size_t n, int tanh_form);
@@ -283,5 +288,18 @@ void cz_xent_forward_ref(float *logits, double *loss, int32_t *argmax, const int
  * (rows with label < 0 or scale 0 become 0). */
 void cz_xent_backward(float *probs, const int32_t *labels, const float *scale, int n, int v);
 void cz_xent_backward_ref(float *probs, const int32_t *labels, const float *scale, int n, int v);
+/* db[j] += sum_i dlogits[i][j], the dlogits as cz_xent_backward would
+ * write them, made from the probabilities on the fly (probs is only read):
+ * cz_xent_backward then cz_bias_backward, bit for bit, but without
+ * needing the fp32 dlogits afterwards (the MLM bias in bf16 mode). */
+void cz_xent_bias_backward(float *db, const float *probs, const int32_t *labels, const float *scale,
+                           int n, int v);
+void cz_xent_bias_backward_ref(float *db, const float *probs, const int32_t *labels,
+                               const float *scale, int n, int v);
+/* The same, each row's dlogits then stored in bf16 (cz_bf16_store_n of
+ * cz_xent_backward's, bit for bit) in the first v halves of the row's own
+ * memory: the products read them as cz_mat_bf16((uint16_t *)probs, 2 * v).
+ * Half the bytes for the two products of dlogits, and no second buffer. */
+void cz_xent_backward_bf16(float *probs, const int32_t *labels, const float *scale, int n, int v);
 
 #endif

@@ -282,6 +282,12 @@ typedef struct cz_model_profile {
     long forwards, backwards;
 } cz_model_profile;
 
+/* In bf16 mode (the GEMM context's) the kernels whose output only products
+ * read write it in bf16 (the GELU output, the MLM dlogits), and those
+ * products read it as it is: the same bits, fewer bytes. On by default;
+ * off (0) keeps them fp32, for comparison (test_model_bf16, benchmarks). */
+void cz_model_set_bf16_inputs(cz_model *m, int on);
+
 /* on = 1 starts profiling from zero; on = 0 stops (figures are kept). */
 void cz_model_set_profiling(cz_model *m, int on);
 void cz_model_get_profile(const cz_model *m, cz_model_profile *out);

@@ -183,7 +183,7 @@ void cz_gelu_forward_ref(float *y, const float *x, size_t n, int tanh_form) {
 }
 
 void cz_gelu_forward(float *y, const float *x, size_t n, int tanh_form) {
-    VEC(gelu_forward, y, (float *)x, NULL, n, 1, tanh_form); /* x is only read */
+    VEC(gelu_forward, y, NULL, (float *)x, NULL, n, 1, tanh_form); /* x is only read */
 #pragma omp parallel for schedule(static)
     for (size_t i = 0; i < n; i++) y[i] = gelu(x[i], tanh_form);
 }
@@ -205,13 +205,26 @@ void cz_bias_gelu_forward_ref(float *g, float *u, const float *bias, int n, int 
 }
 
 void cz_bias_gelu_forward(float *g, float *u, const float *bias, int n, int c, int tanh_form) {
-    VEC(gelu_forward, g, u, bias, (size_t)n, c, tanh_form);
+    VEC(gelu_forward, g, NULL, u, bias, (size_t)n, c, tanh_form);
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < n; i++)
         for (int j = 0; j < c; j++) {
             size_t k = (size_t)i * c + j;
             u[k] += bias[j];
             g[k] = gelu(u[k], tanh_form);
+        }
+}
+
+void cz_bias_gelu_forward_bf16(uint16_t *g, float *u, const float *bias, int n, int c,
+                               int tanh_form) {
+    VEC(gelu_forward, NULL, g, u, bias, (size_t)n, c, tanh_form);
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < c; j++) {
+            size_t k = (size_t)i * c + j;
+            u[k] += bias[j];
+            float y = gelu(u[k], tanh_form);
+            cz_bf16_store_n(&g[k], &y, 1);
         }
 }
 
@@ -233,6 +246,33 @@ static void bias_col(float *db, const float *dy, int n, int ld, int j) {
     double s = 0;
     for (int i = 0; i < n; i++) s += dy[(size_t)i * ld + j];
     db[j] += (float)s;
+}
+
+/* The dlogits cz_xent_backward writes, from the probabilities */
+static float xent_dlogit(const float *probs, const int32_t *labels, const float *scale, int v,
+                         int i, int j) {
+    if (labels[i] < 0 || scale[i] == 0.0f) return 0.0f;
+    float d = probs[(size_t)i * v + j] * scale[i];
+    return j == labels[i] ? d - scale[i] : d;
+}
+
+static void xent_bias_col(float *db, const float *probs, const int32_t *labels, const float *scale,
+                          int n, int v, int j) {
+    double s = 0;
+    for (int i = 0; i < n; i++) s += xent_dlogit(probs, labels, scale, v, i, j);
+    db[j] += (float)s;
+}
+
+void cz_xent_bias_backward_ref(float *db, const float *probs, const int32_t *labels,
+                               const float *scale, int n, int v) {
+    for (int j = 0; j < v; j++) xent_bias_col(db, probs, labels, scale, n, v, j);
+}
+
+void cz_xent_bias_backward(float *db, const float *probs, const int32_t *labels, const float *scale,
+                           int n, int v) {
+    VEC(xent_bias_backward, db, probs, labels, scale, n, v);
+#pragma omp parallel for schedule(static)
+    for (int j = 0; j < v; j++) xent_bias_col(db, probs, labels, scale, n, v, j);
 }
 
 void cz_bias_backward_ref(float *db, const float *dy, int n, int c, int ld) {
@@ -456,9 +496,27 @@ void cz_xent_backward_ref(float *probs, const int32_t *labels, const float *scal
 }
 
 void cz_xent_backward(float *probs, const int32_t *labels, const float *scale, int n, int v) {
-    VEC(xent_backward, probs, labels, scale, n, v);
+    VEC(xent_backward, probs, labels, scale, n, v, 0);
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < n; i++) xent_backward_row(probs + (size_t)i * v, labels[i], scale[i], v);
+}
+
+/* Row by row: the row's fp32 result, then its bf16 bits to the row's first
+ * v halves, in ascending order (element j's halves lie on float j / 2,
+ * already read). */
+void cz_xent_backward_bf16(float *probs, const int32_t *labels, const float *scale, int n, int v) {
+    VEC(xent_backward, probs, labels, scale, n, v, 1);
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < n; i++) {
+        float *p = probs + (size_t)i * v;
+        xent_backward_row(p, labels[i], scale[i], v);
+        for (int j = 0; j < v; j++) {
+            float x = p[j];
+            uint16_t h;
+            cz_bf16_store_n_ref(&h, &x, 1);
+            memcpy((uint16_t *)p + j, &h, sizeof h);
+        }
+    }
 }
 
 /* ---- bf16 rounding ---- */

@@ -22,8 +22,10 @@ typedef struct cz_nn_ops {
                                const float *x, const float *mean, const float *rstd,
                                const float *gamma, int n, int c);
     /* bias == NULL: y = gelu(x) over rows * c elements; otherwise x[i,:] +=
-     * bias in place first (x is then written) */
-    void (*gelu_forward)(float *y, float *x, const float *bias, size_t rows, int c, int tanh_form);
+     * bias in place first (x is then written); y16 != NULL: y16 gets the
+     * values in bf16 instead (y unused) */
+    void (*gelu_forward)(float *y, uint16_t *y16, float *x, const float *bias, size_t rows, int c,
+                         int tanh_form);
     void (*gelu_backward)(float *dx, const float *x, const float *dy, size_t n, int tanh_form);
     void (*add_bias)(float *y, const float *bias, int n, int c, int ld);
     void (*bias_backward)(float *db, const float *dy, int n, int c, int ld);
@@ -40,9 +42,13 @@ typedef struct cz_nn_ops {
                                const int32_t *ids, const int32_t *segs, int n, int t, int c);
     void (*xent_forward)(float *logits, double *loss, int32_t *argmax, const int32_t *labels, int n,
                          int v);
-    void (*xent_backward)(float *probs, const int32_t *labels, const float *scale, int n, int v);
+    /* bf16: each row's result in bf16 in the first half of its memory */
+    void (*xent_backward)(float *probs, const int32_t *labels, const float *scale, int n, int v,
+                          int bf16);
     void (*bf16_round)(float *y, const float *x, size_t n);
     void (*bf16_store)(uint16_t *y, const float *x, size_t n);
+    void (*xent_bias_backward)(float *db, const float *probs, const int32_t *labels,
+                               const float *scale, int n, int v);
 } cz_nn_ops;
 
 /* Defined where the build has them (x86-64 for the first two). */

@@ -203,27 +203,44 @@ static inline vf gelu_grad_v(vf x, int tanh_form) {
     return x * pdf + cdf;
 }
 
-static void CZ_ISA_FN(gelu_forward)(float *y, float *x, const float *bias, size_t rows, int c,
-                                    int tanh_form) {
+/* x += bias (when not NULL, written back: backward needs it), then
+ * g = gelu(x) over len values to y, or with y16 through a block of floats
+ * in L1 to bf16 (one loop doing both measured 1.7x slower than the two:
+ * log, "bf16: kernels that write bf16") */
+#define GELU_BLOCK 1024
+static inline void gelu_span(float *y, uint16_t *y16, float *x, const float *bias, int len,
+                             int tanh_form) {
+    float t[GELU_BLOCK];
+    for (int j0 = 0; j0 < len; j0 += GELU_BLOCK) {
+        int n = len - j0 < GELU_BLOCK ? len - j0 : GELU_BLOCK;
+        float *out = y16 ? t : y + j0, *xb = x + j0;
+        if (bias)
+            VLOOP(j, k, n, {
+                vf u = vload_n(xb + j, k) + vload_n(bias + j0 + j, k);
+                vstore_n(xb + j, u, k);
+                vstore_n(out + j, gelu_v(u, tanh_form), k);
+            });
+        else
+            VLOOP(j, k, n, vstore_n(out + j, gelu_v(vload_n(xb + j, k), tanh_form), k););
+        if (y16) VLOOP(j, k, n, vstore_bf16_n(y16 + j0 + j, vload_n(t + j, k), k););
+    }
+}
+
+static void CZ_ISA_FN(gelu_forward)(float *y, uint16_t *y16, float *x, const float *bias,
+                                    size_t rows, int c, int tanh_form) {
     if (!bias) { /* one flat row, cut into chunks of CHUNK */
         size_t n = rows * (size_t)c, nc = (n + CHUNK - 1) / CHUNK;
 #pragma omp parallel for schedule(static)
         for (size_t q = 0; q < nc; q++) {
-            float *xq = x + CHUNK * q, *yq = y + CHUNK * q;
-            int len = n - CHUNK * q >= CHUNK ? CHUNK : (int)(n - CHUNK * q);
-            VLOOP(j, k, len, vstore_n(yq + j, gelu_v(vload_n(xq + j, k), tanh_form), k););
+            size_t o = CHUNK * q;
+            int len = n - o >= CHUNK ? CHUNK : (int)(n - o);
+            gelu_span(y16 ? NULL : y + o, y16 ? y16 + o : NULL, x + o, NULL, len, tanh_form);
         }
         return;
     }
 #pragma omp parallel for schedule(static)
-    for (size_t i = 0; i < rows; i++) {
-        float *xr = x + i * c, *yr = y + i * c;
-        VLOOP(j, k, c, {
-            vf u = vload_n(xr + j, k) + vload_n(bias + j, k);
-            vstore_n(xr + j, u, k);
-            vstore_n(yr + j, gelu_v(u, tanh_form), k);
-        });
-    }
+    for (size_t i = 0; i < rows; i++)
+        gelu_span(y16 ? NULL : y + i * c, y16 ? y16 + i * c : NULL, x + i * c, bias, c, tanh_form);
 }
 
 static void CZ_ISA_FN(gelu_backward)(float *dx, const float *x, const float *dy, size_t n,
@@ -260,7 +277,24 @@ static void CZ_ISA_FN(add_bias)(float *y, const float *bias, int n, int c, int l
  * between chunks, for BIAS_GROUP blocks at a time. */
 #define BIAS_GROUP (1024 / VL)
 #define BIAS_ROWS 8
-static void CZ_ISA_FN(bias_backward)(float *db, const float *dy, int n, int c, int ld) {
+/* Row i's values as cz_xent_backward leaves them (labels != NULL: dy holds
+ * probabilities; d = p * scale, minus scale at the label, 0 for an ignored
+ * row), or dy's as they are; VL columns from col, k of them */
+static inline vf bias_row(const float *col, int j0, int i, int k, const int32_t *labels,
+                          const float *scale) {
+    vf x = vload_n(col, k);
+    if (!labels) return x;
+    if (labels[i] < 0 || scale[i] == 0.0f) return vsplat(0.0f);
+    x = x * scale[i];
+    int at = labels[i] - j0;
+    if (at >= 0 && at < k) x[at] -= scale[i];
+    return x;
+}
+
+/* cz_bias_backward, or with labels (cz_xent_bias_backward) the sums of the
+ * dlogits that cz_xent_backward would write, made on the fly */
+static void bias_backward_of(float *db, const float *dy, int n, int c, int ld,
+                             const int32_t *labels, const float *scale) {
     int blocks = (c + VL - 1) / VL;
 #pragma omp parallel
     {
@@ -277,10 +311,12 @@ static void CZ_ISA_FN(bias_backward)(float *db, const float *dy, int n, int c, i
                     vd a = acc[b - g0];
                     if (c - VL * b >= VL) /* a whole block: plain vector loads */
                         for (int i = i0; i < i1; i++)
-                            a = vd_add(a, vwiden(vload(col + (size_t)i * ld)));
+                            a = vd_add(a, vwiden(bias_row(col + (size_t)i * ld, VL * b, i, VL,
+                                                          labels, scale)));
                     else
                         for (int i = i0; i < i1; i++)
-                            a = vd_add(a, vwiden(vload_n(col + (size_t)i * ld, c - VL * b)));
+                            a = vd_add(a, vwiden(bias_row(col + (size_t)i * ld, VL * b, i,
+                                                          c - VL * b, labels, scale)));
                     acc[b - g0] = a;
                 }
             }
@@ -291,6 +327,15 @@ static void CZ_ISA_FN(bias_backward)(float *db, const float *dy, int n, int c, i
             }
         }
     }
+}
+
+static void CZ_ISA_FN(bias_backward)(float *db, const float *dy, int n, int c, int ld) {
+    bias_backward_of(db, dy, n, c, ld, NULL, NULL);
+}
+
+static void CZ_ISA_FN(xent_bias_backward)(float *db, const float *probs, const int32_t *labels,
+                                          const float *scale, int n, int v) {
+    bias_backward_of(db, probs, n, v, v, labels, scale);
 }
 
 /* ---- attention softmax ---- */
@@ -580,8 +625,14 @@ static void CZ_ISA_FN(xent_forward)(float *logits, double *loss, int32_t *argmax
         xent_row(logits + (size_t)i * v, loss + i, argmax + i, labels[i], v);
 }
 
+/* Row p of v values: dlogits = p * scale, minus scale at the label, in
+ * place; with bf16 written instead as bf16 to the first v halves of the
+ * row's memory, a block at a time through h: block [j0, j0 + XB) lands on
+ * the floats [j0 / 2, j0 / 2 + XB / 2), all read before (this block or an
+ * earlier one), so the row needs no second buffer. */
+#define XB 512
 static void CZ_ISA_FN(xent_backward)(float *probs, const int32_t *labels, const float *scale, int n,
-                                     int v) {
+                                     int v, int bf16) {
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < n; i++) {
         float *p = probs + (size_t)i * v;
@@ -589,8 +640,22 @@ static void CZ_ISA_FN(xent_backward)(float *probs, const int32_t *labels, const 
             memset(p, 0, (size_t)v * sizeof *p);
             continue;
         }
-        VLOOP(j, k, v, vstore_n(p + j, vload_n(p + j, k) * scale[i], k););
-        p[labels[i]] -= scale[i];
+        if (!bf16) {
+            VLOOP(j, k, v, vstore_n(p + j, vload_n(p + j, k) * scale[i], k););
+            p[labels[i]] -= scale[i];
+            continue;
+        }
+        uint16_t h[XB];
+        const vf s = vsplat(scale[i]);
+        for (int j0 = 0; j0 < v; j0 += XB) {
+            int len = v - j0 < XB ? v - j0 : XB, at = labels[i] - j0;
+            VLOOP(j, k, len, {
+                vf d = vload_n(p + j0 + j, k) * s;
+                if (at >= j && at < j + k) d[at - j] -= scale[i];
+                vstore_bf16_n(h + j, d, k);
+            });
+            memcpy((uint16_t *)p + j0, h, (size_t)len * sizeof *h);
+        }
     }
 }
 
@@ -626,5 +691,5 @@ const cz_nn_ops CZ_CAT(cz_nn_ops_, CZ_ISA_SUFFIX) = {
     CZ_ISA_FN(attn_softmax),      CZ_ISA_FN(softmax_backward),   CZ_ISA_FN(dropout),
     CZ_ISA_FN(dropout_rows),      CZ_ISA_FN(embedding_forward),  CZ_ISA_FN(embedding_backward),
     CZ_ISA_FN(xent_forward),      CZ_ISA_FN(xent_backward),      CZ_ISA_FN(bf16_round),
-    CZ_ISA_FN(bf16_store),
+    CZ_ISA_FN(bf16_store),        CZ_ISA_FN(xent_bias_backward),
 };

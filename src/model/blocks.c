@@ -70,55 +70,75 @@ void *model_take(cz_model *m, size_t bytes, cz_error *err) {
 }
 
 /* Every matrix product of the model goes through here (profiled as gemm). */
-void model_gemm(const cz_model *cm, int ta, int tb, int mm, int n, int k, float alpha,
-                const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc) {
+void model_gemm_mat(const cz_model *cm, int ta, int tb, int mm, int n, int k, float alpha, cz_mat a,
+                    cz_mat b, int b_weight, float beta, float *c, int ldc) {
     cz_model *m = (cz_model *)cm; /* the profile is bookkeeping, not model state */
-    PHASE(gemm, cz_gemm(m->gemm, ta, tb, mm, n, k, alpha, a, lda, b, ldb, beta, c, ldc));
+    PHASE(gemm, cz_gemm_mat(m->gemm, ta, tb, mm, n, k, alpha, a, b, b_weight, beta, c, ldc));
+}
+
+void model_gemm(const cz_model *m, int ta, int tb, int mm, int n, int k, float alpha,
+                const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc) {
+    model_gemm_mat(m, ta, tb, mm, n, k, alpha, cz_mat_f32(a, lda), cz_mat_f32(b, ldb), 0, beta, c,
+                   ldc);
 }
 
 /* A product whose op(B) is one of the model's weights (cz_gemm_weight: in
  * bf16 mode packed once per weights scope, cz_gemm_weights_begin). */
-void model_gemm_weight(const cz_model *cm, int ta, int tb, int mm, int n, int k, float alpha,
+void model_gemm_weight(const cz_model *m, int ta, int tb, int mm, int n, int k, float alpha,
                        const float *a, int lda, const float *b, int ldb, float beta, float *c,
                        int ldc) {
-    cz_model *m = (cz_model *)cm;
-    PHASE(gemm, cz_gemm_weight(m->gemm, ta, tb, mm, n, k, alpha, a, lda, b, ldb, beta, c, ldc));
+    model_gemm_mat(m, ta, tb, mm, n, k, alpha, cz_mat_f32(a, lda), cz_mat_f32(b, ldb), 1, beta, c,
+                   ldc);
 }
 
 /* y[:, 0:out] (row stride ldy) = x W^T, or x W for Conv1D (no bias) */
-void model_lin_map(cz_model *m, const lin *l, const float *x, int ldx, int n, float *y, int ldy) {
+static void lin_map(cz_model *m, const lin *l, cz_mat x, int n, float *y, int ldy) {
     const float *w = m->params + l->w;
     if (l->conv1d)
-        model_gemm_weight(m, 0, 0, n, l->out, l->in, 1.0f, x, ldx, w, l->out, 0.0f, y, ldy);
+        model_gemm_mat(m, 0, 0, n, l->out, l->in, 1.0f, x, cz_mat_f32(w, l->out), 1, 0.0f, y, ldy);
     else
-        model_gemm_weight(m, 0, 1, n, l->out, l->in, 1.0f, x, ldx, w, l->in, 0.0f, y, ldy);
+        model_gemm_mat(m, 0, 1, n, l->out, l->in, 1.0f, x, cz_mat_f32(w, l->in), 1, 0.0f, y, ldy);
+}
+
+void model_lin_map(cz_model *m, const lin *l, const float *x, int ldx, int n, float *y, int ldy) {
+    lin_map(m, l, cz_mat_f32(x, ldx), n, y, ldy);
 }
 
 /* y = x W^T + b, or x W + b for Conv1D */
+void model_lin_forward_mat(cz_model *m, const lin *l, cz_mat x, int n, float *y, int ldy) {
+    lin_map(m, l, x, n, y, ldy);
+    if (l->b != NO_BIAS) PHASE(elementwise, cz_add_bias(y, m->params + l->b, n, l->out, ldy));
+}
+
 void model_lin_forward(cz_model *m, const lin *l, const float *x, int ldx, int n, float *y,
                        int ldy) {
-    model_lin_map(m, l, x, ldx, n, y, ldy);
-    if (l->b != NO_BIAS) PHASE(elementwise, cz_add_bias(y, m->params + l->b, n, l->out, ldy));
+    model_lin_forward_mat(m, l, cz_mat_f32(x, ldx), n, y, ldy);
 }
 
 /* dW += dy^T x (Linear) or x^T dy (Conv1D); db += column sums of dy;
  * dx = dx_beta * dx + dy W (Linear) or dy W^T (Conv1D); dx may be NULL. */
-void model_lin_backward(cz_model *m, const lin *l, const float *dy, int ldy, const float *x,
-                        int ldx, int n, float *dx, int lddx, float dx_beta) {
+void model_lin_backward_mat(cz_model *m, const lin *l, const float *dy, int ldy, cz_mat x, int n,
+                            float *dx, int lddx, float dx_beta) {
     const float *w = m->params + l->w;
     float *dw = m->grads + l->w;
+    cz_mat d = cz_mat_f32(dy, ldy);
     if (l->conv1d) {
-        model_gemm(m, 1, 0, l->in, l->out, n, 1.0f, x, ldx, dy, ldy, 1.0f, dw, l->out);
+        model_gemm_mat(m, 1, 0, l->in, l->out, n, 1.0f, x, d, 0, 1.0f, dw, l->out);
         if (dx)
             model_gemm_weight(m, 0, 1, n, l->in, l->out, 1.0f, dy, ldy, w, l->out, dx_beta, dx,
                               lddx);
     } else {
-        model_gemm(m, 1, 0, l->out, l->in, n, 1.0f, dy, ldy, x, ldx, 1.0f, dw, l->in);
+        model_gemm_mat(m, 1, 0, l->out, l->in, n, 1.0f, d, x, 0, 1.0f, dw, l->in);
         if (dx)
             model_gemm_weight(m, 0, 0, n, l->in, l->out, 1.0f, dy, ldy, w, l->in, dx_beta, dx,
                               lddx);
     }
     if (l->b != NO_BIAS) PHASE(elementwise, cz_bias_backward(m->grads + l->b, dy, n, l->out, ldy));
+}
+
+void model_lin_backward(cz_model *m, const lin *l, const float *dy, int ldy, const float *x,
+                        int ldx, int n, float *dx, int lddx, float dx_beta) {
+    model_lin_backward_mat(m, l, dy, ldy, cz_mat_f32(x, ldx), n, dx, lddx, dx_beta);
 }
 
 cz_rng_stream model_dropout_stream(const cz_batch *b, int seq, int layer_idx, int site) {

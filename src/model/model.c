@@ -483,6 +483,10 @@ void cz_model_init_weights(cz_model *m, uint64_t seed) {
 
 /* ---- profiling ---- */
 
+void cz_model_set_bf16_inputs(cz_model *m, int on) {
+    m->no_bf16_inputs = !on;
+}
+
 void cz_model_set_profiling(cz_model *m, int on) {
     if (on) memset(&m->prof, 0, sizeof m->prof);
     m->profiling = on;
@@ -636,6 +640,26 @@ static float *layer_output(cz_model *m, int l) {
     return m->pre_ln && l == m->cfg.layers - 1 ? m->x_last : m->x[l + 1];
 }
 
+/* The GELU output as the FFN's second product and its weight gradient
+ * read it: in bf16 mode written and read in bf16 (ly->g's first half). */
+static cz_mat ffn_act(const cz_model *m, const layer *ly) {
+    int I = m->cfg.intermediate;
+    return m->act16 ? cz_mat_bf16((const uint16_t *)ly->g, I) : cz_mat_f32(ly->g, I);
+}
+
+/* u += b1, g = GELU(u), tmp_h = g W2^T + b2 */
+static void ffn_gelu_out(cz_model *m, layer *ly, int n) {
+    const cz_model_config *c = &m->cfg;
+    int H = c->hidden, I = c->intermediate;
+    if (m->act16)
+        PHASE(elementwise, cz_bias_gelu_forward_bf16((uint16_t *)ly->g, ly->u, PARAM(ly->ffn_in.b),
+                                                     n, I, c->gelu_tanh));
+    else
+        PHASE(elementwise,
+              cz_bias_gelu_forward(ly->g, ly->u, PARAM(ly->ffn_in.b), n, I, c->gelu_tanh));
+    model_lin_forward_mat(m, &ly->ffn_out, ffn_act(m, ly), n, m->tmp_h, H);
+}
+
 /* GPT-2's block (model.layout = pre_ln): x[l] -> out, keeping h1 = LN1(x),
  * r1 = x + Drop(Attn(h1)), r2 = LN2(r1) and the FFN's u and g. */
 static void layer_forward_pre_ln(cz_model *m, int l, const cz_batch *b, float *out) {
@@ -655,8 +679,7 @@ static void layer_forward_pre_ln(cz_model *m, int l, const cz_batch *b, float *o
           cz_add_layernorm_forward(ly->r2, ly->r1, ly->mean2, ly->rstd2, x, m->tmp_h,
                                    PARAM(ly->ln2_g), PARAM(ly->ln2_b), n, H, c->layer_norm_eps));
     model_lin_map(m, &ly->ffn_in, ly->r2, H, n, ly->u, I);
-    PHASE(elementwise, cz_bias_gelu_forward(ly->g, ly->u, PARAM(ly->ffn_in.b), n, I, c->gelu_tanh));
-    model_lin_forward(m, &ly->ffn_out, ly->g, I, n, m->tmp_h, H);
+    ffn_gelu_out(m, ly, n);
     PHASE(elementwise,
           model_dropout_rows(b, c->hidden_dropout, l, SITE_FFN_OUT, m->tmp_h, m->tmp_h, H));
     PHASE(elementwise, residual_add(out, ly->r1, m->tmp_h, (size_t)n * H));
@@ -683,8 +706,7 @@ static void layer_forward(cz_model *m, int l, const cz_batch *b, float *out) {
                                    PARAM(ly->ln1_g), PARAM(ly->ln1_b), n, H, c->layer_norm_eps));
     /* W1 h without bias, then bias + GELU in one pass */
     model_lin_map(m, &ly->ffn_in, ly->h1, H, n, ly->u, I);
-    PHASE(elementwise, cz_bias_gelu_forward(ly->g, ly->u, PARAM(ly->ffn_in.b), n, I, c->gelu_tanh));
-    model_lin_forward(m, &ly->ffn_out, ly->g, I, n, m->tmp_h, H);
+    ffn_gelu_out(m, ly, n);
     PHASE(elementwise,
           model_dropout_rows(b, c->hidden_dropout, l, SITE_FFN_OUT, m->tmp_h, m->tmp_h, H));
     PHASE(elementwise,
@@ -856,6 +878,7 @@ int cz_model_forward(cz_model *m, const cz_batch *b, cz_losses *out, cz_error *e
     if (check_batch(m, b, err)) return -1;
     double t0 = m->profiling ? cz_now() : 0.0;
     int n = b->batch * b->seq;
+    m->act16 = !m->no_bf16_inputs && m->gemm && cz_gemm_is_bf16(m->gemm);
     if (b->attn_mask)
         for (int i = 0; i < n; i++) m->key_bias[i] = b->attn_mask[i] ? 0.0f : PAD_KEY_BIAS;
     embeddings_forward(m, b);
@@ -892,10 +915,23 @@ static void bert_heads_backward(cz_model *m, const cz_batch *b, float grad_scale
     int rows = B * P, n = B * T;
     for (int r = 0; r < rows; r++) m->row_scale[r] *= grad_scale;
     /* logits -> dlogits */
-    PHASE(loss, cz_xent_backward(m->logits, m->row_label, m->row_scale, rows, V));
-    PHASE(elementwise, cz_bias_backward(GRAD(m->mlm_bias), m->logits, rows, V, V));
-    model_gemm(m, 1, 0, V, H, rows, 1.0f, m->logits, V, m->mlm_z, H, 1.0f, GRAD(m->wte), H);
-    model_gemm_weight(m, 0, 0, rows, H, V, 1.0f, m->logits, V, PARAM(m->wte), H, 0.0f, m->dmlm, H);
+    cz_mat dl = cz_mat_f32(m->logits, V);
+    if (m->act16) {
+        /* the bias gradient from the probabilities, then each row's
+         * dlogits in bf16 in the first half of the row: the same bits as
+         * below, and the two products read half the bytes */
+        PHASE(elementwise, cz_xent_bias_backward(GRAD(m->mlm_bias), m->logits, m->row_label,
+                                                 m->row_scale, rows, V));
+        PHASE(loss, cz_xent_backward_bf16(m->logits, m->row_label, m->row_scale, rows, V));
+        dl = cz_mat_bf16((const uint16_t *)m->logits, 2 * V);
+    } else {
+        PHASE(loss, cz_xent_backward(m->logits, m->row_label, m->row_scale, rows, V));
+        PHASE(elementwise, cz_bias_backward(GRAD(m->mlm_bias), m->logits, rows, V, V));
+    }
+    model_gemm_mat(m, 1, 0, V, H, rows, 1.0f, dl, cz_mat_f32(m->mlm_z, H), 0, 1.0f, GRAD(m->wte),
+                   H);
+    model_gemm_mat(m, 0, 0, rows, H, V, 1.0f, dl, cz_mat_f32(PARAM(m->wte), H), 1, 0.0f, m->dmlm,
+                   H);
     PHASE(elementwise,
           cz_layernorm_backward(m->dmlm2, GRAD(m->mlm_ln_g), GRAD(m->mlm_ln_b), m->dmlm, m->mlm_g,
                                 m->mlm_mean, m->mlm_rstd, PARAM(m->mlm_ln_g), rows, H));
@@ -942,7 +978,7 @@ static void layer_backward_pre_ln(cz_model *m, int l, const cz_batch *b) {
     int n = b->batch * b->seq, H = c->hidden, I = c->intermediate;
     size_t nh = (size_t)n * H;
     PHASE(elementwise, model_dropout_rows(b, c->hidden_dropout, l, SITE_FFN_OUT, m->df, m->dy, H));
-    model_lin_backward(m, &ly->ffn_out, m->df, H, ly->g, I, n, m->di, I, 0.0f);
+    model_lin_backward_mat(m, &ly->ffn_out, m->df, H, ffn_act(m, ly), n, m->di, I, 0.0f);
     PHASE(elementwise, cz_gelu_backward(m->di, ly->u, m->di, (size_t)n * I, c->gelu_tanh));
     model_lin_backward(m, &ly->ffn_in, m->di, I, ly->r2, H, n, m->dh1, H, 0.0f);
     PHASE(elementwise, cz_layernorm_backward(m->dr, GRAD(ly->ln2_g), GRAD(ly->ln2_b), m->dh1,
@@ -984,7 +1020,7 @@ static void layer_backward(cz_model *m, int l, const cz_batch *b) {
     PHASE(elementwise, cz_layernorm_backward(m->dh1, GRAD(ly->ln2_g), GRAD(ly->ln2_b), m->dy,
                                              ly->r2, ly->mean2, ly->rstd2, PARAM(ly->ln2_g), n, H));
     PHASE(elementwise, model_dropout_rows(b, c->hidden_dropout, l, SITE_FFN_OUT, m->df, m->dh1, H));
-    model_lin_backward(m, &ly->ffn_out, m->df, H, ly->g, I, n, m->di, I, 0.0f);
+    model_lin_backward_mat(m, &ly->ffn_out, m->df, H, ffn_act(m, ly), n, m->di, I, 0.0f);
     PHASE(elementwise, cz_gelu_backward(m->di, ly->u, m->di, (size_t)n * I, c->gelu_tanh));
     model_lin_backward(m, &ly->ffn_in, m->di, I, ly->h1, H, n, m->dh1, H, 1.0f);
     /* likewise d(LN1 input) into dx, to which the Q/K/V gradients are added */

@@ -58,8 +58,11 @@ typedef struct layer {
     float *r1, *h1; /* [N, H] residual sum before LN1, LN1 output (pre-LN: the
                        residual sum after attention, LN1(x)) */
     float *mean1, *rstd1, *mean2, *rstd2;
-    float *u, *g; /* [N, I] FFN pre-activation and GELU output */
-    float *r2;    /* [N, H] residual sum before LN2 (pre-LN: LN2(r1), the FFN input) */
+    float *u;  /* [N, I] FFN pre-activation */
+    float *g;  /* [N, I] GELU output; in bf16 mode (m->act16) its first half
+                * holds it in bf16 [N, I], what the FFN's second product
+                * and its weight gradient read */
+    float *r2; /* [N, H] residual sum before LN2 (pre-LN: LN2(r1), the FFN input) */
 } layer;
 
 /* The fine-tuning head (cfg.head >= CZ_HEAD_CLASSIFY; task_heads.c): its
@@ -132,6 +135,13 @@ struct cz_model {
     /* gradient scratch */
     float *dx, *dy, *dr, *df, *dh1, *dctx, *di, *dqkv, *dmlm, *dmlm2, *dcls;
 
+    /* this pass writes product inputs in bf16 where only products read
+     * them (the GELU output, the MLM dlogits): the GEMM is in bf16 mode,
+     * whose products round them anyway, so the bits are the same. Set at
+     * each forward from the context, unless cz_model_set_bf16_inputs
+     * turned it off. */
+    int act16, no_bf16_inputs;
+
     int profiling;
     cz_model_profile prof;
 
@@ -187,11 +197,19 @@ void model_gemm(const cz_model *m, int ta, int tb, int mm, int n, int k, float a
 void model_gemm_weight(const cz_model *m, int ta, int tb, int mm, int n, int k, float alpha,
                        const float *a, int lda, const float *b, int ldb, float beta, float *c,
                        int ldc);
+/* the same with operands of either kind (cz_mat; bf16 ones from the
+ * kernels that write them, in bf16 mode) */
+void model_gemm_mat(const cz_model *m, int ta, int tb, int mm, int n, int k, float alpha, cz_mat a,
+                    cz_mat b, int b_weight, float beta, float *c, int ldc);
 void model_lin_map(cz_model *m, const lin *l, const float *x, int ldx, int n, float *y, int ldy);
 void model_lin_forward(cz_model *m, const lin *l, const float *x, int ldx, int n, float *y,
                        int ldy);
 void model_lin_backward(cz_model *m, const lin *l, const float *dy, int ldy, const float *x,
                         int ldx, int n, float *dx, int lddx, float dx_beta);
+/* model_lin_forward and model_lin_backward with the input x as a cz_mat */
+void model_lin_forward_mat(cz_model *m, const lin *l, cz_mat x, int n, float *y, int ldy);
+void model_lin_backward_mat(cz_model *m, const lin *l, const float *dy, int ldy, cz_mat x, int n,
+                            float *dx, int lddx, float dx_beta);
 cz_rng_stream model_dropout_stream(const cz_batch *b, int seq, int layer_idx, int site);
 void model_dropout_groups(const cz_batch *b, float p, int layer_idx, int site, float *y,
                           const float *x, size_t per, int n, int every);
