@@ -178,37 +178,34 @@ pack_k_contiguous(uint32_t *dst, int R, int x16, const void *x, int ld, int rv, 
     }
 }
 
-/* (kp_align is 1: kp = (kc + 1) / 2, no padding pairs to write). Each
- * packer is compiled for float and for bf16 input (the inlined bodies
- * with a constant x16). */
+/* One panel by the routine its layout needs (r_contig: the panel's rows or
+ * columns run along memory), compiled for float and for bf16 input (the
+ * inlined bodies with a constant x16). kp_align is 1: kp = (kc + 1) / 2,
+ * no padding pairs to write. */
+BF16 static inline __attribute__((always_inline)) void
+pack_panel(uint32_t *dst, int R, int r_contig, int x16, const void *x, int ld, int v, int kc) {
+    if (x16) {
+        if (r_contig)
+            pack_r_contiguous(dst, R, 1, x, ld, v, kc);
+        else
+            pack_k_contiguous(dst, R, 1, x, ld, v, kc);
+    } else if (r_contig) {
+        pack_r_contiguous(dst, R, 0, x, ld, v, kc);
+    } else {
+        pack_k_contiguous(dst, R, 0, x, ld, v, kc);
+    }
+}
+
 BF16 static void pack_a(uint32_t *dst, int ta, int a16, const void *a, int lda, int rv, int kc,
                         int kp) {
     (void)kp;
-    if (a16) {
-        if (ta)
-            pack_r_contiguous(dst, MR, 1, a, lda, rv, kc);
-        else
-            pack_k_contiguous(dst, MR, 1, a, lda, rv, kc);
-    } else if (ta) {
-        pack_r_contiguous(dst, MR, 0, a, lda, rv, kc);
-    } else {
-        pack_k_contiguous(dst, MR, 0, a, lda, rv, kc);
-    }
+    pack_panel(dst, MR, ta, a16, a, lda, rv, kc);
 }
 
 /* A B micro-panel of R columns (48 or 32) */
 BF16 static inline __attribute__((always_inline)) void
 pack_b_cols(uint32_t *dst, int R, int tb, int b16, const void *b, int ldb, int cv, int kc) {
-    if (b16) {
-        if (tb)
-            pack_k_contiguous(dst, R, 1, b, ldb, cv, kc);
-        else
-            pack_r_contiguous(dst, R, 1, b, ldb, cv, kc);
-    } else if (tb) {
-        pack_k_contiguous(dst, R, 0, b, ldb, cv, kc);
-    } else {
-        pack_r_contiguous(dst, R, 0, b, ldb, cv, kc);
-    }
+    pack_panel(dst, R, !tb, b16, b, ldb, cv, kc);
 }
 
 BF16 static void pack_b(uint32_t *dst, int tb, int b16, const void *b, int ldb, int cv, int kc,

@@ -204,28 +204,31 @@ void cz_bias_gelu_forward_ref(float *g, float *u, const float *bias, int n, int 
     cz_gelu_forward_ref(g, u, (size_t)n * c, tanh_form);
 }
 
-void cz_bias_gelu_forward(float *g, float *u, const float *bias, int n, int c, int tanh_form) {
-    VEC(gelu_forward, g, NULL, u, bias, (size_t)n, c, tanh_form);
-#pragma omp parallel for schedule(static)
-    for (int i = 0; i < n; i++)
-        for (int j = 0; j < c; j++) {
-            size_t k = (size_t)i * c + j;
-            u[k] += bias[j];
-            g[k] = gelu(u[k], tanh_form);
-        }
-}
-
-void cz_bias_gelu_forward_bf16(uint16_t *g, float *u, const float *bias, int n, int c,
-                               int tanh_form) {
-    VEC(gelu_forward, NULL, g, u, bias, (size_t)n, c, tanh_form);
+/* u += bias, then g = gelu(u) to g or, when g16, as bf16 to g16 */
+static void bias_gelu(float *g, uint16_t *g16, float *u, const float *bias, int n, int c,
+                      int tanh_form) {
 #pragma omp parallel for schedule(static)
     for (int i = 0; i < n; i++)
         for (int j = 0; j < c; j++) {
             size_t k = (size_t)i * c + j;
             u[k] += bias[j];
             float y = gelu(u[k], tanh_form);
-            cz_bf16_store_n(&g[k], &y, 1);
+            if (g16)
+                cz_bf16_store_n_ref(&g16[k], &y, 1);
+            else
+                g[k] = y;
         }
+}
+
+void cz_bias_gelu_forward(float *g, float *u, const float *bias, int n, int c, int tanh_form) {
+    VEC(gelu_forward, g, NULL, u, bias, (size_t)n, c, tanh_form);
+    bias_gelu(g, NULL, u, bias, n, c, tanh_form);
+}
+
+void cz_bias_gelu_forward_bf16(uint16_t *g, float *u, const float *bias, int n, int c,
+                               int tanh_form) {
+    VEC(gelu_forward, NULL, g, u, bias, (size_t)n, c, tanh_form);
+    bias_gelu(NULL, g, u, bias, n, c, tanh_form);
 }
 
 /* ---- bias ---- */

@@ -661,28 +661,26 @@ static void CZ_ISA_FN(xent_backward)(float *probs, const int32_t *labels, const 
 
 /* ---- bf16 rounding: cz_bf16_round (gemm_bf16.c) on VL lanes ---- */
 
-static inline void bf16_round_v(float *y, const float *x, int k) {
-    vstore_n(y, (vf)vbf16_upper(vload_n(x, k)), k);
+/* y = cz_bf16_round(x), or with y16 the bf16 bits (cz_bf16_store_n) */
+static void bf16_convert(float *y, uint16_t *y16, const float *x, size_t n) {
+    size_t nc = (n + CHUNK - 1) / CHUNK;
+#pragma omp parallel for schedule(static)
+    for (size_t q = 0; q < nc; q++) {
+        size_t o = CHUNK * q;
+        int len = n - o >= CHUNK ? CHUNK : (int)(n - o);
+        if (y16)
+            VLOOP(j, k, len, vstore_bf16_n(y16 + o + j, vload_n(x + o + j, k), k););
+        else
+            VLOOP(j, k, len, vstore_n(y + o + j, (vf)vbf16_upper(vload_n(x + o + j, k)), k););
+    }
 }
 
 static void CZ_ISA_FN(bf16_round)(float *y, const float *x, size_t n) {
-    size_t nc = (n + CHUNK - 1) / CHUNK;
-#pragma omp parallel for schedule(static)
-    for (size_t q = 0; q < nc; q++) {
-        size_t o = CHUNK * q;
-        int len = n - o >= CHUNK ? CHUNK : (int)(n - o);
-        VLOOP(j, k, len, bf16_round_v(y + o + j, x + o + j, k););
-    }
+    bf16_convert(y, NULL, x, n);
 }
 
 static void CZ_ISA_FN(bf16_store)(uint16_t *y, const float *x, size_t n) {
-    size_t nc = (n + CHUNK - 1) / CHUNK;
-#pragma omp parallel for schedule(static)
-    for (size_t q = 0; q < nc; q++) {
-        size_t o = CHUNK * q;
-        int len = n - o >= CHUNK ? CHUNK : (int)(n - o);
-        VLOOP(j, k, len, vstore_bf16_n(y + o + j, vload_n(x + o + j, k), k););
-    }
+    bf16_convert(NULL, y, x, n);
 }
 
 const cz_nn_ops CZ_CAT(cz_nn_ops_, CZ_ISA_SUFFIX) = {
