@@ -222,12 +222,14 @@ static void gemm_block(const cz_bf16_kernel *kern, void *state, uint32_t *a_pack
  * into nt ranges, whichever leaves the largest part smaller by over 3 %.
  * E.g. 128 x 64 (attention) on the 8 x 48 kernel: 64 rows each, not 48
  * and 16 columns. Otherwise (the model's shapes mostly divide evenly, or
- * nearly: 30522 rows), the cut that packs less twice: cutting the columns has every thread pack all
- * of op(A) (a_words: m x k), cutting the rows all of op(B) (b_words: n x k, or 0 when B is a weight
- * packed once for the scope). BERT-mini's FFN-down product (4096 x 256 x 1024) tied, and cutting
- * its columns had both threads pack all 4M elements of A (log, "bf16: the cut that packs less").
- * Every element of C then sees the same operations in the same order whatever nt or the cut: the
- * bits do not depend on them. */
+ * nearly: 30522 rows), the cut that packs less twice: cutting the columns
+ * has every thread pack all of op(A) (a_words: m x k), cutting the rows
+ * all of op(B) (b_words: n x k, or 0 when B is a weight packed once for
+ * the scope). BERT-mini's FFN-down product (4096 x 256 x 1024) tied, and
+ * cutting its columns had both threads pack all 4M elements of A (log,
+ * "bf16: the cut that packs less"). Every element of C then sees the same
+ * operations in the same order whatever nt or the cut: the bits do not
+ * depend on them. */
 static void thread_rect(int MR, int NR, int t, int nt, int m, int n, double a_words, double b_words,
                         int *m0, int *mt, int *n0, int *nc) {
     int per_m = ((m + MR - 1) / MR + nt - 1) / nt * MR; /* rows per part */
