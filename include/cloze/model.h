@@ -272,7 +272,7 @@ int cz_model_count_params(const cz_model_config *cfg, cz_model_param_counts *out
  *   embeddings  token/position/segment lookup and its scatter-add
  *   loss        heads outside GEMM: gathers, cross-entropy, pooler tanh
  * total is the wall time inside cz_model_forward and cz_model_backward;
- * total minus the phases is bookkeeping (copies, loops in model.c).
+ * total minus the phases is bookkeeping (the model's copies and loops).
  * recompute is the wall time of the layer forwards that backward runs again
  * (cfg.recompute); their kernels also count in the phases above. */
 typedef struct cz_model_profile {

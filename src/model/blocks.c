@@ -1,6 +1,6 @@
-/* The model's building blocks (model_private.h): the parameter table, the
- * buffers, the profiled GEMM, linear maps and the dropout streams, which
- * the fine-tuning heads (task_heads.c) and the model (model.c) are made of. */
+/* The model's building blocks (model_private.h): the parameter table's
+ * entries, the buffers, the one product path, linear maps and the dropout
+ * streams, which every other file of the model is made of. */
 #include <stdio.h>
 #include <string.h>
 
@@ -69,11 +69,21 @@ void *model_take(cz_model *m, size_t bytes, cz_error *err) {
     return p;
 }
 
-/* Every matrix product of the model goes through here (profiled as gemm). */
+/* Every matrix product of the model goes through here: operands of either
+ * kind (fp32, or bf16 as the kernels that write them in bf16 mode left
+ * them), on context g (m->gemm, or an attention thread's single-thread
+ * copy of it), whose mode (model.matmul_precision) rounds them or not. */
+void model_product(const cz_gemm_ctx *g, int ta, int tb, int mm, int n, int k, float alpha,
+                   cz_mat a, cz_mat b, int b_weight, float beta, float *c, int ldc) {
+    cz_gemm_mat(g, ta, tb, mm, n, k, alpha, a, b, b_weight, beta, c, ldc);
+}
+
+/* A product on m's context, profiled as gemm (the attention's products,
+ * which run side by side on threads, are profiled around all of them). */
 void model_gemm_mat(const cz_model *cm, int ta, int tb, int mm, int n, int k, float alpha, cz_mat a,
                     cz_mat b, int b_weight, float beta, float *c, int ldc) {
     cz_model *m = (cz_model *)cm; /* the profile is bookkeeping, not model state */
-    PHASE(gemm, cz_gemm_mat(m->gemm, ta, tb, mm, n, k, alpha, a, b, b_weight, beta, c, ldc));
+    PHASE(gemm, model_product(m->gemm, ta, tb, mm, n, k, alpha, a, b, b_weight, beta, c, ldc));
 }
 
 void model_gemm(const cz_model *m, int ta, int tb, int mm, int n, int k, float alpha,
@@ -173,5 +183,3 @@ void model_dropout_rows(const cz_batch *b, float p, int layer_idx, int site, flo
                         const float *x, int cols) {
     dropout_blocks(b, p, layer_idx, site, y, x, (size_t)b->seq * cols);
 }
-
-/* ---- attention ---- */

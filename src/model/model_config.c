@@ -6,6 +6,8 @@
 
 #include <limits.h>
 
+#include "model_private.h"
+
 /* Blames `name` (a key of the model section) for what err says. */
 static int blame(const char **key, const char *name) {
     *key = name;
@@ -120,4 +122,19 @@ int cz_model_shape_rule(const cz_model_config *c, int seq, int max_pred) {
     if (c->arch == CZ_ARCH_BERT && c->head == CZ_HEAD_PRETRAIN && (max_pred < 1 || max_pred > seq))
         return CZ_SHAPE_PRED;
     return CZ_SHAPE_OK;
+}
+
+/* The configuration and the shapes cz_model_create is asked for (also what
+ * the counts and stages check, with shapes of one) */
+int model_check_create(const cz_model_config *c, int max_b, int max_t, int max_p, cz_error *err) {
+    if (cz_model_config_check(c, NULL, err)) return cz_fail_prefix(err, "model");
+    if (max_b < 1) return cz_fail(err, "model: batch %d must be >= 1", max_b);
+    switch (cz_model_shape_rule(c, max_t, max_p)) {
+    case CZ_SHAPE_SEQ:
+        return cz_fail(err, "model: max_seq %d must be in [1, max_positions %d]", max_t,
+                       c->max_positions);
+    case CZ_SHAPE_PRED:
+        return cz_fail(err, "model: max_pred %d must be in [1, max_seq %d]", max_p, max_t);
+    }
+    return 0;
 }

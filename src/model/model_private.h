@@ -1,21 +1,29 @@
 /* model: what its sources share (not a public header; no test or benchmark
  * includes it): the struct behind cz_model, its parameter table's building
- * blocks, and the fine-tuning heads' entry points.
+ * blocks, and each file's entry points.
  *
  * Three meanings of "head", three names: the attention's heads (attn_head_*,
- * attn_per_head in model.c: one (sequence, head) pair's products), the
- * pre-training heads (bert_heads_*, gpt_head_*: MLM and NSP, the LM; the
- * "heads" range of the buffer, heads_begin..heads_end) and the fine-tuning
- * task heads (model_task_head_*: classify, span, tag, similar, choice).
+ * attn_per_head in attention.c: one (sequence, head) pair's products), the
+ * pre-training heads (model_bert_heads_*, model_gpt_head_*: MLM and NSP,
+ * the LM; the "heads" range of the buffer, heads_begin..heads_end) and the
+ * fine-tuning task heads (model_task_head_*: classify, span, tag, similar,
+ * choice).
  *
  * The files, each calling only the ones above it in this list:
- *   model_config.c  the configuration's rules (cz_model_config_check)
- *   blocks.c        the parameter table, the buffers, the profiled GEMM,
- *                   linear maps and dropout streams
- *   task_heads.c    the fine-tuning heads: parameters, buffers, batch
- *                   checks, forward, backward, FLOPs
- *   model.c         creation, the embeddings, the layers and attention, the
- *                   pre-training heads, forward/backward, FLOPs, counts */
+ *   model_config.c    the configuration's rules (cz_model_config_check)
+ *                     and the shapes a model is made for
+ *   blocks.c          the parameter table's entries, the buffers, the one
+ *                     product path (bf16 or fp32), linear maps, dropout
+ *                     streams
+ *   task_heads.c      the fine-tuning heads: parameters, buffers, batch
+ *                     checks, forward, backward, FLOPs
+ *   tensor_table.c    the tensor tables of the three layouts from their
+ *                     name lists, counts, initial values
+ *   attention.c       multi-head self-attention, forward and backward
+ *   layers.c          the blocks: post-LN (BERT, GPT-1) and pre-LN (GPT-2)
+ *   memory.c          creation: every buffer, the block
+ *   pretrain_heads.c  BERT's MLM and NSP heads, GPT's LM head
+ *   model.c           the passes: embeddings, forward, backward, FLOPs */
 #ifndef CLOZE_MODEL_INTERNAL_H
 #define CLOZE_MODEL_INTERNAL_H
 
@@ -82,6 +90,7 @@ struct cz_model {
     cz_model_config cfg;
     int max_b, max_t, max_p;
     const cz_gemm_ctx *gemm;
+    const struct layer_ops *layer; /* the block, post-LN or pre-LN (layers.c) */
     /* one single-thread copy of gemm per OpenMP thread: the attention
      * products of different (sequence, head) pairs run side by side, each
      * on one thread (cz_gemm_single_thread; the same bits as gemm) */
@@ -180,6 +189,11 @@ enum { MEM_PARAMS, MEM_LAYER_INPUTS, MEM_LAYER_ACTS, MEM_OTHER };
 #define PARAM(off) (m->params + (off))
 #define GRAD(off) (m->grads + (off))
 
+/* ---- model_config.c ---- */
+
+/* cz_model_create's checks of its configuration and shapes; -1 with err */
+int model_check_create(const cz_model_config *c, int max_b, int max_t, int max_p, cz_error *err);
+
 /* ---- blocks.c ---- */
 
 /* A tensor at `offset` (SIZE_MAX: the next free offset), its place in the
@@ -191,7 +205,11 @@ lin model_add_lin_kind(cz_model *m, const char *prefix, int in, int out, int con
 lin model_add_lin(cz_model *m, const char *prefix, int in, int out, int conv1d);
 /* bytes from the heap, counted in m->mem_plan[m->mem_slot] and freed with m */
 void *model_take(cz_model *m, size_t bytes, cz_error *err);
-/* C = alpha op(A) op(B) + beta C on m's GEMM context, profiled as gemm */
+/* C = alpha op(A) op(B) + beta C on context g: the one path of every
+ * product, operands fp32 or bf16 (cz_mat) */
+void model_product(const cz_gemm_ctx *g, int ta, int tb, int mm, int n, int k, float alpha,
+                   cz_mat a, cz_mat b, int b_weight, float beta, float *c, int ldc);
+/* the same on m's GEMM context, profiled as gemm */
 void model_gemm(const cz_model *m, int ta, int tb, int mm, int n, int k, float alpha,
                 const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc);
 void model_gemm_weight(const cz_model *m, int ta, int tb, int mm, int n, int k, float alpha,
@@ -235,5 +253,40 @@ void model_task_head_backward(cz_model *m, const cz_batch *b, float grad_scale);
 /* forward FLOPs of one sequence through cfg.head's maps; lm: those of the
  * auxiliary LM head, counted where the head has one */
 double model_task_head_flops(const cz_model_config *c, int seq, double lm);
+
+/* ---- tensor_table.c ---- */
+
+/* m's tensor table for its configuration (m->cfg; layers, tensors and
+ * their kinds and keys allocated), and the offsets in m */
+void model_build_table(cz_model *m);
+/* a model holding only cfg's table (counts, stages); -1 with err */
+cz_model *model_table_only(const cz_model_config *cfg, cz_error *err);
+void model_table_free(cz_model *m);
+
+/* ---- attention.c ---- */
+
+/* layer l's attention: qkv_act [N, 3H] -> ctx [N, H], keeping probs */
+void model_attention_forward(cz_model *m, layer *ly, int l, const cz_batch *b);
+/* m->dctx [N, H] -> m->dqkv [N, 3H] */
+void model_attention_backward(cz_model *m, layer *ly, int l, const cz_batch *b);
+
+/* ---- layers.c ---- */
+
+/* A block: forward x[l] -> out, keeping its activations; backward d(its
+ * output) in m->dy -> d(its input) in m->dx, adding its parameters'
+ * gradients. */
+typedef struct layer_ops {
+    void (*forward)(cz_model *m, int l, const cz_batch *b, float *out);
+    void (*backward)(cz_model *m, int l, const cz_batch *b);
+} layer_ops;
+extern const layer_ops model_post_ln_layer, model_pre_ln_layer;
+
+/* ---- pretrain_heads.c ---- */
+
+/* the losses of x[L] into out; backward leaves d(x[L]) in m->dy */
+void model_bert_heads_forward(cz_model *m, const cz_batch *b, cz_losses *out);
+void model_bert_heads_backward(cz_model *m, const cz_batch *b, float grad_scale);
+void model_gpt_head_forward(cz_model *m, const cz_batch *b, cz_losses *out);
+void model_gpt_head_backward(cz_model *m, const cz_batch *b, float grad_scale);
 
 #endif

@@ -28,7 +28,7 @@
  * layers, and are read by moving it (cz_ckpt_get_params). A cloze that
  * reads only 2 refuses 3, rather than load the new layout as the old.
  * 2: BERT's query, key and value weights lie one after the other in the
- * flat buffer, then their biases (add_qkv in src/model/model.c); version 1
+ * flat buffer, then their biases (add_qkv in src/model/tensor_table.c); version 1
  * interleaved weight and bias per map, and is refused for BERT. GPT's
  * layout is the same in 1 and 2. */
 #define CZ_RUN_STATE_VERSION 3
