@@ -90,12 +90,8 @@ int main(int argc, char **argv) {
     if (parse(&o, argc, argv)) return 2;
     omp_set_num_threads(o.threads);
     cz_error err = {0};
-    cz_gemm_ctx *g = cz_gemm_setup(o.gemm, o.threads, &err);
+    cz_gemm_ctx *g = cz_model_gemm_setup(o.gemm, o.threads, o.bf16, &err);
     if (!g) {
-        fprintf(stderr, "model_step_bench: %s\n", err.msg);
-        return 1;
-    }
-    if (o.bf16 && cz_gemm_set_bf16(g, 1, &err)) {
         fprintf(stderr, "model_step_bench: %s\n", err.msg);
         return 1;
     }

@@ -84,10 +84,12 @@ static void compare(cz_arch arch, int layout, const char *label, cz_gemm_ctx *g3
     int B = 4, T = 32, P = arch == CZ_ARCH_BERT ? 5 : 0;
     static test_batch tb;
     make_batch(&tb, &c, B, T, P, 7, NULL, 99);
-    tb.b.train = 1; /* dropout too: its masks are keyed, the same in every run */
+    tb.b.train = 1;         /* dropout too: its masks are keyed, the same in every run */
+    cz_model_config cb = c; /* the same model in bf16 (model.matmul_precision) */
+    cb.matmul_bf16 = 1;
     result r32 = run(&c, g32, &tb.b, B, T, P);
-    result rb = run(&c, gb, &tb.b, B, T, P);
-    result rr = run(&c, gr, &tb.b, B, T, P);
+    result rb = run(&cb, gb, &tb.b, B, T, P);
+    result rr = run(&cb, gr, &tb.b, B, T, P);
     double fast_vs_def = rel_l2(&rb, &rr), bf16_vs_fp32 = rel_l2(&rb, &r32);
     printf("%s: loss fp32 %.6f bf16 %.6f bf16-ref %.6f; grad rel L2: bf16 vs bf16-ref %.2e, "
            "bf16 vs fp32 %.2e\n",
@@ -101,12 +103,31 @@ static void compare(cz_arch arch, int layout, const char *label, cz_gemm_ctx *g3
     /* 3. the GELU output and the MLM dlogits written in bf16 for their
      * products (the default) against the same kept in fp32 and rounded
      * while packing: the same bits */
-    result rf = run_as(&c, gb, &tb.b, B, T, P, 0);
+    result rf = run_as(&cb, gb, &tb.b, B, T, P, 0);
     CHECK(rf.loss == rb.loss && memcmp(rf.grads, rb.grads, rb.n * sizeof *rb.grads) == 0);
     free(rf.grads);
     free(r32.grads);
     free(rb.grads);
     free(rr.grads);
+}
+
+/* 4. The precision is the model's own (model.matmul_precision): a context
+ * in the other mode is refused, naming the key, either way; the context
+ * cz_model_gemm_setup makes for the configuration is taken. */
+static void check_precision(cz_gemm_ctx *g32, cz_gemm_ctx *gb) {
+    cz_model_config c = tiny_config(CZ_ARCH_BERT, 200, 64, 2, 2, 64);
+    cz_error err;
+    cz_model *m = NULL;
+    CHECK(cz_model_create(&m, &c, 1, 8, 2, gb, &err) == -1 &&
+          strstr(err.msg, "model.matmul_precision is fp32"));
+    c.matmul_bf16 = 1;
+    CHECK(cz_model_create(&m, &c, 1, 8, 2, g32, &err) == -1 &&
+          strstr(err.msg, "model.matmul_precision is bf16"));
+    cz_gemm_ctx *g = cz_model_gemm_setup(CZ_GEMM_AUTO, 1, c.matmul_bf16, &err);
+    CHECK(g && cz_gemm_is_bf16(g));
+    CHECK(cz_model_create(&m, &c, 1, 8, 2, g, &err) == 0);
+    cz_model_free(m);
+    cz_gemm_free(g);
 }
 
 int main(void) {
@@ -123,6 +144,7 @@ int main(void) {
     CHECK(g32 && gb && gr);
     CHECK(cz_gemm_set_bf16(gb, 1, &err) == 0);
     CHECK(cz_gemm_set_bf16(gr, 1, &err) == 0);
+    check_precision(g32, gb);
     compare(CZ_ARCH_BERT, CZ_LAYOUT_POST_LN, "bert", g32, gb, gr);
     compare(CZ_ARCH_GPT, CZ_LAYOUT_POST_LN, "gpt", g32, gb, gr);
     compare(CZ_ARCH_GPT, CZ_LAYOUT_PRE_LN, "gpt pre_ln", g32, gb, gr);

@@ -100,7 +100,7 @@ typedef struct cz_model_config {
      * bitwise those of CZ_RECOMPUTE_NONE; the cost is one extra layer forward
      * per layer (about +1/3 of a step's matrix FLOPs). */
     int recompute;   /* cz_recompute */
-    int matmul_bf16; /* model.matmul_precision: 0 fp32, 1 bf16 inputs (cz_gemm_set_bf16) */
+    int matmul_bf16; /* model.matmul_precision: 0 fp32, 1 bf16 inputs (cz_model_gemm_setup) */
     /* fine-tuning (cz_head above); all zero = pre-training */
     int head;        /* cz_head */
     int num_labels;  /* C for CLASSIFY, SIMILAR and TAG; K candidates for CHOICE */
@@ -164,6 +164,18 @@ int cz_model_shape_rule(const cz_model_config *c, int seq, int max_pred);
 /* Rows of the word embedding: vocab_size rounded up to vocab_pad_to. */
 int cz_model_vocab_rows(const cz_model_config *c);
 
+/* The GEMM context a model of precision matmul_bf16 (cz_model_config's,
+ * model.matmul_precision) runs on: cz_gemm_setup(choice, threads), in bf16
+ * mode when matmul_bf16. NULL with err on failure. Training, planning and
+ * fine-tuning make theirs with it. */
+cz_gemm_ctx *cz_model_gemm_setup(cz_gemm_choice choice, int threads, int matmul_bf16,
+                                 cz_error *err);
+
+/* A model for batches of up to max_batch x max_seq (max_pred prediction
+ * slots: BERT's pre-training heads). Its products run on gemm, whose mode
+ * must be its configuration's precision (matmul_bf16; cz_model_gemm_setup
+ * makes such a context), or without a context (NULL) on the fp32
+ * reference loops. */
 int cz_model_create(cz_model **out, const cz_model_config *cfg, int max_batch, int max_seq,
                     int max_pred, const cz_gemm_ctx *gemm, cz_error *err);
 void cz_model_free(cz_model *m);
@@ -282,7 +294,7 @@ typedef struct cz_model_profile {
     long forwards, backwards;
 } cz_model_profile;
 
-/* In bf16 mode (the GEMM context's) the kernels whose output only products
+/* In bf16 (matmul_bf16) the kernels whose output only products
  * read write it in bf16 (the GELU output, the MLM dlogits), and those
  * products read it as it is: the same bits, fewer bytes. On by default;
  * off (0) keeps them fp32, for comparison (test_model_bf16, benchmarks). */

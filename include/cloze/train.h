@@ -75,8 +75,9 @@ typedef struct cz_train_task {
  * threads per rank (threads > 0 as given; 0 = this rank's allowed CPUs
  * shared among the node's ranks, logged by rank 0, with a warning when the
  * node's ranks oversubscribe it), OpenMP set to them, and the GEMM context
- * (train.gemm's choice; bf16: model.matmul_precision = "bf16"). Collective
- * over comm. Free *gemm_out with cz_gemm_free. */
+ * (cz_model_gemm_setup: train.gemm's choice, in bf16 where
+ * model.matmul_precision = "bf16"). Collective over comm. Free *gemm_out
+ * with cz_gemm_free. */
 int cz_train_compute_setup(const cz_comm *comm, int threads, cz_gemm_choice gemm, int bf16,
                            int *threads_out, cz_gemm_ctx **gemm_out, cz_error *err);
 

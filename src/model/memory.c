@@ -149,10 +149,23 @@ static int make_attn_gemm(cz_model *m, const cz_gemm_ctx *gemm, cz_error *err) {
     return 0;
 }
 
+/* The precision is the configuration's (model.matmul_precision); the GEMM
+ * context must run it (cz_model_gemm_setup makes one that does). Without a
+ * context (a model made for its tensors: exports, imports, counts) the
+ * products run the fp32 reference loops. */
+static int check_precision(const cz_model_config *cfg, const cz_gemm_ctx *gemm, cz_error *err) {
+    if (gemm && !cz_gemm_is_bf16(gemm) != !cfg->matmul_bf16)
+        return cz_fail(err, "model: model.matmul_precision is %s but the GEMM context runs %s",
+                       cfg->matmul_bf16 ? "bf16" : "fp32", cfg->matmul_bf16 ? "fp32" : "bf16");
+    return 0;
+}
+
 int cz_model_create(cz_model **out, const cz_model_config *cfg, int max_batch, int max_seq,
                     int max_pred, const cz_gemm_ctx *gemm, cz_error *err) {
     *out = NULL;
-    if (model_check_create(cfg, max_batch, max_seq, max_pred, err)) return -1;
+    if (model_check_create(cfg, max_batch, max_seq, max_pred, err) ||
+        check_precision(cfg, gemm, err))
+        return -1;
     cz_model *m = cz_alloc(sizeof *m, err);
     if (!m) return -1;
     m->cfg = *cfg;
@@ -160,6 +173,7 @@ int cz_model_create(cz_model **out, const cz_model_config *cfg, int max_batch, i
     m->max_t = max_seq;
     m->max_p = cfg->arch == CZ_ARCH_BERT && cfg->head == CZ_HEAD_PRETRAIN ? max_pred : 0;
     m->gemm = gemm;
+    m->bf16 = cfg->matmul_bf16 && gemm;
     m->scratch_layer = -1;
     if (alloc_params(m, err) || alloc_layers(m, err) || alloc_work(m, err) ||
         model_alloc_task_head(m, err) || make_attn_gemm(m, gemm, err)) {

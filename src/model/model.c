@@ -43,6 +43,18 @@
 
 /* ---- precision ---- */
 
+cz_gemm_ctx *cz_model_gemm_setup(cz_gemm_choice choice, int threads, int matmul_bf16,
+                                 cz_error *err) {
+    cz_gemm_ctx *g = cz_gemm_setup(choice, threads, err);
+    if (!g) return NULL;
+    /* model.matmul_precision = "bf16": every product of the model in bf16 */
+    if (matmul_bf16 && cz_gemm_set_bf16(g, 1, err) != 0) {
+        cz_gemm_free(g);
+        return NULL;
+    }
+    return g;
+}
+
 void cz_model_set_bf16_inputs(cz_model *m, int on) {
     m->no_bf16_inputs = !on;
 }
@@ -129,7 +141,8 @@ int cz_model_forward(cz_model *m, const cz_batch *b, cz_losses *out, cz_error *e
     if (check_batch(m, b, err)) return -1;
     double t0 = m->profiling ? cz_now() : 0.0;
     int n = b->batch * b->seq;
-    m->act16 = !m->no_bf16_inputs && m->gemm && cz_gemm_is_bf16(m->gemm);
+    /* bf16 products round their inputs anyway: kernels may write them so */
+    m->act16 = m->bf16 && !m->no_bf16_inputs;
     if (b->attn_mask)
         for (int i = 0; i < n; i++) m->key_bias[i] = b->attn_mask[i] ? 0.0f : PAD_KEY_BIAS;
     embeddings_forward(m, b);

@@ -21,7 +21,7 @@
  *                     name lists, counts, initial values
  *   attention.c       multi-head self-attention, forward and backward
  *   layers.c          the blocks: post-LN (BERT, GPT-1) and pre-LN (GPT-2)
- *   memory.c          creation: every buffer, the block
+ *   memory.c          creation: every buffer, the precision, the block
  *   pretrain_heads.c  BERT's MLM and NSP heads, GPT's LM head
  *   model.c           the passes: embeddings, forward, backward, FLOPs */
 #ifndef CLOZE_MODEL_INTERNAL_H
@@ -90,6 +90,9 @@ struct cz_model {
     cz_model_config cfg;
     int max_b, max_t, max_p;
     const cz_gemm_ctx *gemm;
+    /* products in bf16: the configuration's model.matmul_precision, which
+     * the context runs (memory.c checks it); 0 without a context */
+    int bf16;
     const struct layer_ops *layer; /* the block, post-LN or pre-LN (layers.c) */
     /* one single-thread copy of gemm per OpenMP thread: the attention
      * products of different (sequence, head) pairs run side by side, each
@@ -145,10 +148,9 @@ struct cz_model {
     float *dx, *dy, *dr, *df, *dh1, *dctx, *di, *dqkv, *dmlm, *dmlm2, *dcls;
 
     /* this pass writes product inputs in bf16 where only products read
-     * them (the GELU output, the MLM dlogits): the GEMM is in bf16 mode,
-     * whose products round them anyway, so the bits are the same. Set at
-     * each forward from the context, unless cz_model_set_bf16_inputs
-     * turned it off. */
+     * them (the GELU output, the MLM dlogits): the products are in bf16,
+     * and round them anyway, so the bits are the same. Set at each forward
+     * from bf16, unless cz_model_set_bf16_inputs turned it off. */
     int act16, no_bf16_inputs;
 
     int profiling;

@@ -310,12 +310,8 @@ static int probe_model(const cz_config *cfg, int threads, double *fwd_bwd, doubl
                        cz_error *err) {
     const cz_model_config *mc = &cfg->model;
     int T = cfg->data.seq, P = mc->arch == CZ_ARCH_GPT ? 0 : cfg->data.max_pred;
-    cz_gemm_ctx *g = cz_gemm_setup(CZ_GEMM_AUTO, threads, err);
+    cz_gemm_ctx *g = cz_model_gemm_setup(CZ_GEMM_AUTO, threads, mc->matmul_bf16, err);
     if (!g) return -1;
-    if (mc->matmul_bf16 && cz_gemm_set_bf16(g, 1, err) != 0) {
-        cz_gemm_free(g);
-        return -1;
-    }
     cz_model *m = NULL;
     if (cz_model_create(&m, mc, 1, T, P > 0 ? P : 1, g, err) != 0) {
         cz_gemm_free(g);

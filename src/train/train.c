@@ -85,15 +85,8 @@ int cz_train_compute_setup(const cz_comm *comm, int threads, cz_gemm_choice gemm
     if (node_thread_plan(comm, threads, &p, &own, &local, err) != 0) return -1;
     *threads_out = p.threads;
     omp_set_num_threads(p.threads);
-    *gemm_out = cz_gemm_setup(gemm, p.threads, err);
-    if (!*gemm_out) return -1;
-    /* model.matmul_precision = "bf16": every product of the model in bf16 */
-    if (bf16 && cz_gemm_set_bf16(*gemm_out, 1, err) != 0) {
-        cz_gemm_free(*gemm_out);
-        *gemm_out = NULL;
-        return -1;
-    }
-    return 0;
+    *gemm_out = cz_model_gemm_setup(gemm, p.threads, bf16, err);
+    return *gemm_out ? 0 : -1;
 }
 
 /* And whether rank 0's checkpoints get a writer thread (train.ckpt_writer):
@@ -342,10 +335,8 @@ static int setup(cz_run *r, const cz_comm *world, const cz_config *cfg, const cz
     if (phase2_steps > 0 && make_phase(r, 1, &r->phase[1], err) != 0) return -1;
     r->err_shared = 0;
 
-    r->gemm = cz_gemm_setup(t->gemm, r->threads, err);
+    r->gemm = cz_model_gemm_setup(t->gemm, r->threads, r->cfg.model.matmul_bf16, err);
     if (!r->gemm) return -1;
-    /* model.matmul_precision = "bf16": every product of the model in bf16 */
-    if (r->cfg.model.matmul_bf16 && cz_gemm_set_bf16(r->gemm, 1, err) != 0) return -1;
     if (setup_data(r, err) != 0) return -1;
     /* the model is made once, for the larger micro-batch and sequence of
      * the two phases */
