@@ -180,11 +180,11 @@ static void swap_dx_dy(cz_model *m) {
     m->dy = t;
 }
 
-/* d(layer output) in m->dy -> d(layer input) in m->dy. With recomputation
- * the shared scratch is first refilled with layer l's activations; that
- * forward's output is not needed (backward reads r2 and the LN2
- * statistics), so it goes to m->dx, which is free until the layer's
- * backward writes it; x[l+1] is left untouched. */
+/* d(layer output) in m->dy -> d(layer input), in m->dy once swapped, for
+ * the layer below. With recomputation the shared scratch is first refilled
+ * with layer l's activations; that forward's output is not needed (neither
+ * block's backward reads it), so it goes to m->dx, which is free until the
+ * layer's backward writes it; x[l+1] is left untouched. */
 static void layer_backward(cz_model *m, int l, const cz_batch *b) {
     if (m->cfg.recompute == CZ_RECOMPUTE_LAYERS && m->scratch_layer != l) {
         double t0 = m->profiling ? cz_now() : 0.0;
