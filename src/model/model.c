@@ -53,6 +53,7 @@
  * values stay those of the layout it had before. */
 static void reserve_word_embedding(cz_model *m) {
     m->wte = 0;
+    m->lm_head = 0;
     m->vrows = cz_model_vocab_rows(&m->cfg);
     m->pre_ln = m->cfg.layout == CZ_LAYOUT_PRE_LN;
     m->n_params = (size_t)m->vrows * (size_t)m->cfg.hidden;
@@ -135,6 +136,14 @@ static void build_bert_table(cz_model *m) {
     m->emb_end = m->n_params;
 }
 
+/* model.lm_head = untied: GPT's LM head as a matrix of its own, with the
+ * word embedding's rows (padding included, so the head's product keeps its
+ * round width), named as Hugging Face's untied LM head. */
+static void add_lm_head(cz_model *m) {
+    if (m->cfg.untied_head)
+        m->lm_head = model_add_tensor(m, "lm_head.weight", m->vrows, m->cfg.hidden, KIND_WEIGHT);
+}
+
 /* GPT-2's names (GPT2LMHeadModel's state dict). The final LayerNorm's
  * backward runs right after the head's, so it lies with the heads and is
  * final with them (the range backward reports first). */
@@ -142,7 +151,8 @@ static void build_gpt2_table(cz_model *m) {
     const cz_model_config *c = &m->cfg;
     int h = c->hidden, in = c->intermediate;
     char p[96];
-    m->heads_begin = m->n_params; /* LM head is the tied embedding */
+    m->heads_begin = m->n_params; /* LM head is the tied embedding, or its own */
+    add_lm_head(m);
     if (c->head != CZ_HEAD_PRETRAIN) model_build_task_head(m);
     add_ln(m, "transformer.ln_f", &m->lnf_g, &m->lnf_b);
     m->heads_end = m->n_params;
@@ -178,7 +188,8 @@ static void build_gpt_table(cz_model *m) {
         build_gpt2_table(m);
         return;
     }
-    m->heads_begin = m->n_params; /* LM head is the tied embedding */
+    m->heads_begin = m->n_params; /* LM head is the tied embedding, or its own */
+    add_lm_head(m);
     if (c->head != CZ_HEAD_PRETRAIN) model_build_task_head(m);
     m->heads_end = m->n_params;
     for (int l = c->layers - 1; l >= 0; l--) {
@@ -476,9 +487,12 @@ void cz_model_init_weights(cz_model *m, uint64_t seed) {
             w[i] = (float)(std * z);
         }
     }
-    /* the word embedding's padding rows (model.vocab_pad_to) start and stay 0 */
+    /* the word embedding's padding rows (model.vocab_pad_to) start and stay
+     * 0, and an untied LM head's */
     size_t H = (size_t)m->cfg.hidden, V = (size_t)m->cfg.vocab_size;
     memset(m->params + m->wte + V * H, 0, ((size_t)m->vrows - V) * H * sizeof(float));
+    if (m->lm_head != m->wte)
+        memset(m->params + m->lm_head + V * H, 0, ((size_t)m->vrows - V) * H * sizeof(float));
 }
 
 /* ---- profiling ---- */
@@ -812,7 +826,7 @@ static void restore_padding_columns(float *a, int n, int v, int vrows) {
 static void gpt_head_forward(cz_model *m, const cz_batch *b, cz_losses *out) {
     const cz_model_config *c = &m->cfg;
     int H = c->hidden, V = c->vocab_size, VR = m->vrows, n = b->batch * b->seq;
-    model_gemm_weight(m, 0, 1, n, VR, H, 1.0f, m->x[c->layers], H, PARAM(m->wte), H, 0.0f,
+    model_gemm_weight(m, 0, 1, n, VR, H, 1.0f, m->x[c->layers], H, PARAM(m->lm_head), H, 0.0f,
                       m->logits, VR);
     PHASE(loss, drop_padding_columns(m->logits, n, V, VR));
     PHASE(loss, cz_xent_forward(m->logits, m->row_loss, m->row_argmax, b->targets, n, V));
@@ -964,8 +978,9 @@ static void gpt_head_backward(cz_model *m, const cz_batch *b, float grad_scale) 
     for (int i = 0; i < n; i++) m->row_scale[i] *= grad_scale;
     PHASE(loss, cz_xent_backward(m->logits, b->targets, m->row_scale, n, V));
     PHASE(loss, restore_padding_columns(m->logits, n, V, VR));
-    model_gemm(m, 1, 0, VR, H, n, 1.0f, m->logits, VR, m->x[c->layers], H, 1.0f, GRAD(m->wte), H);
-    model_gemm_weight(m, 0, 0, n, H, VR, 1.0f, m->logits, VR, PARAM(m->wte), H, 0.0f, m->dy, H);
+    model_gemm(m, 1, 0, VR, H, n, 1.0f, m->logits, VR, m->x[c->layers], H, 1.0f, GRAD(m->lm_head),
+               H);
+    model_gemm_weight(m, 0, 0, n, H, VR, 1.0f, m->logits, VR, PARAM(m->lm_head), H, 0.0f, m->dy, H);
 }
 
 /* GPT-2's block backward: d(layer output) in m->dy -> d(layer input) in
