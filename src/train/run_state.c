@@ -481,7 +481,7 @@ int cz_run_init_from(cz_run *r, cz_error *err) {
                            "this run's is %s; set model.%s to match",
                            from, field ? "'s " : "", field ? field : "", key, va, vb, key);
         }
-        if (cz_hf_load(r->model, from, &rep, err) != 0)
+        if (cz_hf_check_weights(from, &hc, err) != 0 || cz_hf_load(r->model, from, &rep, err) != 0)
             return cz_fail_prefix(err, "model.init_from = %s", from);
         if (r->comm.rank == 0)
             cz_info("model.init_from %s: %d tensors loaded%s%s", from, rep.loaded,
