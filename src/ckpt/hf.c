@@ -286,8 +286,9 @@ static int expect_shape(const cz_st_file *f, const char *cfg_path, const char *n
                         const char *f0, int d1, const char *f1, cz_error *err) {
     int k = find_either(f, name);
     if (k < 0)
-        return cz_fail(err, "%s: %s: tensor %s missing (config.json and the weights differ)",
-                       f->path, name, name);
+        return cz_fail(err,
+                       "%s: tensor %s missing (config.json %s does not describe these weights)",
+                       f->path, name, cfg_path);
     const cz_st_entry *e = &f->entries[k];
     int nd = d1 < 0 ? 1 : 2;
     if (e->ndim != nd)
@@ -342,20 +343,26 @@ int cz_hf_check_weights(const char *dir, const cz_model_config *c, cz_error *err
         if (rc == 0 && c->untied_head && cz_safetensors_find(&f, "lm_head.weight") >= 0)
             rc = expect_shape(&f, cfg, "lm_head.weight", c->vocab_size, fv, H, fh, err);
     }
-    for (int l = 0; l < c->layers && rc == 0; l++) {
-        char a[128], b[128];
+    char a[128], b[128];
+    int l = 0;
+    for (; l < c->layers && rc == 0; l++) {
         if (bert) {
             snprintf(a, sizeof a, "bert.encoder.layer.%d.attention.self.query.weight", l);
             snprintf(b, sizeof b, "bert.encoder.layer.%d.intermediate.dense.weight", l);
+            if (find_either(&f, a) < 0) break;
             rc = expect_shape(&f, cfg, a, H, fh, H, fh, err) ||
                  expect_shape(&f, cfg, b, c->intermediate, fi, H, fh, err);
         } else { /* Conv1D: [in, out] */
             snprintf(a, sizeof a, "transformer.h.%d.attn.c_attn.weight", l);
             snprintf(b, sizeof b, "transformer.h.%d.mlp.c_fc.weight", l);
+            if (find_either(&f, a) < 0) break;
             rc = expect_shape(&f, cfg, a, H, fh, 3 * H, fh, err) ||
                  expect_shape(&f, cfg, b, H, fh, c->intermediate, fi, err);
         }
     }
+    if (rc == 0 && l < c->layers)
+        rc = cz_fail(err, "%s: %s = %d, but %s has no layer %d (no tensor %s)", cfg, fl, c->layers,
+                     path, l, a);
 done:
     cz_safetensors_close(&f);
     return rc ? -1 : 0;
