@@ -5,6 +5,8 @@ add_dependencies(test_ckpt cloze-ckpt) # it runs the cloze-ckpt program
 # Hugging Face directories that are hostile or broken (import-hf, the
 # safetensors header against config.json before allocating) and
 # model.init_from's errors said once on 2 ranks (issue 46)
+add_executable(ckpt_poison ${CLOZE_TEST_DIR}/ckpt_poison.c) # a NaN in a checkpoint's params
+target_link_libraries(ckpt_poison PRIVATE cloze)
 cloze_add_script_test(test_hf_import_faults COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_hf_import_faults.sh
                       LABELS "mpi" TIMEOUT 300)
 # GPT-2's untied LM head both ways and the attention flags cloze refuses,

@@ -19,7 +19,8 @@
 #    prefix (they were said by every rank): a truncated model.safetensors,
 #    a missing path, a model.vocab_pad_to mismatch, a model.layout mismatch
 #    (named, from a directory and from a checkpoint), a layer-count mismatch
-#    (model.layers named), a NaN weight; and resuming a pre-LN checkpoint
+#    (model.layers named), a NaN weight (in a directory, and in a checkpoint:
+#    tests/ckpt_poison.c); and resuming a pre-LN checkpoint
 #    with a post-LN configuration names model.layout.
 set -euo pipefail
 source "$(dirname "$0")/train_common.sh"
@@ -147,6 +148,9 @@ init_from nan "$work/nan"
 one_line "$work/nan.lines" "error: model\.init_from = .*tensor [a-z_.0-9]+: element 0 is NaN" "NaN weight (init_from)"
 [ ! -e "$work/r-nan" ] || ! ls "$work"/r-nan/ckpt-*.lz4 >/dev/null 2>&1 ||
   fail "init_from a NaN weight: a checkpoint was written"
+"$BIN/tests/ckpt_poison" "$ckpt" "$work/nan.lz4" 100
+init_from nan-ckpt "$work/nan.lz4"
+one_line "$work/nan-ckpt.lines" "error: model\.init_from = .*nan\.lz4: params: tensor transformer\.wte\.weight: element 100 is NaN" "NaN weight (init_from a checkpoint)"
 
 # resuming the pre-LN run with a post-LN configuration names model.layout
 rc=0
