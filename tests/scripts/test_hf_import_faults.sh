@@ -152,6 +152,31 @@ one_line "$work/nan.lines" "error: model\.init_from = .*tensor [a-z_.0-9]+: elem
 init_from nan-ckpt "$work/nan.lz4"
 one_line "$work/nan-ckpt.lines" "error: model\.init_from = .*nan\.lz4: params: tensor transformer\.wte\.weight: element 100 is NaN" "NaN weight (init_from a checkpoint)"
 
+# an untied head with padding (model.vocab_pad_to = 64): exported with the
+# vocabulary's rows only, and read back by model.init_from into the padded
+# model (the rows the file has; the padding stays 0)
+# shellcheck disable=SC2046
+mpi 1 "$BIN/cloze-train" $(gpt "$work/untied") --set model.lm_head=untied 2>"$work/untied.log" ||
+  fail "a run with model.lm_head = untied: $(cat "$work/untied.log")"
+"$BIN/cloze-ckpt" export-hf "$(ls "$work"/untied/ckpt-*.lz4 | tail -1)" "$work/untied-hf" >/dev/null ||
+  fail "export-hf of an untied model"
+"$PY" - "$work/untied-hf" "$V" <<'PYEOF' || fail "the untied export's config.json or lm_head.weight"
+import json, struct, sys
+d, V = sys.argv[1], int(sys.argv[2])
+conf = json.load(open(d + "/config.json"))
+b = open(d + "/model.safetensors", "rb").read()
+h = json.loads(b[8:8 + struct.unpack("<Q", b[:8])[0]])
+assert conf["tie_word_embeddings"] is False, conf
+assert h["lm_head.weight"]["shape"] == [V, 32], h["lm_head.weight"]
+assert h["transformer.wte.weight"]["shape"] == [V, 32]
+PYEOF
+rc=0
+# shellcheck disable=SC2046
+mpi 1 "$BIN/cloze-train" $(gpt "$work/untied-from") --set model.lm_head=untied \
+  --set model.init_from="$work/untied-hf" 2>"$work/untied-from.log" || rc=$?
+[ "$rc" -eq 0 ] && grep -q "model.init_from .*untied-hf: 29 tensors loaded" "$work/untied-from.log" ||
+  fail "model.init_from of the untied export into the padded model: $(cat "$work/untied-from.log")"
+
 # resuming the pre-LN run with a post-LN configuration names model.layout
 rc=0
 # shellcheck disable=SC2046
