@@ -221,6 +221,7 @@ typedef struct feeder {
     _Atomic uint64_t bytes_read; /* for progress */
     uint64_t bytes_in;           /* whole files consumed, for the summary */
     uint64_t lines_dropped;      /* lines that were no text passage (--passages) */
+    uint64_t wiki_unmarked;      /* WikiExtractor files without heading marks (cz_prep_stats) */
 } feeder;
 
 /* Fills b from the files; returns 1 when the input is exhausted (or failed). */
@@ -251,6 +252,8 @@ static int fill_batch(feeder *f, batch *b, cz_reader *rd, int *open, int *next_f
         /* input bytes as read, skipped lines and markup included */
         f->bytes_in += rd->offset;
         f->lines_dropped += rd->lines_dropped;
+        f->wiki_unmarked += rd->passages && rd->lines_dropped > 0 && rd->headings_marked == 0 &&
+                            (rd->fmt == CZ_FMT_WIKIEXTRACTOR || rd->wiki_json);
         atomic_store(&f->bytes_read, f->bytes_in);
         cz_reader_close(rd);
         *open = 0;
@@ -325,6 +328,7 @@ static int run_pipeline(run *r, const cz_file_list *files, cz_error *err) {
         pthread_join(th, NULL);
         r->st.bytes_in = f.bytes_in;
         r->st.lines_dropped = f.lines_dropped;
+        r->st.wiki_files_unmarked = f.wiki_unmarked;
         progress(r, 1);
         r->bytes_read = NULL; /* f dies with this function */
     }

@@ -121,7 +121,7 @@ static const char SHARDS_HELP[] =
     "One cloze-prep at a time writes a DIR (DIR/.cloze-prep.lock).\n";
 
 static void print_summary(const cz_prep_stats *s, double secs, int verbatim) {
-    char chars[240];
+    char chars[400];
     if (verbatim) /* GPT mode: every byte is text (docs/formats.md) */
         snprintf(chars, sizeof chars, "%llu invalid UTF-8 bytes kept as bytes",
                  (unsigned long long)s->bytes_replaced);
@@ -132,6 +132,11 @@ static void print_summary(const cz_prep_stats *s, double secs, int verbatim) {
         snprintf(chars + strlen(chars), sizeof chars - strlen(chars),
                  ", %llu lines that are no text passage dropped",
                  (unsigned long long)s->lines_dropped);
+    if (s->wiki_files_unmarked) /* plain WikiExtractor: headings by length only */
+        snprintf(chars + strlen(chars), sizeof chars - strlen(chars),
+                 " (%llu WikiExtractor files without heading marks: their headings told by "
+                 "length only; corpus_tools/wikiextract.py marks them)",
+                 (unsigned long long)s->wiki_files_unmarked);
     fprintf(stderr,
             "cloze-prep: %llu documents (%llu held out), %llu sentences, %llu tokens, "
             "[UNK] %.4f%%, %s, %.1f MB in %.1f s (%.2f MB/s)\n",

@@ -30,8 +30,9 @@
 #    held-out part of the dump that passed the length rule ("Britain vs.
 #    France, Spain, Mysore, and Holland 1778-1783", "J. B. Rosser (1939) and
 #    S. C. Kleene (1943)") and one more: extracted by plain WikiExtractor,
-#    the length rule keeps them (the check can fail); extracted through
-#    wikiextract.py, none is left, and every paragraph of those sections is.
+#    the length rule keeps them (the check can fail), and the summary line
+#    says the file's headings had no mark; extracted through wikiextract.py,
+#    none is left, and every paragraph of those sections is.
 set -euo pipefail
 : "${CLOZE_BUILD_DIR:?run through ctest}" "${CLOZE_SOURCE_DIR:?run through ctest}"
 BIN=$CLOZE_BUILD_DIR
@@ -234,6 +235,11 @@ g_paras=$(grep -cxFf "$T/graft-paras.dec" "$T/g-marked.txt" || true)
   fail "plain WikiExtractor: $g_plain of the 3 dotted headings kept by the length rule (want >= 2: else the check cannot fail)"
 [ "$g_marked" -eq 0 ] || fail "wikiextract.py: dotted headings left as sentences: $(grep -iwE "mysore|kleene|nixon" "$T/g-marked.txt")"
 [ "$g_paras" -eq 3 ] || fail "wikiextract.py: $g_paras of the 3 grafted paragraphs kept, want 3"
+# the summary line says when the headings had no mark (plain WikiExtractor)
+grep -q "1 WikiExtractor files without heading marks" "$T/s-g-plain.err" ||
+  fail "plain WikiExtractor: the summary does not say the headings had no mark: $(cat "$T/s-g-plain.err")"
+! grep -q "without heading marks" "$T/s-g-marked.err" "$T/s-doc.err" "$T/s-json.err" ||
+  fail "wikiextract.py's output taken for unmarked: $(cat "$T/s-g-marked.err" "$T/s-doc.err")"
 
 [ "$fails" -eq 0 ] || exit 1
 echo "ok: dotted headings: plain WikiExtractor $g_plain of 3 kept, marked 0, paragraphs $g_paras of 3"
