@@ -282,6 +282,34 @@ int cz_is_passage(const char *s, size_t n) {
     return words >= (sentences > 1 ? CZ_PASSAGE_MIN_WORDS : CZ_PASSAGE_MIN_WORDS_ONE);
 }
 
+/* WikiExtractor's heading mark: corpus_tools/wikiextract.py has it write a
+ * section heading as "## Title." (its compact()'s mark_headers), a line
+ * the passage rule drops by its first character. With passages off the
+ * heading is kept as WikiExtractor writes it unmarked ("Title."). */
+static const char HEADING_MARK[] = "## ";
+#define HEADING_MARK_LEN 3
+
+static int heading_marked(const char *s, long n) {
+    return n >= HEADING_MARK_LEN && !memcmp(s, HEADING_MARK, HEADING_MARK_LEN);
+}
+
+/* The marks off every line of a WikiExtractor JSON text, in place; each
+ * counted in *marked. */
+static size_t strip_heading_marks(char *s, size_t n, uint64_t *marked) {
+    size_t o = 0;
+    int at_start = 1;
+    for (size_t i = 0; i < n; i++) {
+        if (at_start && heading_marked(s + i, (long)(n - i))) {
+            i += HEADING_MARK_LEN;
+            (*marked)++;
+        }
+        if (i >= n) break;
+        at_start = s[i] == '\n';
+        s[o++] = s[i];
+    }
+    return o;
+}
+
 /* With passages on, a line that is no passage is dropped, and counted. */
 static int dropped(cz_reader *r, const char *s, long n) {
     if (!r->passages || cz_is_passage(s, (size_t)n)) return 0;
@@ -468,6 +496,7 @@ static int keep_passages(cz_reader *r, cz_buf *doc, cz_error *err) {
     while (p < end) {
         const char *nl = memchr(p, '\n', (size_t)(end - p));
         size_t len = nl ? (size_t)(nl - p) : (size_t)(end - p);
+        r->headings_marked += heading_marked(p, (long)len);
         if (!is_blank(p, (long)len) && !dropped(r, p, (long)len) &&
             add_paragraph_line(doc, p, (long)len, err) != 0)
             return -1;
@@ -492,6 +521,8 @@ static int next_jsonl(cz_reader *r, cz_buf *doc, cz_error *err) {
             return cz_fail(err, "%s: line %llu: no string field \"%s\"", r->path,
                            (unsigned long long)r->line_no, r->jsonl_field);
         if (r->passages && keep_passages(r, doc, err) != 0) return -1;
+        if (!r->passages && r->wiki_json)
+            doc->len = strip_heading_marks(doc->data, doc->len, &r->headings_marked);
         if (doc->len) return 1;
     }
     return n == -2 ? -1 : 0;
@@ -606,6 +637,11 @@ static int next_wikiextractor(cz_reader *r, cz_buf *doc, cz_error *err) {
         if (r->in_doc == 2) { /* the title line */
             r->in_doc = 1;
             continue;
+        }
+        r->headings_marked += heading_marked(s, n);
+        if (!r->passages && heading_marked(s, n)) {
+            s += HEADING_MARK_LEN;
+            n -= HEADING_MARK_LEN;
         }
         if (dropped(r, s, n)) continue;
         if ((r->verbatim ? verbatim_text(r, doc, s, n, err) : add_paragraph_line(doc, s, n, err)) !=

@@ -120,22 +120,33 @@ typedef struct run {
     uint64_t n_train_docs; /* train documents written so far: picks the shard */
     cz_prep_stats st;
     double t0, last_progress;
+    int progress_shown; /* a live progress line is on the terminal */
     uint64_t bytes_total;
     const _Atomic uint64_t *bytes_read; /* advanced by the reader thread */
 } run;
 
+/* A live progress line, on a terminal only (a log keeps no \r lines), and
+ * erased when the pipeline ends (final): what stays is the summary line, or
+ * the error line alone (a finished progress line used to stand before it). */
 static void progress(run *r, int final) {
     double now = cz_now();
     if (!r->o->progress || (!final && now - r->last_progress < 1.0)) return;
+    if (final) {
+        if (r->progress_shown) fprintf(stderr, "\r\033[K");
+        r->progress_shown = 0;
+        return;
+    }
+    if (!isatty(STDERR_FILENO)) return;
     r->last_progress = now;
     uint64_t done = atomic_load(r->bytes_read);
     double dt = now - r->t0, mb = (double)done / 1e6;
     double rate = dt > 0 ? mb / dt : 0;
     double left = rate > 0 ? ((double)r->bytes_total / 1e6 - mb) / rate : 0;
     char eta[32];
-    fprintf(stderr, "\rcloze-prep: %.1f / %.1f MB  %.1f MB/s  ETA %s  %llu docs%s", mb,
+    fprintf(stderr, "\rcloze-prep: %.1f / %.1f MB  %.1f MB/s  ETA %s  %llu docs   ", mb,
             (double)r->bytes_total / 1e6, rate, cz_format_duration(left, eta, sizeof eta),
-            (unsigned long long)r->st.documents, final ? "\n" : "   ");
+            (unsigned long long)r->st.documents);
+    r->progress_shown = 1;
 }
 
 /* Tokenizes a full batch on the OpenMP pool, then writes its documents in
@@ -210,6 +221,7 @@ typedef struct feeder {
     _Atomic uint64_t bytes_read; /* for progress */
     uint64_t bytes_in;           /* whole files consumed, for the summary */
     uint64_t lines_dropped;      /* lines that were no text passage (--passages) */
+    uint64_t wiki_unmarked;      /* WikiExtractor files without heading marks (cz_prep_stats) */
 } feeder;
 
 /* Fills b from the files; returns 1 when the input is exhausted (or failed). */
@@ -240,6 +252,8 @@ static int fill_batch(feeder *f, batch *b, cz_reader *rd, int *open, int *next_f
         /* input bytes as read, skipped lines and markup included */
         f->bytes_in += rd->offset;
         f->lines_dropped += rd->lines_dropped;
+        f->wiki_unmarked += rd->passages && rd->lines_dropped > 0 && rd->headings_marked == 0 &&
+                            (rd->fmt == CZ_FMT_WIKIEXTRACTOR || rd->wiki_json);
         atomic_store(&f->bytes_read, f->bytes_in);
         cz_reader_close(rd);
         *open = 0;
@@ -314,7 +328,8 @@ static int run_pipeline(run *r, const cz_file_list *files, cz_error *err) {
         pthread_join(th, NULL);
         r->st.bytes_in = f.bytes_in;
         r->st.lines_dropped = f.lines_dropped;
-        if (rc == 0) progress(r, 1);
+        r->st.wiki_files_unmarked = f.wiki_unmarked;
+        progress(r, 1);
         r->bytes_read = NULL; /* f dies with this function */
     }
     pthread_cond_destroy(&f.cv);

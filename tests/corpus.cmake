@@ -17,6 +17,10 @@ if(TARGET cloze-prep)
   # same shards from both of WikiExtractor's forms, no markup, no headings
   cloze_add_script_test(test_wikipedia COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_wikipedia.sh
                         LABELS "data;prep;mpi" TIMEOUT 600)
+  # nothing kept (the passage rule dropped every line, or no text): one line
+  # naming the rule, the count and the inputs, on 1 rank and 2 (issue 46)
+  cloze_add_script_test(test_prep_no_passage COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_prep_no_passage.sh
+                        $<TARGET_FILE:cloze-prep> LABELS "prep;mpi" TIMEOUT 120)
   # a new shard set replaces the old one only when complete: error, kill -9,
   # lock, replacement; and a full disk on a tmpfs the test mounts (skipped,
   # exit 77, where mounting is not allowed)

@@ -1,4 +1,5 @@
-/* Finite differences through the whole model (BERT, GPT-1 and GPT-2's pre-LN layout, tiny configs,
+/* Finite differences through the whole model (BERT, GPT-1 and GPT-2's pre-LN layout, the
+ * latter also with an untied LM head (model.lm_head), tiny configs,
  * dropout off), the grad-ready hook's ranges, the word embedding's rows
  * handed over apart (rows hook), and the rank-layout
  * independence of dropout: with dropout on, a batch of 2 gives the same
@@ -273,10 +274,43 @@ static void pre_ln_checks(cz_model *m, const cz_model_config *c, const cz_batch 
     printf("pre_ln: %d padding rows: gradient 0, loss unchanged when they change\n", rows - V);
 }
 
-static void run(cz_arch arch, int layout, const char *label, const cz_gemm_ctx *gemm) {
+/* model.lm_head = untied: lm_head.weight [padded rows, H] in the heads'
+ * range, after the word embedding; its padding rows start at 0 and get
+ * exactly 0 gradient; the word embedding then gets only the lookup's
+ * gradient (the rows of the batch's tokens). */
+static void untied_checks(cz_model *m, const cz_model_config *c, const cz_batch *b) {
+    const cz_tensor_info *wte = cz_model_find_tensor(m, "transformer.wte.weight");
+    const cz_tensor_info *head = cz_model_find_tensor(m, "lm_head.weight");
+    int rows = cz_model_vocab_rows(c), H = c->hidden, V = c->vocab_size;
+    CHECK(wte && head && head->shape[0] == rows && head->shape[1] == H);
+    CHECK(wte->offset == 0 && head->offset == (size_t)rows * H);
+    cz_model *fresh;
+    cz_error err;
+    CHECK(cz_model_create(&fresh, c, 1, 8, 1, NULL, &err) == 0);
+    cz_model_init_weights(fresh, 3);
+    for (size_t i = (size_t)V * H; i < (size_t)rows * H; i++)
+        CHECK(cz_model_params(fresh)[head->offset + i] == 0.0f);
+    cz_model_free(fresh);
+    cz_losses l;
+    cz_model_zero_grads(m);
+    CHECK(cz_model_forward(m, b, &l, &err) == 0);
+    cz_model_backward(m, b, 1.0f);
+    const float *g = cz_model_grads(m);
+    for (size_t i = (size_t)V * H; i < (size_t)rows * H; i++) CHECK(g[head->offset + i] == 0.0f);
+    int used[64] = {0};
+    for (int i = 0; i < b->batch * b->seq; i++) used[b->tokens[i]] = 1;
+    for (int r = 0; r < rows; r++)
+        for (int j = 0; j < H && !used[r]; j++) CHECK(g[(size_t)r * H + j] == 0.0f);
+    printf("untied: lm_head [%d, %d] apart from the word embedding; padding rows 0 and without "
+           "gradient; the word embedding's gradient only in the batch's rows\n",
+           rows, H);
+}
+
+static void run(cz_arch arch, int layout, int untied, const char *label, const cz_gemm_ctx *gemm) {
     const int T = 8, P = 3, B = 2;
     cz_model_config c = tiny_config(arch, 50, 16, 2, 2, 16);
     c.layout = layout;
+    c.untied_head = untied;
     if (layout == CZ_LAYOUT_PRE_LN) c.vocab_pad_to = 16; /* 50 -> 64 rows */
     c.init_range = 0.2f; /* large weights: the nonlinearities are exercised */
     cz_model *m;
@@ -289,7 +323,8 @@ static void run(cz_arch arch, int layout, const char *label, const cz_gemm_ctx *
     make_batch(&tb, &c, B, T, P, 2, NULL, 3);
 
     gradcheck(m, &tb.b, label);
-    if (layout == CZ_LAYOUT_PRE_LN) pre_ln_checks(m, &c, &tb.b);
+    if (layout == CZ_LAYOUT_PRE_LN && !untied) pre_ln_checks(m, &c, &tb.b);
+    if (untied) untied_checks(m, &c, &tb.b);
     /* ranges come contiguous from offset 0 up when the rows go apart: the
      * order the model declares to the gradient sync (cz_model_grad_order) */
     CHECK(cz_model_grad_order(m) == CZ_GRAD_ASCENDING);
@@ -305,9 +340,10 @@ int main(void) {
     cz_error err;
     cz_gemm_ctx *gemm = cz_gemm_setup(CZ_GEMM_AUTO, 1, &err);
     CHECK(gemm);
-    run(CZ_ARCH_BERT, CZ_LAYOUT_POST_LN, "bert", gemm);
-    run(CZ_ARCH_GPT, CZ_LAYOUT_POST_LN, "gpt", gemm);
-    run(CZ_ARCH_GPT, CZ_LAYOUT_PRE_LN, "gpt pre_ln", gemm);
+    run(CZ_ARCH_BERT, CZ_LAYOUT_POST_LN, 0, "bert", gemm);
+    run(CZ_ARCH_GPT, CZ_LAYOUT_POST_LN, 0, "gpt", gemm);
+    run(CZ_ARCH_GPT, CZ_LAYOUT_PRE_LN, 0, "gpt pre_ln", gemm);
+    run(CZ_ARCH_GPT, CZ_LAYOUT_PRE_LN, 1, "gpt pre_ln untied", gemm);
     /* deep models (BERT-large depth) get their memory planned too */
     cz_model_config deep = tiny_config(CZ_ARCH_BERT, 30, 8, 24, 2, 16);
     cz_model *m;

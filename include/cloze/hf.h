@@ -60,10 +60,28 @@ int cz_hf_vocab_blobs(const cz_hf_vocab *v, char *meta, size_t meta_cap, cz_blob
 int cz_hf_vocab_from_ckpt(cz_hf_vocab *v, const cz_ckpt *c, cz_error *err);
 
 /* Reads DIR/config.json (model_type bert, openai-gpt or gpt2) into c; c->head
- * is PRETRAIN. architecture (may be NULL) receives architectures[0]. Errors
- * name the file and the field. */
+ * is PRETRAIN. architecture (may be NULL) receives architectures[0].
+ * tie_word_embeddings = false is GPT's untied head (c->untied_head); a
+ * field that changes the function in a way cloze's model has not (GPT-2's
+ * scale_attn_weights = false or scale_attn_by_inverse_layer_idx = true,
+ * BERT's untied decoder, is_decoder, cross-attention) is refused, and so are
+ * values the model's rules refuse (cz_model_config_check). Errors name the
+ * file and the field. */
 int cz_hf_read_config(const char *dir, cz_model_config *c, char *architecture, size_t len,
                       cz_error *err);
+
+/* DIR/model.safetensors's header against c (from DIR/config.json), before
+ * a model of c is allocated: the layer count within what the file's tensor
+ * count can hold, and the embeddings' and each layer's shapes equal to what
+ * config.json says, so that the model made from c is no larger than the
+ * file. Reads only the header. Errors name config.json and its field. */
+int cz_hf_check_weights(const char *dir, const cz_model_config *c, cz_error *err);
+/* config.json's field (GPT2Config's n_layer, BertConfig's
+ * num_hidden_layers, ...) for key, a key of the model section ("layers"),
+ * as c's model_type names it; NULL when config.json has none. */
+const char *cz_hf_config_field(const cz_model_config *c, const char *key);
+/* The error for a directory without model.safetensors (errno from stat). */
+int cz_hf_load_missing(const char *dir, const char *path, cz_error *err);
 
 typedef struct cz_hf_load_report {
     int loaded;           /* tensors of the model read from the file */
@@ -76,7 +94,8 @@ typedef struct cz_hf_load_report {
 /* Loads DIR/model.safetensors into m (whose configuration must match the
  * file's; cz_hf_read_config gives it). A padded word embedding
  * (model.vocab_pad_to) takes the file's vocab_size rows; its padding rows
- * are left as they are (0 after cz_model_init_weights). */
+ * are left as they are (0 after cz_model_init_weights). A NaN or
+ * infinite value is refused naming the tensor. */
 int cz_hf_load(cz_model *m, const char *dir, cz_hf_load_report *rep, cz_error *err);
 
 /* Writes DIR (created if absent): model.safetensors, config.json and the

@@ -115,6 +115,12 @@ typedef struct cz_model_config {
      * gradient is exactly 0. cz_model_vocab_rows gives the row count. */
     int vocab_pad_to;
     int layout; /* cz_layout */
+    /* model.lm_head: 0 = tied (the LM head is the word embedding, GPT-1
+     * Sec. 3.1's W_e^T; BERT's MLM decoder), 1 = untied, GPT only: an own
+     * [vocab rows, H] matrix "lm_head.weight" (Hugging Face's
+     * tie_word_embeddings = false), in the heads' range of the buffer, its
+     * padding rows 0 as the word embedding's. */
+    int untied_head;
 } cz_model_config;
 
 typedef enum { CZ_RECOMPUTE_NONE = 0, CZ_RECOMPUTE_LAYERS = 1 } cz_recompute;

@@ -88,10 +88,11 @@ typedef struct cz_reader {
     cz_buf pend;            /* verbatim: terminators and blank lines since the last text line */
     int passages;           /* 1: keep only text passages (cz_is_passage); set by open, see below */
     uint64_t lines_dropped; /* ... and the lines that were not */
-    int wiki_json;          /* JSON Lines written by WikiExtractor (id, url, title fields) */
-    int in_doc;             /* WikiExtractor: inside <doc> .. </doc>; 2 = its title line is next */
-    uint64_t doc_line;      /* WikiExtractor: the line of the current <doc> */
-    char doc_id[32];        /* WikiExtractor: the current document's id and title, to name it */
+    uint64_t headings_marked; /* WikiExtractor: "## " heading lines (corpus_tools/wikiextract.py) */
+    int wiki_json;            /* JSON Lines written by WikiExtractor (id, url, title fields) */
+    int in_doc;        /* WikiExtractor: inside <doc> .. </doc>; 2 = its title line is next */
+    uint64_t doc_line; /* WikiExtractor: the line of the current <doc> */
+    char doc_id[32];   /* WikiExtractor: the current document's id and title, to name it */
     char doc_title[256];
     cz_buf scratch;
 } cz_reader;
@@ -185,8 +186,12 @@ typedef struct cz_prep_stats {
     uint64_t bytes_in, documents, heldout_documents, sentences, tokens, unk, bytes_replaced,
         chars_dropped;
     uint64_t lines_dropped; /* lines that are no text passage (--passages) */
+    /* WikiExtractor files read with passages on whose headings carry no
+     * mark (plain WikiExtractor, not corpus_tools/wikiextract.py): their
+     * headings are told from text by the length rule only */
+    uint64_t wiki_files_unmarked;
 } cz_prep_stats;
-#define CZ_PREP_STATS_N 9 /* uint64 fields, for MPI reductions */
+#define CZ_PREP_STATS_N 10 /* uint64 fields, for MPI reductions */
 
 /* A document's tokens, sentence lengths and counts. */
 typedef struct cz_prep_doc {

@@ -25,8 +25,10 @@ int cz_safetensors_read(const char *path, const cz_tensor_info *tensors, int n, 
                         cz_error *err);
 
 /* A safetensors file read into memory with its header parsed: every
- * tensor's name, dtype, shape and data range (checked against the file's
- * size only when a tensor is loaded). */
+ * tensor's name, dtype, shape and data range. Opening checks what the
+ * format itself promises (each name once, each range inside the file and
+ * as long as its shape and dtype say), so that a caller may size things
+ * by the header's shapes. */
 typedef struct cz_st_entry {
     char name[160];
     char dtype[16];
@@ -46,6 +48,9 @@ typedef struct cz_st_file {
 } cz_st_file;
 
 int cz_safetensors_open(cz_st_file *f, const char *path, cz_error *err);
+/* The header only (data NULL, payload NULL; payload_len from the file's
+ * size): what a reader checks before it allocates anything by a shape. */
+int cz_safetensors_open_header(cz_st_file *f, const char *path, cz_error *err);
 void cz_safetensors_close(cz_st_file *f);
 /* Index of the tensor called name, -1 when absent. */
 int cz_safetensors_find(const cz_st_file *f, const char *name);

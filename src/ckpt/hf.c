@@ -23,6 +23,11 @@ static int ends_with(const char *s, const char *suffix) {
 
 /* ---- config.json ---- */
 
+/* The largest integer a config.json field may hold: every size cloze takes
+ * from it is an int, and what the weights file then has to hold is checked
+ * against the file (cz_hf_check_weights). */
+#define HF_INT_MAX 1000000000
+
 /* An integer field; required (def < 0) or with a default. */
 static int int_field(const cz_json *o, const char *path, const char *key, int def, int *out,
                      cz_error *err) {
@@ -32,9 +37,12 @@ static int int_field(const cz_json *o, const char *path, const char *key, int de
         *out = def;
         return 0;
     }
-    if (v->type != CZ_JSON_NUMBER || v->number != floor(v->number) || v->number < 0 ||
-        v->number > 1e9)
-        return cz_fail(err, "%s: %s: expected a non-negative integer", path, key);
+    if (v->type != CZ_JSON_NUMBER || v->number != floor(v->number))
+        return cz_fail(err, "%s: %s: expected an integer", path, key);
+    if (v->number < 0) return cz_fail(err, "%s: %s = %.0f is negative", path, key, v->number);
+    if (v->number > HF_INT_MAX)
+        return cz_fail(err, "%s: %s = %.17g exceeds %d, the largest size cloze reads", path, key,
+                       v->number, HF_INT_MAX);
     *out = (int)v->number;
     return 0;
 }
@@ -49,6 +57,103 @@ static int float_field(const cz_json *o, const char *path, const char *key, floa
     if (v->type != CZ_JSON_NUMBER) return cz_fail(err, "%s: %s: expected a number", path, key);
     *out = (float)v->number;
     return 0;
+}
+
+/* A boolean field: -1 absent, else 0 / 1; -2 (err set) when not a boolean. */
+static int bool_field(const cz_json *o, const char *path, const char *key, cz_error *err) {
+    const cz_json *v = cz_json_get(o, key);
+    if (!v || v->type == CZ_JSON_NULL) return -1;
+    if (v->type != CZ_JSON_BOOL) {
+        cz_fail(err, "%s: %s: expected true or false", path, key);
+        return -2;
+    }
+    return v->boolean;
+}
+
+/* Fields that change what the model computes and that cloze's model does
+ * not have: refused by name rather than dropped (an import that computes
+ * another function than the file's model is worse than none).
+ * tie_word_embeddings = false is GPT's untied LM head (model.lm_head =
+ * untied); BERT's MLM decoder is always tied in cloze. GPT-2's attention
+ * scales Q K^T by 1/sqrt(d) (scale_attn_weights = true) and by nothing
+ * else (scale_attn_by_inverse_layer_idx = false, which would divide layer
+ * l's scores by l + 1). */
+static int function_fields(const cz_json *root, const char *path, cz_model_config *c,
+                           cz_error *err) {
+    int tie = bool_field(root, path, "tie_word_embeddings", err);
+    if (tie == -2) return -1;
+    if (tie == 0 && c->arch == CZ_ARCH_BERT)
+        return cz_fail(err,
+                       "%s: tie_word_embeddings = false: cloze's BERT ties its MLM decoder to "
+                       "the word embedding (an untied LM head is GPT's, model.lm_head)",
+                       path);
+    c->untied_head = tie == 0;
+    if (c->arch == CZ_ARCH_GPT && c->layout == CZ_LAYOUT_PRE_LN) {
+        int scale = bool_field(root, path, "scale_attn_weights", err);
+        int inv = bool_field(root, path, "scale_attn_by_inverse_layer_idx", err);
+        if (scale == -2 || inv == -2) return -1;
+        if (scale == 0)
+            return cz_fail(err,
+                           "%s: scale_attn_weights = false: cloze's attention always divides "
+                           "Q K^T by sqrt(head size)",
+                           path);
+        if (inv == 1)
+            return cz_fail(err,
+                           "%s: scale_attn_by_inverse_layer_idx = true: cloze's attention does "
+                           "not divide layer l's scores by l + 1",
+                           path);
+    }
+    if (c->arch == CZ_ARCH_BERT) {
+        int dec = bool_field(root, path, "is_decoder", err);
+        int cross = bool_field(root, path, "add_cross_attention", err);
+        if (dec == -2 || cross == -2) return -1;
+        if (dec == 1)
+            return cz_fail(err, "%s: is_decoder = true: cloze's BERT is the bidirectional encoder",
+                           path);
+        if (cross == 1)
+            return cz_fail(err, "%s: add_cross_attention = true: cloze has no cross-attention",
+                           path);
+    } else {
+        int cross = bool_field(root, path, "add_cross_attention", err);
+        if (cross == -2) return -1;
+        if (cross == 1)
+            return cz_fail(err, "%s: add_cross_attention = true: cloze has no cross-attention",
+                           path);
+    }
+    return 0;
+}
+
+/* config.json's field for a key of the model section (cz_model_config_check
+ * blames keys; the user wrote fields). */
+const char *cz_hf_config_field(const cz_model_config *c, const char *key) {
+    static const char *const bert[][2] = {{"vocab_size", "vocab_size"},
+                                          {"hidden", "hidden_size"},
+                                          {"layers", "num_hidden_layers"},
+                                          {"heads", "num_attention_heads"},
+                                          {"intermediate", "intermediate_size"},
+                                          {"max_positions", "max_position_embeddings"},
+                                          {"type_vocab_size", "type_vocab_size"},
+                                          {"hidden_dropout", "hidden_dropout_prob"},
+                                          {"attn_dropout", "attention_probs_dropout_prob"},
+                                          {"arch", "model_type"}};
+    static const char *const gpt[][2] = {{"arch", "model_type"},
+                                         {"vocab_size", "vocab_size"},
+                                         {"hidden", "n_embd"},
+                                         {"layers", "n_layer"},
+                                         {"heads", "n_head"},
+                                         {"intermediate", "n_inner"},
+                                         {"max_positions", "n_positions"},
+                                         {"hidden_dropout", "resid_pdrop"},
+                                         {"attn_dropout", "attn_pdrop"},
+                                         {"layout", "model_type"},
+                                         {"lm_head", "tie_word_embeddings"}};
+    int bert_arch = c->arch == CZ_ARCH_BERT;
+    int n = bert_arch ? (int)(sizeof bert / sizeof bert[0]) : (int)(sizeof gpt / sizeof gpt[0]);
+    for (int i = 0; key && i < n; i++) {
+        const char *const *row = bert_arch ? bert[i] : gpt[i];
+        if (!strcmp(row[0], key)) return row[1];
+    }
+    return NULL;
 }
 
 int cz_hf_read_config(const char *dir, cz_model_config *c, char *architecture, size_t len,
@@ -149,8 +254,118 @@ int cz_hf_read_config(const char *dir, cz_model_config *c, char *architecture, s
     } else {
         cz_fail(err, "%s: model_type \"%s\": cloze reads bert, openai-gpt and gpt2", path, type);
     }
+    if (rc == 0) rc = function_fields(root, path, c, err);
     cz_json_free(root);
+    const char *key = NULL;
+    cz_error why;
+    if (rc == 0 && cz_model_config_check(c, &key, &why) != 0) {
+        const char *field = cz_hf_config_field(c, key);
+        if (field)
+            rc = cz_fail(err, "%s: %s: %s", path, field, why.msg);
+        else
+            rc = cz_fail(err, "%s: %s", path, why.msg);
+    }
     return rc;
+}
+
+/* ---- the weights file against config.json, before any allocation ---- */
+
+/* A tensor of the file under the model's name or without its task model's
+ * prefix ("bert." / "transformer."); -1 when neither. */
+static int find_either(const cz_st_file *f, const char *name) {
+    int k = cz_safetensors_find(f, name);
+    const char *dot = strchr(name, '.');
+    if (k < 0 && (starts_with(name, "bert.") || starts_with(name, "transformer.")))
+        k = cz_safetensors_find(f, dot + 1);
+    return k;
+}
+
+/* Tensor `name` must be in the file with shape [d0, d1] (d1 < 0: 1-D), the
+ * config.json fields f0 and f1 saying d0 and d1. */
+static int expect_shape(const cz_st_file *f, const char *cfg_path, const char *name, int d0,
+                        const char *f0, int d1, const char *f1, cz_error *err) {
+    int k = find_either(f, name);
+    if (k < 0)
+        return cz_fail(err,
+                       "%s: tensor %s missing (config.json %s does not describe these weights)",
+                       f->path, name, cfg_path);
+    const cz_st_entry *e = &f->entries[k];
+    int nd = d1 < 0 ? 1 : 2;
+    if (e->ndim != nd)
+        return cz_fail(err, "%s: tensor %s has %d dimension(s), expected %d", f->path, e->name,
+                       e->ndim, nd);
+    if (e->shape[0] != (uint64_t)d0)
+        return cz_fail(err, "%s: %s = %d, but %s's %s has %llu rows", cfg_path, f0, d0, f->path,
+                       e->name, (unsigned long long)e->shape[0]);
+    if (nd == 2 && e->shape[1] != (uint64_t)d1)
+        return cz_fail(err, "%s: %s = %d, but %s's %s has %llu columns", cfg_path, f1, d1, f->path,
+                       e->name, (unsigned long long)e->shape[1]);
+    return 0;
+}
+
+int cz_hf_check_weights(const char *dir, const cz_model_config *c, cz_error *err) {
+    char path[1100], cfg[1100];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    snprintf(cfg, sizeof cfg, "%s/config.json", dir);
+    struct stat st;
+    if (stat(path, &st) != 0) return cz_hf_load_missing(dir, path, err);
+    cz_st_file f;
+    if (cz_safetensors_open_header(&f, path, err)) return -1;
+    int bert = c->arch == CZ_ARCH_BERT, pre = c->layout == CZ_LAYOUT_PRE_LN;
+    const char *fv = "vocab_size", *fh = bert ? "hidden_size" : "n_embd",
+               *fl = bert ? "num_hidden_layers" : "n_layer",
+               *fp = bert ? "max_position_embeddings" : "n_positions",
+               *fi = bert  ? "intermediate_size"
+                     : pre ? "n_inner"
+                           : "n_embd";
+    int H = c->hidden, rc = 0;
+    /* each layer has at least two tensors checked below: a layer count the
+     * file cannot hold is refused before it is looped over */
+    if (c->layers > f.n / 2) {
+        rc = cz_fail(err, "%s: %s = %d, but %s holds %d tensors (too few for %d layers)", cfg, fl,
+                     c->layers, path, f.n, c->layers);
+        goto done;
+    }
+    if (bert) {
+        rc = expect_shape(&f, cfg, "bert.embeddings.word_embeddings.weight", c->vocab_size, fv, H,
+                          fh, err) ||
+             expect_shape(&f, cfg, "bert.embeddings.position_embeddings.weight", c->max_positions,
+                          fp, H, fh, err) ||
+             expect_shape(&f, cfg, "bert.embeddings.token_type_embeddings.weight",
+                          c->type_vocab_size, "type_vocab_size", H, fh, err);
+    } else {
+        rc = expect_shape(&f, cfg,
+                          pre ? "transformer.wte.weight" : "transformer.tokens_embed.weight",
+                          c->vocab_size, fv, H, fh, err) ||
+             expect_shape(&f, cfg,
+                          pre ? "transformer.wpe.weight" : "transformer.positions_embed.weight",
+                          c->max_positions, fp, H, fh, err);
+        if (rc == 0 && c->untied_head && cz_safetensors_find(&f, "lm_head.weight") >= 0)
+            rc = expect_shape(&f, cfg, "lm_head.weight", c->vocab_size, fv, H, fh, err);
+    }
+    char a[128], b[128];
+    int l = 0;
+    for (; l < c->layers && rc == 0; l++) {
+        if (bert) {
+            snprintf(a, sizeof a, "bert.encoder.layer.%d.attention.self.query.weight", l);
+            snprintf(b, sizeof b, "bert.encoder.layer.%d.intermediate.dense.weight", l);
+            if (find_either(&f, a) < 0) break;
+            rc = expect_shape(&f, cfg, a, H, fh, H, fh, err) ||
+                 expect_shape(&f, cfg, b, c->intermediate, fi, H, fh, err);
+        } else { /* Conv1D: [in, out] */
+            snprintf(a, sizeof a, "transformer.h.%d.attn.c_attn.weight", l);
+            snprintf(b, sizeof b, "transformer.h.%d.mlp.c_fc.weight", l);
+            if (find_either(&f, a) < 0) break;
+            rc = expect_shape(&f, cfg, a, H, fh, 3 * H, fh, err) ||
+                 expect_shape(&f, cfg, b, H, fh, c->intermediate, fi, err);
+        }
+    }
+    if (rc == 0 && l < c->layers)
+        rc = cz_fail(err, "%s: %s = %d, but %s has no layer %d (no tensor %s)", cfg, fl, c->layers,
+                     path, l, a);
+done:
+    cz_safetensors_close(&f);
+    return rc ? -1 : 0;
 }
 
 /* ---- weights in ---- */
@@ -165,7 +380,8 @@ static int is_head(const char *name) {
 
 /* File tensors with no place in the model that are not an error: tied
  * copies of the word embedding, integer buffers, heads of other tasks. */
-static int ignorable(const char *name) {
+static int ignorable(const char *name, int untied) {
+    if (untied && !strcmp(name, "lm_head.weight")) return 0; /* the model's own (loaded) */
     /* GPT-2's causal-mask buffers (h.N.attn.bias, h.N.attn.masked_bias) in older files */
     return ends_with(name, "position_ids") || ends_with(name, ".attn.bias") ||
            ends_with(name, ".attn.masked_bias") ||
@@ -195,17 +411,46 @@ static int find_in_file(const cz_st_file *f, const char *name, int *unprefixed) 
     return -1;
 }
 
-/* The word embedding as Hugging Face has it: vocab_size rows, without the
- * padding rows of model.vocab_pad_to (which follow them in the buffer and
- * stay 0). Other tensors as they are. */
+/* The word embedding (and an untied LM head) as Hugging Face has it:
+ * vocab_size rows, without the padding rows of model.vocab_pad_to (which
+ * follow them in the buffer and stay 0). Other tensors as they are. */
 static const cz_tensor_info *real_rows(const cz_model *m, const cz_tensor_info *t,
                                        cz_tensor_info *buf) {
     const cz_model_config *c = cz_model_get_config(m);
-    if (t->offset != 0 || t->ndim != 2 || t->shape[0] == c->vocab_size) return t;
+    int word_rows =
+        t->offset == 0 || !strcmp(t->name, "lm_head.weight"); /* untied head: padded too */
+    if (!word_rows || t->ndim != 2 || t->shape[0] == c->vocab_size) return t;
     *buf = *t;
     buf->shape[0] = c->vocab_size;
     buf->numel = (size_t)c->vocab_size * (size_t)t->shape[1];
     return buf;
+}
+
+int cz_hf_load_missing(const char *dir, const char *path, cz_error *err) {
+    int e = errno;
+    char bin[1100];
+    struct stat st;
+    snprintf(bin, sizeof bin, "%s/pytorch_model.bin", dir);
+    if (stat(bin, &st) == 0)
+        return cz_fail(err,
+                       "%s: only pytorch_model.bin here; cloze reads model.safetensors "
+                       "(convert it with transformers: model.save_pretrained(dir, "
+                       "safe_serialization=True))",
+                       dir);
+    return cz_fail(err, "%s: %s", path, strerror(e));
+}
+
+/* The first non-finite value of a loaded tensor: a NaN or an infinity in
+ * the weights makes every loss non-finite from the first step, and the
+ * run would blame its learning rate or its data. */
+static int check_finite(const char *path, const cz_tensor_info *t, const float *base,
+                        cz_error *err) {
+    const float *w = base + t->offset;
+    for (size_t i = 0; i < t->numel; i++)
+        if (!isfinite(w[i]))
+            return cz_fail(err, "%s: tensor %s: element %zu is %s", path, t->name, i,
+                           isnan(w[i]) ? "NaN" : "infinite");
+    return 0;
 }
 
 int cz_hf_load(cz_model *m, const char *dir, cz_hf_load_report *rep, cz_error *err) {
@@ -213,17 +458,7 @@ int cz_hf_load(cz_model *m, const char *dir, cz_hf_load_report *rep, cz_error *e
     char path[1100];
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
     struct stat st;
-    if (stat(path, &st) != 0) {
-        char bin[1100];
-        snprintf(bin, sizeof bin, "%s/pytorch_model.bin", dir);
-        if (stat(bin, &st) == 0)
-            return cz_fail(err,
-                           "%s: only pytorch_model.bin here; cloze reads model.safetensors "
-                           "(convert it with transformers: model.save_pretrained(dir, "
-                           "safe_serialization=True))",
-                           dir);
-        return cz_fail(err, "%s: %s", path, strerror(errno));
-    }
+    if (stat(path, &st) != 0) return cz_hf_load_missing(dir, path, err);
     cz_st_file f;
     if (cz_safetensors_open(&f, path, err)) return -1;
     char *used = calloc((size_t)f.n + 1, 1);
@@ -248,14 +483,16 @@ int cz_hf_load(cz_model *m, const char *dir, cz_hf_load_report *rep, cz_error *e
             continue;
         }
         cz_tensor_info real;
-        rc = cz_safetensors_load(&f, k, real_rows(m, t, &real), cz_model_params(m), err);
+        const cz_tensor_info *r = real_rows(m, t, &real);
+        rc = cz_safetensors_load(&f, k, r, cz_model_params(m), err);
+        if (rc == 0) rc = check_finite(path, r, cz_model_params(m), err);
         used[k] = 1;
         rep->loaded++;
     }
     for (int k = 0; k < f.n && rc == 0; k++) {
         if (used[k]) continue;
         const char *name = f.entries[k].name;
-        if (ignorable(name)) {
+        if (ignorable(name, cz_model_get_config(m)->untied_head)) {
             rep->ignored++;
             continue;
         }

@@ -4,9 +4,12 @@
 #include "cloze/safetensors.h"
 #include "cloze/json.h"
 
+#include <errno.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* ---- a growing text buffer ---- */
 
@@ -276,6 +279,119 @@ static int parse_entry(json *j, cz_st_entry *e) {
     return 0;
 }
 
+/* Bytes per element of the dtypes safetensors defines; 0 for others. */
+static uint64_t dtype_bytes(const char *d) {
+    static const struct {
+        const char *name;
+        uint64_t bytes;
+    } t[] = {{"F64", 8}, {"F32", 4}, {"F16", 2}, {"BF16", 2},    {"I64", 8},
+             {"I32", 4}, {"I16", 2}, {"I8", 1},  {"U8", 1},      {"BOOL", 1},
+             {"U16", 2}, {"U32", 4}, {"U64", 8}, {"F8_E4M3", 1}, {"F8_E5M2", 1}};
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
+        if (!strcmp(d, t[i].name)) return t[i].bytes;
+    return 0;
+}
+
+static int by_name(const void *a, const void *b) {
+    return strcmp(((const cz_st_entry *)a)->name, ((const cz_st_entry *)b)->name);
+}
+
+static int by_begin(const void *a, const void *b) {
+    uint64_t x = ((const cz_st_entry *)a)->begin, y = ((const cz_st_entry *)b)->begin;
+    return x < y ? -1 : x > y;
+}
+
+/* What every entry must satisfy before anything trusts its shape (the
+ * safetensors format's own rules): its data inside the file's data section,
+ * as many bytes as its shape and dtype say, no two sharing a byte, and its
+ * name listed once. Then the tensors' sizes add up to at most the file's:
+ * a hostile header is refused here, before a caller sizes anything by it. */
+static int check_entries(cz_st_file *f, cz_error *err) {
+    for (int i = 0; i < f->n; i++) {
+        const cz_st_entry *e = &f->entries[i];
+        uint64_t numel = 1;
+        for (int k = 0; k < e->ndim; k++) {
+            if (e->shape[k] && numel > UINT64_MAX / 8 / e->shape[k])
+                return cz_fail(err, "%s: tensor %s: shape too large for any file", f->path,
+                               e->name);
+            numel *= e->shape[k];
+        }
+        if (e->end > f->payload_len)
+            return cz_fail(
+                err, "%s: tensor %s: data ends at byte %llu, the file has %llu (truncated?)",
+                f->path, e->name, (unsigned long long)e->end, (unsigned long long)f->payload_len);
+        uint64_t size = dtype_bytes(e->dtype);
+        if (size && e->end - e->begin != numel * size)
+            return cz_fail(err,
+                           "%s: tensor %s: data_offsets [%llu,%llu] hold %llu bytes, its shape "
+                           "and dtype %s need %llu",
+                           f->path, e->name, (unsigned long long)e->begin,
+                           (unsigned long long)e->end, (unsigned long long)(e->end - e->begin),
+                           e->dtype, (unsigned long long)(numel * size));
+    }
+    if (f->n < 2) return 0;
+    cz_st_entry *sorted = malloc((size_t)f->n * sizeof *sorted);
+    if (!sorted) return cz_fail(err, "%s: out of memory", f->path);
+    memcpy(sorted, f->entries, (size_t)f->n * sizeof *sorted);
+    qsort(sorted, (size_t)f->n, sizeof *sorted, by_name);
+    int rc = 0;
+    for (int i = 1; i < f->n && rc == 0; i++)
+        if (!strcmp(sorted[i].name, sorted[i - 1].name))
+            rc = cz_fail(err, "%s: tensor %s is listed twice in the header", f->path,
+                         sorted[i].name);
+    qsort(sorted, (size_t)f->n, sizeof *sorted, by_begin);
+    int last = -1; /* the non-empty tensor that ends last so far (empty ones hold no byte) */
+    for (int i = 0; i < f->n && rc == 0; i++) {
+        if (sorted[i].begin == sorted[i].end) continue;
+        if (last >= 0 && sorted[i].begin < sorted[last].end)
+            rc = cz_fail(err,
+                         "%s: tensors %s and %s share bytes (data_offsets [%llu,%llu] and "
+                         "[%llu,%llu])",
+                         f->path, sorted[last].name, sorted[i].name,
+                         (unsigned long long)sorted[last].begin,
+                         (unsigned long long)sorted[last].end, (unsigned long long)sorted[i].begin,
+                         (unsigned long long)sorted[i].end);
+        if (last < 0 || sorted[i].end > sorted[last].end) last = i;
+    }
+    free(sorted);
+    return rc;
+}
+
+/* Parses the header at u (hl bytes after the 8-byte length) into f. */
+static int parse_header(cz_st_file *f, const unsigned char *u, uint64_t hl, cz_error *err) {
+    const char *path = f->path;
+    json j = {(const char *)u + 8, (const char *)u + 8, (const char *)u + 8 + hl, path, err};
+    if (expect(&j, '{')) return -1;
+    skip_ws(&j);
+    int empty = j.s < j.end && *j.s == '}';
+    int cap = 0;
+    while (!empty) {
+        cz_st_entry e;
+        memset(&e, 0, sizeof e);
+        if (parse_string(&j, e.name, sizeof e.name) || expect(&j, ':')) return -1;
+        if (!strcmp(e.name, "__metadata__")) {
+            if (skip_value(&j, 1)) return -1;
+        } else {
+            if (parse_entry(&j, &e)) return -1;
+            if (f->n == cap) {
+                cap = cap ? 2 * cap : 64;
+                cz_st_entry *ne = realloc(f->entries, (size_t)cap * sizeof *ne);
+                if (!ne) return cz_fail(err, "%s: out of memory", path);
+                f->entries = ne;
+            }
+            f->entries[f->n++] = e;
+        }
+        skip_ws(&j);
+        if (j.s < j.end && *j.s == ',') {
+            j.s++;
+            continue;
+        }
+        if (expect(&j, '}')) return -1;
+        break;
+    }
+    return check_entries(f, err);
+}
+
 int cz_safetensors_open(cz_st_file *f, const char *path, cz_error *err) {
     memset(f, 0, sizeof *f);
     snprintf(f->path, sizeof f->path, "%s", path);
@@ -292,44 +408,50 @@ int cz_safetensors_open(cz_st_file *f, const char *path, cz_error *err) {
                 (unsigned long long)hl, f->len);
         goto fail;
     }
-    json j = {(const char *)u + 8, (const char *)u + 8, (const char *)u + 8 + hl, path, err};
     f->payload = u + 8 + hl;
     f->payload_len = f->len - 8 - hl;
-    if (expect(&j, '{')) goto fail;
-    skip_ws(&j);
-    int empty = j.s < j.end && *j.s == '}';
-    int cap = 0;
-    while (!empty) {
-        cz_st_entry e;
-        memset(&e, 0, sizeof e);
-        if (parse_string(&j, e.name, sizeof e.name) || expect(&j, ':')) goto fail;
-        if (!strcmp(e.name, "__metadata__")) {
-            if (skip_value(&j, 1)) goto fail;
-        } else {
-            if (parse_entry(&j, &e)) goto fail;
-            if (f->n == cap) {
-                cap = cap ? 2 * cap : 64;
-                cz_st_entry *ne = realloc(f->entries, (size_t)cap * sizeof *ne);
-                if (!ne) {
-                    cz_fail(err, "%s: out of memory", path);
-                    goto fail;
-                }
-                f->entries = ne;
-            }
-            f->entries[f->n++] = e;
-        }
-        skip_ws(&j);
-        if (j.s < j.end && *j.s == ',') {
-            j.s++;
-            continue;
-        }
-        if (expect(&j, '}')) goto fail;
-        break;
-    }
+    if (parse_header(f, u, hl, err)) goto fail;
     return 0;
 fail:
     cz_safetensors_close(f);
     return -1;
+}
+
+int cz_safetensors_open_header(cz_st_file *f, const char *path, cz_error *err) {
+    memset(f, 0, sizeof *f);
+    snprintf(f->path, sizeof f->path, "%s", path);
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return cz_fail(err, "%s: %s", path, strerror(errno));
+    unsigned char *u = NULL;
+    int rc = -1;
+    unsigned char len8[8];
+    struct stat st;
+    if (fstat(fileno(fp), &st) != 0) {
+        cz_fail(err, "%s: %s", path, strerror(errno));
+    } else if (fread(len8, 1, 8, fp) != 8) {
+        cz_fail(err, "%s: %lld bytes, too short for the 8-byte header length", path,
+                (long long)st.st_size);
+    } else {
+        uint64_t hl = 0;
+        for (int i = 0; i < 8; i++) hl |= (uint64_t)len8[i] << (8 * i);
+        f->len = (size_t)st.st_size;
+        if (hl > f->len - 8) {
+            cz_fail(err, "%s: header length %llu exceeds the file (%zu bytes)", path,
+                    (unsigned long long)hl, f->len);
+        } else if (!(u = malloc(8 + hl + 1))) {
+            cz_fail(err, "%s: out of memory for a %llu-byte header", path, (unsigned long long)hl);
+        } else if (fread(u + 8, 1, hl, fp) != hl) {
+            cz_fail(err, "%s: header cut short", path);
+        } else {
+            memcpy(u, len8, 8);
+            f->payload_len = f->len - 8 - hl;
+            rc = parse_header(f, u, hl, err);
+        }
+    }
+    free(u);
+    fclose(fp);
+    if (rc) cz_safetensors_close(f);
+    return rc;
 }
 
 void cz_safetensors_close(cz_st_file *f) {
@@ -370,7 +492,7 @@ int cz_safetensors_load(const cz_st_file *f, int i, const cz_tensor_info *t, flo
     if (e->end - e->begin != (uint64_t)t->numel * 4)
         return cz_fail(err, "%s: tensor %s: data_offsets [%llu,%llu] do not hold %zu floats", path,
                        e->name, (unsigned long long)e->begin, (unsigned long long)e->end, t->numel);
-    if (e->end > f->payload_len)
+    if (e->end > f->payload_len || !f->payload)
         return cz_fail(err, "%s: tensor %s: data ends at byte %llu, file has %llu (truncated?)",
                        path, e->name, (unsigned long long)e->end,
                        (unsigned long long)f->payload_len);
@@ -488,9 +610,11 @@ int cz_hf_config_write(const char *path, const cz_model_config *c, cz_error *err
                   "  \"activation_function\": \"gelu_new\",\n  \"resid_pdrop\": %s,\n"
                   "  \"embd_pdrop\": %s,\n  \"attn_pdrop\": %s,\n  \"layer_norm_epsilon\": %s,\n"
                   "  \"initializer_range\": %s,\n  \"scale_attn_weights\": true,\n"
-                  "  \"tie_word_embeddings\": true\n}\n",
+                  "  \"scale_attn_by_inverse_layer_idx\": false,\n"
+                  "  \"tie_word_embeddings\": %s\n}\n",
                   cz_hf_architecture(c), labels, c->vocab_size, c->hidden, c->layers, c->heads,
-                  c->max_positions, c->max_positions, c->intermediate, hd, hd, ad, eps, ir);
+                  c->max_positions, c->max_positions, c->intermediate, hd, hd, ad, eps, ir,
+                  c->untied_head ? "false" : "true");
     } else {
         sb_printf(&b,
                   "{\n  \"architectures\": [\"%s\"],\n%s"
@@ -498,9 +622,10 @@ int cz_hf_config_write(const char *path, const cz_model_config *c, cz_error *err
                   "  \"n_layer\": %d,\n  \"n_head\": %d,\n  \"n_positions\": %d,\n"
                   "  \"afn\": \"%s\",\n  \"resid_pdrop\": %s,\n  \"embd_pdrop\": %s,\n"
                   "  \"attn_pdrop\": %s,\n  \"layer_norm_epsilon\": %s,\n"
-                  "  \"initializer_range\": %s,\n  \"tie_word_embeddings\": true\n}\n",
+                  "  \"initializer_range\": %s,\n  \"tie_word_embeddings\": %s\n}\n",
                   cz_hf_architecture(c), labels, c->vocab_size, c->hidden, c->layers, c->heads,
-                  c->max_positions, c->gelu_tanh ? "gelu" : "gelu_exact", hd, hd, ad, eps, ir);
+                  c->max_positions, c->gelu_tanh ? "gelu" : "gelu_exact", hd, hd, ad, eps, ir,
+                  c->untied_head ? "false" : "true");
     }
     if (b.failed) {
         free(b.p);

@@ -62,6 +62,10 @@ const cz_key cz_config_keys[] = {
      .meaning = "GPT: word-embedding rows rounded up to a multiple of this (e.g. 64: GPT-2's "
                 "50257 -> 50304) for the LM head's product; the padding is outside the "
                 "softmax and the loss; 0 = none"},
+    {KEY("model", "lm_head", CZ_KEY_WORD_INDEX, model.untied_head), .resume = CZ_RESUME_REFUSED,
+     .def = "tied", .choices = "tied|untied",
+     .meaning = "GPT's LM head: tied = the word embedding (GPT-1, GPT-2); untied = a matrix of "
+                "its own, lm_head.weight (Hugging Face's tie_word_embeddings = false)"},
     {KEY("model", "hidden", CZ_KEY_INT, model.hidden), .resume = CZ_RESUME_REFUSED, .def = "768",
      .min = 1, .max = 65536, .meaning = "hidden size H"},
     {KEY("model", "layers", CZ_KEY_INT, model.layers), .resume = CZ_RESUME_REFUSED, .def = "12",

@@ -103,6 +103,14 @@ int cz_model_config_check(const cz_model_config *c, const char **key, cz_error *
         return cz_fail(err, "model.vocab_size = %d padded to %d is too large", c->vocab_size,
                        c->vocab_pad_to),
                blame(key, "vocab_pad_to");
+    if (c->untied_head != 0 && c->untied_head != 1)
+        return cz_fail(err, "model.lm_head = %d is neither tied (0) nor untied (1)",
+                       c->untied_head),
+               blame(key, "lm_head");
+    if (c->untied_head && bert)
+        return cz_fail(err, "model.lm_head = untied is GPT's: BERT's MLM decoder is the word "
+                            "embedding"),
+               blame(key, "lm_head");
     if (!(c->lm_weight >= 0.0f) || (c->lm_weight > 0 && bert))
         return cz_fail(err, "model.lm_weight = %g: the auxiliary LM loss is GPT's, >= 0",
                        (double)c->lm_weight),

@@ -120,6 +120,7 @@ struct cz_model {
     int vrows;                          /* the word embedding's rows (cz_model_vocab_rows) */
     int pre_ln;                         /* cfg.layout == CZ_LAYOUT_PRE_LN */
     size_t lnf_g, lnf_b;                /* pre-LN: the final LayerNorm */
+    size_t lm_head; /* GPT's LM head: wte when tied, else lm_head.weight's offset */
     size_t emb_begin, emb_end, heads_begin, heads_end;
     lin mlm_dense, pooler, nsp;
     task_head task; /* the fine-tuning head (task_heads.c) */

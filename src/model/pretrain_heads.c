@@ -139,7 +139,7 @@ static void restore_padding_columns(float *a, int n, int v, int vrows) {
 void model_gpt_head_forward(cz_model *m, const cz_batch *b, cz_losses *out) {
     const cz_model_config *c = &m->cfg;
     int H = c->hidden, V = c->vocab_size, VR = m->vrows, n = b->batch * b->seq;
-    model_gemm_weight(m, 0, 1, n, VR, H, 1.0f, m->x[c->layers], H, PARAM(m->wte), H, 0.0f,
+    model_gemm_weight(m, 0, 1, n, VR, H, 1.0f, m->x[c->layers], H, PARAM(m->lm_head), H, 0.0f,
                       m->logits, VR);
     PHASE(loss, drop_padding_columns(m->logits, n, V, VR));
     PHASE(loss, cz_xent_forward(m->logits, m->row_loss, m->row_argmax, b->targets, n, V));
@@ -162,6 +162,7 @@ void model_gpt_head_backward(cz_model *m, const cz_batch *b, float grad_scale) {
     for (int i = 0; i < n; i++) m->row_scale[i] *= grad_scale;
     PHASE(loss, cz_xent_backward(m->logits, b->targets, m->row_scale, n, V));
     PHASE(loss, restore_padding_columns(m->logits, n, V, VR));
-    model_gemm(m, 1, 0, VR, H, n, 1.0f, m->logits, VR, m->x[c->layers], H, 1.0f, GRAD(m->wte), H);
-    model_gemm_weight(m, 0, 0, n, H, VR, 1.0f, m->logits, VR, PARAM(m->wte), H, 0.0f, m->dy, H);
+    model_gemm(m, 1, 0, VR, H, n, 1.0f, m->logits, VR, m->x[c->layers], H, 1.0f, GRAD(m->lm_head),
+               H);
+    model_gemm_weight(m, 0, 0, n, H, VR, 1.0f, m->logits, VR, PARAM(m->lm_head), H, 0.0f, m->dy, H);
 }

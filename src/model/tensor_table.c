@@ -173,13 +173,19 @@ void model_build_table(cz_model *m) {
      * in the table, after the layers, so that the initial values stay
      * those of the layout it had before. */
     m->wte = 0;
+    m->lm_head = 0;
     m->vrows = cz_model_vocab_rows(c);
     m->n_params = (size_t)m->vrows * (size_t)h;
     m->heads_begin = m->n_params;
+    /* model.lm_head = untied (GPT only): the LM head as a matrix of its own,
+     * with the word embedding's rows (padding included, so the head's
+     * product keeps its round width), named as Hugging Face's untied head */
+    if (c->untied_head)
+        m->lm_head = model_add_tensor(m, "lm_head.weight", m->vrows, h, KIND_WEIGHT);
     if (c->head != CZ_HEAD_PRETRAIN)
         model_build_task_head(m);
     else if (bert)
-        add_bert_heads(m); /* GPT's LM head is the tied embedding */
+        add_bert_heads(m); /* GPT's LM head is the tied embedding, or lm_head */
     if (t->lnf) add_ln(m, t->lnf, &m->lnf_g, &m->lnf_b);
     m->heads_end = m->n_params;
     for (int l = c->layers - 1; l >= 0; l--) add_layer(m, t, l);
@@ -301,7 +307,10 @@ void cz_model_init_weights(cz_model *m, uint64_t seed) {
             w[i] = (float)(std * z);
         }
     }
-    /* the word embedding's padding rows (model.vocab_pad_to) start and stay 0 */
+    /* the word embedding's padding rows (model.vocab_pad_to) start and stay
+     * 0, and an untied LM head's */
     size_t H = (size_t)m->cfg.hidden, V = (size_t)m->cfg.vocab_size;
     memset(m->params + m->wte + V * H, 0, ((size_t)m->vrows - V) * H * sizeof(float));
+    if (m->lm_head != m->wte)
+        memset(m->params + m->lm_head + V * H, 0, ((size_t)m->vrows - V) * H * sizeof(float));
 }

@@ -294,7 +294,7 @@ done:
 /* The full configuration of an imported model: the defaults of its
  * architecture with the model section from config.json. */
 static int config_of_hf(const cz_model_config *mc, cz_config *cfg, cz_error *err) {
-    char o[16][96];
+    char o[17][96];
     int n = 0;
     snprintf(o[n++], 96, "model.arch=%s", mc->arch == CZ_ARCH_BERT ? "bert" : "gpt");
     snprintf(o[n++], 96, "model.layout=%s", mc->layout == CZ_LAYOUT_PRE_LN ? "pre_ln" : "post_ln");
@@ -310,9 +310,10 @@ static int config_of_hf(const cz_model_config *mc, cz_config *cfg, cz_error *err
     snprintf(o[n++], 96, "model.hidden_dropout=%.9g", (double)mc->hidden_dropout);
     snprintf(o[n++], 96, "model.attn_dropout=%.9g", (double)mc->attn_dropout);
     snprintf(o[n++], 96, "model.init_range=%.9g", (double)mc->init_range);
+    snprintf(o[n++], 96, "model.lm_head=%s", mc->untied_head ? "untied" : "tied");
     int seq = mc->arch == CZ_ARCH_BERT ? 128 : mc->layout == CZ_LAYOUT_PRE_LN ? 1024 : 512;
     snprintf(o[n++], 96, "data.seq=%d", seq < mc->max_positions ? seq : mc->max_positions);
-    const char *ov[16];
+    const char *ov[17];
     for (int i = 0; i < n; i++) ov[i] = o[i];
     return cz_config_load(cfg, NULL, ov, n, err);
 }
@@ -343,7 +344,11 @@ static int import_hf(int argc, char **argv) {
     cz_hf_load_report rep;
     int rc = 1, has_vocab = 0;
     char *config_text = NULL;
-    if (cz_hf_read_config(dir, &mc, arch, sizeof arch, &err) || config_of_hf(&mc, &cfg, &err))
+    /* config.json is checked against the weights file's header before a
+     * model of its size is allocated: a config that asks for more than the
+     * file holds costs nothing */
+    if (cz_hf_read_config(dir, &mc, arch, sizeof arch, &err) ||
+        cz_hf_check_weights(dir, &mc, &err) || config_of_hf(&mc, &cfg, &err))
         goto done;
     if (cz_model_create(&m, &cfg.model, 1, 1, 1, NULL, &err)) goto done;
     cz_model_init_weights(m, seed);

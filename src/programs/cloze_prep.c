@@ -121,7 +121,7 @@ static const char SHARDS_HELP[] =
     "One cloze-prep at a time writes a DIR (DIR/.cloze-prep.lock).\n";
 
 static void print_summary(const cz_prep_stats *s, double secs, int verbatim) {
-    char chars[240];
+    char chars[400];
     if (verbatim) /* GPT mode: every byte is text (docs/formats.md) */
         snprintf(chars, sizeof chars, "%llu invalid UTF-8 bytes kept as bytes",
                  (unsigned long long)s->bytes_replaced);
@@ -132,6 +132,11 @@ static void print_summary(const cz_prep_stats *s, double secs, int verbatim) {
         snprintf(chars + strlen(chars), sizeof chars - strlen(chars),
                  ", %llu lines that are no text passage dropped",
                  (unsigned long long)s->lines_dropped);
+    if (s->wiki_files_unmarked) /* plain WikiExtractor: headings by length only */
+        snprintf(chars + strlen(chars), sizeof chars - strlen(chars),
+                 " (%llu WikiExtractor files without heading marks: their headings told by "
+                 "length only; corpus_tools/wikiextract.py marks them)",
+                 (unsigned long long)s->wiki_files_unmarked);
     fprintf(stderr,
             "cloze-prep: %llu documents (%llu held out), %llu sentences, %llu tokens, "
             "[UNK] %.4f%%, %s, %.1f MB in %.1f s (%.2f MB/s)\n",
@@ -214,6 +219,26 @@ static int begin_set(cz_prep_world *w, const char *out_dir, cz_prep_set *set,
     return 0;
 }
 
+/* No input gave a document: say why, and of which inputs. With passages
+ * on, every line was dropped by the passage rule (the inputs are then all
+ * of them: none kept a line); else they hold no text. */
+static int no_document(const cz_file_list *files, const cz_prep_stats *st, cz_error *err) {
+    char names[600] = "";
+    for (int i = 0; i < files->n && strlen(names) < 400; i++)
+        snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "",
+                 files->paths[i]);
+    if (strlen(names) >= 400 || files->n > 1)
+        snprintf(names + strlen(names), sizeof names - strlen(names), "%s (%d files)",
+                 strlen(names) >= 400 ? ", ..." : "", files->n);
+    if (st->lines_dropped == 0)
+        return cz_fail(err, "no document in any shard: the inputs hold no text: %s", names);
+    return cz_fail(err,
+                   "no document in any shard: the passage rule (--passages on; docs/formats.md, "
+                   "\"Text passages\") dropped all %llu lines of the inputs: %s; --passages off "
+                   "keeps every line",
+                   (unsigned long long)st->lines_dropped, names);
+}
+
 /* The run of `shards` on every rank of w: 0, or 1 once the failure was said. */
 static int run_shards(cz_prep_world *w, cz_prep_options o, const tok_args *ta,
                       const char *const *inputs, int n_inputs) {
@@ -249,7 +274,9 @@ static int run_shards(cz_prep_world *w, cz_prep_options o, const tok_args *ta,
         cz_comm_abort(w->comm, 1);
     }
     int committed = 0;
-    if (o.rank == 0)
+    if (o.rank == 0 && st.documents == 0) /* (every rank has every rank's counts) */
+        committed = no_document(&files, &st, &err);
+    else if (o.rank == 0)
         committed =
             cz_prep_collect_manifests(&o, tok, ta->vocab, ta->merges, &train, &heldout, &err) !=
                         0 ||

@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -293,13 +294,43 @@ static int choose_checkpoint(cz_run *r, const char *resume, char *path, size_t l
     return cz_ckpt_verify(path, err) == 0 ? 1 : -1;
 }
 
-/* The word embedding's padding rows (model.vocab_pad_to) are not compared:
- * a Hugging Face directory has none, and cz_hf_load fills a padded table. */
-static int same_model(const cz_model_config *a, const cz_model_config *b) {
-    return a->arch == b->arch && a->layout == b->layout && a->vocab_size == b->vocab_size &&
-           a->hidden == b->hidden && a->layers == b->layers && a->heads == b->heads &&
-           a->intermediate == b->intermediate && a->max_positions == b->max_positions &&
-           a->type_vocab_size == b->type_vocab_size;
+/* The first key of the model section whose value differs between a (the
+ * file's) and b (this run's): 0 when none, else its name (e.g. "layout",
+ * for model.layout) and both values as words into key / va / vb. The word
+ * embedding's padding rows (model.vocab_pad_to) are not compared: a
+ * Hugging Face directory has none, and cz_hf_load fills a padded table. */
+static int model_diff(const cz_model_config *a, const cz_model_config *b, const char **key,
+                      char *va, char *vb, size_t cap) {
+    static const char *const arch[] = {"bert", "gpt"}, *const layout[] = {"post_ln", "pre_ln"},
+                             *const head[] = {"tied", "untied"};
+    const struct {
+        const char *name;
+        int a, b;
+        const char *const *words; /* NULL: a number */
+    } k[] = {{"arch", (int)a->arch, (int)b->arch, arch},
+             {"layout", a->layout, b->layout, layout},
+             {"vocab_size", a->vocab_size, b->vocab_size, NULL},
+             {"hidden", a->hidden, b->hidden, NULL},
+             {"layers", a->layers, b->layers, NULL},
+             {"heads", a->heads, b->heads, NULL},
+             {"intermediate", a->intermediate, b->intermediate, NULL},
+             {"max_positions", a->max_positions, b->max_positions, NULL},
+             {"type_vocab_size", a->type_vocab_size, b->type_vocab_size, NULL},
+             {"lm_head", a->untied_head, b->untied_head, head}};
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        if (k[i].a == k[i].b) continue;
+        *key = k[i].name;
+        int in = k[i].words && k[i].a >= 0 && k[i].a <= 1 && k[i].b >= 0 && k[i].b <= 1;
+        if (in) {
+            snprintf(va, cap, "%s", k[i].words[k[i].a]);
+            snprintf(vb, cap, "%s", k[i].words[k[i].b]);
+        } else {
+            snprintf(va, cap, "%d", k[i].a);
+            snprintf(vb, cap, "%d", k[i].b);
+        }
+        return 1;
+    }
+    return 0;
 }
 
 /* The checkpoint's configuration against this run's: a key that changes
@@ -338,11 +369,14 @@ static int check_config(cz_run *r, const char *path, const char *saved, size_t s
                 "checkpoint's",
                 path, diff, n == 1 ? "differs" : "differ");
     }
-    if (!same_model(&old.model, &r->cfg.model))
+    const char *key;
+    char va[32], vb[32];
+    if (model_diff(&old.model, &r->cfg.model, &key, va, vb, sizeof va))
         return cz_fail(err,
-                       "%s: config: the model's shape differs from the checkpoint's; "
-                       "--allow-config-change cannot load its weights into another shape",
-                       path);
+                       "%s: config: model.%s = %s in the checkpoint, %s here: the model's shape "
+                       "differs, and --allow-config-change cannot load its weights into another "
+                       "shape",
+                       path, key, va, vb);
     if (cz_config_resume_diff(&old, &r->cfg, 0, diff, sizeof diff) > 0)
         cz_info("%s: accepted changes from the checkpoint's run: %s%s", path, diff,
                 old.train.steps != r->cfg.train.steps
@@ -363,13 +397,17 @@ static int load_on_coordinator(cz_run *r, const char *path, cz_run_state *st, fl
                      "%s: state: version %llu, this cloze reads 2 and %d (BERT parameters are "
                      "laid out differently since version 2)",
                      path, (unsigned long long)st->version, CZ_RUN_STATE_VERSION);
+    size_t saved_len = 0;
+    const char *saved = rc == 0 ? cz_ckpt_get(c, CZ_BLOB_CONFIG, &saved_len) : NULL;
+    /* a model of another shape (e.g. model.layout pre_ln vs post_ln) has
+     * another parameter count: the key that differs says more than the count */
+    if (rc == 0 && saved && st->n_params != r->n_params)
+        rc = check_config(r, path, saved, saved_len, err);
     if (rc == 0 && st->n_params != r->n_params)
         rc = cz_fail(err,
                      "%s: params: %llu parameters, but the configured model has %zu; resume "
                      "with the model configuration the checkpoint was written with",
                      path, (unsigned long long)st->n_params, r->n_params);
-    size_t saved_len = 0;
-    const char *saved = rc == 0 ? cz_ckpt_get(c, CZ_BLOB_CONFIG, &saved_len) : NULL;
     if (rc == 0 && saved) rc = check_config(r, path, saved, saved_len, err);
     size_t bytes = sizeof(float) * r->n_params;
     if (rc == 0)
@@ -428,25 +466,30 @@ int cz_run_resume(cz_run *r, const char *resume, cz_error *err) {
 int cz_run_init_from(cz_run *r, cz_error *err) {
     const char *from = r->cfg.train.init_from;
     struct stat st;
+    const char *key;
+    char va[32], vb[32];
     if (stat(from, &st) != 0)
         return cz_fail(err, "model.init_from = %s: %s", from, strerror(errno));
     if (S_ISDIR(st.st_mode)) {
         cz_model_config hc;
         cz_hf_load_report rep;
         if (cz_hf_read_config(from, &hc, NULL, 0, err) != 0) return -1;
-        if (!same_model(&hc, &r->cfg.model))
+        if (model_diff(&hc, &r->cfg.model, &key, va, vb, sizeof va)) {
+            const char *field = cz_hf_config_field(&hc, key);
             return cz_fail(err,
-                           "model.init_from = %s: config.json describes another model (hidden "
-                           "%d, layers %d, vocab %d); set the model keys to match",
-                           from, hc.hidden, hc.layers, hc.vocab_size);
-        if (cz_hf_load(r->model, from, &rep, err) != 0) return -1;
+                           "model.init_from = %s: its config.json%s%s describes model.%s = %s, "
+                           "this run's is %s; set model.%s to match",
+                           from, field ? "'s " : "", field ? field : "", key, va, vb, key);
+        }
+        if (cz_hf_check_weights(from, &hc, err) != 0 || cz_hf_load(r->model, from, &rep, err) != 0)
+            return cz_fail_prefix(err, "model.init_from = %s", from);
         if (r->comm.rank == 0)
             cz_info("model.init_from %s: %d tensors loaded%s%s", from, rep.loaded,
                     rep.fresh ? "; fresh: " : "", rep.fresh_list);
         return 0;
     }
     cz_ckpt *c = NULL;
-    if (cz_ckpt_read(from, &c, err) != 0) return -1;
+    if (cz_ckpt_read(from, &c, err) != 0) return cz_fail_prefix(err, "model.init_from");
     size_t n = 0;
     const char *text = cz_ckpt_get(c, CZ_BLOB_CONFIG, &n);
     int rc = 0;
@@ -455,10 +498,11 @@ int cz_run_init_from(cz_run *r, cz_error *err) {
         char *t = strndup(text, n);
         if (!t || cz_config_from_string(&old, t, from, err) != 0)
             rc = -1;
-        else if (!same_model(&old.model, &r->cfg.model))
+        else if (model_diff(&old.model, &r->cfg.model, &key, va, vb, sizeof va))
             rc = cz_fail(err,
-                         "model.init_from = %s: its model section differs from the configured one",
-                         from);
+                         "model.init_from = %s: its model.%s = %s, this run's is %s; set "
+                         "model.%s to match",
+                         from, key, va, vb, key);
         else if (cz_model_vocab_rows(&old.model) != cz_model_vocab_rows(&r->cfg.model))
             rc = cz_fail(err,
                          "model.init_from = %s: its word embedding has %d rows "
@@ -471,6 +515,18 @@ int cz_run_init_from(cz_run *r, cz_error *err) {
     if (rc == 0)
         rc = cz_ckpt_get_params(c, from, CZ_BLOB_PARAMS, r->model, cz_model_params(r->model), err);
     cz_ckpt_free(c);
+    /* a NaN or an infinity in the weights makes every step non-finite: say
+     * which tensor, not (steps later) the learning rate or the data */
+    const float *p = cz_model_params(r->model);
+    for (int i = 0; rc == 0 && i < cz_model_num_tensors(r->model); i++) {
+        const cz_tensor_info *ti = cz_model_tensor(r->model, i);
+        for (size_t k = 0; k < ti->numel; k++)
+            if (!isfinite(p[ti->offset + k])) {
+                rc = cz_fail(err, "model.init_from = %s: params: tensor %s: element %zu is %s",
+                             from, ti->name, k, isnan(p[ti->offset + k]) ? "NaN" : "infinite");
+                break;
+            }
+    }
     if (rc == 0 && r->comm.rank == 0) cz_info("model.init_from %s: parameters loaded", from);
     return rc;
 }

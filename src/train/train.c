@@ -274,7 +274,15 @@ static int setup_model(cz_run *r, int max_b, int max_t, cz_error *err) {
     cz_model_init_weights(r->model, r->cfg.train.seed);
     if (r->task && r->task->init_model && r->task->init_model(r->task->ctx, r->model, err) != 0)
         return -1;
-    if (r->cfg.train.init_from[0] && cz_run_init_from(r, err) != 0) return -1;
+    /* every rank reads model.init_from and reaches the same verdict: said
+     * once, by the lowest rank that failed, without a rank prefix */
+    if (r->cfg.train.init_from[0]) {
+        int rc = cz_comm_agree_setup(&r->comm, cz_run_init_from(r, err), err);
+        if (rc != 0) {
+            r->err_shared = rc == CZ_COMM_ERR_ALL_RANKS;
+            return -1;
+        }
+    }
     r->n_params = cz_model_num_params(r->model);
     return 0;
 }

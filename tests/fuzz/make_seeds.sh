@@ -15,7 +15,7 @@ T=$(mktemp -d /tmp/cloze-fuzz-seeds-XXXXXX)
 trap 'rm -rf "$T"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 rm -rf "$OUT"
-for h in config shard manifest checkpoint safetensors json reader wikidoc bpe wordpiece vocab task; do
+for h in config shard manifest checkpoint safetensors json reader wikidoc bpe wordpiece vocab task hfdir; do
     mkdir -p "$OUT/fuzz_$h"
 done
 prefixed() { # prefixed BYTE FILE OUT: OUT = one mode byte (hex) + FILE
@@ -123,6 +123,9 @@ cp "$T/hf/model.safetensors" "$OUT/fuzz_safetensors/bert-tiny"
 for f in config.json tokenizer_config.json special_tokens_map.json; do
     cp "$T/hf/$f" "$OUT/fuzz_json/$f"
 done
+# ---- Hugging Face directories, valid and hostile (written with the
+# standard library: tests/fuzz/hfdir_seeds.py)
+"$PY" "$SRC/tests/fuzz/hfdir_seeds.py" "$OUT/fuzz_hfdir"
 # ---- fine-tuning task files, written here (a few lines each, valid and
 # not). First byte: the task of fuzz_task.c's table in the low nibble (0
 # sst2, 1 mrpc, 2 rte, 3 cola, 4 tsv, 5 tsv 0,1,2 --no-header, 6 tsv q,a,y,

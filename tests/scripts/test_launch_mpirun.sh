@@ -13,6 +13,11 @@
 #    launcher ran itself, "unknown option --allow-run-as-root");
 #    CLOZE_MPIRUN_COMMAND is the mpirun command; an old-style CLOZE_MPIRUN
 #    holding a command still works, with a warning naming the new variable.
+# 4. Counts and programs (issue 46): -n 0, -n -1, -n abc, -t abc, -t 0 are
+#    refused in one line naming the option, exit 2, before mpirun starts
+#    (-n 0 ran a job of 2 ranks, exit 0; abc ended in bash's own errors);
+#    a program that does not exist is said by name in one line, exit 127
+#    (it was "a rank was killed by signal 6/4").
 set -euo pipefail
 : "${CLOZE_BUILD_DIR:?run through ctest}" "${CLOZE_SOURCE_DIR:?run through ctest}"
 BIN=$CLOZE_BUILD_DIR
@@ -84,5 +89,27 @@ run CLOZE_MPIRUN="$work/mympirun"
 grep -q "set CLOZE_MPIRUN_COMMAND instead" "$work/err" ||
   fail "an old-style CLOZE_MPIRUN command: no warning: $(cat "$work/err")"
 
+# 4. counts and a missing program
+printf '#!/bin/sh\necho started >>"%s"\n' "$work/started" >"$work/mark"
+chmod +x "$work/mark"
+for a in "-n 0" "-n -1" "-n abc" "-t abc" "-t 0" "-n 2x"; do
+  rc=0
+  rm -f "$work/started"
+  # shellcheck disable=SC2086 # the option and its value as two words
+  timeout 120 "$L" $a "$work/mark" >"$work/out" 2>"$work/err" || rc=$?
+  o=${a%% *} v=${a#* }
+  [ "$rc" -eq 2 ] || fail "$a: exit $rc, want 2"
+  [ ! -e "$work/started" ] || fail "$a: the program ran"
+  [ "$(grep -c '' "$work/err")" -eq 1 ] && grep -q "^cloze-mpirun: $o $v: the number of .* must be a positive integer" "$work/err" ||
+    fail "$a: want one line naming $o $v, got: $(cat "$work/err")"
+done
+for p in "$work/no-such-program" no-such-cloze-program; do
+  rc=0
+  timeout 120 "$L" -n 1 -t 1 "$p" >"$work/out" 2>"$work/err" || rc=$?
+  [ "$rc" -eq 127 ] || fail "missing program $p: exit $rc, want 127"
+  [ "$(grep -c '' "$work/err")" -eq 1 ] && grep -q "^cloze-mpirun: $p: no such program" "$work/err" ||
+    fail "missing program $p: want one line naming it, got: $(cat "$work/err")"
+done
+
 [ "$fails" -eq 0 ] || exit 1
-echo "ok: the launcher adds nothing to a program's error, keeps a signal's, and reads CLOZE_MPIRUN_COMMAND"
+echo "ok: the launcher adds nothing to a program's error, keeps a signal's, reads CLOZE_MPIRUN_COMMAND, refuses bad counts and names a missing program"
