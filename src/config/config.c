@@ -743,6 +743,15 @@ static int validate_cross(const cz_config *c, const load_ctx *ctx, cz_error *err
         return fail_key(ctx, KEY_INDEX("optim", "warmup_steps"), err,
                         "optim.warmup_steps = %ld exceeds train.steps = %ld", o->warmup_steps,
                         t->steps);
+    /* exact sums travel as int64: a bf16 wire would round them */
+    if (c->dist.exact && c->dist.grad_wire == CZ_WIRE_BF16)
+        return fail_key(ctx, KEY_INDEX("dist", "grad_wire"), err,
+                        "dist.grad_wire = \"bf16\" cannot carry dist.exact = true's int64 sums: "
+                        "set dist.grad_wire = \"fp32\" or dist.exact = false");
+    if (c->dist.exact && o->kind == CZ_OPT_LAMB)
+        return fail_key(ctx, KEY_INDEX("optim", "name"), err,
+                        "optim.name = lamb with dist.exact = true: LAMB's per-tensor norms "
+                        "follow the bucket layout; use adamw or dist.exact = false");
     /* Open MPI's collectives reduce fp32 in their own order: no bf16 wire */
     if (c->dist.grad_wire == CZ_WIRE_BF16 && c->dist.allreduce == CZ_ALLREDUCE_MPI)
         return fail_key(ctx, KEY_INDEX("dist", "grad_wire"), err,

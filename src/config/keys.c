@@ -279,6 +279,11 @@ const cz_key cz_config_keys[] = {
      .meaning = "gradients on the wire (ring, hierarchical, torus2d): bf16 sends every partial "
                 "sum rounded to bfloat16 and adds it in fp32 at each hop, half the bytes; the "
                 "weight all-gather stays fp32"},
+    {KEY("dist", "exact", CZ_KEY_BOOL, dist.exact), .resume = CZ_RESUME_ACCEPTED, .def = "false",
+     .meaning = "exact, order-independent gradient sums (int64 fixed point, a scale per "
+                "tensor) and exact reported sums: the same bits on any rank count, algorithm, "
+                "bucket size, overlap and placement; twice fp32's bytes on the wire "
+                "(docs/distributed.md)"},
     /* the optimizer owns its placement: stored in cz_optim_config */
     {KEY("dist", "placement", CZ_KEY_WORD_INDEX, optim.placement), .resume = CZ_RESUME_ACCEPTED,
      .def = "sharded", .choices = CZ_PLACEMENT_WORDS,
