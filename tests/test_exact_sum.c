@@ -18,7 +18,7 @@
  * given by hand, block and round robin; torus2d on every grid; mpi):
  *  - the result is bitwise the one-rank result of the same history (the
  *    first step's scales from its own maxima, the second's predicted),
- *    computed on every rank over MPI_COMM_SELF with the micro-batches
+ *    computed on every rank on a job of one (cz_comm_self) with the micro-batches
  *    added in reverse order;
  *  - every rank holds the same bits;
  *  - tiny, huge, cancel and zeros equal the correctly rounded exact sum
@@ -93,7 +93,7 @@ static void fill(float *g, int m, int grow) {
     for (size_t i = 0; i < N; i++) g[i] = planted(m, i, grow);
 }
 
-/* The one-rank result over MPI_COMM_SELF, micro-batches in reverse. */
+/* The one-rank result on a job of one (cz_comm_self), micro-batches in reverse. */
 static int one_rank(cz_exact *x, const cz_comm *self, float *g, float *out, int grow, int *retry) {
     cz_error err;
     cz_exact_begin(x, M);
@@ -236,7 +236,7 @@ int main(int argc, char **argv) {
     cz_error err;
     mpi_test_begin(&d, &argc, &argv);
     int p = d.size;
-    if (cz_comm_from_mpi(&self, MPI_COMM_SELF, &err) != 0) {
+    if (cz_comm_self(&self, &err) != 0) {
         fprintf(stderr, "%s\n", err.msg);
         return 1;
     }

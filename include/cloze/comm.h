@@ -45,6 +45,10 @@ int cz_comm_init(cz_comm *c, int *argc, char ***argv, cz_error *err);
  * gradient thread's, a training run's inside a program). */
 int cz_comm_dup(const cz_comm *c, cz_comm *out, cz_error *err);
 /* Frees the communicator; ends MPI when cz_comm_init started it. */
+/* This rank alone as a job of one (MPI started already): what a one-rank
+ * run would compute, e.g. a test's reference for exact sums. Freed by
+ * cz_comm_finalize. */
+int cz_comm_self(cz_comm *c, cz_error *err);
 void cz_comm_finalize(cz_comm *c);
 /* 1 when comm may be called from a second thread while this one calls it
  * too (MPI_THREAD_MULTIPLE): the gradient sync then overlaps backward. */
