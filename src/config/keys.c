@@ -156,7 +156,8 @@ const cz_key cz_config_keys[] = {
      .meaning = "sequences per optimizer step over all ranks (BERT: 256)"},
     {KEY("train", "micro_batch", CZ_KEY_INT, train.micro_batch), .resume = CZ_RESUME_ACCEPTED,
      .def = "32", .min = 1, .max = NOMAX,
-     .meaning = "sequences per forward/backward on one rank; divides global_batch / ranks"},
+     .meaning = "sequences per forward/backward on one rank; divides global_batch; at most "
+                "global_batch / micro_batch ranks"},
     {KEY("train", "seed", CZ_KEY_U64, train.seed), .resume = CZ_RESUME_REFUSED, .def = "12345",
      .min = 0, .max = NOMAX,
      .meaning = "seed of every random choice (init, data, masking, dropout); < 2^63"},

@@ -8,7 +8,8 @@
 # and 4 ranks, across ring / hierarchical / torus2d, the three placements,
 # two bucket sizes, overlap on and off, 1 and 2 threads per rank.
 # Resume: 3 steps on 4 ranks, then --resume auto on 3 ranks to 6 = 6 steps
-# on 1 rank, byte for byte.
+# on 1 rank, byte for byte; and docs/distributed.md's replay of steps 4-6
+# on one rank from the 4-rank checkpoint.
 # Not vacuous: the same 1-rank / 4-rank pair with dist.exact = false must
 # differ (the fp32 sums' order follows the allocation), and a bf16 wire with
 # exact sums is refused in one line naming both keys.
@@ -92,6 +93,17 @@ run bert whole 1 --set optim.schedule=constant
 run bert resumed 4 --set optim.schedule=constant --set train.steps=3
 run bert resumed 3 --set optim.schedule=constant --resume auto
 same whole resumed
+# docs/distributed.md's replay: the 4-rank checkpoint of step 3 in a run
+# directory of its own, one rank, the run's own config.cfg
+mkdir -p "$work/replay" && cp "$work/resumed/ckpt-00000003.lz4" "$work/replay/"
+mpi 1 "$BIN/cloze-train" "$work/resumed/config.cfg" --set train.run_dir="$work/replay" \
+  --set train.threads=1 --set train.stop_after_steps=3 --resume auto --quiet 2> "$work/replay.log" ||
+  { cat "$work/replay.log"; exit 1; }
+[ "$(blobs "$work/replay")" = "$(blobs "$work/whole")" ] ||
+  { echo "FAIL: the replay on one rank ends with other bytes than the run"; exit 1; }
+$PY "$SRC/tests/scripts/compare_metrics.py" "$work/whole/metrics.jsonl" "$work/replay/metrics.jsonl" \
+  --exact --fields loss,mlm_loss,nsp_loss,grad_norm --from 4 --to 6
+echo "replay of steps 4-6 on one rank: the same bytes"
 
 # the test is not vacuous: without exact sums 1 and 4 ranks differ
 run bert off-np1 1 --set dist.exact=false
