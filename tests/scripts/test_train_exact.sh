@@ -10,6 +10,7 @@
 # Resume: 3 steps on 4 ranks, then --resume auto on 3 ranks to 6 = 6 steps
 # on 1 rank, byte for byte; and docs/distributed.md's replay of steps 4-6
 # on one rank from the 4-rank checkpoint.
+# A NaN planted in step 2 is skipped alike on 1 and 3 ranks.
 # Not vacuous: the same 1-rank / 4-rank pair with dist.exact = false must
 # differ (the fp32 sums' order follows the allocation), and a bf16 wire with
 # exact sums is refused in one line naming both keys.
@@ -104,6 +105,13 @@ mpi 1 "$BIN/cloze-train" "$work/resumed/config.cfg" --set train.run_dir="$work/r
 $PY "$SRC/tests/scripts/compare_metrics.py" "$work/whole/metrics.jsonl" "$work/replay/metrics.jsonl" \
   --exact --fields loss,mlm_loss,nsp_loss,grad_norm --from 4 --to 6
 echo "replay of steps 4-6 on one rank: the same bytes"
+
+# a NaN in step 2's gradient (CLOZE_INJECT_NAN_STEPS): skipped alike on 1 and 3 ranks
+CLOZE_INJECT_NAN_STEPS=2 run bert nan-np1 1
+CLOZE_INJECT_NAN_STEPS=2 run bert nan-np3 3 --set dist.placement=coordinator
+same nan-np1 nan-np3
+grep -q '"step":2,.*"skipped":1' "$work/nan-np1/metrics.jsonl" ||
+  { echo "FAIL: the poisoned step 2 was not skipped"; exit 1; }
 
 # the test is not vacuous: without exact sums 1 and 4 ranks differ
 run bert off-np1 1 --set dist.exact=false
