@@ -109,6 +109,17 @@ void cz_exact_begin(cz_exact *x, int micro_batches) {
     for (int t = 0; t < x->n_tensors; t++) x->mx[t] = 0;
 }
 
+/* y rounded to the nearest integer, ties to even, without a library call
+ * per value: below 2^52 in size, adding and subtracting 2^52 (with y's
+ * sign) rounds in the FPU's default mode, to nearest even, exactly as
+ * llrint would; from 2^52 on every double is an integer already. */
+static inline int64_t rne(double y) {
+    const double two52 = 4503599627370496.0;
+    if (fabs(y) >= two52) return (int64_t)y;
+    double c = copysign(two52, y);
+    return (int64_t)((y + c) - c);
+}
+
 void cz_exact_add(cz_exact *x, const float *g) {
     const double lim = ldexp(1.0, x->bound_bits);
     int over = 0, nonfinite = 0;
@@ -136,7 +147,7 @@ void cz_exact_add(cz_exact *x, const float *g) {
                 over = 1;
                 continue;
             }
-            acc[i] += (int64_t)llrint(y); /* round to nearest even */
+            acc[i] += rne(y);
         }
         x->mx[t] = mx;
     }

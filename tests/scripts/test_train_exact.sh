@@ -12,8 +12,9 @@
 # on one rank from the 4-rank checkpoint.
 # A NaN planted in step 2 is skipped alike on 1 and 3 ranks.
 # Not vacuous: the same 1-rank / 4-rank pair with dist.exact = false must
-# differ (the fp32 sums' order follows the allocation), and a bf16 wire with
-# exact sums is refused in one line naming both keys.
+# differ (the fp32 sums' order follows the allocation). Without exact sums
+# 3 ranks run 8 micro-batches too (to rounding); 3 ranks for 2 micro-batches
+# and a bf16 wire with exact sums are refused in one line naming the keys.
 set -euo pipefail
 source "$(dirname "$0")/train_common.sh"
 work=$(mktemp -d /tmp/cloze-exact-XXXXXX)
@@ -120,6 +121,19 @@ if [ "$(blobs "$work/off-np1")" = "$(blobs "$work/off-np4")" ]; then
   echo "FAIL: dist.exact = false gave the same bits on 1 and 4 ranks: the test cannot tell"; exit 1
 fi
 echo "dist.exact = false: 1 and 4 ranks differ (as expected)"
+# uneven dealing without exact sums: 8 micro-batches on 3 ranks run, to rounding
+run bert off-np3 3 --set dist.exact=false
+$PY "$SRC/tests/scripts/compare_metrics.py" "$work/off-np1/metrics.jsonl" "$work/off-np3/metrics.jsonl" \
+  --rel 1e-5 --fields loss,mlm_loss,nsp_loss,grad_norm
+# more ranks than micro-batches: refused once, naming the keys
+if mpi 3 "$BIN/cloze-train" $(bert "$work/few") "${common[@]}" --set train.global_batch=2 \
+     > "$work/few.log" 2>&1; then
+  echo "FAIL: 3 ranks for 2 micro-batches were accepted"; exit 1
+fi
+grep -q 'train.global_batch / train.micro_batch = 2 / 1 = 2 micro-batches.*3 ranks' "$work/few.log" ||
+  { echo "FAIL: the refusal does not name the keys:"; cat "$work/few.log"; exit 1; }
+[ "$(grep -c 'micro-batches a step' "$work/few.log")" = 1 ] ||
+  { echo "FAIL: the refusal is said more than once:"; cat "$work/few.log"; exit 1; }
 
 # a bf16 wire cannot carry the int64 sums: one line naming both keys
 if mpi 2 "$BIN/cloze-train" $(bert "$work/wire") "${common[@]}" --set dist.grad_wire=bf16 \
