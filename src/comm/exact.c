@@ -165,10 +165,17 @@ static int32_t exponent_for(double m, int headroom) {
     return e + headroom;
 }
 
-/* k 2^-s rounded once to fp32: exact in double when |k| <= 2^53 (the
- * power of two is in double's normal range for |s| <= 1000), else in long
- * double (64-bit significand on x86, 113 on AArch64: every int64 fits). */
+/* k 2^-s rounded once to fp32. (float)k rounds k once to 24 bits (the
+ * conversion rounds to nearest even), and scaling by a power of two
+ * commutes with that rounding while the result is a normal float or
+ * overflows (to infinity, as the exact value would): the product in double
+ * is exact. A subnormal result rounds on a coarser grid: there k 2^-s is
+ * taken exactly (in double when |k| <= 2^53; else in long double, whose
+ * significand holds any int64: 64 bits on x86, 113 on AArch64) and rounded
+ * once. */
 static float to_float(int64_t k, double inv, int s) {
+    double y = (double)(float)k * inv;
+    if (fabs(y) >= 0x1p-126 || k == 0) return (float)y;
     if (k <= (1LL << 53) && k >= -(1LL << 53)) return (float)((double)k * inv);
     return (float)ldexpl((long double)k, -s);
 }
