@@ -13,6 +13,8 @@
 #
 # usage: bench/exact_bench.sh BUILD_DIR [RANKS] [REPS] [STEPS] [TRAIN_MANIFEST]
 #   TRAIN_MANIFEST  shards (default: bench_corpus.sh's)
+#   NETSIM_RATE=250mbit (environment): RANKS simulated hosts of one rank
+#                   each on launch/cloze-netsim, links of that rate (root)
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 bin=$(cd "${1:?usage: exact_bench.sh BUILD_DIR [RANKS] [REPS] [STEPS] [TRAIN_MANIFEST]}" && pwd)
@@ -33,18 +35,29 @@ sets=(--set model.vocab_size=$vocab_size --set data.train_manifest="$manifest"
   --set train.peak_gflops=100 --set data.seq=128 --set data.max_pred=20 --set optim.lr=1e-3
   --set optim.warmup_steps=0 --set optim.warmup_fraction=0.1 --set dist.placement=sharded
   --set dist.overlap=true)
-echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) cores; $ranks ranks, $reps reps, $steps steps" >&2
+launch=(mpirun -np "$ranks")
+if [ -n "${NETSIM_RATE:-}" ]; then
+  name=czx$$
+  "$here/launch/cloze-netsim" up --hosts "$ranks" --ranks-per-host 1 --rate "$NETSIM_RATE" \
+    --name "$name" --ttl 3600 >/dev/null
+  trap '"$here/launch/cloze-netsim" --name "$name" down >/dev/null 2>&1; rm -rf "$work"' EXIT
+  launch=("$here/launch/cloze-netsim" --name "$name" mpirun -x OMP_NUM_THREADS=1 -x BLIS_NUM_THREADS=1)
+fi
+echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) cores; $ranks ranks, $reps reps, $steps steps${NETSIM_RATE:+, $ranks simulated hosts at $NETSIM_RATE}" >&2
 for rep in $(seq 1 "$reps"); do
   for exact in false true; do
     run=$work/$exact-$rep
-    mpirun -np "$ranks" "$bin/cloze-train" "$here/conf/bert-mini.cfg" "${sets[@]}" \
+    "${launch[@]}" "$bin/cloze-train" "$here/conf/bert-mini.cfg" "${sets[@]}" \
       --set train.run_dir="$run" --set dist.exact=$exact --quiet 2> "$run.log" ||
       { cat "$run.log" >&2; exit 1; }
     grep -o '[0-9.]*M parameters' "$run.log" | sed -n 1p > "$work/params"
   done
 done
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
-"$bin/cloze-plan" "$here/conf/bert-mini.cfg" "${sets[@]}" --hosts 1 --ranks-per-host "$ranks" \
+plan_hosts=1 plan_rph=$ranks
+[ -z "${NETSIM_RATE:-}" ] || plan_hosts=$ranks plan_rph=1
+"$bin/cloze-plan" "$here/conf/bert-mini.cfg" "${sets[@]}" --hosts "$plan_hosts" \
+  --ranks-per-host "$plan_rph" \
   --cluster-file "$work/false-1/network.txt" --compute-from "$work/false-1/metrics.jsonl" \
   --json > "$work/plan.json"
 python3 - "$work" "$reps" "$ranks" <<'PY'
