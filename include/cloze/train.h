@@ -19,6 +19,7 @@
 #include "cloze/core.h"
 #include "cloze/data.h"
 #include "cloze/model.h"
+#include "cloze/tfevents.h"
 
 typedef struct cz_train_options {
     const char *resume;      /* NULL: fresh run (refuses a run dir with checkpoints);
@@ -68,6 +69,10 @@ typedef struct cz_train_task {
     /* 1: each micro-batch is padded to its longest sequence, not to data.seq
      * (cz_batch_view_packed): the same function, fewer operations */
     int pad_to_longest;
+    /* Rank 0, after each evaluate: its figures for the run's TensorBoard
+     * events (train.tensorboard), at most max into v (tags that stay valid
+     * until the next call); returns how many. NULL: none. */
+    int (*eval_scalars)(void *ctx, cz_scalar *v, int max);
 } cz_train_task;
 
 /* The compute set-up of one rank as cz_train_run makes it, for programs

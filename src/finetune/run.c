@@ -465,7 +465,8 @@ static int ft_train(ft_run *r, cz_config *cfg, cz_error *err) {
     char meta[1400];
     int nb = 2;
     if (r->base.has_vocab) nb += cz_hf_vocab_blobs(&r->base.vocab, meta, sizeof meta, all + 2);
-    cz_train_task task = {r, build_sample, init_model, ft_evaluate, all, nb, !o->pad_max};
+    cz_train_task task = {r,   build_sample, init_model,  ft_evaluate,
+                          all, nb,           !o->pad_max, ft_eval_scalars};
     cz_train_options to = {
         .resume = o->resume, .quiet = o->quiet, .allow_config_change = o->allow_config_change};
     int rc = cz_train_run_task(r->world, cfg, &to, &task, err);
