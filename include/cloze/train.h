@@ -95,6 +95,18 @@ void cz_train_catch_signals(void);
 int cz_train_run_task(const cz_comm *world, const cz_config *cfg, const cz_train_options *opt,
                       const cz_train_task *task, cz_error *err);
 
+/* cloze-train plot: a run's loss, accuracy (a GPT: perplexity) and
+ * learning-rate curves, training and held-out, from RUN_DIR/metrics.jsonl
+ * (the last attempt at each step) and a fine-tuning run's results.jsonl,
+ * drawn by gnuplot into OUT.png and OUT.svg with the script OUT.gp (its
+ * data inline). Fails in one line when the file has no step records. */
+typedef struct cz_plot_options {
+    const char *run_dir;
+    const char *out;     /* NULL: RUN_DIR/curves */
+    const char *gnuplot; /* NULL: gnuplot on PATH */
+} cz_plot_options;
+int cz_train_plot(const cz_plot_options *o, cz_error *err);
+
 /* The divergence watch of the step loop: warns when a finite loss blows up
  * (optim.lr far too high) long before the non-finite check would fire.
  * Single-batch losses are noisy (near convergence a small batch's loss can
