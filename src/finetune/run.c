@@ -249,6 +249,7 @@ static int make_config(ft_run *r, int ranks, cz_config *cfg, cz_error *err) {
     snprintf(ov[n++], sizeof ov[0], "train.keep_last=1");
     snprintf(ov[n++], sizeof ov[0], "train.stop_after_steps=%ld", o->stop_after);
     snprintf(ov[n++], sizeof ov[0], "train.run_dir=%s", o->out_dir);
+    snprintf(ov[n++], sizeof ov[0], "train.tensorboard=%s", o->no_tensorboard ? "false" : "true");
     const char *ovp[24];
     for (int i = 0; i < n; i++) ovp[i] = ov[i];
     if (cz_config_load(cfg, NULL, ovp, n, err)) return -1;

@@ -7,7 +7,7 @@
 # killed job is imitated twice: a partial record at the end of the events
 # file, then a damaged byte in its last record; neither stops the resumed
 # run, which says in one warning what it cut. train.tensorboard=false
-# writes no event file.
+# (cloze-finetune --no-tensorboard) writes no event file.
 set -euo pipefail
 source "$(dirname "$0")/train_common.sh"
 work=$(mktemp -d /tmp/cloze-tensorboard-XXXXXX)
@@ -54,4 +54,8 @@ mpi 2 "$BIN/cloze-finetune" run --init "$run/ckpt-00000012.lz4" --out "$work/ft"
   --task tsv --text-a sentence --label label --train "$work/tasks/cls_train.tsv" \
   --dev "$work/tasks/cls_dev.tsv" --max-seq 32 --batch 32 --epochs 2 --eval-every-epoch --lr 1e-3
 "$TBPY" "$SRC/tests/scripts/check_tfevents.py" "$work/ft" --files 1 --results
+mpi 1 "$BIN/cloze-finetune" run --init "$run/ckpt-00000012.lz4" --out "$work/ft-off" --threads 1 \
+  --quiet --task tsv --text-a sentence --label label --train "$work/tasks/cls_train.tsv" \
+  --dev "$work/tasks/cls_dev.tsv" --max-seq 32 --batch 32 --epochs 1 --lr 1e-3 --no-tensorboard
+! ls "$work/ft-off"/events.out.tfevents.* 2>/dev/null || fail "cloze-finetune --no-tensorboard wrote events"
 echo "ok: event files of 3 slices and of a fine-tuning run read by tensorboard"
