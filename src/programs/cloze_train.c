@@ -55,7 +55,8 @@ static void plot_usage(FILE *out) {
                  "steps, the later attempt is drawn. A running job can be drawn too.\n"
                  "\n"
                  "  --out PREFIX      write PREFIX.png, PREFIX.svg and PREFIX.gp (the gnuplot\n"
-                 "                    script, its data inline); default RUN_DIR/curves\n"
+                 "                    script, its data inline: `gnuplot PREFIX.gp` in PREFIX's\n"
+                 "                    directory redraws them); default RUN_DIR/curves\n"
                  "  --gnuplot PATH    the gnuplot to run (default: gnuplot on PATH;\n"
                  "                    Debian: apt-get install gnuplot-nox)\n"
                  "  --help            this text\n");

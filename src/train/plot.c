@@ -183,20 +183,25 @@ static void figure(FILE *gp, const curves *c, const char *run_dir, int ppl) {
     fprintf(gp, "unset multiplot\n");
 }
 
-static int run_gnuplot(const char *gnuplot, const char *script, cz_error *err) {
+/* Runs gnuplot on BASE.gp inside dir: the script names its images without
+ * a directory, so that `gnuplot BASE.gp` redraws them where they are. */
+static int run_gnuplot(const char *gnuplot, const char *dir, const char *script, cz_error *err) {
     pid_t pid = fork();
     if (pid < 0) return cz_fail(err, "fork: %s", strerror(errno));
     if (pid == 0) {
+        if (chdir(dir) != 0) _exit(126);
         execlp(gnuplot, gnuplot, script, (char *)NULL);
         _exit(127);
     }
     int st;
     while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
     }
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 126)
+        return cz_fail(err, "%s: gnuplot cannot work in this directory", dir);
     if (WIFEXITED(st) && WEXITSTATUS(st) == 127)
         return cz_fail(err, "%s: not found (Debian: apt-get install gnuplot-nox)", gnuplot);
     if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-        return cz_fail(err, "%s failed on %s (exit %d)", gnuplot, script,
+        return cz_fail(err, "%s failed on %s/%s (exit %d)", gnuplot, dir, script,
                        WIFEXITED(st) ? WEXITSTATUS(st) : -1);
     return 0;
 }
@@ -215,6 +220,12 @@ int cz_train_plot(const cz_plot_options *o, cz_error *err) {
         snprintf(out, sizeof out, "%s", o->out);
     else
         snprintf(out, sizeof out, "%s/curves", o->run_dir);
+    /* OUT = DIR/BASE: gnuplot runs in DIR */
+    char dir[CZ_PATH_MAX + 64], base[CZ_PATH_MAX + 64];
+    const char *slash = strrchr(out, '/');
+    snprintf(dir, sizeof dir, "%.*s", slash ? (slash == out ? 1 : (int)(slash - out)) : 1,
+             slash ? out : ".");
+    snprintf(base, sizeof base, "%s", slash ? slash + 1 : out);
     curves c;
     memset(&c, 0, sizeof c);
     int rc = read_lines(path, &c, S_MLM_LOSS, S_EVAL_PPL, 0, err);
@@ -232,7 +243,8 @@ int cz_train_plot(const cz_plot_options *o, cz_error *err) {
     }
     if (rc == 0) {
         int ppl = !shown(&c, S_MLM_ACC) && !shown(&c, S_TASK_ACC) && shown(&c, S_LM_LOSS);
-        fprintf(gp, "# written by cloze-train plot from %s; run: gnuplot %s.gp\n", path, out);
+        fprintf(gp, "# written by cloze-train plot from %s; redraw: gnuplot %s.gp in %s\n", path,
+                base, dir);
         for (int s = 0; s < S_N; s++)
             if (shown(&c, s)) datablock(gp, &c, s);
         for (int png = 1; png >= 0; png--) {
@@ -241,18 +253,20 @@ int cz_train_plot(const cz_plot_options *o, cz_error *err) {
                 fprintf(gp,
                         "set terminal pngcairo size 1000,1000 noenhanced font "
                         "\"DejaVu Sans,10\"\nset output \"%s.png\"\n",
-                        out);
+                        base);
             else
                 fprintf(gp,
                         "set terminal svg size 1000,1000 noenhanced font \"DejaVu Sans,10\"\n"
                         "set output \"%s.svg\"\n",
-                        out);
+                        base);
             figure(gp, &c, o->run_dir, ppl);
             fprintf(gp, "unset output\n");
         }
         if (fclose(gp) != 0) rc = cz_fail(err, "%s: cannot write", file);
     }
-    if (rc == 0) rc = run_gnuplot(o->gnuplot ? o->gnuplot : "gnuplot", file, err);
+    char script[CZ_PATH_MAX + 80];
+    snprintf(script, sizeof script, "%s.gp", base);
+    if (rc == 0) rc = run_gnuplot(o->gnuplot ? o->gnuplot : "gnuplot", dir, script, err);
     char img[CZ_PATH_MAX + 80];
     snprintf(img, sizeof img, "%s.png", out);
     if (rc == 0) rc = non_empty(img, err);

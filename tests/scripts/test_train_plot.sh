@@ -27,7 +27,7 @@ $PY "$SRC/tests/scripts/check_images.py" --size=1000x1000 "$run" curves
 # --out, and the script redraws what it drew
 "$BIN/cloze-train" plot "$run" --out "$work/again" >/dev/null
 rm "$work/again.png" "$work/again.svg"
-gnuplot "$work/again.gp"
+(cd "$work" && gnuplot again.gp)
 $PY "$SRC/tests/scripts/check_images.py" --size=1000x1000 "$work" again
 
 # no step records: one line, exit 1, nothing drawn
