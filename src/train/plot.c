@@ -53,6 +53,7 @@ typedef struct curves {
     double *v[S_N];
     long n; /* steps 0 .. n-1 */
     long step_records;
+    double span; /* the training curves' moving average: about `span` steps */
 } curves;
 
 static int grow(curves *c, long step, cz_error *err) {
@@ -122,11 +123,23 @@ static int shown(const curves *c, int s) {
     return 0;
 }
 
-/* A datablock $NAME of "step value" lines of the series present. */
+/* A datablock $NAME of "step value smoothed" lines of the series present.
+ * A single step's loss or accuracy is noisy (one batch): beside it goes
+ * its exponential moving average with bias correction, as the divergence
+ * watch keeps (train.h), over about span = steps / 50 steps,
+ *   ema_n = b ema_{n-1} + (1 - b) x_n,  smoothed_n = ema_n / (1 - b^n),
+ *   b = 1 - 1 / span
+ * (TensorBoard's smoothing slider is the same average). */
 static void datablock(FILE *gp, const curves *c, int s) {
+    double b = s < S_LR && c->span > 1 ? 1 - 1 / c->span : 0, ema = 0, bn = 1;
     fprintf(gp, "$s%d << EOD\n", s);
-    for (long i = 0; i < c->n; i++)
-        if (isfinite(c->v[s][i])) fprintf(gp, "%ld %.9g\n", i, c->v[s][i]);
+    for (long i = 0; i < c->n; i++) {
+        double x = c->v[s][i];
+        if (!isfinite(x)) continue;
+        ema = b * ema + (1 - b) * x;
+        bn *= b;
+        fprintf(gp, "%ld %.9g %.9g\n", i, x, ema / (1 - bn));
+    }
     fprintf(gp, "EOD\n");
 }
 
@@ -138,10 +151,19 @@ static int panel(FILE *gp, const curves *c, const int *list, int n, const char *
         int s = list[i];
         if (!shown(c, s)) continue;
         int held = s >= S_EVAL_MLM_LOSS;
-        fprintf(gp, "%s%s$s%d using 1:2 with %s lw %s lc rgb \"%s\" title \"%s\"",
-                k ? ", \\\n     " : settings, k ? "" : "plot ", s,
-                held ? "linespoints pt 7 ps 0.8" : "lines", held ? "2" : "1", colour_of[s],
-                title_of[s]);
+        fprintf(gp, "%s%s", k ? ", \\\n     " : settings, k ? "" : "plot ");
+        if (held)
+            fprintf(gp,
+                    "$s%d using 1:2 with linespoints pt 7 ps 0.8 lw 2 lc rgb \"%s\" title \"%s\"",
+                    s, colour_of[s], title_of[s]);
+        else if (s < S_LR && c->span > 1) /* faint steps, the average over them */
+            fprintf(gp,
+                    "$s%d using 1:2 with lines lw 1 lc rgb \"#b0%s\" notitle, \\\n     "
+                    "$s%d using 1:3 with lines lw 2 lc rgb \"%s\" title \"%s\"",
+                    s, colour_of[s] + 1, s, colour_of[s], title_of[s]);
+        else
+            fprintf(gp, "$s%d using 1:2 with lines lw 1 lc rgb \"%s\" title \"%s\"", s,
+                    colour_of[s], title_of[s]);
         k++;
     }
     if (k) fprintf(gp, "\n");
@@ -165,7 +187,7 @@ static void figure(FILE *gp, const curves *c, const char *run_dir, int ppl) {
         fprintf(
             gp,
             "set title \"perplexity\"\nset ylabel \"exp(loss)\"\nset logscale y\n"
-            "plot $s%d using 1:(exp($2)) with lines lw 1 lc rgb \"#2ca02c\" title \"training LM\"",
+            "plot $s%d using 1:(exp($3)) with lines lw 2 lc rgb \"#2ca02c\" title \"training LM\"",
             S_LM_LOSS);
         if (shown(c, S_EVAL_PPL))
             fprintf(gp,
@@ -232,6 +254,7 @@ int cz_train_plot(const cz_plot_options *o, cz_error *err) {
     snprintf(file, sizeof file, "%s/results.jsonl", o->run_dir);
     if (rc == 0 && access(file, R_OK) == 0)
         rc = read_lines(file, &c, S_DEV_SCORE, S_DEV_SCORE, 1, err);
+    c.span = (double)c.step_records / 50;
     if (rc == 0 && c.step_records == 0)
         rc = cz_fail(err, "%s: no step records (the run has not finished a step): nothing to draw",
                      path);

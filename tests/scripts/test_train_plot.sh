@@ -15,15 +15,38 @@ data=$CLOZE_BUILD_DIR/test-data/tutorial
 prepare_corpus "$data"
 run=$work/run
 args() { tiny_args "$data" "$run"; echo --set data.heldout_manifest="$data/shards/heldout.manifest" \
-  --set train.steps=8 --set train.global_batch=4 --set train.micro_batch=2 \
-  --set train.ckpt_every=2 --set train.eval_every=2 --set train.eval_batches=2; }
-mpi 1 "$BIN/cloze-train" $(args) --set train.stop_after_steps=5
-rm "$run/ckpt-00000005.lz4"
+  --set train.steps=60 --set train.global_batch=4 --set train.micro_batch=2 \
+  --set train.ckpt_every=10 --set train.eval_every=10 --set train.eval_batches=2; }
+mpi 1 "$BIN/cloze-train" $(args) --set train.stop_after_steps=25
+rm "$run/ckpt-00000025.lz4"
 mpi 1 "$BIN/cloze-train" $(args) --resume auto
 
 "$BIN/cloze-train" plot "$run" >"$work/plot.out" || fail "cloze-train plot on a real run"
 grep -q "wrote $run/curves.png and .svg" "$work/plot.out" || { cat "$work/plot.out"; fail "no summary line"; }
 $PY "$SRC/tests/scripts/check_images.py" --size=1000x1000 "$run" curves
+# the figure's data: each step's value of the last attempt, and beside it the
+# bias-corrected moving average over about steps/50 steps, computed again here
+$PY - "$run" <<'PY' || fail "the figure's data differ from metrics.jsonl"
+import json, math, re, sys
+run = sys.argv[1]
+last, records = {}, 0
+for line in open(f"{run}/metrics.jsonl"):
+    r = json.loads(line)
+    if "loss" in r:
+        records += 1
+        last[r["step"]] = r["mlm_loss"]
+gp = open(f"{run}/curves.gp").read()
+rows = [l.split() for l in re.search(r"\$s0 << EOD\n(.*?)EOD", gp, re.S).group(1).splitlines()]
+steps = sorted(last)
+assert [int(r[0]) for r in rows] == steps, "steps"
+b, ema = 1 - 1 / (records / 50), 0.0
+for n, (r, s) in enumerate(zip(rows, steps), 1):
+    assert float(r[1]) == last[s], (s, r[1], last[s])
+    ema = b * ema + (1 - b) * last[s]
+    want = ema / (1 - b ** n)
+    assert math.isclose(float(r[2]), want, rel_tol=1e-7), (s, r[2], want)
+print(f"ok: {len(rows)} steps of training MLM loss and their average (span {records / 50:.2f})")
+PY
 # --out, and the script redraws what it drew
 "$BIN/cloze-train" plot "$run" --out "$work/again" >/dev/null
 rm "$work/again.png" "$work/again.svg"
