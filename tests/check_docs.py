@@ -46,7 +46,7 @@ SWEEP_EXAMPLE = "docs/img/sweeps/table6-mini"
 
 # programs whose options the docs are checked against: (name, where, sub-commands)
 PROGRAMS = [
-    ("cloze-train", "build", ()),
+    ("cloze-train", "build", ("plot",)),
     ("cloze-ckpt", "build", ()),
     ("cloze-sweep", "build", ()),
     ("cloze-finetune", "build", ()),

@@ -38,3 +38,10 @@ cloze_add_unit_test(test_loss_watch LABELS "train")
 # auto says in one line what it resumed or that it starts fresh (seconds)
 cloze_add_script_test(test_train_resume_start COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_train_resume_start.sh
                       LABELS "mpi;train" TIMEOUT 300)
+# TensorBoard event files read by the tensorboard package: equal to metrics.jsonl and
+# results.jsonl, no step twice across resumes, damaged files cut (seconds; PyPI venv)
+cloze_add_script_test(test_train_tensorboard COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_train_tensorboard.sh
+                      LABELS "mpi;train" TIMEOUT 600)
+# cloze-train plot: PNG and SVG of a real run (decoded), one line on a file without steps (seconds)
+cloze_add_script_test(test_train_plot COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_train_plot.sh
+                      LABELS "mpi;train" TIMEOUT 300)

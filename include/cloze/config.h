@@ -43,6 +43,7 @@ typedef struct cz_train_config {
     unsigned long long seed;
     int threads; /* threads per rank (BLIS + our kernels); 0 = cores / ranks on this node */
     int log_every;
+    int tensorboard;       /* train.tensorboard: event files beside metrics.jsonl */
     int eval_every;        /* 0 = only at the end */
     int eval_batches;      /* held-out micro-batches per evaluation */
     int ckpt_every;        /* 0 = only at the end */

@@ -167,6 +167,10 @@ const cz_key cz_config_keys[] = {
     {KEY("train", "log_every", CZ_KEY_INT, train.log_every), .resume = CZ_RESUME_ACCEPTED,
      .def = "100", .min = 1, .max = NOMAX,
      .meaning = "steps between log lines (metrics.jsonl records every step)"},
+    {KEY("train", "tensorboard", CZ_KEY_BOOL, train.tensorboard), .resume = CZ_RESUME_ACCEPTED,
+     .def = "true",
+     .meaning = "rank 0 writes metrics.jsonl's figures as TensorBoard event files "
+                "(events.out.tfevents.*) into the run directory too"},
     {KEY("train", "eval_every", CZ_KEY_INT, train.eval_every), .resume = CZ_RESUME_ACCEPTED,
      .def = "0", .min = 0, .max = NOMAX,
      .meaning = "steps between held-out evaluations; 0 = only at the end"},

@@ -561,10 +561,15 @@ static int train_step(cz_run *r, cz_step_stats *s, cz_error *err) {
 /* ---- evaluation on the held-out manifest: a fixed set of samples ---- */
 
 static int evaluate(cz_run *r, cz_error *err) {
-    if (r->task)
-        return r->task->evaluate ? r->task->evaluate(r->task->ctx, r->model, &r->comm, r->step,
-                                                     r->step >= r->cfg.train.steps, err)
-                                 : 0;
+    if (r->task) {
+        if (!r->task->evaluate || r->task->evaluate(r->task->ctx, r->model, &r->comm, r->step,
+                                                    r->step >= r->cfg.train.steps, err) != 0)
+            return r->task->evaluate ? -1 : 0;
+        cz_scalar v[16];
+        if (r->comm.rank == 0 && r->task->eval_scalars)
+            cz_metrics_scalars(r, r->step, v, r->task->eval_scalars(r->task->ctx, v, 16));
+        return 0;
+    }
     if (!r->eval_data) return 0;
     const cz_phase *ph = phase_at(r, r->step > 0 ? r->step - 1 : 0);
     cz_batch_buf *buf = &r->buf[ph != &r->phase[0]];
@@ -640,6 +645,7 @@ static void report_peak_memory(cz_run *r, const char *key, const char *what) {
                 sum_mib / r->comm.size);
         fflush(r->metrics);
     }
+    cz_metrics_memory(r, key, max_mib, sum_mib / r->comm.size);
 }
 
 static void watch_loss(cz_run *r, const cz_step_stats *s) {
@@ -757,7 +763,7 @@ int cz_train_run_task(const cz_comm *world, const cz_config *cfg, const cz_train
         if (rc != 0 && r->comm.rank == 0) cz_run_unclaim_dir(r);
         if (rc == 0) rc = write_run_config(r, err);
         if (rc == 0) {
-            cz_metrics_open(r);
+            cz_metrics_open(r, resumed);
             if (resumed) cz_metrics_resumed(r);
             if (!resumed && r->step == 0) rc = evaluate(r, err); /* the starting point */
             if (rc == 0) rc = run_loop(r, err);

@@ -9,6 +9,7 @@
 #include "cloze/kernels.h"
 #include "cloze/model.h"
 #include "cloze/optim.h"
+#include "cloze/tfevents.h"
 #include "cloze/train.h"
 
 /* The shape of a step in one phase of the length curriculum. */
@@ -46,7 +47,8 @@ typedef struct cz_run {
     cz_phase phase[2];
     long phase2_start; /* first step of phase 2 (== steps when there is none) */
     FILE *metrics;
-    int lock_fd; /* rank 0: the run directory's lock, held while the run lives */
+    cz_tfevents tb; /* rank 0: TensorBoard's copy of metrics.jsonl (train.tensorboard) */
+    int lock_fd;    /* rank 0: the run directory's lock, held while the run lives */
     /* rank 0, what claiming the run directory created, so that a run that
      * fails before it starts leaves nothing behind (cz_run_unclaim_dir): the
      * topmost directory made ("" = none, train.run_dir existed) and whether
@@ -90,11 +92,16 @@ typedef struct cz_eval_stats {
     long mlm_correct, mlm_count, nsp_correct, nsp_count, lm_count, samples;
 } cz_eval_stats;
 
-void cz_metrics_open(cz_run *r);
+/* resumed: the run continues from a checkpoint at r->step (the event files
+ * are cut to the steps before the ones it redoes) */
+void cz_metrics_open(cz_run *r, int resumed);
 void cz_metrics_close(cz_run *r);
 void cz_metrics_resumed(cz_run *r);
 void cz_metrics_step(cz_run *r, const cz_step_stats *s);
 void cz_metrics_eval(cz_run *r, long step, const cz_eval_stats *e);
+/* TensorBoard only: a task's figures at step, peak memory (report_peak_memory) */
+void cz_metrics_scalars(cz_run *r, long step, const cz_scalar *v, int n);
+void cz_metrics_memory(cz_run *r, const char *key, double max_mib, double mean_mib);
 
 /* run_state.c: what a run's checkpoint holds and how a run resumes from one */
 /* Rank 0's verdict `rc` on a step it took for all (a checkpoint written or
