@@ -5,11 +5,15 @@
  * bf16 (cz_mat_bf16) bit for bit with the same operands rounded while
  * packing; cz_bf16_round on values whose rounding is known by hand.
  *
- * One process checks one kernel, the one core chose (cz_cpu_bf16_kernel):
- * ctest runs it once per kernel with CLOZE_BF16_KERNEL=vdpbf16ps, amx and
- * amx-emulated (tests/kernels.cmake) and once as chosen. A kernel this CPU
+ * One process checks one kernel, the one chosen (cz_bf16_kernel_chosen).
+ * `test_gemm_bf16 table` iterates the kernels' table: it runs this program
+ * once per entry with CLOZE_BF16_KERNEL set to the entry's name, and
+ * checks that the names are unique and parse back. A kernel this CPU
  * cannot run exits 77 (skipped); amx-emulated runs everywhere, so the AMX
- * kernel's packing, blocking and loops are checked on every CPU. Shapes
+ * kernel's packing, blocking and loops are checked on every CPU.
+ * `test_gemm_bf16 fallback` (with CLOZE_BF16_PLANT) checks that a kernel
+ * failing its check of itself, by a wrong element or a fault, is passed
+ * over with one log line and the next kernel's products are right. Shapes
  * cross both kernels' micro-tiles (8 x 48, 32 x 32), k-pair and 32-value
  * tile edges, and their KC, MC and NC blocks.
  *
