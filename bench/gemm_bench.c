@@ -221,7 +221,8 @@ int main(int argc, char **argv) {
         setenv("CLOZE_BF16_KERNEL", bf16_kernel, 1);
         if (cz_bf16_kernel_refused() ||
             cz_bf16_kernel_chosen() != cz_bf16_kernel_parse(bf16_kernel)) {
-            fprintf(stderr, "--bf16-kernel %s: this CPU cannot run it\n", bf16_kernel);
+            fprintf(stderr, "--bf16-kernel %s: not run here: %s\n", bf16_kernel,
+                    cz_bf16_kernel_note());
             return 1;
         }
     }
