@@ -60,13 +60,14 @@ int cz_isa_parse(const char *name);
 
 /* The set the kernels run, decided once per process (the CPU does not
  * change under it, so this is the one cached answer in core besides the
- * log settings): cz_cpu_best_isa, or the environment's CLOZE_KERNELS=
- * scalar|baseline|avx2|avx512|auto when given. A forced set the CPU cannot
- * run is not taken: the best one is, with a warning, and
- * cz_cpu_kernel_isa_note says so (tests skip on it). */
+ * log settings) by core's rule (cz_cpu_choose) over the four sets (scalar
+ * rank 0: only when forced; then baseline, avx2, avx512 by width), with the
+ * environment's CLOZE_KERNELS=scalar|baseline|avx2|avx512|auto. A forced
+ * set the CPU cannot run is not taken: the best one is, with a warning,
+ * and cz_cpu_kernel_isa_refused says so (tests skip on it). */
 cz_isa cz_cpu_kernel_isa(void);
 /* How the choice was made, e.g. "avx2 (forced by CLOZE_KERNELS=avx2; the CPU
- * has avx512)" or "avx512 (best this CPU has)". */
+ * has avx512)" or "avx512 (the best this CPU has)". */
 const char *cz_cpu_kernel_isa_note(void);
 /* 1 when CLOZE_KERNELS asked for a set this CPU cannot run. */
 int cz_cpu_kernel_isa_refused(void);

@@ -86,80 +86,68 @@ const char *cz_cpu_describe(const cz_cpu *cpu, char *buf, int len) {
     return buf;
 }
 
-/* ---- the kernels' instruction set ---- */
+/* ---- the kernels' instruction set ----
+ * A table for core's rule (cz_cpu_choose, below), as the bf16 kernels'
+ * is: scalar only when forced, then by width. */
 
-static const char *const isa_names[] = {"scalar", "baseline", "avx2", "avx512"};
+static const cz_cpu_choice isa_table[] = {
+    {"scalar", 0, 0},
+    {"baseline", 0, 1},
+    {"avx2", CZ_NEEDS_X86 | CZ_NEEDS_AVX2, 2},
+    {"avx512", CZ_NEEDS_X86 | CZ_NEEDS_AVX512, 3},
+};
+#define N_ISAS ((int)(sizeof isa_table / sizeof isa_table[0]))
+
+static void isa_choices(const cz_cpu_choice *choices[N_ISAS]) {
+    for (int i = 0; i < N_ISAS; i++) choices[i] = &isa_table[i];
+}
 
 const char *cz_isa_name(cz_isa isa) {
-    return isa >= CZ_ISA_SCALAR && isa <= CZ_ISA_AVX512 ? isa_names[isa] : "unknown";
+    return isa >= CZ_ISA_SCALAR && isa <= CZ_ISA_AVX512 ? isa_table[isa].name : "unknown";
 }
 
 int cz_isa_parse(const char *name) {
     if (!strcmp(name, "auto")) return -1;
-    for (int i = 0; i <= CZ_ISA_AVX512; i++)
-        if (!strcmp(name, isa_names[i])) return i;
+    for (int i = 0; i < N_ISAS; i++)
+        if (!strcmp(name, isa_table[i].name)) return i;
     return -2;
 }
 
 cz_isa cz_cpu_best_isa(const cz_cpu *cpu) {
-    if (CZ_HAVE_X86_ISAS && cpu->avx512f && cpu->avx512bw && cpu->avx512vl && cpu->avx512dq &&
-        cpu->fma)
-        return CZ_ISA_AVX512;
-    if (CZ_HAVE_X86_ISAS && cpu->avx2 && cpu->fma) return CZ_ISA_AVX2;
-    return CZ_ISA_BASELINE;
+    const cz_cpu_choice *choices[N_ISAS];
+    isa_choices(choices);
+    int best = cz_cpu_best_choice(cpu, choices, N_ISAS);
+    return best < 0 ? CZ_ISA_BASELINE : (cz_isa)best;
 }
 
 static struct {
     pthread_once_t once;
-    cz_isa isa;
-    int refused;
-    char note[160];
-} kernel_isa = {PTHREAD_ONCE_INIT, CZ_ISA_SCALAR, 0, ""};
+    cz_cpu_chosen chosen;
+} kernel_isa = {PTHREAD_ONCE_INIT, {CZ_ISA_SCALAR, 0, 0, ""}};
 
 static void decide_kernel_isa(void) {
     cz_cpu cpu;
     cz_cpu_detect(&cpu);
-    cz_isa best = cz_cpu_best_isa(&cpu);
-    const char *env = getenv("CLOZE_KERNELS");
-    int want = env && *env ? cz_isa_parse(env) : -1;
-    if (want == -2) {
-        cz_warn("CLOZE_KERNELS=%s is not one of scalar, baseline, avx2, avx512, auto: using %s",
-                env, cz_isa_name(best));
-        want = -1;
-    }
-    if (want < 0) {
-        kernel_isa.isa = best;
-        snprintf(kernel_isa.note, sizeof kernel_isa.note, "%s (the widest this CPU has)",
-                 cz_isa_name(best));
-    } else if ((cz_isa)want > best) {
-        kernel_isa.isa = best;
-        kernel_isa.refused = 1;
-        snprintf(kernel_isa.note, sizeof kernel_isa.note,
-                 "%s (CLOZE_KERNELS=%s asked for more than this CPU has)", cz_isa_name(best), env);
-        cz_warn("CLOZE_KERNELS=%s: this CPU cannot run it; the kernels run %s", env,
-                cz_isa_name(best));
-    } else {
-        kernel_isa.isa = (cz_isa)want;
-        snprintf(kernel_isa.note, sizeof kernel_isa.note,
-                 "%s (forced by CLOZE_KERNELS=%s; the "
-                 "CPU has %s)",
-                 cz_isa_name(kernel_isa.isa), env, cz_isa_name(best));
-    }
+    const cz_cpu_choice *choices[N_ISAS];
+    isa_choices(choices);
+    cz_cpu_choose(&cpu, choices, N_ISAS, "CLOZE_KERNELS", NULL, &kernel_isa.chosen);
+    if (kernel_isa.chosen.index < 0)
+        kernel_isa.chosen.index = CZ_ISA_BASELINE; /* (needs nothing) */
 }
 
 cz_isa cz_cpu_kernel_isa(void) {
     pthread_once(&kernel_isa.once, decide_kernel_isa);
-    return kernel_isa.isa;
+    return (cz_isa)kernel_isa.chosen.index;
 }
 
 const char *cz_cpu_kernel_isa_note(void) {
     pthread_once(&kernel_isa.once, decide_kernel_isa);
-    return kernel_isa.note;
+    return kernel_isa.chosen.note;
 }
 
 int cz_cpu_kernel_isa_refused(void) {
     pthread_once(&kernel_isa.once, decide_kernel_isa);
-    return kernel_isa.refused;
+    return kernel_isa.chosen.refused;
 }
 
 /* ---- the fp32 GEMM's BLIS configuration ---- */
