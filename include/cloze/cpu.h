@@ -140,7 +140,7 @@ typedef struct cz_cpu_chosen {
  * the next is tried: a kernel that fails its check or faults never runs
  * the process's products. A name that is not in the table, or a kernel
  * the CPU cannot run, is warned about once and the choice is as for
- * "auto" (refused then says so). check may be NULL. */
+ * "auto" (refused then says so). check may be NULL; n <= 64. */
 void cz_cpu_choose(const cz_cpu *cpu, const cz_cpu_choice *const *table, int n, const char *env,
                    cz_cpu_check_fn check, cz_cpu_chosen *out);
 /* The index cz_cpu_choose takes with no environment variable, before any

@@ -277,6 +277,7 @@ void cz_cpu_choose(const cz_cpu *cpu, const cz_cpu_choice *const *table, int n, 
                    cz_cpu_check_fn check, cz_cpu_chosen *out) {
     memset(out, 0, sizeof *out);
     out->index = -1;
+    if (n > 64) n = 64; /* (tables hold a handful) */
     unsigned have = cz_cpu_features(cpu);
     const char *want_name = getenv(env);
     int want = -1;
@@ -303,7 +304,7 @@ void cz_cpu_choose(const cz_cpu *cpu, const cz_cpu_choice *const *table, int n, 
         if (step == 0)
             i = want;
         else
-            for (int j = 0; j < n && j < 64; j++)
+            for (int j = 0; j < n; j++)
                 if (!tried[j] && table[j]->rank > 0 && runs_on(table[j], have) &&
                     (i < 0 || table[j]->rank > table[i]->rank))
                     i = j;
