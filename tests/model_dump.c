@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cloze/safetensors.h"
+#include "dump.h"
 #include "test_model_fixture.h"
 
 /* AdamW (Loshchilov & Hutter 2019) as torch.optim.AdamW: decoupled decay
@@ -42,11 +42,6 @@ static void adamw_step(adamw *o, cz_model *model) {
     }
 }
 
-static void die(const char *what, const cz_error *err) {
-    fprintf(stderr, "model_dump: %s: %s\n", what, err->msg);
-    exit(1);
-}
-
 int main(int argc, char **argv) {
     if (argc != 3 ||
         (strcmp(argv[1], "bert") && strcmp(argv[1], "gpt") && strcmp(argv[1], "gpt2"))) {
@@ -55,6 +50,7 @@ int main(int argc, char **argv) {
     }
     int bert = !strcmp(argv[1], "bert");
     const char *dir = argv[2];
+    dump_program = "model_dump";
     const int B = 3, T = 32, P = 5;
     cz_model_config c = bert ? tiny_config(CZ_ARCH_BERT, 30522, 128, 2, 2, 64)
                              : tiny_config(CZ_ARCH_GPT, 5000, 128, 4, 4, 64);
@@ -64,56 +60,42 @@ int main(int argc, char **argv) {
     }
     cz_error err;
     cz_gemm_ctx *gemm = cz_gemm_setup(CZ_GEMM_AUTO, 1, &err);
-    if (!gemm) die("gemm", &err);
+    dump_check(!gemm, "gemm", &err);
     cz_model *m;
-    if (cz_model_create(&m, &c, B, T, P, gemm, &err)) die("create", &err);
+    dump_check(cz_model_create(&m, &c, B, T, P, gemm, &err), "create", &err);
     cz_model_init_weights(m, 2024);
     /* LayerNorm and bias parameters away from 1 / 0, so that their paths count */
     perturb_no_decay(m, 6, 2, 0.05f);
     static test_batch tb;
     make_batch(&tb, &c, B, T, P, 5, NULL, 77);
 
-    char path[1024];
-    snprintf(path, sizeof path, "%s/config.json", dir);
-    if (cz_hf_config_write(path, &c, &err)) die("config", &err);
-    snprintf(path, sizeof path, "%s/weights.safetensors", dir);
-    if (cz_model_save_safetensors(m, path, &err)) die("weights", &err);
-    snprintf(path, sizeof path, "%s/batch.txt", dir);
-    FILE *f = fopen(path, "w");
-    if (!f) return 1;
+    dump_model(m, &c, dir);
+    FILE *f = dump_open(dir, "batch.txt", "w");
     fprintf(f, "shape %d %d %d\n", B, T, P);
-    put_ints(f, "tokens", tb.tokens, B * T);
+    dump_ints(f, "tokens", tb.tokens, B * T);
     int32_t mask[4096];
     for (int i = 0; i < B * T; i++) mask[i] = tb.mask[i];
-    put_ints(f, "attn_mask", mask, B * T);
+    dump_ints(f, "attn_mask", mask, B * T);
     if (bert) {
-        put_ints(f, "segments", tb.segments, B * T);
-        put_ints(f, "mlm_positions", tb.mlm_pos, B * P);
-        put_ints(f, "mlm_labels", tb.mlm_lab, B * P);
+        dump_ints(f, "segments", tb.segments, B * T);
+        dump_ints(f, "mlm_positions", tb.mlm_pos, B * P);
+        dump_ints(f, "mlm_labels", tb.mlm_lab, B * P);
         int32_t w[1024];
         for (int i = 0; i < B * P; i++) w[i] = (int32_t)tb.mlm_w[i];
-        put_ints(f, "mlm_weights", w, B * P);
-        put_ints(f, "nsp_labels", tb.nsp, B);
+        dump_ints(f, "mlm_weights", w, B * P);
+        dump_ints(f, "nsp_labels", tb.nsp, B);
     } else {
-        put_ints(f, "targets", tb.targets, B * T);
+        dump_ints(f, "targets", tb.targets, B * T);
     }
-    fclose(f);
+    dump_close(f, "batch.txt");
 
     cz_losses l;
     cz_model_zero_grads(m);
-    if (cz_model_forward(m, &tb.b, &l, &err)) die("forward", &err);
+    dump_check(cz_model_forward(m, &tb.b, &l, &err), "forward", &err);
     cz_model_backward(m, &tb.b, 1.0f);
-    /* the gradient buffer has the parameter layout: same tensor table */
-    cz_tensor_info *tl = malloc((size_t)cz_model_num_tensors(m) * sizeof *tl);
-    for (int k = 0; k < cz_model_num_tensors(m); k++) tl[k] = *cz_model_tensor(m, k);
-    snprintf(path, sizeof path, "%s/grads.safetensors", dir);
-    if (cz_safetensors_write(path, tl, cz_model_num_tensors(m), cz_model_grads(m), NULL, 0, &err))
-        die("grads", &err);
-    free(tl);
+    dump_model_grads(m, dir, "grads.safetensors");
 
-    snprintf(path, sizeof path, "%s/result.txt", dir);
-    f = fopen(path, "w");
-    if (!f) return 1;
+    f = dump_open(dir, "result.txt", "w");
     fprintf(f, "loss %.10g\nmlm %.10g\nnsp %.10g\nlm %.10g\n", l.loss, l.mlm_loss, l.nsp_loss,
             l.lm_loss);
     size_t np = cz_model_num_params(m);
@@ -121,13 +103,13 @@ int main(int argc, char **argv) {
                0};
     for (int step = 0; step <= 10; step++) {
         cz_model_zero_grads(m);
-        if (cz_model_forward(m, &tb.b, &l, &err)) die("forward", &err);
+        dump_check(cz_model_forward(m, &tb.b, &l, &err), "forward", &err);
         fprintf(f, "adamw %d %.10g\n", step, l.loss);
         if (step == 10) break;
         cz_model_backward(m, &tb.b, 1.0f);
         adamw_step(&o, m);
     }
-    fclose(f);
+    dump_close(f, "result.txt");
     free(o.m);
     free(o.v);
     cz_model_free(m);
