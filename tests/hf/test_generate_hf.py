@@ -7,11 +7,15 @@ Usage (run by tests/scripts/test_generate_hf.sh):
       heads, 64 positions) with weights drawn at std 0.3 (not 0.02, so that
       the greedy continuation is no near-tie and varies), LayerNorm and
       biases moved off 1 / 0, saved with save_pretrained
-  test_generate_hf.py greedy DIR IDS_FILE N
+  test_generate_hf.py greedy DIR IDS_FILE N DISTINCT
       IDS_FILE: cloze-generate --ids output (one line: prompt then new
       tokens); the first len - N ids are the prompt. transformers'
       generate(do_sample=False, max_new_tokens=N) on the same prompt must
-      give the same ids; the continuation must not be one repeated token.
+      give the same ids, with at least DISTINCT different new tokens (3 for
+      the random models: not one repeated token).
+  test_generate_hf.py decode DIR IDS_FILE TEXT_FILE
+      TEXT_FILE (cloze-generate's text, then a newline) is byte for byte
+      AutoTokenizer(DIR).decode of the ids
   test_generate_hf.py prompt DIR IDS_FILE N TEXT
       AutoTokenizer(DIR) on TEXT gives the prompt ids cloze-generate used
   test_generate_hf.py fill-mask DIR TEXT OUT_FILE K
@@ -57,7 +61,7 @@ def read_ids(path):
     return [int(t) for t in lines[0]]
 
 
-def greedy(d, ids_file, n):
+def greedy(d, ids_file, n, distinct):
     ids = read_ids(ids_file)
     prompt, ours = ids[:-n], ids[-n:]
     model = AutoModelForCausalLM.from_pretrained(d).float().eval()
@@ -72,7 +76,7 @@ def greedy(d, ids_file, n):
     if ours != theirs:
         first = next(i for i in range(n) if i >= len(theirs) or ours[i] != theirs[i])
         fail(f"{d}: greedy ids differ from transformers' generate() at new token {first}")
-    if len(set(ours)) < 3:
+    if len(set(ours)) < distinct:
         fail(f"{d}: the continuation has {len(set(ours))} distinct token(s): too weak a check")
     print(f"{d}: {n} greedy tokens equal transformers' ({len(set(ours))} distinct)")
 
@@ -83,6 +87,16 @@ def prompt_check(d, ids_file, n, text):
     if ids[:-n] != theirs:
         fail(f"{d}: cloze's prompt ids {ids[:-n]} differ from AutoTokenizer's {theirs}")
     print(f"{d}: the prompt's {len(theirs)} ids equal AutoTokenizer's")
+
+
+def decode(d, ids_file, text_file):
+    ids = read_ids(ids_file)
+    theirs = AutoTokenizer.from_pretrained(d).decode(ids).encode("utf-8")
+    ours = open(text_file, "rb").read()
+    if ours != theirs + b"\n":
+        fail(f"{text_file}: cloze's text {ours[:60]!r}... differs from AutoTokenizer's decode "
+             f"{theirs[:60]!r}...")
+    print(f"{d}: the text ({len(theirs)} bytes) is AutoTokenizer's decode of the ids")
 
 
 def fill_mask(d, text, out_file, k):
@@ -117,7 +131,9 @@ def main():
     if cmd == "make-random":
         make_random(sys.argv[2], int(sys.argv[3]), sys.argv[4])
     elif cmd == "greedy":
-        greedy(sys.argv[2], sys.argv[3], int(sys.argv[4]))
+        greedy(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
+    elif cmd == "decode":
+        decode(sys.argv[2], sys.argv[3], sys.argv[4])
     elif cmd == "prompt":
         prompt_check(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5])
     elif cmd == "fill-mask":
