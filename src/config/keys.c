@@ -201,7 +201,7 @@ const cz_key cz_config_keys[] = {
      .def = "32", .min = 1, .max = NOMAX, .meaning = "new tokens per sample (train.sample_every)"},
     {KEY("train", "sample_prompt", CZ_KEY_STRING, train.sample_prompt),
      .resume = CZ_RESUME_ACCEPTED, .def = "",
-     .meaning = "the samples' prompt; \"\" = the end-of-text token <|endoftext|>"},
+     .meaning = "the samples' prompt; \"\" = the vocabulary's end-of-text token"},
 
     /* ---- optim: AdamW (Loshchilov & Hutter) as in BERT App. A.2 ---- */
     {KEY("optim", "name", CZ_KEY_WORD_INDEX, optim.kind), .resume = CZ_RESUME_REFUSED,
