@@ -153,12 +153,21 @@ int cz_decoder_len(const cz_decoder *d) {
     return d->len;
 }
 
-/* y[rows, out] = x[rows, in] W[in, out] + b: GPT's Conv1D, weight stored
- * [in, out] */
+/* Up to this many rows a product streams the weight once (cz_skinny_gemm):
+ * a decoding step's rows are its batch, and a GEMM library would pack the
+ * whole weight for them (docs/performance.md, "Text generation"). */
+#define SKINNY_MAX_ROWS 16
+
+/* y[rows, out] = x[rows, in] W[in, out] (+ b; NULL = none): GPT's Conv1D,
+ * weight stored [in, out] */
 static void conv1d(const cz_decoder *d, float *y, const float *x, const float *w, const float *b,
                    int rows, int in, int out) {
+    if (rows <= SKINNY_MAX_ROWS) {
+        cz_skinny_gemm(y, x, rows, w, 0, in, out, b);
+        return;
+    }
     cz_gemm(d->g, 0, 0, rows, out, in, 1.0f, x, in, w, out, 0.0f, y, out);
-    cz_add_bias(y, b, rows, out, out);
+    if (b) cz_add_bias(y, b, rows, out, out);
 }
 
 /* Attention of the n new positions of every sequence over the cache of
@@ -261,14 +270,14 @@ int cz_decoder_step(cz_decoder *d, const int32_t *tokens, int n, const float **l
         if (pre) { /* x += attn; x += MLP(LN2(x)) */
             for (size_t i = 0; i < (size_t)rows * H; i++) d->x[i] += d->tmp[i];
             cz_layernorm_forward(d->xn, d->mean, d->rstd, d->x, w->ln2_g, w->ln2_b, rows, H, eps);
-            cz_gemm(d->g, 0, 0, rows, I, H, 1.0f, d->xn, H, w->fc_w, I, 0.0f, d->u, I);
+            conv1d(d, d->u, d->xn, w->fc_w, NULL, rows, H, I);
             cz_bias_gelu_forward(d->gl, d->u, w->fc_b, rows, I, c->gelu_tanh);
             conv1d(d, d->tmp, d->gl, w->out_w, w->out_b, rows, I, H);
             for (size_t i = 0; i < (size_t)rows * H; i++) d->x[i] += d->tmp[i];
         } else { /* h = LN1(x + attn); x = LN2(h + MLP(h)) */
             cz_add_layernorm_forward(d->xn, d->ctx, d->mean, d->rstd, d->x, d->tmp, w->ln1_g,
                                      w->ln1_b, rows, H, eps);
-            cz_gemm(d->g, 0, 0, rows, I, H, 1.0f, d->xn, H, w->fc_w, I, 0.0f, d->u, I);
+            conv1d(d, d->u, d->xn, w->fc_w, NULL, rows, H, I);
             cz_bias_gelu_forward(d->gl, d->u, w->fc_b, rows, I, c->gelu_tanh);
             conv1d(d, d->tmp, d->gl, w->out_w, w->out_b, rows, I, H);
             cz_add_layernorm_forward(d->x, d->ctx, d->mean, d->rstd, d->xn, d->tmp, w->ln2_g,
@@ -284,8 +293,11 @@ int cz_decoder_step(cz_decoder *d, const int32_t *tokens, int n, const float **l
         memcpy(d->last, d->xn, (size_t)B * H * sizeof(float));
     }
     /* the tied head: logits = x wte^T over the real vocabulary rows */
-    cz_gemm(d->g, 0, 1, B, c->vocab_size, H, 1.0f, d->last, H, d->wte, H, 0.0f, d->logits,
-            c->vocab_size);
+    if (B <= SKINNY_MAX_ROWS)
+        cz_skinny_gemm(d->logits, d->last, B, d->wte, 1, H, c->vocab_size, NULL);
+    else
+        cz_gemm(d->g, 0, 1, B, c->vocab_size, H, 1.0f, d->last, H, d->wte, H, 0.0f, d->logits,
+                c->vocab_size);
     d->len += n;
     *logits = d->logits;
     return 0;
