@@ -163,7 +163,10 @@ int cz_decoder_len(const cz_decoder *d) {
 static void conv1d(const cz_decoder *d, float *y, const float *x, const float *w, const float *b,
                    int rows, int in, int out) {
     if (rows <= SKINNY_MAX_ROWS) {
+        int was = omp_get_max_threads();
+        omp_set_num_threads(d->threads);
         cz_skinny_gemm(y, x, rows, w, 0, in, out, b);
+        omp_set_num_threads(was);
         return;
     }
     cz_gemm(d->g, 0, 0, rows, out, in, 1.0f, x, in, w, out, 0.0f, y, out);
@@ -180,7 +183,11 @@ static void attention(cz_decoder *d, int l, int n) {
     float scale = 1.0f / sqrtf((float)hd);
     size_t lay = (size_t)l * d->batch * d->max_len * H;
     if (n == 1) {
-#pragma omp parallel for schedule(static)
+        /* threads only where there is work for them: each parallel region
+         * costs a wake-up and a barrier, which on a busy machine can wait for
+         * a time slice (docs/performance.md, "Text generation") */
+        int parallel = (long)d->batch * A * T * hd >= (1L << 18);
+#pragma omp parallel for schedule(static) if (parallel) num_threads(d->threads)
         for (int pair = 0; pair < d->batch * A; pair++) {
             int b = pair / A, h = pair % A;
             float *s = d->scores + (size_t)omp_get_thread_num() * d->max_len;
@@ -252,6 +259,11 @@ int cz_decoder_step(cz_decoder *d, const int32_t *tokens, int n, const float **l
         float *x = d->x + (size_t)r * H;
         for (int i = 0; i < H; i++) x[i] = e[i] + p[i];
     }
+    /* A step of a few rows runs its elementwise kernels on one thread (the
+     * products keep every thread, conv1d): a parallel region over a few rows
+     * costs more in wake-ups and barriers than it saves, and on a busy
+     * machine a barrier can wait for a time slice */
+    if (rows <= SKINNY_MAX_ROWS) omp_set_num_threads(1);
     for (int l = 0; l < c->layers; l++) {
         const dec_layer *w = &d->ly[l];
         size_t lay = (size_t)l * B * d->max_len * H;
@@ -292,6 +304,7 @@ int cz_decoder_step(cz_decoder *d, const int32_t *tokens, int n, const float **l
         cz_layernorm_forward(d->xn, d->mean, d->rstd, d->last, d->lnf_g, d->lnf_b, B, H, eps);
         memcpy(d->last, d->xn, (size_t)B * H * sizeof(float));
     }
+    omp_set_num_threads(d->threads);
     /* the tied head: logits = x wte^T over the real vocabulary rows */
     if (B <= SKINNY_MAX_ROWS)
         cz_skinny_gemm(d->logits, d->last, B, d->wte, 1, H, c->vocab_size, NULL);
