@@ -1,7 +1,8 @@
 /* infer (include/cloze/infer.h): the sampler on planted distributions, and
  * generation on cloze's own GPT models (both layouts, random weights):
  * the key-value cache gives the tokens of recomputing the whole prefix at
- * every step, a seed repeats a sample, temperature 0 is greedy; a BERT is
+ * every step, a seed repeats a sample, temperature 0 is greedy, an
+ * end-of-text id stops a sequence right after it; a BERT is
  * refused by the decoder and a GPT by fill-mask. transformers' generate()
  * and BertForMaskedLM are the references of tests/scripts/test_generate_hf.sh. */
 #include <math.h>
@@ -179,6 +180,16 @@ static void test_generation(int layout, cz_gemm_ctx *g) {
           name);
     CHECK(!memcmp(buf[0][0], buf[0][2], 35 * sizeof(int32_t)),
           "%s: greedy sequences of one batch differ", name);
+    /* an end-of-text id stops a sequence right after it: the greedy
+     * continuation's 8th new token taken as the end of text */
+    int32_t eos = buf[0][0][12];
+    int first = 5;
+    while (buf[0][0][first] != eos) first++;
+    gp = (cz_generate_params){30, {0.0f, 0, 1.0f}, 5, eos, 0};
+    cz_generate(d, prompt, 5, &gp, out[1], lens[1], NULL, NULL, &err);
+    CHECK(lens[1][0] == first + 1 && buf[1][0][first] == eos,
+          "%s: end-of-text id %d (first at %d): the sequence has %d tokens", name, eos, first,
+          lens[1][0]);
     /* the logits too: one position at a time against the prefix at once */
     const float *lg;
     static float inc[97];
