@@ -272,10 +272,12 @@ static int load_model(const char *path, loaded *l, cz_error *err) {
 }
 
 /* The model for one sequence of up to seq tokens with max_pred prediction
- * slots (fill-mask; generation uses its own buffers), its weights loaded. */
-static int create_model(const char *path, loaded *l, int seq, int max_pred, cz_error *err) {
+ * slots (fill-mask; generation uses its own buffers), its weights loaded;
+ * g runs its products (freed after the model). */
+static int create_model(const char *path, loaded *l, int seq, int max_pred, const cz_gemm_ctx *g,
+                        cz_error *err) {
     if (seq > l->mc.max_positions) seq = l->mc.max_positions;
-    if (cz_model_create(&l->m, &l->mc, 1, seq, max_pred, NULL, err))
+    if (cz_model_create(&l->m, &l->mc, 1, seq, max_pred, g, err))
         return cz_fail_prefix(err, "%s", path);
     if (!l->ck) {
         cz_hf_load_report rep;
@@ -426,7 +428,7 @@ static int generate(const args *a) {
                 "cloze-generate: %d prompt + %d new tokens exceed the model's %d "
                 "positions: generating %d\n",
                 n, a->max_new, P, P - n);
-    if (create_model(a->model, &l, 1, 1, &err) ||
+    if (create_model(a->model, &l, 1, 1, g, &err) ||
         cz_decoder_create(&d, l.m, a->samples, max_len, g, &err))
         goto done;
     out = calloc((size_t)a->samples, sizeof *out);
@@ -545,7 +547,7 @@ static int fill_mask(const args *a) {
     int found = -1;
     if (!res || !in)
         cz_fail(&err, "out of memory");
-    else if (create_model(a->model, &l, n, masks, &err) == 0) {
+    else if (create_model(a->model, &l, n, masks, g, &err) == 0) {
         for (int i = 0; i < n; i++) in[i] = (int32_t)ids.ids[i];
         found = cz_fill_mask(l.m, g, in, n, mask, a->top_k, res, masks, &err);
     }
