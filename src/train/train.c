@@ -755,11 +755,11 @@ int cz_train_run_task(const cz_comm *world, const cz_config *cfg, const cz_train
     if (rc == 0) {
         int resumed = cz_run_resume(r, opt->resume, err);
         rc = resumed < 0 ? -1 : 0;
+        if (rc == 0) rc = cz_run_sample_open(r, err); /* train.sample_every */
         /* failed before it started: it leaves no trace (no run.lock, no
          * run directory that it made) */
         if (rc != 0 && r->comm.rank == 0) cz_run_unclaim_dir(r);
         if (rc == 0) rc = write_run_config(r, err);
-        if (rc == 0) rc = cz_run_sample_open(r, err);
         if (rc == 0) {
             cz_metrics_open(r);
             if (resumed) cz_metrics_resumed(r);

@@ -15,6 +15,7 @@
 #   * a seed repeats a sample (and on 2 threads), another seed changes it;
 #   * a BERT trained 6 steps, exported: fill-mask's top-5 ids and
 #     probabilities equal BertForMaskedLM's softmax within 1e-5;
+#   * train.sample_every on a BERT: one line, no run directory left;
 #   * bad input (a BERT given to generation, a GPT to fill-mask, a prompt as
 #     long as the context, an id outside the vocabulary, a text without
 #     [MASK]): one line on stderr, exit 1.
@@ -98,6 +99,18 @@ mpi 1 "$BIN/cloze-train" $(tiny_args "$data" "$work/bert") --set train.steps=6 \
   --set train.global_batch=8 --set train.micro_batch=8 2>"$work/bert.log" ||
   { cat "$work/bert.log"; fail "cloze-train bert"; }
 bert=$(last_ckpt "$work/bert")
+# train.sample_every on a BERT: refused before the first step, said once,
+# the run directory left as it was (none)
+rc=0
+mpi 2 "$BIN/cloze-train" $(tiny_args "$data" "$work/bert-sample") --set train.steps=4 \
+  --set train.global_batch=8 --set train.micro_batch=4 --set train.sample_every=1 \
+  2>"$work/bert-sample.log" || rc=$?
+[ "$rc" != 0 ] || fail "train.sample_every on a BERT was not refused"
+[ "$(grep -c 'error:' "$work/bert-sample.log")" = 1 ] &&
+  grep -q 'samples need a GPT' "$work/bert-sample.log" ||
+  { cat "$work/bert-sample.log"; fail "train.sample_every on a BERT: not one line naming the problem"; }
+[ ! -e "$work/bert-sample" ] || fail "train.sample_every on a BERT left $work/bert-sample behind"
+echo "train.sample_every on a BERT: $(grep 'error:' "$work/bert-sample.log")"
 "$BIN/cloze-ckpt" export-hf "$bert" "$work/bert-hf" >/dev/null || fail "export-hf bert"
 mtext="The [MASK] can be used as a [MASK]."
 "$G" fill-mask "$bert" "$mtext" --top-k 5 --ids >"$work/fill.txt" || fail "fill-mask"
