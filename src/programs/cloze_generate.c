@@ -63,7 +63,7 @@ static void usage(FILE *out) {
         "\n"
         "Fill-mask (a BERT pre-training model): the TEXT's [MASK] tokens, each with the\n"
         "--top-k (default 5, at most 64) most probable words and their probabilities.\n"
-        "  --ids                print ids with the words\n"
+        "  --ids                print ids with the words, probabilities to 9 digits\n"
         "\n"
         "Both:\n"
         "  --threads N          threads (default: the CPUs this process may use)\n"
@@ -558,7 +558,7 @@ static int fill_mask(const args *a) {
         for (int j = 0; j < a->top_k && j < l.mc.vocab_size; j++) {
             const char *w = cz_tokenizer_token(tok, (uint32_t)res[k].ids[j]);
             if (a->ids)
-                printf("%8.6f  %-6d %s\n", res[k].probs[j], res[k].ids[j], w ? w : "?");
+                printf("%.9g  %-6d %s\n", res[k].probs[j], res[k].ids[j], w ? w : "?");
             else
                 printf("%8.6f  %s\n", res[k].probs[j], w ? w : "?");
         }

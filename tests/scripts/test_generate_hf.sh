@@ -13,8 +13,9 @@
 #     0.3, so that the greedy continuation varies) imported with
 #     cloze-ckpt import-hf: the same 50 greedy tokens as generate();
 #   * a seed repeats a sample (and on 2 threads), another seed changes it;
-#   * a BERT trained 6 steps, exported: fill-mask's top-5 ids and
-#     probabilities equal BertForMaskedLM's softmax within 1e-5;
+#   * a BERT trained 6 steps, exported, and a random BertForPreTraining
+#     (std 0.3) imported: fill-mask's top-5 ids and probabilities equal
+#     BertForMaskedLM's softmax within 1e-5 (and 1e-4 relative);
 #   * train.sample_every on a BERT: one line, no run directory left;
 #   * bad input (a BERT given to generation, a GPT to fill-mask, a prompt as
 #     long as the context, an id outside the vocabulary, a text without
@@ -32,6 +33,10 @@ fail() { echo "FAIL: $*"; exit 1; }
 G=$BIN/cloze-generate
 T=$SRC/tests/hf/test_generate_hf.py
 hf() { "$PYV" "$T" "$@" 2> >(grep -v -i 'warn\|^ *warnings\.' >&2); }
+# the comparisons, run at the end by one interpreter (tab-separated lines)
+checks=$work/checks.txt
+: >"$checks"
+check() { local IFS=$'\t'; echo "$*" >>"$checks"; }
 last_ckpt() { ls "$1"/ckpt-*.lz4 | tail -1; }
 V=$(bpe_shards "$data/corpus.txt" "$work")
 man=$work/shards/train.manifest
@@ -68,21 +73,21 @@ for kind in gpt2 gpt1; do
   "$G" "$ck" --prompt "$text" --greedy --max-new-tokens 50 --ignore-eos --ids --no-cache |
     cmp -s - "$work/$kind.ids" || fail "$kind: --no-cache gives other tokens than the cache"
   "$G" "$ck" --prompt "$text" --greedy --max-new-tokens 50 --ignore-eos >"$work/$kind.txt"
-  hf prompt "$work/$kind-hf" "$work/$kind.ids" 50 "$text" || fail "$kind: prompt ids"
-  hf greedy "$work/$kind-hf" "$work/$kind.ids" 50 1 || fail "$kind: greedy"
-  hf decode "$work/$kind-hf" "$work/$kind.ids" "$work/$kind.txt" || fail "$kind: decoded text"
+  check prompt "$work/$kind-hf" "$work/$kind.ids" 50 "$text"
+  check greedy "$work/$kind-hf" "$work/$kind.ids" 50 1
+  check decode "$work/$kind-hf" "$work/$kind.ids" "$work/$kind.txt"
 done
 
 # random models saved by transformers, imported
+hf make-random "$V" gpt2 "$work/r-gpt2" gpt1 "$work/r-gpt1" || fail "random models"
 for kind in gpt2 gpt1; do
-  hf make-random "$work/r-$kind" "$V" $kind || fail "a random $kind"
   "$BIN/cloze-ckpt" import-hf "$work/r-$kind" "$work/r-$kind.lz4" >/dev/null || fail "import-hf $kind"
   "$G" "$work/r-$kind.lz4" --prompt-ids "5 17 300 42 7" --greedy --max-new-tokens 50 \
     --ignore-eos --ids >"$work/r-$kind.ids"
   "$G" "$work/r-$kind.lz4" --prompt-ids "5 17 300 42 7" --temperature 0 --max-new-tokens 50 \
     --ignore-eos --ids --no-cache | cmp -s - "$work/r-$kind.ids" ||
     fail "random $kind: temperature 0 without the cache differs from --greedy with it"
-  hf greedy "$work/r-$kind" "$work/r-$kind.ids" 50 3 || fail "random $kind: greedy"
+  check greedy "$work/r-$kind" "$work/r-$kind.ids" 50 3
 done
 
 # seeds
@@ -115,7 +120,16 @@ echo "train.sample_every on a BERT: $(grep 'error:' "$work/bert-sample.log")"
 mtext="The [MASK] can be used as a [MASK]."
 "$G" fill-mask "$bert" "$mtext" --top-k 5 --ids >"$work/fill.txt" || fail "fill-mask"
 cat "$work/fill.txt"
-hf fill-mask "$work/bert-hf" "$mtext" "$work/fill.txt" 5 || fail "fill-mask against BertForMaskedLM"
+check fill-mask "$work/bert-hf" "$mtext" "$work/fill.txt" 5
+# a random BertForPreTraining (std 0.3: probabilities far from uniform) with
+# the export's tokenizer files, imported
+BV=$(grep -c '' "$data/vocab.txt")
+hf make-random "$BV" bert "$work/r-bert" || fail "a random BERT"
+cp "$work/bert-hf"/{vocab.txt,tokenizer_config.json,special_tokens_map.json} "$work/r-bert/"
+"$BIN/cloze-ckpt" import-hf "$work/r-bert" "$work/r-bert.lz4" >/dev/null || fail "import-hf bert"
+"$G" fill-mask "$work/r-bert.lz4" "$mtext" --top-k 5 --ids >"$work/r-fill.txt" || fail "fill-mask"
+cat "$work/r-fill.txt"
+check fill-mask "$work/r-bert" "$mtext" "$work/r-fill.txt" 5
 
 # bad input: one line, exit 1
 bad() { # bad WHAT PATTERN -- ARGS...
@@ -132,4 +146,5 @@ bad "a GPT given to fill-mask" "is a GPT model" -- fill-mask "$ck" "a [MASK] her
 bad "a prompt as long as the context" "the prompt is 64 tokens" -- "$ck" --prompt-ids "$long"
 bad "an id outside the vocabulary" "outside the model's vocabulary" -- "$ck" --prompt-ids "1 $V 2"
 bad "a text without [MASK]" "no \[MASK\]" -- fill-mask "$bert" "nothing to fill"
+hf checks "$checks" || fail "a comparison with transformers"
 echo "test_generate_hf: ok"
