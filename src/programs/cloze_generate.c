@@ -181,6 +181,7 @@ static int parse(int argc, char **argv, args *a) {
             a->top_k = (int)x;
         } else if (!strcmp(o, "--top-p")) {
             if (num(o, v, 0, 1, 0, &x)) return 2;
+            if (x == 0) return usage_error("--top-p 0 keeps no token: give P in (0, 1]");
             a->top_p = (float)x;
         } else if (!strcmp(o, "--seed")) {
             if (num(o, v, 0, 9007199254740992.0, 1, &x)) return 2;
