@@ -107,6 +107,19 @@ void cz_gemm_mat(const cz_gemm_ctx *g, int trans_a, int trans_b, int m, int n, i
 void cz_gemm_ref(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
                  int lda, const float *b, int ldb, float beta, float *c, int ldc);
 
+/* ---- products of a few rows (token-by-token decoding) ----
+ * y[m, n] = x[m, k] op(W) (+ bias[n]; NULL = none), W row-major: [k, n]
+ * with trans = 0 (y = x W, GPT's Conv1D layout), [n, k] with trans = 1
+ * (y = x W^T, a Linear or the tied LM head). For m of a few rows (a
+ * decoder's batch), where a GEMM library's packing of W costs more than
+ * the product: every element of W is read from memory once for all m rows,
+ * W's rows contiguously, and the threads split the n outputs (each output's
+ * sum in one thread, in a fixed order). The reference sums in double. */
+void cz_skinny_gemm(float *y, const float *x, int m, const float *w, int trans, int k, int n,
+                    const float *bias);
+void cz_skinny_gemm_ref(float *y, const float *x, int m, const float *w, int trans, int k, int n,
+                        const float *bias);
+
 /* ---- the MFU denominator ----
  * The peak arithmetic rate of one rank running g's products on g's
  * threads, stated with where it came from. In order of preference:

@@ -201,6 +201,15 @@ const cz_key cz_config_keys[] = {
     {KEY("train", "peak_gflops", CZ_KEY_DOUBLE, train.peak_gflops), .resume = CZ_RESUME_ACCEPTED,
      .def = "0", .min = 0, .max = NOMAX,
      .meaning = "per-rank peak GFLOP/s for MFU; 0 = measure at start-up"},
+    {KEY("train", "sample_every", CZ_KEY_INT, train.sample_every), .resume = CZ_RESUME_ACCEPTED,
+     .def = "0", .min = 0, .max = NOMAX,
+     .meaning = "GPT: steps between samples of train.sample_tokens tokens from "
+                "train.sample_prompt, printed and appended to RUN_DIR/samples.jsonl; 0 = none"},
+    {KEY("train", "sample_tokens", CZ_KEY_INT, train.sample_tokens), .resume = CZ_RESUME_ACCEPTED,
+     .def = "32", .min = 1, .max = NOMAX, .meaning = "new tokens per sample (train.sample_every)"},
+    {KEY("train", "sample_prompt", CZ_KEY_STRING, train.sample_prompt),
+     .resume = CZ_RESUME_ACCEPTED, .def = "",
+     .meaning = "the samples' prompt; \"\" = the vocabulary's end-of-text token"},
 
     /* ---- optim: AdamW (Loshchilov & Hutter) as in BERT App. A.2 ---- */
     {KEY("optim", "name", CZ_KEY_WORD_INDEX, optim.kind), .resume = CZ_RESUME_REFUSED,

@@ -380,6 +380,7 @@ static int setup(cz_run *r, const cz_comm *world, const cz_config *cfg, const cz
 
 static void teardown(cz_run *r) {
     cz_ckpt_writer_free(r->ckpt_writer); /* a write still running ends first */
+    cz_run_sample_close(r);
     cz_metrics_close(r);
     cz_run_release_dir(r);
     cz_optimizer_free(r->opt);
@@ -672,6 +673,7 @@ static int run_loop(cz_run *r, cz_error *err) {
         r->step++;
         r->elapsed = cz_now() - loop_start;
         cz_metrics_step(r, &s);
+        cz_run_sample(r); /* train.sample_every */
         watch_loss(r, &s);
         /* a non-finite loss counts towards divergence even when the
          * gradients stayed finite and the update was applied */
@@ -758,6 +760,7 @@ int cz_train_run_task(const cz_comm *world, const cz_config *cfg, const cz_train
     if (rc == 0) {
         int resumed = cz_run_resume(r, opt->resume, err);
         rc = resumed < 0 ? -1 : 0;
+        if (rc == 0) rc = cz_run_sample_open(r, err); /* train.sample_every */
         /* failed before it started: it leaves no trace (no run.lock, no
          * run directory that it made) */
         if (rc != 0 && r->comm.rank == 0) cz_run_unclaim_dir(r);

@@ -68,6 +68,9 @@ typedef struct cz_run {
     /* progress */
     long first_step;
     double elapsed;
+
+    /* rank 0: train.sample_every's decoder and tokenizer (sample.c) */
+    struct cz_run_sampler *sampler;
 } cz_run;
 
 typedef struct cz_step_stats {
@@ -126,6 +129,14 @@ void cz_run_unclaim_dir(cz_run *r);
 /* model.init_from: the weights of a cloze checkpoint or a Hugging Face
  * directory into the freshly initialised model (every rank reads them). */
 int cz_run_init_from(cz_run *r, cz_error *err);
+
+/* sample.c: train.sample_every's samples (rank 0). open: every rank
+ * learns rank 0's verdict; sample: after step r->step when it is a multiple
+ * of train.sample_every (a failure is a warning, never the run's end). */
+typedef struct cz_run_sampler cz_run_sampler;
+int cz_run_sample_open(cz_run *r, cz_error *err);
+void cz_run_sample(cz_run *r);
+void cz_run_sample_close(cz_run *r);
 
 /* signals.c: SIGTERM / SIGUSR1 ask for checkpoint-and-exit (installed by
  * cz_train_catch_signals, train.h) */

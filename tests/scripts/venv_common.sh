@@ -1,4 +1,4 @@
-# What the venv makers of the tests (hf_venv.sh, wikiextractor_venv.sh)
+# What the venv makers of the tests (hf_venv.sh, wikiextractor_venv.sh, tb_venv.sh)
 # share, sourced by them: made once per directory, reused through a stamp
 # file, a lock for makers that run in parallel, pip's output kept in
 # DIR/pip.log, and exit 77 (skipped) with a reason when the venv cannot be
