@@ -54,7 +54,7 @@ typedef struct cz_blob {
 /* µP runs (model.parametrization = mup): the optimizer's per-tensor
  * multipliers, float64 little-endian pairs (lr_mult, wd_mult) in the
  * table's order; resume checks them against the run's */
-#define CZ_BLOB_MULTIPLIERS "optim.multipliers"
+#define CZ_BLOB_MULTIPLIERS "multipliers"
 #define CZ_PARAMS_LAYOUT "word-embedding-first"
 /* a fine-tuning run's, besides those (hf.h formats and reads them): */
 #define CZ_BLOB_FT_HEAD "finetune.head"

@@ -119,6 +119,7 @@ typedef struct cz_model_config {
      * the Maximal Update Parametrization below */
     int parametrization;
     int mup_base_width;
+    float mup_attn_mult; /* model.mup_attn_mult: sqrt(d0) below; 0 = auto */
 } cz_model_config;
 
 /* model.parametrization: how initialisation, learning rates and two
@@ -143,11 +144,14 @@ typedef struct cz_model_config {
  *               and its NSP classifier) are mup.MuReadout /
  *               MuSharedReadout with output_mult 1: logits = (h / w) W^T
  *               + b (the bias outside the multiplier);
- *             - attention logits q.k x sqrt(d0) / d_head, d0 =
- *               mup_base_width / heads: 1/d_head as width grows at a fixed
- *               head count (mup's rule), scaled so that at hidden =
- *               mup_base_width the model is the standard one (mup's
- *               examples write 8/d_head: d0 = 64).
+ *             - attention logits q.k x a / d_head (mup's rule: 1/d_head,
+ *               not 1/sqrt(d_head)), a = model.mup_attn_mult, by default
+ *               (0) sqrt(mup_base_width / heads): the standard
+ *               1/sqrt(d_head) at the base width when the head count is
+ *               fixed across widths. When heads grow with the width at a
+ *               fixed d_head, give a = sqrt(d_head) (mup's examples: 8,
+ *               for d_head 64): d_head does not change, and neither does
+ *               the scale.
  *             At hidden == mup_base_width every multiplier is 1 and the
  *             model is bitwise the standard one. Pre-training and feature
  *             heads only; AdamW only (optim.h). */
@@ -250,6 +254,16 @@ float cz_model_attn_scale(const cz_model_config *c);
 /* Overrides the readouts' output multiplier: the coordinate check's planted
  * fault (cloze-sweep coordcheck, CLOZE_COORDCHECK_FAULT), nothing else. */
 void cz_model_set_output_mult(cz_model *m, float mult);
+
+/* µP's coordinate check (Yang et al. 2022, Sec. D.1; mup's coord_check):
+ * after a forward of batch b (dropout off, recompute none), the mean
+ * absolute value of out[0] the embeddings' output (the first layer's
+ * input), out[1 + 2l] layer l's attention output and out[2 + 2l] its FFN
+ * output (what each adds to the residual stream: post-LN the sum before
+ * its LayerNorm minus the sub-layer's input), out[2L + 1] the logits over
+ * the rows with a target (GPT). Returns the count (2L + 2), -1 when max is
+ * too small, the model recomputes or is not GPT's pre-training model. */
+int cz_model_coord_stats(const cz_model *m, const cz_batch *b, double *out, int max);
 
 /* The memory plan made by cz_model_create, in bytes. */
 typedef struct cz_model_memory {

@@ -72,6 +72,11 @@ const cz_key cz_config_keys[] = {
      .def = "0", .min = 0, .max = 65536,
      .meaning = "mup: the hidden size at which every µP multiplier is 1 (the proxy model "
                 "the hyperparameters were tuned on); required with parametrization = mup"},
+    {KEY("model", "mup_attn_mult", CZ_KEY_FLOAT, model.mup_attn_mult), .resume = CZ_RESUME_REFUSED,
+     .def = "0", .min = 0, .max = 1e6,
+     .meaning = "mup: attention logits q.k x mup_attn_mult / d_head (mup's 1/d rule); 0 = "
+                "sqrt(mup_base_width / heads), the standard scale at the base width with a fixed "
+                "head count; with heads growing at a fixed d_head give sqrt(d_head), e.g. 8"},
     {KEY("model", "hidden", CZ_KEY_INT, model.hidden), .resume = CZ_RESUME_REFUSED, .def = "768",
      .min = 1, .max = 65536, .meaning = "hidden size H"},
     {KEY("model", "layers", CZ_KEY_INT, model.layers), .resume = CZ_RESUME_REFUSED, .def = "12",

@@ -117,6 +117,11 @@ int cz_model_config_check(const cz_model_config *c, const char **key, cz_error *
                        "width >= 1 (the hidden size its multipliers are 1 at)",
                        c->mup_base_width),
                blame(key, "mup_base_width");
+    if (!(c->mup_attn_mult >= 0 && c->mup_attn_mult < 1e6))
+        return cz_fail(err,
+                       "model.mup_attn_mult = %g must be >= 0 (0: sqrt(mup_base_width / heads))",
+                       (double)c->mup_attn_mult),
+               blame(key, "mup_attn_mult");
     if (c->parametrization == CZ_PARAM_MUP && c->head != CZ_HEAD_PRETRAIN &&
         c->head != CZ_HEAD_NONE)
         return cz_fail(err, "model.parametrization = mup covers the pre-training heads only (the "

@@ -36,13 +36,14 @@ void cz_model_set_output_mult(cz_model *m, float mult) {
     m->out_mult = mult;
 }
 
-/* standard: 1/sqrt(d); µP: sqrt(d0)/d with d0 = mup_base_width / heads, the
- * head size at the base width (model.h says why) */
+/* standard: 1/sqrt(d); µP: a/d with a = mup_attn_mult, by default
+ * sqrt(mup_base_width / heads), the head size at the base width (model.h) */
 float cz_model_attn_scale(const cz_model_config *c) {
     double d = (double)c->hidden / c->heads;
     if (c->parametrization != CZ_PARAM_MUP || c->mup_base_width < 1) return (float)(1.0 / sqrt(d));
-    double d0 = (double)c->mup_base_width / c->heads;
-    return (float)(sqrt(d0) / d);
+    double a = c->mup_attn_mult > 0 ? (double)c->mup_attn_mult
+                                    : sqrt((double)c->mup_base_width / c->heads);
+    return (float)(a / d);
 }
 
 static int matrix_like(const cz_model *m, int k) {
@@ -71,4 +72,51 @@ void cz_model_tensor_mup(const cz_model *m, int i, cz_tensor_mup *out) {
     out->init_std = weight ? model_init_std(m, i) : 0.0;
     out->lr_mult = out->matrix_like ? 1.0 / w : 1.0;
     out->wd_mult = out->matrix_like ? w : 1.0;
+}
+
+/* mean |a - b| over n floats (b NULL: mean |a|) */
+static double mean_abs_diff(const float *a, const float *b, size_t n) {
+    double s = 0;
+    for (size_t i = 0; i < n; i++) s += fabs((double)a[i] - (b ? (double)b[i] : 0.0));
+    return n ? s / (double)n : 0.0;
+}
+
+int cz_model_coord_stats(const cz_model *m, const cz_batch *b, double *out, int max) {
+    const cz_model_config *c = &m->cfg;
+    int L = c->layers;
+    if (max < 2 * L + 2 || c->recompute != CZ_RECOMPUTE_NONE || c->arch != CZ_ARCH_GPT ||
+        c->head != CZ_HEAD_PRETRAIN)
+        return -1;
+    size_t H = (size_t)c->hidden, n = (size_t)b->batch * (size_t)b->seq;
+    out[0] = mean_abs_diff(m->x[0], NULL, n * H);
+    for (int l = 0; l < L; l++) {
+        const layer *ly = &m->layers[l];
+        /* r1 = x + Attn (pre-LN: Attn(LN1(x))); post-LN r2 = LN1(r1) + FFN,
+         * pre-LN the layer's output = r1 + FFN(LN2(r1)) */
+        out[1 + 2 * l] = mean_abs_diff(ly->r1, m->x[l], n * H);
+        if (m->pre_ln)
+            out[2 + 2 * l] = mean_abs_diff(l + 1 < L ? m->x[l + 1] : m->x_last, ly->r1, n * H);
+        else
+            out[2 + 2 * l] = mean_abs_diff(ly->r2, ly->h1, n * H);
+    }
+    /* the logits out_mult x h W_e^T again (the forward's buffer holds the
+     * softmax by now), in plain loops: a diagnostic, not a hot path */
+    const float *h = m->x[L], *we = m->params + m->wte;
+    size_t V = (size_t)c->vocab_size;
+    double s = 0;
+    long rows = 0;
+#pragma omp parallel for reduction(+ : s, rows) schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        if (b->targets[i] < 0) continue;
+        double r = 0;
+        for (size_t v = 0; v < V; v++) {
+            double z = 0;
+            for (size_t j = 0; j < H; j++) z += (double)h[i * H + j] * we[v * H + j];
+            r += fabs(z * m->out_mult);
+        }
+        s += r / (double)V;
+        rows++;
+    }
+    out[2 * L + 1] = rows ? s / (double)rows : 0.0;
+    return 2 * L + 2;
 }

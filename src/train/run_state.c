@@ -7,7 +7,7 @@
  *   state    cz_run_state below: step, data position, optimizer step count
  *   params   the flat parameter buffer (n floats, model layout)
  *   adam_m, adam_v   the optimizer moments, gathered from their owners
- *   optim.multipliers   µP runs: the per-tensor learning-rate and
+ *   multipliers   µP runs: the per-tensor learning-rate and
  *            weight-decay multipliers (resume refuses a run whose differ)
  * There is no generator state to save: every random number is a function of
  * (seed, step, sample index) (include/cloze/rng.h), so step + data position
@@ -120,6 +120,12 @@ static int same_parametrization(const char *what, const cz_model_config *old,
                        "%s: model.mup_base_width: the checkpoint's run has %d, this run %d; "
                        "its multipliers differ",
                        what, old->mup_base_width, now->mup_base_width);
+    if (now->parametrization == CZ_PARAM_MUP &&
+        cz_model_attn_scale(old) != cz_model_attn_scale(now))
+        return cz_fail(err,
+                       "%s: model.mup_attn_mult: the checkpoint's run scales attention logits by "
+                       "%g, this run by %g",
+                       what, (double)cz_model_attn_scale(old), (double)cz_model_attn_scale(now));
     return 0;
 }
 

@@ -4,7 +4,7 @@
 # (every multiplier in play): for each optimizer placement a run stopped
 # after 4 of 8 steps and resumed prints the same losses to the last digit as
 # an uninterrupted one, and the checkpoints keep the optimizer's
-# multipliers (blob optim.multipliers); the three placements end with the
+# multipliers (blob multipliers); the three placements end with the
 # same parameters bit for bit; a 2-rank checkpoint resumes on 1 rank; a
 # checkpoint of one parametrization given to a run of the other is refused
 # in one line naming model.parametrization, even with --allow-config-change
@@ -35,13 +35,13 @@ cmp "$work/p-coordinator" "$work/p-sharded" && cmp "$work/p-coordinator" "$work/
   fail "the placements end with different µP parameters"
 # the multipliers in the checkpoint: (lr, wd) per tensor, lr / 2 and wd x 2
 # on the matrix-like ones, 1 elsewhere
-"$BIN/cloze-ckpt" dump-blob "$work/full-sharded/ckpt-00000004.lz4" optim.multipliers > "$work/mult"
+"$BIN/cloze-ckpt" dump-blob "$work/full-sharded/ckpt-00000004.lz4" multipliers > "$work/mult"
 $PY - "$work/mult" <<'PY'
 import struct, sys
 b = open(sys.argv[1], "rb").read()
 v = struct.unpack("<%dd" % (len(b) // 8), b)
 pairs = sorted(set(zip(v[0::2], v[1::2])))
-print("optim.multipliers: %d tensors, (lr, wd) multipliers %s" % (len(v) // 2, pairs))
+print("multipliers: %d tensors, (lr, wd) multipliers %s" % (len(v) // 2, pairs))
 assert pairs == [(0.5, 2.0), (1.0, 1.0)], pairs
 PY
 # another rank count: the 2-rank step-4 checkpoint resumed on 1 rank
