@@ -30,3 +30,7 @@ cloze_add_script_test(test_sweep_spec COMMAND bash ${CLOZE_TEST_DIR}/scripts/tes
 # caught (seconds)
 cloze_add_script_test(test_mup_coordcheck COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_mup_coordcheck.sh
                       LABELS sweep TIMEOUT 120)
+# the report's µTransfer section (best learning rate per width, drift) on a
+# synthetic lr x width x parametrization results.csv (seconds)
+cloze_add_script_test(test_sweep_mutransfer COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_sweep_mutransfer.sh
+                      LABELS sweep TIMEOUT 60)
