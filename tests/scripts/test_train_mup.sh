@@ -60,7 +60,7 @@ for extra in "" "--allow-config-change"; do
     fail "a µP checkpoint resumed a standard run $extra"
   fi
   grep -q "model.parametrization" "$work/std.log" || { cat "$work/std.log"; fail "key not named"; }
-  [ "$(grep -c 'error:.*model.parametrization' "$work/std.log")" = 1 ] || { cat "$work/std.log"; fail "said more than once"; }
+  [ "$(grep -c 'error:.*model.parametrization' "$work/std.log")" = 1 ] || { cat "$work/std.log"; fail "the refusal does not name model.parametrization exactly once"; }
 done
 if mpi 1 "$BIN/cloze-train" $(common "$work/init") \
      --set model.init_from="$work/full-sharded/ckpt-00000008.lz4" 2> "$work/init.log"; then
