@@ -9,7 +9,8 @@
 # checkpoint of one parametrization given to a run of the other is refused
 # in one line naming model.parametrization, even with --allow-config-change
 # (and as model.init_from); export-hf refuses it, saying why. At the base width (mup_base_width = hidden) the
-# run is the standard one bit for bit; at 2x it is not.
+# run is the standard one bit for bit; at 2x it is not. GPT-2's layout under
+# µP: 1 and 2 ranks agree, the loss falls.
 set -euo pipefail
 source "$(dirname "$0")/train_common.sh"
 work=$(mktemp -d /tmp/cloze-mup-XXXXXX)
@@ -88,4 +89,28 @@ if cmp -s <("$BIN/cloze-ckpt" dump-blob "$work/std1/ckpt-00000004.lz4" params) \
           <("$BIN/cloze-ckpt" dump-blob "$work/full-sharded/ckpt-00000004.lz4" params); then
   fail "µP at 2x its base width changed nothing"
 fi
+# GPT-2's layout under µP (hidden 32 on base 16, a byte-level BPE vocabulary):
+# 1 rank x accumulation 2 and 2 ranks x 1 (sharded) agree to 1e-5, as the
+# standard runs of test_train_gpt2 do, and the loss falls
+mkdir -p "$work/bpe"
+vocab_size=$(bpe_shards "$data/corpus.txt" "$work/bpe")
+gpt2() { # gpt2 RUN_DIR RANKS
+  mpi "$2" "$BIN/cloze-train" "$SRC/conf/gpt2-mini.cfg" --set model.vocab_size=$vocab_size \
+    --set model.layers=2 --set model.hidden=32 --set model.heads=2 --set model.max_positions=32 \
+    --set data.seq=32 --set data.train_manifest="$work/bpe/shards/train.manifest" \
+    --set train.run_dir="$1" --set train.steps=10 --set train.global_batch=4 \
+    --set train.micro_batch=2 --set train.threads=1 --set train.eval_every=0 \
+    --set train.peak_gflops=10 --set optim.lr=3e-3 --set optim.warmup_steps=2 \
+    --set train.log_every=1 --set dist.placement=sharded $mup --quiet
+}
+gpt2 "$work/g1" 1
+gpt2 "$work/g2" 2
+$PY "$SRC/tests/scripts/compare_metrics.py" "$work/g1/metrics.jsonl" "$work/g2/metrics.jsonl" \
+  --rel 1e-5 --fields loss,lm_loss,grad_norm
+$PY - "$work/g1/metrics.jsonl" <<'PY'
+import json, sys
+loss = [json.loads(l)["loss"] for l in open(sys.argv[1]) if '"loss"' in l]
+print(f"gpt2 µP: loss {loss[0]:.4f} -> {loss[-1]:.4f}")
+assert loss[-1] < loss[0] - 0.1, loss
+PY
 echo "test_train_mup: ok"
