@@ -381,6 +381,10 @@ typedef struct cz_coordcheck_options {
     const char *out_dir;
     const char *gnuplot; /* NULL: gnuplot on PATH */
     float fault_output_mult;
+    /* depth_axis: widths[] are depths (model.layers) at the configured
+     * width instead; the sites are then the embeddings, the mean over the
+     * blocks of their attention and of their FFN outputs, and the logits */
+    int depth_axis;
 } cz_coordcheck_options;
 
 /* The verdict's numbers: under µP the largest max / min across widths of

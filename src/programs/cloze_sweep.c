@@ -69,6 +69,8 @@ static void usage(FILE *out) {
             "                     coordcheck: coordcheck.csv and its figure here\n"
             "  --widths LIST      coordcheck: widths (model.hidden), comma-separated\n"
             "                     (default 64,128,256,512)\n"
+            "  --depths LIST      coordcheck: depths (model.layers) at the configured width\n"
+            "                     instead; the blocks' mean scales, no verdict\n"
             "  --base-width N     coordcheck: µP's base width (default: model.mup_base_width,\n"
             "                     else the first width)\n"
             "  --steps N          coordcheck: AdamW steps per width (default 3)\n"
@@ -95,7 +97,7 @@ typedef struct args {
     int max_parallel, dry_run, quiet;
     int index;
     const char *results, *out;
-    const char *widths;
+    const char *widths, *depths;
     int base_width, steps, seeds;
 } args;
 
@@ -161,6 +163,8 @@ static int parse_args(int argc, char **argv, args *a) {
             a->out = v;
         } else if (OPT("--widths") || OPT_EQ("--widths")) {
             a->widths = v;
+        } else if (OPT("--depths") || OPT_EQ("--depths")) {
+            a->depths = v;
         } else if (OPT("--base-width") || OPT_EQ("--base-width")) {
             if (parse_int(v, &a->base_width) || a->base_width < 1)
                 return fprintf(stderr, "cloze-sweep: --base-width %s: a positive integer\n", v), -1;
@@ -179,7 +183,7 @@ static int parse_args(int argc, char **argv, args *a) {
                 "--set",        "--dir",   "-n",         "--ranks", "-t",
                 "--threads",    "--only",  "--progress", "--probe", "--max-parallel",
                 "--sbatch-arg", "--index", "--results",  "--out",   "--widths",
-                "--base-width", "--steps", "--seeds"};
+                "--base-width", "--steps", "--seeds",    "--depths"};
             for (size_t k = 0; !v && k < sizeof with_value / sizeof *with_value; k++)
                 if (!strcmp(s, with_value[k]))
                     return fprintf(stderr, "cloze-sweep: %s: needs a value (try --help)\n", s), -1;
@@ -635,15 +639,18 @@ static int cmd_coordcheck(const args *a) {
         return 1;
     }
     int widths[CZ_COORDCHECK_MAX_WIDTHS], n = 0;
-    const char *list = a->widths ? a->widths : "64,128,256,512";
+    if (a->widths && a->depths) {
+        fprintf(stderr, "cloze-sweep coordcheck: give --widths or --depths, not both\n");
+        return 2;
+    }
+    const char *list = a->depths ? a->depths : a->widths ? a->widths : "64,128,256,512";
     for (const char *p = list; *p;) {
         char *end;
         long w = strtol(p, &end, 10);
         if (end == p || w < 1 || w > 65536 || (*end && *end != ',') ||
             n == CZ_COORDCHECK_MAX_WIDTHS) {
-            fprintf(stderr,
-                    "cloze-sweep: --widths %s: up to %d positive integers, comma-separated\n", list,
-                    CZ_COORDCHECK_MAX_WIDTHS);
+            fprintf(stderr, "cloze-sweep: --%s %s: up to %d positive integers, comma-separated\n",
+                    a->depths ? "depths" : "widths", list, CZ_COORDCHECK_MAX_WIDTHS);
             return 2;
         }
         widths[n++] = (int)w;
@@ -663,6 +670,7 @@ static int cmd_coordcheck(const args *a) {
     o.n_widths = n;
     o.base_width = a->base_width              ? a->base_width
                    : cfg.model.mup_base_width ? cfg.model.mup_base_width
+                   : a->depths                ? cfg.model.hidden
                                               : widths[0];
     o.steps = a->steps;
     o.batch = cfg.train.micro_batch;
@@ -672,19 +680,31 @@ static int cmd_coordcheck(const args *a) {
     o.seeds = a->seeds;
     o.out_dir = a->out;
     o.fault_output_mult = fault && *fault ? 1.0f : 0.0f;
+    o.depth_axis = a->depths != NULL;
     if (a->out && mkdir(a->out, 0755) != 0 && errno != EEXIST) {
         fprintf(stderr, "cloze-sweep: error: --out %s: %s\n", a->out, strerror(errno));
         return 1;
     }
-    printf("coordcheck: %s, layers %d, heads %d, widths %s, base width %d, %d AdamW steps at lr "
+    printf("coordcheck: %s, %s %d, heads %d, %s %s, base width %d, %d AdamW steps at lr "
            "%g, batch %d x %d tokens, mean of %d seed(s)%s\n",
            cfg.model.arch == CZ_ARCH_GPT ? (cfg.model.layout ? "GPT-2 layout" : "GPT-1") : "BERT",
-           cfg.model.layers, cfg.model.heads, list, o.base_width, o.steps, cfg.optim.lr, o.batch,
-           o.seq, o.seeds, fault && *fault ? " (PLANTED FAULT: readout multiplier 1)" : "");
+           a->depths ? "hidden" : "layers", a->depths ? cfg.model.hidden : cfg.model.layers,
+           cfg.model.heads, a->depths ? "depths" : "widths", list, o.base_width, o.steps,
+           cfg.optim.lr, o.batch, o.seq, o.seeds,
+           fault && *fault ? " (PLANTED FAULT: readout multiplier 1)" : "");
     cz_coordcheck_verdict v;
     if (cz_sweep_coordcheck(&o, &v, stdout, &err) != 0) {
         fprintf(stderr, "cloze-sweep: error: %s\n", err.msg);
         return 1;
+    }
+    if (o.depth_axis) { /* a diagnostic across depth: no verdict (docs/sweeps.md) */
+        printf("coordcheck: depths %s at width %d: µP's largest spread across depths x %.3g "
+               "(%s); logits x %.3g (standard) and x %.3g (µP) from %d to %d layers\n",
+               list, cfg.model.hidden, v.mup_worst, v.mup_worst_site, v.standard_logits_growth,
+               v.mup_logits_growth, widths[0], widths[n - 1]);
+        if (a->out)
+            printf("coordcheck: %s/coordcheck.csv, coordcheck.png, coordcheck.svg\n", a->out);
+        return 0;
     }
     int ok = v.mup_worst <= 2.0 && v.standard_logits_growth > v.mup_logits_growth &&
              v.standard_logits_growth > 2.0;

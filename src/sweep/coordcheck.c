@@ -31,7 +31,10 @@
 #define MAX_SITES (2 * 64 + 2)
 
 static void site_name(int s, int layers, char *buf, size_t len) {
-    if (s == 0)
+    if (layers == 0) { /* the depth axis: means over the blocks */
+        static const char *const names[] = {"embeddings", "attn(mean)", "ffn(mean)", "logits"};
+        snprintf(buf, len, "%s", names[s & 3]);
+    } else if (s == 0)
         snprintf(buf, len, "embeddings");
     else if (s == 2 * layers + 1)
         snprintf(buf, len, "logits");
@@ -56,15 +59,19 @@ static void make_batch(int32_t *tok, int32_t *tgt, int B, int T, int V, uint64_t
 static int run_width(const cz_coordcheck_options *o, int param, int width, uint64_t seed,
                      double *stats, int *n_sites, cz_error *err) {
     cz_model_config c = o->model;
-    c.hidden = width;
-    c.intermediate = (int)((long)o->model.intermediate * width / o->model.hidden);
+    if (o->depth_axis) {
+        c.layers = width;
+    } else {
+        c.hidden = width;
+        c.intermediate = (int)((long)o->model.intermediate * width / o->model.hidden);
+    }
     c.hidden_dropout = c.attn_dropout = 0.0f;
     c.recompute = CZ_RECOMPUTE_NONE;
     c.parametrization = param;
     c.mup_base_width = o->base_width;
     const char *key;
     if (cz_model_config_check(&c, &key, err) != 0)
-        return cz_fail_prefix(err, "coordcheck: width %d", width);
+        return cz_fail_prefix(err, "coordcheck: %s %d", o->depth_axis ? "depth" : "width", width);
     int B = o->batch, T = o->seq, rc = -1;
     cz_gemm_ctx *gemm = cz_model_gemm_setup(CZ_GEMM_AUTO, o->threads, c.matmul_bf16, err);
     if (!gemm) return -1;
@@ -110,6 +117,17 @@ static int run_width(const cz_coordcheck_options *o, int param, int width, uint6
             cz_fail(err, "coordcheck: model.arch = gpt only (the coordinate check reads the LM "
                          "head's logits), with at most 64 layers");
             goto out;
+        }
+        if (o->depth_axis) { /* the blocks' means */
+            double *st = stats + (size_t)step * MAX_SITES, a = 0, f = 0;
+            for (int l = 0; l < c.layers; l++) {
+                a += st[1 + 2 * l] / c.layers;
+                f += st[2 + 2 * l] / c.layers;
+            }
+            st[3] = st[*n_sites - 1];
+            st[1] = a;
+            st[2] = f;
+            *n_sites = 4;
         }
         if (step == o->steps) break;
         cz_model_backward(m, &b, 1.0f);
@@ -173,12 +191,12 @@ static int write_files(const cz_coordcheck_options *o, const double *fin, int n_
     snprintf(path, sizeof path, "%s/coordcheck.csv", o->out_dir);
     FILE *f = fopen(path, "w");
     if (!f) return cz_fail(err, "%s: %s", path, strerror(errno));
-    fprintf(f, "parametrization,width,site,mean_abs\n");
+    fprintf(f, "parametrization,%s,site,mean_abs\n", o->depth_axis ? "layers" : "width");
     char name[64];
     for (int p = 0; p < 2; p++)
         for (int w = 0; w < o->n_widths; w++)
             for (int s = 0; s < n_sites; s++) {
-                site_name(s, o->model.layers, name, sizeof name);
+                site_name(s, o->depth_axis ? 0 : o->model.layers, name, sizeof name);
                 fprintf(f, "%s,%d,%s,%.6g\n", p ? "mup" : "standard", o->widths[w], name,
                         fin[((size_t)p * o->n_widths + w) * MAX_SITES + s]);
             }
@@ -189,7 +207,7 @@ static int write_files(const cz_coordcheck_options *o, const double *fin, int n_
     if (!f) return cz_fail(err, "%s: %s", path, strerror(errno));
     for (int p = 0; p < 2; p++)
         for (int s = 0; s < n_sites; s++) {
-            site_name(s, o->model.layers, name, sizeof name);
+            site_name(s, o->depth_axis ? 0 : o->model.layers, name, sizeof name);
             fprintf(f, "# %s %s\n", p ? "mup" : "standard", name);
             for (int w = 0; w < o->n_widths; w++)
                 fprintf(f, "%d %.6g\n", o->widths[w],
@@ -206,13 +224,13 @@ static int write_files(const cz_coordcheck_options *o, const double *fin, int n_
         fprintf(f, "set output \"coordcheck.%s\"\nset multiplot layout 1,2\n",
                 term ? "svg" : "png");
         fprintf(f,
-                "set logscale xy 2\nset xlabel \"width (model.hidden)\"\n"
+                "set logscale xy 2\nset xlabel \"%s\"\n"
                 "set ylabel \"mean |activation| after %d steps\"\nset key outside right\n",
-                o->steps);
+                o->depth_axis ? "depth (model.layers)" : "width (model.hidden)", o->steps);
         for (int p = 0; p < 2; p++) {
             fprintf(f, "set title \"%s\"\nplot ", p ? "µP (mup)" : "standard");
             for (int s = 0; s < n_sites; s++) {
-                site_name(s, o->model.layers, name, sizeof name);
+                site_name(s, o->depth_axis ? 0 : o->model.layers, name, sizeof name);
                 fprintf(f, "%s'coordcheck.dat' index %d using 1:2 with linespoints title \"%s\"",
                         s ? ", \\\n     " : "", p * n_sites + s, name);
             }
@@ -253,9 +271,10 @@ int cz_sweep_coordcheck(const cz_coordcheck_options *o, cz_coordcheck_verdict *v
             }
             if (rc) break;
             if (log) {
-                fprintf(log, "%-8s width %4d:", p ? "mup" : "standard", o->widths[w]);
+                fprintf(log, "%-8s %s %4d:", p ? "mup" : "standard",
+                        o->depth_axis ? "layers" : "width", o->widths[w]);
                 for (int s = 0; s < n_sites; s++) {
-                    site_name(s, o->model.layers, name, sizeof name);
+                    site_name(s, o->depth_axis ? 0 : o->model.layers, name, sizeof name);
                     fprintf(log, " %s %.3g", name, f[s]);
                 }
                 fprintf(log, "\n");
@@ -276,7 +295,8 @@ int cz_sweep_coordcheck(const cz_coordcheck_options *o, cz_coordcheck_verdict *v
             double ratio = lo > 0 ? hi / lo : INFINITY;
             if (ratio > v->mup_worst) {
                 v->mup_worst = ratio;
-                site_name(s, o->model.layers, v->mup_worst_site, sizeof v->mup_worst_site);
+                site_name(s, o->depth_axis ? 0 : o->model.layers, v->mup_worst_site,
+                          sizeof v->mup_worst_site);
             }
         }
         int lg = n_sites - 1;
