@@ -9,6 +9,10 @@ foreach(t train_layouts train_resume train_faults train_rundir slurm)
 endforeach()
 # one Slurm cluster on the machine at a time (test_sweep_slurm starts one too)
 set_tests_properties(test_slurm PROPERTIES RESOURCE_LOCK slurm)
+# µP: exact resume per placement, the multipliers kept in checkpoints, the
+# other parametrization refused, base width = standard (seconds)
+cloze_add_script_test(test_train_mup COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_train_mup.sh
+                      LABELS "mpi;train" TIMEOUT 300)
 # activation recomputation: bitwise the same weights (seconds)
 cloze_add_script_test(test_train_recompute COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_train_recompute.sh
                       LABELS "mpi;train" TIMEOUT 300)

@@ -29,6 +29,7 @@
 _Static_assert(sizeof(cz_arch) == sizeof(int), "cz_arch must be int-sized");
 _Static_assert(sizeof(cz_recompute) == sizeof(int), "cz_recompute must be int-sized");
 _Static_assert(sizeof(cz_layout) == sizeof(int), "cz_layout must be int-sized");
+_Static_assert(sizeof(cz_parametrization) == sizeof(int), "cz_parametrization must be int-sized");
 _Static_assert(sizeof(cz_gemm_choice) == sizeof(int), "cz_gemm_choice must be int-sized");
 _Static_assert(sizeof(cz_ckpt_writer_choice) == sizeof(int),
                "cz_ckpt_writer_choice must be int-sized");
@@ -66,6 +67,20 @@ const cz_key cz_config_keys[] = {
      .def = "tied", .choices = "tied|untied",
      .meaning = "GPT's LM head: tied = the word embedding (GPT-1, GPT-2); untied = a matrix of "
                 "its own, lm_head.weight (Hugging Face's tie_word_embeddings = false)"},
+    {KEY("model", "parametrization", CZ_KEY_WORD_INDEX, model.parametrization),
+     .resume = CZ_RESUME_REFUSED, .def = "standard", .choices = CZ_PARAMETRIZATION_WORDS,
+     .meaning = "standard: one learning rate, init std init_range; mup: the Maximal Update "
+                "Parametrization (mup's MuAdamW, MuReadout, 1/d attention) relative to "
+                "mup_base_width, so that hyperparameters tuned at that width transfer"},
+    {KEY("model", "mup_base_width", CZ_KEY_INT, model.mup_base_width), .resume = CZ_RESUME_REFUSED,
+     .def = "0", .min = 0, .max = 65536,
+     .meaning = "mup: the hidden size at which every µP multiplier is 1 (the proxy model "
+                "the hyperparameters were tuned on); required with parametrization = mup"},
+    {KEY("model", "mup_attn_mult", CZ_KEY_FLOAT, model.mup_attn_mult), .resume = CZ_RESUME_REFUSED,
+     .def = "0", .min = 0, .max = 1e6,
+     .meaning = "mup: attention logits q.k x mup_attn_mult / d_head (mup's 1/d rule); 0 = "
+                "sqrt(mup_base_width / heads), the standard scale at the base width with a fixed "
+                "head count; with heads growing at a fixed d_head give sqrt(d_head), e.g. 8"},
     {KEY("model", "hidden", CZ_KEY_INT, model.hidden), .resume = CZ_RESUME_REFUSED, .def = "768",
      .min = 1, .max = 65536, .meaning = "hidden size H"},
     {KEY("model", "layers", CZ_KEY_INT, model.layers), .resume = CZ_RESUME_REFUSED, .def = "12",

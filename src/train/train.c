@@ -315,7 +315,7 @@ static int setup_optimizer(cz_run *r, cz_error *err) {
     if (cz_optimizer_create(&r->opt, &r->comm, &r->cfg.optim, r->gs, r->ranges, r->n_ranges, err) !=
         0)
         return -1;
-    return 0;
+    return cz_run_set_multipliers(r, err);
 }
 
 static int setup(cz_run *r, const cz_comm *world, const cz_config *cfg, const cz_train_options *opt,
@@ -389,6 +389,7 @@ static void teardown(cz_run *r) {
     cz_free(r->stages[0]);
     cz_free(r->stages[1]);
     cz_free(r->ranges);
+    free(r->mult);
     cz_batch_buf_free(&r->buf[0]);
     cz_batch_buf_free(&r->buf[1]);
     cz_model_free(r->model);

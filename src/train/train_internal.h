@@ -32,6 +32,8 @@ typedef struct cz_run {
     size_t n_params;
     cz_param_range *ranges;
     int n_ranges;
+    int has_mult;     /* µP: the optimizer has per-tensor multipliers (cz_run_set_multipliers) */
+    double *mult;     /* their checkpoint blob (malloc), (lr, wd) per tensor */
     cz_grad_sync *gs; /* owned here: begun, hooked and finished by train_step */
     /* the cost model's view of this job, for metrics.jsonl's predictions:
      * hosts x ranks per host, and backward's stages per phase (FLOPs and
@@ -129,6 +131,10 @@ void cz_run_unclaim_dir(cz_run *r);
 /* model.init_from: the weights of a cloze checkpoint or a Hugging Face
  * directory into the freshly initialised model (every rank reads them). */
 int cz_run_init_from(cz_run *r, cz_error *err);
+/* µP (model.parametrization = mup): the optimizer's per-tensor learning-rate
+ * and weight-decay multipliers, mup.MuAdamW's (run_state.c: checkpoints
+ * keep them, CZ_BLOB_MULTIPLIERS, and resume checks them) */
+int cz_run_set_multipliers(cz_run *r, cz_error *err);
 
 /* sample.c: train.sample_every's samples (rank 0). open: every rank
  * learns rank 0's verdict; sample: after step r->step when it is a multiple
