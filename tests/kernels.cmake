@@ -30,8 +30,10 @@ endforeach()
 # tiles under qemu-aarch64 took 120-215 s.)
 cloze_add_unit_test(test_gemm_bf16 TIMEOUT 300)
 add_test(NAME test_gemm_bf16_table COMMAND test_gemm_bf16 table)
+# under user emulation each entry's process is started through the emulator
+string(REPLACE ";" " " cloze_emulator "${CMAKE_CROSSCOMPILING_EMULATOR}")
 set_tests_properties(test_gemm_bf16_table PROPERTIES LABELS "unit;kernels" TIMEOUT 900
-                     ENVIRONMENT "${CLOZE_TEST_ENV}")
+                     ENVIRONMENT "${CLOZE_TEST_ENV};CLOZE_TEST_EMULATOR=${cloze_emulator}")
 # A kernel checks itself before it is chosen: amx-emulated forced, with an
 # error planted in every product (a wrong element) or a fault (a trap where
 # the tile configuration loads), must fail its check, the choice fall back

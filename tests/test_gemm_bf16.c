@@ -435,6 +435,22 @@ static void check_columns_independent_of_n(const cz_gemm_ctx *g) {
     }
 }
 
+/* Runs this program again: under user emulation (tests/aarch64/run.sh) the
+ * host cannot exec an emulated program itself, so ctest hands the emulator's
+ * command line (CMAKE_CROSSCOMPILING_EMULATOR, words apart by spaces) in
+ * CLOZE_TEST_EMULATOR and it goes first. */
+static void exec_self(const char *self) {
+    static char words[1024];
+    char *argv[32];
+    int n = 0;
+    const char *emu = getenv("CLOZE_TEST_EMULATOR");
+    snprintf(words, sizeof words, "%s", emu ? emu : "");
+    for (char *w = strtok(words, " "); w && n < 30; w = strtok(NULL, " ")) argv[n++] = w;
+    argv[n++] = (char *)self;
+    argv[n] = NULL;
+    execvp(argv[0], argv);
+}
+
 /* Every kernel of the table, each in its own process (the choice is made
  * once per process): this program again with CLOZE_BF16_KERNEL set to the
  * kernel's name. 0: passed; 77: this CPU cannot run it (skipped). */
@@ -446,7 +462,7 @@ static void run_table(const char *self) {
         pid_t pid = fork();
         if (pid == 0) {
             setenv("CLOZE_BF16_KERNEL", name, 1);
-            execl(self, self, (char *)NULL);
+            exec_self(self);
             _exit(127);
         }
         int status = 0;
