@@ -217,10 +217,12 @@ int main(int argc, char **argv) {
                     bf16_kernel);
             return 2;
         }
-        /* core reads it once, at the first bf16 context */
+        /* read once, at the first bf16 context */
         setenv("CLOZE_BF16_KERNEL", bf16_kernel, 1);
-        if (cz_cpu_bf16_kernel_refused()) {
-            fprintf(stderr, "--bf16-kernel %s: this CPU cannot run it\n", bf16_kernel);
+        if (cz_bf16_kernel_refused() ||
+            cz_bf16_kernel_chosen() != cz_bf16_kernel_parse(bf16_kernel)) {
+            fprintf(stderr, "--bf16-kernel %s: not run here: %s\n", bf16_kernel,
+                    cz_bf16_kernel_note());
             return 1;
         }
     }

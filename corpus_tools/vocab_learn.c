@@ -29,15 +29,7 @@ void cz_vocab_learn_options_default(cz_vocab_learn_options *o) {
 
 /* ---- growable arrays ---- */
 #define GROW(ptr, n, cap, err)                                                                     \
-    ((n) < (cap) ? 0 : grow_array((void **)&(ptr), &(cap), sizeof *(ptr), (err)))
-
-static int grow_array(void **p, uint32_t *cap, size_t elem, cz_error *err) {
-    uint32_t c = *cap ? 2 * *cap : 16;
-    void *q = realloc(*p, (size_t)c * elem);
-    if (!q) return cz_fail(err, "vocab: out of memory (%u entries)", c);
-    *p = q, *cap = c;
-    return 0;
-}
+    cz_grow(&CZ_GROW_ITEM(ptr), 1, (n), &(cap), 16, "vocab", "entries", (err))
 
 /* ---- word counting ---- */
 typedef struct word_counts {
@@ -216,26 +208,12 @@ static int64_t pair_get(learner *L, uint32_t a, uint32_t b, cz_error *err) {
         if (pair_grow(L, err)) return -1;
         return pair_get(L, a, b, err);
     }
-    if (L->npairs == L->pcap) {
-        uint32_t c = L->pcap ? 2 * L->pcap : 1024;
-        uint32_t *pa = realloc(L->pa, c * sizeof *pa);
-        if (pa) L->pa = pa;
-        uint32_t *pb = realloc(L->pb, c * sizeof *pb);
-        if (pb) L->pb = pb;
-        uint32_t *ps = realloc(L->pstamp, c * sizeof *ps);
-        if (ps) L->pstamp = ps;
-        int64_t *pc = realloc(L->pcount, c * sizeof *pc);
-        if (pc) L->pcount = pc;
-        uint32_t **pl = realloc(L->plist, c * sizeof *pl);
-        if (pl) L->plist = pl;
-        uint32_t *pn = realloc(L->plist_n, c * sizeof *pn);
-        if (pn) L->plist_n = pn;
-        uint32_t *pcp = realloc(L->plist_cap, c * sizeof *pcp);
-        if (pcp) L->plist_cap = pcp;
-        if (!pa || !pb || !ps || !pc || !pl || !pn || !pcp)
-            return cz_fail(err, "vocab: out of memory for %u pairs", c);
-        L->pcap = c;
-    }
+    /* the pair table's columns, one index */
+    const cz_grow_item pair_columns[] = {CZ_GROW_ITEM(L->pa),       CZ_GROW_ITEM(L->pb),
+                                         CZ_GROW_ITEM(L->pstamp),   CZ_GROW_ITEM(L->pcount),
+                                         CZ_GROW_ITEM(L->plist),    CZ_GROW_ITEM(L->plist_n),
+                                         CZ_GROW_ITEM(L->plist_cap)};
+    if (cz_grow(pair_columns, 7, L->npairs, &L->pcap, 1024, "vocab", "pairs", err)) return -1;
     uint32_t p = L->npairs++;
     L->pa[p] = a, L->pb[p] = b, L->pcount[p] = 0, L->pstamp[p] = 0;
     L->plist[p] = NULL, L->plist_n[p] = 0, L->plist_cap[p] = 0;
@@ -368,17 +346,10 @@ static int learner_run(learner *L, uint32_t max_syms, int min_freq, cz_error *er
             rc = -1;
             break;
         }
-        if (L->nmerges == L->mcap) {
-            uint32_t cap = L->mcap ? 2 * L->mcap : 1024;
-            uint32_t *ml = realloc(L->ml, cap * sizeof *ml);
-            if (ml) L->ml = ml;
-            uint32_t *mr = realloc(L->mr, cap * sizeof *mr);
-            if (mr) L->mr = mr;
-            if (!ml || !mr) {
-                rc = cz_fail(err, "vocab: out of memory for %u merges", cap);
-                break;
-            }
-            L->mcap = cap;
+        const cz_grow_item merge_columns[] = {CZ_GROW_ITEM(L->ml), CZ_GROW_ITEM(L->mr)};
+        if (cz_grow(merge_columns, 2, L->nmerges, &L->mcap, 1024, "vocab", "merges", err)) {
+            rc = -1;
+            break;
         }
         L->ml[L->nmerges] = a, L->mr[L->nmerges++] = b;
         stamp++, nd = 0;

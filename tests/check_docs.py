@@ -26,7 +26,8 @@ Checks (each failure is one line naming the doc, its line, and what differs):
     carry no commit hash and no dated run (a date such as 2026-12-03, or
     "UTC"): those belong in the matching docs/*-log.md; a table of latest
     figures marked `<!-- dated table -->` may carry dates in its rows (the
-    rule and its reasons: check_dated).
+    rule and its reasons: check_dated); nor do they refer to an issue
+    ("issue 33", "the issue's goal"): where a figure came from is the log's.
 Docs are README.md and docs/*.md, not the dated logs (docs/*-log.md).
 """
 import os
@@ -46,7 +47,7 @@ SWEEP_EXAMPLE = "docs/img/sweeps/table6-mini"
 
 # programs whose options the docs are checked against: (name, where, sub-commands)
 PROGRAMS = [
-    ("cloze-train", "build", ()),
+    ("cloze-train", "build", ("plot",)),
     ("cloze-ckpt", "build", ()),
     ("cloze-sweep", "build", ()),
     ("cloze-finetune", "build", ()),
@@ -354,9 +355,17 @@ def dated_table_rows(rel, lines, errors):
     return rows
 
 
+# An issue (a task's text, "issue 33", "issue 34's goal") is where a figure
+# or a goal came from: that history belongs in the log; the page states the
+# figure or the goal itself.
+ISSUE_REF = re.compile(r"\b[Ii]ssues? #?[0-9]+\b|\b[Ii]ssue(?:'s)? texts?\b|\b[Tt]he issue's\b|"
+                       r"\b[Aa]n issue's\b")
+
+
 def check_dated(docs, src, errors):
-    """No commit hash and no dated run in a reference page (reference_pages)
-    outside a table marked DATED_TABLE."""
+    """No commit hash, no dated run and no reference to an issue in a
+    reference page (reference_pages); dates only in a table marked
+    DATED_TABLE."""
     for rel in reference_pages(docs):
         path = os.path.join(docs, rel)
         lines = read(path).split("\n")
@@ -368,6 +377,10 @@ def check_dated(docs, src, errors):
                               f"the run at that commit belongs in {log_of(rel)}")
         allowed = dated_table_rows(rel, lines, errors)
         for n, line in enumerate(lines, 1):
+            for m in ISSUE_REF.finditer(line):
+                errors.append(f"{rel}:{n}: refers to an issue ('{m.group(0)}'): a reference page "
+                              f"states the figure or the goal; where it came from belongs in "
+                              f"{log_of(rel)}")
             if n in allowed:
                 continue
             for m in DATED.finditer(line):
@@ -432,6 +445,11 @@ def dated_cases(src):
          page + ":", f"names the commit {head}"),
         ("a dated-table marker with no table after it", plant(f"{DATED_TABLE}\n\nSome text."),
          page + ":", "is not followed by a table"),
+        ("an issue named in a reference page", plant("Issue 33 asks 75 %."),
+         page + ":", "refers to an issue ('Issue 33')"),
+        ("an issue's text named in a dated table", plant(
+            f"{DATED_TABLE}\n{table}\n| Zen 5 | as in issue 25's text | 9315 |"),
+         page + ":", "refers to an issue ('issue 25')"),
         ("a new reference page with a dated run", newpage("docs/newpage.md",
          "# New\n\nMeasured on 2026-12-03.\n"),
          "docs/newpage.md:", "a dated run ('2026-12-03')"),

@@ -36,7 +36,12 @@ Rules (each violation is one line naming the file and what is wrong):
     no such folder);
   - inside a module whose private header declares the order its files call
     in (comm_private.h, sweep_internal.h, text_internal.h, ...), no file
-    uses a function of a file later in that order (check_file_orders).
+    uses a function of a file later in that order (check_file_orders);
+  - a private header that declares no order does not knot the files that
+    include it into a cycle: file A using a function of B that the header
+    declares, and B (directly or through others) one of A's
+    (check_header_knots). A module either declares the one way its files
+    call, or its files do not call round in a circle.
 Files checked: the project's own (project_files): in a git checkout the
 tracked ones and the untracked ones that are not ignored (`git ls-files
 --cached --others --exclude-standard`), elsewhere (a release tarball) a walk
@@ -277,6 +282,94 @@ def check_file_orders(root, dir_of, errors):
                                   f"order {d}/{h} declares ({why})")
 
 
+# Private headers whose files still call round in a circle while a split
+# that unties them is under way, each with why it is tolerated. Meant to be
+# empty; an entry whose cycle is gone (or whose header is) is reported too,
+# so that it is removed with the knot.
+KNOTTED_HEADERS_PENDING = {}
+
+
+def cycles(edges, nodes):
+    """The strongly connected components of more than one node (Tarjan)."""
+    index, low, stack, on, out = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(edges.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+    for v in sorted(nodes):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def check_header_knots(root, dir_of, errors, pending=None):
+    """Each private header without a declared order: the files of its
+    folder that include it, and which of them uses a function of which
+    (a function the header declares, defined in the other file); a cycle
+    among them is reported, once per header."""
+    pending = KNOTTED_HEADERS_PENDING if pending is None else pending
+    for d in sorted(dir_of):
+        full = os.path.join(root, d)
+        if not os.path.isdir(full):
+            continue
+        names = sorted(os.listdir(full))
+        for h in (n for n in names if n.endswith(".h")):
+            rel = f"{d}/{h}"
+            header = strip_c(read(os.path.join(full, h)))
+            if declared_order(read(os.path.join(full, h))) is not None:
+                continue  # check_file_orders holds its files to one way
+            inc = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"' + re.escape(h) + '"', re.M)
+            users = [n for n in names if n.endswith(".c")
+                     and inc.search(strip_c(read(os.path.join(full, n)), strings=False))]
+            code = {f: strip_c(read(os.path.join(full, f))) for f in users}
+            defined = {}
+            for f in users:
+                for m in FUNC_DEF.finditer(code[f]):
+                    name = m.group(1)
+                    if re.search(r"\b" + re.escape(name) + r"\s*\(", header):
+                        defined.setdefault(name, f)
+            edges, why = {}, {}
+            for f in users:
+                for name, home in sorted(defined.items()):
+                    if home != f and re.search(r"(?<![\w.])(?<!->)" + re.escape(name) + r"\b",
+                                               code[f]):
+                        edges.setdefault(f, set()).add(home)
+                        why.setdefault((f, home), name)
+            knots = cycles(edges, users)
+            if rel in pending:
+                if not knots:
+                    errors.append(f"{rel}: no longer knots its files into a cycle: remove it "
+                                  "from KNOTTED_HEADERS_PENDING in tests/check_layering.py")
+                continue
+            for comp in knots:
+                uses = ", ".join(f"{a} uses {why[(a, b)]} of {b}" for a in comp for b in comp
+                                 if (a, b) in why)
+                errors.append(f"{rel}: knots {', '.join(comp)} into a cycle ({uses}): declare "
+                              "in its comment the one way they call and keep to it, or move "
+                              "what they share into a file below them")
+    for rel in sorted(pending):
+        if not os.path.isfile(os.path.join(root, rel)):
+            errors.append(f"{rel}: listed in KNOTTED_HEADERS_PENDING "
+                          "(tests/check_layering.py), which is gone: remove the entry")
+
+
 def project_files(root):
     """The project's own files under root, relative to it: git's view of a
     checkout, or the walk that honours .gitignore in a tarball."""
@@ -455,6 +548,7 @@ def check(root):
                           + (f" (tests and benchmarks may include {where[0]}/{where[1]}_internal.h)"
                              if rel.startswith(INTERNAL_USERS) else ""))
     check_file_orders(root, dir_of, errors)
+    check_header_knots(root, dir_of, errors)
     return errors
 
 
@@ -646,6 +740,14 @@ def self_test(root):
          "src/finetune/eval.c", '#include "finetune_private.h"',
          'static void planted(ft_run *r) { ft_run_free(r); }'),
          "src/finetune/eval.c:", "uses ft_run_free of run.c, against the file order"),
+        ("a private header that knots two files into a cycle", lambda d: (
+         new_file("src/data/planted_private.h",
+                  "int planted_a(int n);\nint planted_b(int n);\n")(d),
+         new_file("src/data/planted_a.c", '#include "planted_private.h"\n'
+                  "int planted_a(int n) { return n ? planted_b(n - 1) : 0; }\n")(d),
+         new_file("src/data/planted_b.c", '#include "planted_private.h"\n'
+                  "int planted_b(int n) { return n ? planted_a(n - 1) : 1; }\n")(d)),
+         "src/data/planted_private.h:", "knots planted_a.c, planted_b.c into a cycle"),
         ("a declared order naming a file that is gone", lambda d: os.remove(
          os.path.join(d, "src", "comm", "calibrate.c")),
          "src/comm/comm_private.h:", "lists calibrate.c, which is not in src/comm"),
@@ -674,6 +776,21 @@ def self_test(root):
                 print(f"FAIL: {what} is not caught (want '{where} ... {says}'), got: {errs}")
             else:
                 print(f"caught {what}: {[e for e in errs if e.startswith(where)][0]}")
+        # a pending knot that is untied must be removed from the list
+        d = os.path.join(tmp, "untied")  # a folder alone: no copy of the tree needed
+        os.makedirs(os.path.join(d, "src", "data"))
+        errs = []
+        check_header_knots(d, {"src/data": "data"}, errs,
+                           pending={"src/data/planted_private.h": "planted"})
+        new_file("src/data/planted_private.h", "int planted_a(int n);\n")(d)
+        check_header_knots(d, {"src/data": "data"}, errs,
+                           pending={"src/data/planted_private.h": "planted"})
+        if not (any("which is gone: remove the entry" in e for e in errs)
+                and any("no longer knots its files" in e for e in errs)):
+            failures += 1
+            print(f"FAIL: a stale KNOTTED_HEADERS_PENDING entry is not reported, got: {errs}")
+        else:
+            print("caught stale KNOTTED_HEADERS_PENDING entries")
         failures += enumeration_self_test(root, tmp)
     return failures
 

@@ -1,2 +1,3 @@
 cloze_add_unit_test(test_core)
 cloze_add_unit_test(test_json)
+cloze_add_unit_test(test_tfevents)

@@ -13,16 +13,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dump.h"
+
 enum { VOCAB = 3000, FIRST_CONT = 2000, N_SHARDS = 2 };
 
 static uint64_t lcg(uint64_t *s) {
     *s = *s * 6364136223846793005ULL + 1442695040888963407ULL;
     return *s >> 33;
-}
-
-static int fail(const cz_error *err) {
-    fprintf(stderr, "data_dump: %s\n", err->msg);
-    return 1;
 }
 
 int main(int argc, char **argv) {
@@ -31,6 +28,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     const char *dir = argv[1];
+    dump_program = "data_dump";
     cz_arch arch = strcmp(argv[2], "gpt") == 0 ? CZ_ARCH_GPT : CZ_ARCH_BERT;
     int seq = atoi(argv[3]), max_pred = atoi(argv[4]);
     uint64_t seed = strtoull(argv[5], NULL, 10);
@@ -47,7 +45,7 @@ int main(int argc, char **argv) {
                          : i < FIRST_CONT ? snprintf(vocab + vlen, 16, "w%d\n", i)
                                           : snprintf(vocab + vlen, 16, "##p%d\n", i));
     snprintf(path, sizeof path, "%s/vocab.txt", dir);
-    if (cz_write_file_atomic(path, vocab, vlen, &err) != 0) return fail(&err);
+    dump_check(cz_write_file_atomic(path, vocab, vlen, &err) != 0, path, &err);
 
     cz_manifest m;
     memset(&m, 0, sizeof m);
@@ -58,15 +56,14 @@ int main(int argc, char **argv) {
     m.pad_id = 0, m.unk_id = 1, m.cls_id = 2, m.sep_id = 3, m.mask_id = 4, m.eot_id = 5;
     m.n_shards = N_SHARDS;
     m.shards = cz_alloc(sizeof(cz_manifest_shard) * N_SHARDS, &err);
-    snprintf(path, sizeof path, "%s/corpus.txt", dir);
-    FILE *ct = fopen(path, "w");
+    FILE *ct = dump_open(dir, "corpus.txt", "w");
     uint64_t r = seed * 7919 + 1;
     for (int k = 0; k < N_SHARDS; k++) {
         cz_manifest_shard *ms = &m.shards[k];
         snprintf(ms->path, sizeof ms->path, "%s/s%d.shard", dir, k);
         cz_shard_writer *w;
-        if (cz_shard_writer_open(&w, ms->path, VOCAB, m.vocab_fingerprint, &err) != 0)
-            return fail(&err);
+        dump_check(cz_shard_writer_open(&w, ms->path, VOCAB, m.vocab_fingerprint, &err) != 0,
+                   ms->path, &err);
         for (int doc = 0; doc < 6 + 3 * k; doc++) {
             uint32_t toks[10 * 30], lens[10];
             int ns = 1 + (int)(lcg(&r) % 10), t = 0;
@@ -82,17 +79,17 @@ int main(int argc, char **argv) {
                 }
                 fprintf(ct, "\n");
             }
-            if (cz_shard_writer_add_document(w, toks, lens, (size_t)ns, &err) != 0)
-                return fail(&err);
+            dump_check(cz_shard_writer_add_document(w, toks, lens, (size_t)ns, &err) != 0, ms->path,
+                       &err);
         }
         cz_shard_header h;
-        if (cz_shard_writer_finish(w, &h, &err) != 0) return fail(&err);
+        dump_check(cz_shard_writer_finish(w, &h, &err) != 0, ms->path, &err);
         ms->n_tokens = h.n_tokens, ms->n_sentences = h.n_sentences;
         ms->n_documents = h.n_documents, ms->payload_checksum = h.payload_checksum;
     }
-    fclose(ct);
+    dump_close(ct, "corpus.txt");
     snprintf(path, sizeof path, "%s/corpus.manifest", dir);
-    if (cz_manifest_write(&m, path, &err) != 0) return fail(&err);
+    dump_check(cz_manifest_write(&m, path, &err) != 0, path, &err);
     cz_free(m.shards);
 
     cz_data_config cfg;
@@ -101,14 +98,13 @@ int main(int argc, char **argv) {
     cfg.short_seq_prob = 0.1f;
     cfg.whole_word_mask = wwm;
     cz_data *d;
-    if (cz_data_open(&d, path, arch, &cfg, seed, &err) != 0) return fail(&err);
+    dump_check(cz_data_open(&d, path, arch, &cfg, seed, &err) != 0, path, &err);
     cz_batch_buf b;
-    if (cz_batch_buf_alloc(&b, 1, seq, max_pred, &err) != 0) return fail(&err);
-    snprintf(path, sizeof path, "%s/samples.txt", dir);
-    FILE *out = fopen(path, "w");
+    dump_check(cz_batch_buf_alloc(&b, 1, seq, max_pred, &err) != 0, "batch", &err);
+    FILE *out = dump_open(dir, "samples.txt", "w");
     fprintf(out, "N %llu\n", (unsigned long long)cz_data_samples_per_epoch(d, seq));
     for (int g = 0; g < n; g++) {
-        if (cz_data_build(d, &b, 0, (uint64_t)g, seq, max_pred, &err) != 0) return fail(&err);
+        dump_check(cz_data_build(d, &b, 0, (uint64_t)g, seq, max_pred, &err) != 0, "sample", &err);
         fprintf(out, "%d %d |", g, b.nsp_labels[0]);
         for (int i = 0; i < seq; i++) fprintf(out, " %d", b.tokens[i]);
         fprintf(out, " |");
@@ -125,7 +121,7 @@ int main(int argc, char **argv) {
         for (int i = 0; i < max_pred; i++) fprintf(out, " %g", (double)b.mlm_weights[i]);
         fprintf(out, "\n");
     }
-    fclose(out);
+    dump_close(out, "samples.txt");
     cz_batch_buf_free(&b);
     cz_data_close(d);
     return 0;

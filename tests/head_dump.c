@@ -12,13 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cloze/safetensors.h"
+#include "dump.h"
 #include "test_model_fixture.h"
-
-static void die(const char *what, const cz_error *err) {
-    fprintf(stderr, "head_dump: %s: %s\n", what, err->msg);
-    exit(1);
-}
 
 int main(int argc, char **argv) {
     const char *modes[] = {"bert", "gpt", "gpt-similar", "gpt-choice", "bert-choice"};
@@ -31,6 +26,7 @@ int main(int argc, char **argv) {
     }
     int bert = mode == 0 || mode == 4;
     const char *dir = argv[2];
+    dump_program = "head_dump";
     const int B = mode >= 2 ? 6 : 4, T = 24;
     cz_model_config c = bert ? tiny_config(CZ_ARCH_BERT, 3000, 64, 2, 4, 64)
                              : tiny_config(CZ_ARCH_GPT, 2000, 64, 2, 4, 64);
@@ -40,9 +36,9 @@ int main(int argc, char **argv) {
     int group = mode == 2 ? 2 : mode >= 3 ? 3 : 1; /* sequences per example */
     cz_error err;
     cz_gemm_ctx *gemm = cz_gemm_setup(CZ_GEMM_AUTO, 1, &err);
-    if (!gemm) die("gemm", &err);
+    dump_check(!gemm, "gemm", &err);
     cz_model *m;
-    if (cz_model_create(&m, &c, B, T, 0, gemm, &err)) die("create", &err);
+    dump_check(cz_model_create(&m, &c, B, T, 0, gemm, &err), "create", &err);
     cz_model_init_weights(m, 77);
     perturb_no_decay(m, 8, 1, 0.05f);
     static test_batch tb;
@@ -60,44 +56,31 @@ int main(int argc, char **argv) {
     b->labels = labels;
     if (!bert) b->cls_index = cls;
 
-    char path[1024];
-    snprintf(path, sizeof path, "%s/config.json", dir);
-    if (cz_hf_config_write(path, &c, &err)) die("config", &err);
-    snprintf(path, sizeof path, "%s/weights.safetensors", dir);
-    if (cz_model_save_safetensors(m, path, &err)) die("weights", &err);
-    snprintf(path, sizeof path, "%s/batch.txt", dir);
-    FILE *f = fopen(path, "w");
-    if (!f) return 1;
+    dump_model(m, &c, dir);
+    FILE *f = dump_open(dir, "batch.txt", "w");
     fprintf(f, "shape %d %d 0\n", B, T);
-    put_ints(f, "tokens", tb.tokens, B * T);
+    dump_ints(f, "tokens", tb.tokens, B * T);
     int32_t mask[4096];
     for (int i = 0; i < B * T; i++) mask[i] = tb.mask[i];
-    put_ints(f, "attn_mask", mask, B * T);
-    put_ints(f, "labels", labels, B);
+    dump_ints(f, "attn_mask", mask, B * T);
+    dump_ints(f, "labels", labels, B);
     if (bert)
-        put_ints(f, "segments", tb.segments, B * T);
+        dump_ints(f, "segments", tb.segments, B * T);
     else {
-        put_ints(f, "cls_index", cls, B);
-        put_ints(f, "targets", tb.targets, B * T);
+        dump_ints(f, "cls_index", cls, B);
+        dump_ints(f, "targets", tb.targets, B * T);
     }
-    fclose(f);
+    dump_close(f, "batch.txt");
 
     cz_losses l;
     cz_model_zero_grads(m);
-    if (cz_model_forward(m, b, &l, &err)) die("forward", &err);
+    dump_check(cz_model_forward(m, b, &l, &err), "forward", &err);
     cz_model_backward(m, b, 1.0f);
-    cz_tensor_info *tl = malloc((size_t)cz_model_num_tensors(m) * sizeof *tl);
-    for (int k = 0; k < cz_model_num_tensors(m); k++) tl[k] = *cz_model_tensor(m, k);
-    snprintf(path, sizeof path, "%s/grads.safetensors", dir);
-    if (cz_safetensors_write(path, tl, cz_model_num_tensors(m), cz_model_grads(m), NULL, 0, &err))
-        die("grads", &err);
-    free(tl);
-    snprintf(path, sizeof path, "%s/result.txt", dir);
-    f = fopen(path, "w");
-    if (!f) return 1;
+    dump_model_grads(m, dir, "grads.safetensors");
+    f = dump_open(dir, "result.txt", "w");
     fprintf(f, "loss %.10g\ntask %.10g\nlm %.10g\ngroup %d\n", l.loss, l.task_loss, l.lm_loss,
             group);
-    fclose(f);
+    dump_close(f, "result.txt");
     cz_model_free(m);
     cz_gemm_free(gemm);
     return 0;

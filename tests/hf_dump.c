@@ -13,50 +13,12 @@
 #include "cloze/ckpt.h"
 #include "cloze/config.h"
 #include "cloze/safetensors.h"
+#include "dump.h"
 
-static void die(const char *what, const cz_error *err) {
-    fprintf(stderr, "hf_dump: %s: %s\n", what, err->msg);
-    exit(1);
-}
-
-typedef struct array {
-    char name[32];
-    int32_t *v;
-    int n;
-} array;
-
-static array arrays[16];
-static int n_arrays;
-
-static void read_batch(const char *path) {
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        perror(path);
-        exit(1);
-    }
-    char *line = NULL;
-    size_t cap = 0;
-    while (getline(&line, &cap, f) > 0 && n_arrays < 16) {
-        array *a = &arrays[n_arrays++];
-        char *p = line;
-        int k = 0;
-        if (sscanf(p, "%31s%n", a->name, &k) != 1) continue;
-        p += k;
-        a->v = malloc(strlen(p) / 2 * sizeof *a->v + 8);
-        char *end;
-        for (long x = strtol(p, &end, 10); end != p; x = strtol(p, &end, 10)) {
-            a->v[a->n++] = (int32_t)x;
-            p = end;
-        }
-    }
-    free(line);
-    fclose(f);
-}
+static dump_arrays batch;
 
 static const int32_t *get(const char *name) {
-    for (int i = 0; i < n_arrays; i++)
-        if (!strcmp(arrays[i].name, name)) return arrays[i].v;
-    return NULL;
+    return dump_get(&batch, name);
 }
 
 int main(int argc, char **argv) {
@@ -64,28 +26,27 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: hf_dump CKPT BATCH OUTDIR\n");
         return 2;
     }
+    dump_program = "hf_dump";
     cz_log_setup(0, CZ_LOG_WARN);
     cz_error err;
     cz_ckpt *c;
-    if (cz_ckpt_read(argv[1], &c, &err)) die(argv[1], &err);
+    dump_check(cz_ckpt_read(argv[1], &c, &err), argv[1], &err);
     size_t n = 0;
     const char *text = cz_ckpt_get(c, CZ_BLOB_CONFIG, &n);
     char *t = text ? strndup(text, n) : NULL;
     cz_config cfg;
-    if (!t || cz_config_from_string(&cfg, t, argv[1], &err)) die("config", &err);
+    if (!t) dump_die(argv[1], "no config blob");
+    dump_check(cz_config_from_string(&cfg, t, argv[1], &err), "config", &err);
     free(t);
-    read_batch(argv[2]);
+    dump_read_ints(&batch, argv[2]);
     const int32_t *shape = get("shape");
-    if (!shape) {
-        fprintf(stderr, "hf_dump: %s: no shape line\n", argv[2]);
-        return 1;
-    }
+    if (!shape) dump_die(argv[2], "no shape line");
     int B = shape[0], T = shape[1], P = shape[2];
     int bert = cfg.model.arch == CZ_ARCH_BERT;
     cz_model *m;
-    if (cz_model_create(&m, &cfg.model, B, T, bert ? P : 0, NULL, &err)) die("model", &err);
-    if (cz_ckpt_get_exact(c, "params", cz_model_params(m), cz_model_num_params(m) * 4, &err))
-        die("params", &err);
+    dump_check(cz_model_create(&m, &cfg.model, B, T, bert ? P : 0, NULL, &err), "model", &err);
+    dump_check(cz_ckpt_get_exact(c, "params", cz_model_params(m), cz_model_num_params(m) * 4, &err),
+               "params", &err);
     cz_ckpt_free(c);
 
     int N = B * T;
@@ -111,7 +72,7 @@ int main(int argc, char **argv) {
         b.targets = get("targets");
     }
     cz_losses l;
-    if (cz_model_forward(m, &b, &l, &err)) die("forward", &err);
+    dump_check(cz_model_forward(m, &b, &l, &err), "forward", &err);
 
     const cz_model_config *mc = cz_model_get_config(m);
     int L = mc->layers, H = mc->hidden;
@@ -127,17 +88,13 @@ int main(int argc, char **argv) {
         memcpy(all + ti[k].offset, cz_model_hidden_states(m, k), ti[k].numel * sizeof *all);
     }
     char path[1200];
-    snprintf(path, sizeof path, "%s/hidden.safetensors", argv[3]);
-    if (cz_safetensors_write(path, ti, L + 1, all, NULL, 0, &err)) die(path, &err);
-    snprintf(path, sizeof path, "%s/result.txt", argv[3]);
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        perror(path);
-        return 1;
-    }
+    dump_check(cz_safetensors_write(dump_path(path, sizeof path, argv[3], "hidden.safetensors"), ti,
+                                    L + 1, all, NULL, 0, &err),
+               path, &err);
+    FILE *f = dump_open(argv[3], "result.txt", "w");
     fprintf(f, "loss %.9g\nmlm %.9g\nnsp %.9g\nlm %.9g\n", l.loss, l.mlm_loss, l.nsp_loss,
             l.lm_loss);
-    fclose(f);
+    dump_close(f, "result.txt");
     free(ti);
     free(all);
     free(mask);

@@ -3,7 +3,7 @@
 # the tree and requires that it is caught.
 cloze_add_script_test(check_layering
   COMMAND ${CLOZE_PYTHON} ${CLOZE_TEST_DIR}/check_layering.py ${PROJECT_SOURCE_DIR}
-  LABELS lint TIMEOUT 60)
+  LABELS lint TIMEOUT 120)
 cloze_add_script_test(check_layering_selftest
   COMMAND ${CLOZE_PYTHON} ${CLOZE_TEST_DIR}/check_layering.py --self-test ${PROJECT_SOURCE_DIR}
-  LABELS lint TIMEOUT 60)
+  LABELS lint TIMEOUT 120)

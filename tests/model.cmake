@@ -19,6 +19,12 @@ endif()
 cloze_add_script_test(gpt2_reference
   COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_gpt2_reference.sh $<TARGET_FILE:model_dump>
   LABELS "python;hf" TIMEOUT 600)
+# µP (model.parametrization = mup) against Microsoft's mup package: initial
+# scales, lr / wd and output multipliers, loss, gradients, 10 MuAdamW steps
+# (tests/reference/mup_reference.py in a venv with mup, mup_venv.sh)
+cloze_add_script_test(mup_reference
+  COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_mup_reference.sh $<TARGET_FILE:model_dump>
+  LABELS python TIMEOUT 300)
 # every product in bf16 mode vs fp32 and vs the bf16 definition (skipped
 # where the CPU lacks AVX512_BF16)
 cloze_add_unit_test(test_model_bf16 TIMEOUT 60)

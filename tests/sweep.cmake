@@ -25,3 +25,12 @@ set_tests_properties(test_sweep_slurm_finetune PROPERTIES RESOURCE_LOCK slurm)
 # The spec reader's messages for malformed specs (no training run).
 cloze_add_script_test(test_sweep_spec COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_sweep_spec.sh
                       LABELS "sweep" TIMEOUT 120)
+# µP's coordinate check (cloze-sweep coordcheck): µP flat across widths
+# 64 ... 512, the standard logits growing, a planted readout multiplier of 1
+# caught (seconds)
+cloze_add_script_test(test_mup_coordcheck COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_mup_coordcheck.sh
+                      LABELS sweep TIMEOUT 120)
+# the report's µTransfer section (best learning rate per width, drift) on a
+# synthetic lr x width x parametrization results.csv (seconds)
+cloze_add_script_test(test_sweep_mutransfer COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_sweep_mutransfer.sh
+                      LABELS sweep TIMEOUT 60)

@@ -293,6 +293,19 @@ static void test_file_errors(void) {
                       ":1: model.layout: model.layout = pre_ln is GPT-2's decoder layout");
     expect_file_error("model: {\n vocab_pad_to = 64; };\n",
                       ":2: model.vocab_pad_to: model.vocab_pad_to = 64: only GPT's tied LM head");
+    /* µP: a base width >= 1, Adam(W) only, the pre-training heads only */
+    expect_file_error("model: { parametrization = \"mup\";\n mup_base_width = 0; };\n",
+                      ":2: model.mup_base_width: model.mup_base_width = 0: model.parametrization "
+                      "= mup needs a base width >= 1");
+    expect_file_error("model: { parametrization = \"mup\"; };\n",
+                      ": model.mup_base_width: model.mup_base_width = 0");
+    expect_file_error("model: { mup_base_width = -4; };\n", ":1: model.mup_base_width:");
+    expect_file_error("model: { parametrization = \"mup\"; mup_base_width = 64; };\n"
+                      "optim: {\n name = \"lamb\"; };\n",
+                      ":3: optim.name: optim.name = lamb: model.parametrization = mup defines "
+                      "per-tensor learning rates for Adam(W) only");
+    expect_file_error("model: { parametrization = \"mu\"; };\n",
+                      ":1: model.parametrization: expected one of standard|mup");
     expect_file_error("model: { layout = \"sandwich\"; };\n",
                       ":1: model.layout: expected one of post_ln|pre_ln");
     expect_file_error("optim: { warmup_steps = 10L;\n warmup_fraction = 0.1; };\n",

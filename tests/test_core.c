@@ -1,6 +1,8 @@
 /* core: Philox known-answer vectors (Random123's kat_vectors), the
- * statistical sanity of the derived draws, atomic file writes, and SHA-256
- * (FIPS 180-4 examples, split updates, a file against sha256sum). */
+ * statistical sanity of the derived draws, atomic file writes, SHA-256
+ * (FIPS 180-4 examples, split updates, a file against sha256sum), parallel
+ * arrays grown together (cz_grow), and the rule that chooses a kernel from
+ * a table (cz_cpu_choose) with its fault guard (cz_cpu_guard). */
 #include "cloze/core.h"
 #include "cloze/cpu.h"
 #include "cloze/rng.h"
@@ -8,6 +10,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -256,7 +259,123 @@ static void test_cpu_quota(void) {
     CHECK(system(cmd) == 0, "cleanup");
 }
 
+/* Three columns of different widths grown together from 0 by doubling
+ * (first 4): capacity 4, 8, 16, ... exactly when n reaches it, and every
+ * value written before a growth still there after it. */
+static void test_grow(void) {
+    uint8_t *a = NULL;
+    uint32_t *b = NULL;
+    double *c = NULL;
+    uint32_t cap = 0, grew = 0;
+    cz_error err;
+    for (uint32_t n = 0; n < 100; n++) {
+        const cz_grow_item cols[] = {CZ_GROW_ITEM(a), CZ_GROW_ITEM(b), CZ_GROW_ITEM(c)};
+        uint32_t before = cap;
+        CHECK(cz_grow(cols, 3, n, &cap, 4, "test", "rows", &err) == 0, "grow at %u: %s", n,
+              err.msg);
+        if (cap != before) {
+            grew++;
+            CHECK(n == before && cap == (before ? 2 * before : 4), "at n=%u: cap %u -> %u", n,
+                  before, cap);
+        }
+        a[n] = (uint8_t)n, b[n] = 1000 + n, c[n] = 0.5 * n;
+    }
+    CHECK(grew == 6 && cap == 128, "grew %u times to %u, want 6 to 128", grew, cap);
+    int bad = 0;
+    for (uint32_t n = 0; n < 100; n++)
+        bad += a[n] != (uint8_t)n || b[n] != 1000 + n || c[n] != 0.5 * n;
+    CHECK(bad == 0, "%d rows lost their values across the growths", bad);
+    free(a), free(b), free(c);
+}
+
+/* cz_cpu_guard: a trap or a segfault in the guarded call is a failed
+ * call naming the signal, the process lives, and the handlers it found are
+ * put back. */
+static int guard_ok(int i, char *why, int len) {
+    return i;
+}
+static int guard_trap(int i, char *why, int len) {
+    if (i == 1) __builtin_trap();
+    raise(SIGSEGV);
+    return 0;
+}
+static void mine(int sig) {
+    (void)sig;
+}
+static void test_guard(void) {
+    struct sigaction on, now;
+    memset(&on, 0, sizeof on);
+    on.sa_handler = mine;
+    sigaction(SIGSEGV, &on, NULL);
+    char why[128] = "";
+    CHECK(cz_cpu_guard(guard_ok, 0, why, sizeof why) == 0, "a call that returns 0");
+    CHECK(cz_cpu_guard(guard_ok, 7, why, sizeof why) == 7, "the call's own result");
+    CHECK(cz_cpu_guard(guard_trap, 1, why, sizeof why) == -1 && strstr(why, "faulted"),
+          "a trap: %s", why);
+    printf("guard, trap: %s\n", why);
+    CHECK(cz_cpu_guard(guard_trap, 2, why, sizeof why) == -1 && strstr(why, "faulted"),
+          "a segfault: %s", why);
+    printf("guard, segfault: %s\n", why);
+    sigaction(SIGSEGV, NULL, &now);
+    CHECK(now.sa_handler == mine, "the SIGSEGV handler found before is not put back");
+    signal(SIGSEGV, SIG_DFL);
+}
+
+/* cz_cpu_choose on a made-up table and CPU (AVX2 only): by rank among
+ * what the CPU runs, rank 0 only when forced, a forced name the CPU cannot
+ * run refused, an unknown name as auto, and a failing check passed over
+ * for the next by rank. */
+static int check_fails_for = -1;
+static int choice_check(int i, char *why, int len) {
+    if (i != check_fails_for) return 0;
+    snprintf(why, (size_t)len, "planted");
+    return -1;
+}
+static void test_choose(void) {
+    static const cz_cpu_choice t[] = {{"plain", 0, 1},
+                                      {"wide", CZ_NEEDS_X86 | CZ_NEEDS_AVX512, 3},
+                                      {"mid", CZ_NEEDS_X86 | CZ_NEEDS_AVX2, 2},
+                                      {"test", 0, 0}};
+    const cz_cpu_choice *table[4] = {&t[0], &t[1], &t[2], &t[3]};
+    cz_cpu cpu;
+    memset(&cpu, 0, sizeof cpu);
+    cpu.avx2 = cpu.fma = 1;
+    int x86 = CZ_HAVE_X86_ISAS;
+    CHECK(cz_cpu_best_choice(&cpu, table, 4) == (x86 ? 2 : 0), "best: %d",
+          cz_cpu_best_choice(&cpu, table, 4));
+    struct {
+        const char *env;
+        int fails, want, refused, failed;
+    } cases[] = {
+        {NULL, -1, x86 ? 2 : 0, 0, 0},   /* auto: the highest rank it runs */
+        {"test", -1, 3, 0, 0},           /* rank 0, forced */
+        {"plain", -1, 0, 0, 0},          /* forced below the best */
+        {"wide", -1, x86 ? 2 : 0, 1, 0}, /* the CPU cannot: refused, as auto */
+        {"bogus", -1, x86 ? 2 : 0, 0, 0},
+        {NULL, 2, 0, 0, 1},             /* mid fails its check: plain */
+        {"test", 3, x86 ? 2 : 0, 0, 1}, /* the forced one fails: as auto */
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        if (!x86 && cases[k].fails == 2) continue; /* mid is not a candidate there */
+        if (cases[k].env)
+            setenv("CLOZE_TEST_CHOICE", cases[k].env, 1);
+        else
+            unsetenv("CLOZE_TEST_CHOICE");
+        check_fails_for = cases[k].fails;
+        cz_cpu_chosen c;
+        cz_cpu_choose(&cpu, table, 4, "CLOZE_TEST_CHOICE", choice_check, &c);
+        CHECK(c.index == cases[k].want && c.refused == cases[k].refused &&
+                  c.failed == cases[k].failed,
+              "case %zu: chose %d refused %d failed %d (%s), want %d %d %d", k, c.index, c.refused,
+              c.failed, c.note, cases[k].want, cases[k].refused, cases[k].failed);
+    }
+    unsetenv("CLOZE_TEST_CHOICE");
+}
+
 int main(void) {
+    test_grow();
+    test_guard();
+    test_choose();
     test_thread_plan();
     test_cpu_quota();
     test_philox_kat();

@@ -5,11 +5,15 @@
  * bf16 (cz_mat_bf16) bit for bit with the same operands rounded while
  * packing; cz_bf16_round on values whose rounding is known by hand.
  *
- * One process checks one kernel, the one core chose (cz_cpu_bf16_kernel):
- * ctest runs it once per kernel with CLOZE_BF16_KERNEL=vdpbf16ps, amx and
- * amx-emulated (tests/kernels.cmake) and once as chosen. A kernel this CPU
+ * One process checks one kernel, the one chosen (cz_bf16_kernel_chosen).
+ * `test_gemm_bf16 table` iterates the kernels' table: it runs this program
+ * once per entry with CLOZE_BF16_KERNEL set to the entry's name, and
+ * checks that the names are unique and parse back. A kernel this CPU
  * cannot run exits 77 (skipped); amx-emulated runs everywhere, so the AMX
- * kernel's packing, blocking and loops are checked on every CPU. Shapes
+ * kernel's packing, blocking and loops are checked on every CPU.
+ * `test_gemm_bf16 fallback` (with CLOZE_BF16_PLANT) checks that a kernel
+ * failing its check of itself, by a wrong element or a fault, is passed
+ * over with one log line and the next kernel's products are right. Shapes
  * cross both kernels' micro-tiles (8 x 48, 32 x 32), k-pair and 32-value
  * tile edges, and their KC, MC and NC blocks.
  *
@@ -43,6 +47,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "check.h"
 
@@ -234,16 +240,16 @@ static void check_case(cz_gemm_ctx *g1, cz_gemm_ctx *g2, int ta, int tb, int m, 
     cz_free(ref32);
 }
 
-/* core's rule for the bf16 kernel (cz_cpu_best_bf16) on made-up CPUs, and
- * CLOZE_BF16_KERNEL's names, whatever CPU runs the test. */
+/* core's rule over the bf16 kernels' table (cz_bf16_kernel_best) on
+ * made-up CPUs, whatever CPU runs the test. */
 static void check_bf16_rule(void) {
     struct {
         int avx512, bf16, amx;
-        cz_bf16_kernel_id want;
+        const char *want; /* NULL: none */
     } cases[] = {
-        {1, 1, 1, CZ_BF16_AMX},  {1, 1, 0, CZ_BF16_VDPBF16PS}, {1, 0, 0, CZ_BF16_NONE},
-        {0, 0, 1, CZ_BF16_NONE}, /* AMX without AVX-512: the AMX file needs both */
-        {0, 0, 0, CZ_BF16_NONE},
+        {1, 1, 1, "amx"}, {1, 1, 0, "vdpbf16ps"},
+        {1, 0, 0, NULL},  {0, 0, 1, NULL}, /* AMX without AVX-512: the AMX file needs both */
+        {0, 0, 0, NULL},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         cz_cpu cpu;
@@ -252,16 +258,36 @@ static void check_bf16_rule(void) {
         cpu.avx512f = cpu.avx512dq = cpu.avx512bw = cpu.avx512vl = cases[i].avx512;
         cpu.avx512_bf16 = cases[i].bf16;
         cpu.amx_tile = cpu.amx_bf16 = cases[i].amx;
-        cz_bf16_kernel_id got = cz_cpu_best_bf16(&cpu);
+        const char *got = cz_bf16_kernel_name(cz_bf16_kernel_best(&cpu));
         /* a build for another architecture (aarch64) has no x86 kernel to
          * choose, whatever the CPU record says */
-        cz_bf16_kernel_id want = CZ_HAVE_X86_ISAS ? cases[i].want : CZ_BF16_NONE;
-        CHECK(got == want, "bf16 rule, case %zu: %s, want %s", i, cz_bf16_kernel_name(got),
-              cz_bf16_kernel_name(want));
+        const char *want = CZ_HAVE_X86_ISAS ? cases[i].want : NULL;
+        CHECK(got == want || (got && want && !strcmp(got, want)),
+              "bf16 rule, case %zu: %s, want %s", i, got ? got : "none", want ? want : "none");
     }
-    for (int id = CZ_BF16_VDPBF16PS; id <= CZ_BF16_AMX_EMULATED; id++)
-        CHECK(cz_bf16_kernel_parse(cz_bf16_kernel_name((cz_bf16_kernel_id)id)) == id,
-              "name %s does not parse back", cz_bf16_kernel_name((cz_bf16_kernel_id)id));
+}
+
+/* The table: every entry has a name, unique, that CLOZE_BF16_KERNEL can
+ * spell (lower-case letters, digits, '-'; not "auto") and that parses back
+ * to its entry; a rank >= 0; amx-emulated (which runs everywhere) is in it. */
+static void check_table(void) {
+    int n = cz_bf16_kernel_count(), emulated = 0;
+    CHECK(n >= 1, "the bf16 table is empty");
+    for (int i = 0; i < n; i++) {
+        const char *name = cz_bf16_kernel_name(i);
+        CHECK(name && *name, "entry %d has no name", i);
+        if (!name || !*name) continue;
+        CHECK(strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789-") == strlen(name) &&
+                  strcmp(name, "auto") != 0,
+              "entry %d's name \"%s\" is not one CLOZE_BF16_KERNEL can spell", i, name);
+        CHECK(cz_bf16_kernel_parse(name) == i, "name %s parses to %d, not its entry %d", name,
+              cz_bf16_kernel_parse(name), i);
+        for (int j = 0; j < i; j++)
+            CHECK(strcmp(name, cz_bf16_kernel_name(j)) != 0, "name %s twice (%d, %d)", name, j, i);
+        emulated += !strcmp(name, "amx-emulated");
+    }
+    CHECK(emulated == 1, "amx-emulated is not in the table");
+    CHECK(cz_bf16_kernel_name(-1) == NULL && cz_bf16_kernel_name(n) == NULL, "names outside");
     CHECK(cz_bf16_kernel_parse("auto") == -1 && cz_bf16_kernel_parse("AMX") == -2 &&
               cz_bf16_kernel_parse("none") == -2,
           "CLOZE_BF16_KERNEL names");
@@ -409,9 +435,96 @@ static void check_columns_independent_of_n(const cz_gemm_ctx *g) {
     }
 }
 
-int main(void) {
+/* Runs this program again: under user emulation (tests/aarch64/run.sh) the
+ * host cannot exec an emulated program itself, so ctest hands the emulator's
+ * command line (CMAKE_CROSSCOMPILING_EMULATOR, words apart by spaces) in
+ * CLOZE_TEST_EMULATOR and it goes first. */
+static void exec_self(const char *self) {
+    static char words[1024];
+    char *argv[32];
+    int n = 0;
+    const char *emu = getenv("CLOZE_TEST_EMULATOR");
+    snprintf(words, sizeof words, "%s", emu ? emu : "");
+    for (char *w = strtok(words, " "); w && n < 30; w = strtok(NULL, " ")) argv[n++] = w;
+    argv[n++] = (char *)self;
+    argv[n] = NULL;
+    execvp(argv[0], argv);
+}
+
+/* Every kernel of the table, each in its own process (the choice is made
+ * once per process): this program again with CLOZE_BF16_KERNEL set to the
+ * kernel's name. 0: passed; 77: this CPU cannot run it (skipped). */
+static void run_table(const char *self) {
+    int n = cz_bf16_kernel_count(), passed = 0;
+    for (int i = 0; i < n; i++) {
+        const char *name = cz_bf16_kernel_name(i);
+        fflush(stdout);
+        pid_t pid = fork();
+        if (pid == 0) {
+            setenv("CLOZE_BF16_KERNEL", name, 1);
+            exec_self(self);
+            _exit(127);
+        }
+        int status = 0;
+        CHECK(pid > 0 && waitpid(pid, &status, 0) == pid, "could not run %s for %s", self, name);
+        int rc = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        printf("table: %s: %s\n", name,
+               rc == 0    ? "passed"
+               : rc == 77 ? "skipped (this CPU cannot run it)"
+                          : "FAILED");
+        CHECK(rc == 0 || rc == 77, "kernel %s: exit status %d", name, rc);
+        CHECK(rc == 0 || strcmp(name, "amx-emulated") != 0, "amx-emulated runs everywhere");
+        passed += rc == 0;
+    }
+    CHECK(passed >= 1, "no kernel of the table ran");
+}
+
+/* CLOZE_BF16_KERNEL=amx-emulated with CLOZE_BF16_PLANT set: the kernel
+ * computes a wrong element (error) or traps (fault) on every product, so
+ * its check of itself must fail, the choice fall back to the next kernel
+ * with one log line that names it, and the process live. The choice is
+ * made here, with stderr captured to count the lines. */
+static int check_fallback(void) {
+    const char *forced = getenv("CLOZE_BF16_KERNEL"), *planted = getenv("CLOZE_BF16_PLANT");
+    CHECK(forced && planted, "the fallback test needs CLOZE_BF16_KERNEL and CLOZE_BF16_PLANT");
+    FILE *log = tmpfile();
+    fflush(stderr);
+    int saved = dup(2);
+    dup2(fileno(log), 2);
+    int kernel = cz_bf16_kernel_chosen();
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    rewind(log);
+    char line[1024];
+    int lines = 0, naming = 0;
+    while (fgets(line, sizeof line, log)) {
+        printf("log: %s", line);
+        lines++;
+        naming += forced && strstr(line, forced) && strstr(line, "not used") != NULL;
+    }
+    fclose(log);
+    printf("bf16 kernel: %s\n", cz_bf16_kernel_note());
+    CHECK(lines == 1 && naming == 1, "%d log line(s), %d naming %s not used: want one", lines,
+          naming, forced ? forced : "?");
+    CHECK(cz_bf16_kernel_failed() && !cz_bf16_kernel_refused(), "failed %d refused %d",
+          cz_bf16_kernel_failed(), cz_bf16_kernel_refused());
+    CHECK(forced && kernel != cz_bf16_kernel_parse(forced), "the planted %s was chosen", forced);
+    CHECK(strstr(cz_bf16_kernel_note(), "not used") != NULL, "the note does not say: %s",
+          cz_bf16_kernel_note());
+    return kernel;
+}
+
+int main(int argc, char **argv) {
     check_round();
     check_bf16_rule();
+    check_table();
+    if (argc > 1 && !strcmp(argv[1], "table")) {
+        run_table(argv[0]);
+        return check_finish(NULL);
+    }
+    int fallback = argc > 1 && !strcmp(argv[1], "fallback");
+    int kernel = fallback ? check_fallback() : cz_bf16_kernel_chosen();
     cz_cpu cpu;
     char line[256];
     cz_cpu_detect(&cpu);
@@ -423,15 +536,21 @@ int main(void) {
         fprintf(stderr, "setup: %s\n", err.msg);
         return 1;
     }
-    cz_bf16_kernel_id kernel = cz_cpu_bf16_kernel();
-    printf("bf16 kernel: %s\n", cz_cpu_bf16_kernel_note());
-    if (cz_cpu_bf16_kernel_refused()) {
+    printf("bf16 kernel: %s\n", cz_bf16_kernel_note());
+    if (cz_bf16_kernel_refused()) {
         printf("SKIP: %s cannot run here\n", getenv("CLOZE_BF16_KERNEL"));
         return 77;
     }
-    if (kernel == CZ_BF16_NONE) {
+    if (kernel < 0) {
         /* the mode must refuse with a message that says why */
-        CHECK(cz_gemm_set_bf16(g1, 1, &err) == -1 && strstr(err.msg, "AVX512_BF16"),
+        int set = cz_gemm_set_bf16(g1, 1, &err);
+        if (fallback) {
+            CHECK(set == -1 && strstr(err.msg, "passed its check"),
+                  "bf16 with no kernel left must fail clearly: %s", err.msg);
+            printf("no kernel to fall back to on this CPU (refusal checked)\n");
+            return check_finish(NULL);
+        }
+        CHECK(set == -1 && strstr(err.msg, "AVX512_BF16"),
               "bf16 on a CPU without AVX512_BF16 must fail clearly");
         printf("SKIP: no AVX512_BF16 or AMX on this CPU (refusal checked)\n");
         return failures ? 1 : 77;
@@ -443,15 +562,15 @@ int main(void) {
     CHECK(cz_gemm_is_bf16(g1) && strstr(cz_gemm_describe(g1), "bf16"), "describe: %s",
           cz_gemm_describe(g1));
     printf("gemm: %s\n", cz_gemm_describe(g2));
-    /* the context runs core's choice and says so */
-    CHECK(!strcmp(cz_gemm_kernel(g1), cz_bf16_kernel_name(kernel)) &&
-              !strcmp(cz_gemm_kernel(g2), cz_bf16_kernel_name(kernel)),
-          "cz_gemm_kernel %s, core chose %s", cz_gemm_kernel(g1), cz_bf16_kernel_name(kernel));
+    /* the context runs the choice and says so */
+    const char *name = cz_bf16_kernel_name(kernel);
+    CHECK(!strcmp(cz_gemm_kernel(g1), name) && !strcmp(cz_gemm_kernel(g2), name),
+          "cz_gemm_kernel %s, the choice was %s", cz_gemm_kernel(g1), name);
     const char *forced = getenv("CLOZE_BF16_KERNEL");
-    if (forced && *forced && strcmp(forced, "auto") != 0)
-        CHECK(!strcmp(cz_bf16_kernel_name(kernel), forced), "CLOZE_BF16_KERNEL=%s ran %s", forced,
-              cz_bf16_kernel_name(kernel));
-    if (kernel == CZ_BF16_AMX_EMULATED) check_emulated_order(g1);
+    if (!fallback && forced && *forced && strcmp(forced, "auto") != 0)
+        CHECK(!strcmp(name, forced), "CLOZE_BF16_KERNEL=%s ran %s (%s)", forced, name,
+              cz_bf16_kernel_note());
+    if (!strcmp(name, "amx-emulated")) check_emulated_order(g1);
 
     /* odd sizes straddle the micro-tiles (8 x 48; 32 x 32) and k-pair and
      * 32-value tile edges; 600 and 400 cross the MC (192; 256) blocks and
@@ -464,26 +583,30 @@ int main(void) {
                                     {3, 129, 1},  {400, 70, 600}, {5, 3100, 40}, {200, 97, 257},
                                     {31, 32, 31}, {33, 65, 1025}, {36, 500, 240}};
     int nshapes = sizeof shapes / sizeof shapes[0];
+    /* (the fallback test, for time: a third of the shapes, A and B in the
+     * same orientation; the full set runs on each kernel in the table
+     * test) */
     for (int ta = 0; ta < 2; ta++)
         for (int tb = 0; tb < 2; tb++)
-            for (int s = 0; s < nshapes; s++) {
+            for (int s = 0; s < nshapes && !(fallback && ta != tb); s += fallback ? 3 : 1) {
                 int m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
                 check_case(g1, g2, ta, tb, m, n, k, 0, 1.0f, 0.0f, 0);
                 check_case(g1, g2, ta, tb, m, n, k, 3, 1.0f, 1.0f, 0);
                 check_case(g1, g2, ta, tb, m, n, k, 5, -0.5f, 0.0f, s % 2);
                 check_case(g1, g2, ta, tb, m, n, k, 1, 1.5f, 0.75f, 1);
             }
-    check_weights_scope(g2);
-    check_cut_independent(g2);
-    check_columns_independent_of_n(g2);
+    if (!fallback) {
+        check_weights_scope(g2);
+        check_cut_independent(g2);
+        check_columns_independent_of_n(g2);
+    }
     /* k = 0: C = beta C, nothing else */
     check_case(g1, g2, 0, 0, 9, 7, 0, 2, 1.0f, 1.0f, 0);
     check_case(g1, g2, 1, 1, 9, 7, 0, 2, 1.0f, 0.0f, 0);
 
     /* the mode switches off again, and the context says BLIS runs */
     CHECK(cz_gemm_set_bf16(g1, 0, &err) == 0 && !cz_gemm_is_bf16(g1), "bf16 off");
-    CHECK(strcmp(cz_gemm_kernel(g1), cz_bf16_kernel_name(kernel)) != 0 &&
-              !strstr(cz_gemm_describe(g1), "bf16"),
+    CHECK(strcmp(cz_gemm_kernel(g1), name) != 0 && !strstr(cz_gemm_describe(g1), "bf16"),
           "fp32 again, still says %s / %s", cz_gemm_kernel(g1), cz_gemm_describe(g1));
     check_fp32_mode_bf16_operands(g1);
     printf("%d products checked\n", cases_run);

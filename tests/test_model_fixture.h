@@ -46,13 +46,6 @@ static inline double max_abs_diff(const float *a, const float *b, size_t n) {
     return mx;
 }
 
-/* "name v1 v2 ..." on one line: the batch files of the reference tests */
-static inline void put_ints(FILE *f, const char *name, const int32_t *v, int n) {
-    fprintf(f, "%s", name);
-    for (int i = 0; i < n; i++) fprintf(f, " %d", v[i]);
-    fprintf(f, "\n");
-}
-
 static inline cz_model_config tiny_config(cz_arch arch, int vocab, int hidden, int layers,
                                           int heads, int positions) {
     cz_model_config c;

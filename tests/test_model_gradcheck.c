@@ -245,6 +245,9 @@ static void pre_ln_checks(cz_model *m, const cz_model_config *c, const cz_batch 
     /* a 2-std truncated normal has std 0.880 sigma */
     double want[3] = {0.880 * c->init_range / 2.0, 0.880 * c->init_range / 2.0,
                       0.880 * c->init_range};
+    /* µP: these matrix-like tensors at 1/sqrt(width / base) of that */
+    for (int k = 0; k < 3; k++)
+        want[k] /= sqrt((double)c->hidden / (c->parametrization ? c->mup_base_width : c->hidden));
     for (int k = 0; k < 3; k++) {
         const cz_tensor_info *t = cz_model_find_tensor(fresh, names[k]);
         double ss = 0;
@@ -306,11 +309,82 @@ static void untied_checks(cz_model *m, const cz_model_config *c, const cz_batch 
            rows, H);
 }
 
-static void run(cz_arch arch, int layout, int untied, const char *label, const cz_gemm_ctx *gemm) {
+/* µP (model.parametrization = mup) at its base width is the standard model,
+ * bit for bit: every multiplier is 1 (w = 1, sqrt(d0)/d = 1/sqrt(d)). Away
+ * from it, the readout and attention multipliers change the loss, and
+ * init_weights' matrix-like tensors shrink by 1/sqrt(w). */
+static void mup_base_is_standard(cz_arch arch, int layout, const cz_gemm_ctx *gemm) {
+    const int T = 8, P = 3, B = 2;
+    cz_model_config c = tiny_config(arch, 50, 16, 2, 2, 16);
+    c.layout = layout;
+    cz_model_config u = c;
+    u.parametrization = CZ_PARAM_MUP;
+    u.mup_base_width = 16;
+    cz_model *m, *mu;
+    cz_error err;
+    CHECK(cz_model_create(&m, &c, B, T, P, gemm, &err) == 0);
+    CHECK(cz_model_create(&mu, &u, B, T, P, gemm, &err) == 0);
+    cz_model_init_weights(m, 11);
+    cz_model_init_weights(mu, 11);
+    size_t np = cz_model_num_params(m);
+    CHECK(!memcmp(cz_model_params(m), cz_model_params(mu), np * sizeof(float)));
+    static test_batch tb;
+    make_batch(&tb, &c, B, T, P, 2, NULL, 3);
+    cz_losses l0, l1;
+    cz_model_zero_grads(m);
+    cz_model_zero_grads(mu);
+    CHECK(cz_model_forward(m, &tb.b, &l0, &err) == 0 &&
+          cz_model_forward(mu, &tb.b, &l1, &err) == 0);
+    cz_model_backward(m, &tb.b, 1.0f);
+    cz_model_backward(mu, &tb.b, 1.0f);
+    CHECK(l0.loss == l1.loss);
+    CHECK(!memcmp(cz_model_grads(m), cz_model_grads(mu), np * sizeof(float)));
+    int matrix = 0;
+    for (int k = 0; k < cz_model_num_tensors(mu); k++) {
+        cz_tensor_mup t;
+        cz_model_tensor_mup(mu, k, &t);
+        matrix += t.matrix_like;
+        CHECK(t.lr_mult == 1.0 && t.wd_mult == 1.0);
+    }
+    CHECK(matrix == 4 * c.layers + (arch == CZ_ARCH_BERT ? 2 + 2 * c.layers : 0));
+    cz_model_free(mu);
+    /* base 8: w = 2 */
+    u.mup_base_width = 8;
+    CHECK(cz_model_create(&mu, &u, B, T, P, gemm, &err) == 0);
+    cz_model_init_weights(mu, 11);
+    CHECK(cz_model_forward(mu, &tb.b, &l1, &err) == 0);
+    CHECK(l1.loss != l0.loss && cz_model_output_mult(mu) == 0.5f);
+    for (int k = 0; k < cz_model_num_tensors(mu); k++) {
+        cz_tensor_mup t;
+        cz_model_tensor_mup(mu, k, &t);
+        const cz_tensor_info *ti = cz_model_tensor(mu, k);
+        const float *a = cz_model_params(m) + ti->offset, *b = cz_model_params(mu) + ti->offset;
+        /* the same normals, scaled: 1/sqrt(2) for matrix-like tensors */
+        double want = t.matrix_like ? 1.0 / sqrt(2.0) : 1.0;
+        for (size_t i = 0; i < ti->numel; i++)
+            CHECK(fabs(b[i] - want * a[i]) <= 1e-6 * fabs(a[i]) + 1e-12);
+        CHECK(t.lr_mult == (t.matrix_like ? 0.5 : 1.0) && t.wd_mult == (t.matrix_like ? 2.0 : 1.0));
+    }
+    printf("mup %s: at the base width the standard model's bits; at 2x: lr / 2, wd x 2, std / "
+           "sqrt(2) for the %d matrix-like tensors\n",
+           arch == CZ_ARCH_BERT         ? "bert"
+           : layout == CZ_LAYOUT_PRE_LN ? "gpt pre_ln"
+                                        : "gpt",
+           matrix);
+    cz_model_free(mu);
+    cz_model_free(m);
+}
+
+static void run(cz_arch arch, int layout, int untied, int mup_base, const char *label,
+                const cz_gemm_ctx *gemm) {
     const int T = 8, P = 3, B = 2;
     cz_model_config c = tiny_config(arch, 50, 16, 2, 2, 16);
     c.layout = layout;
     c.untied_head = untied;
+    if (mup_base) { /* µP at width 2x its base: every multiplier in play */
+        c.parametrization = CZ_PARAM_MUP;
+        c.mup_base_width = mup_base;
+    }
     if (layout == CZ_LAYOUT_PRE_LN) c.vocab_pad_to = 16; /* 50 -> 64 rows */
     c.init_range = 0.2f; /* large weights: the nonlinearities are exercised */
     cz_model *m;
@@ -340,10 +414,17 @@ int main(void) {
     cz_error err;
     cz_gemm_ctx *gemm = cz_gemm_setup(CZ_GEMM_AUTO, 1, &err);
     CHECK(gemm);
-    run(CZ_ARCH_BERT, CZ_LAYOUT_POST_LN, 0, "bert", gemm);
-    run(CZ_ARCH_GPT, CZ_LAYOUT_POST_LN, 0, "gpt", gemm);
-    run(CZ_ARCH_GPT, CZ_LAYOUT_PRE_LN, 0, "gpt pre_ln", gemm);
-    run(CZ_ARCH_GPT, CZ_LAYOUT_PRE_LN, 1, "gpt pre_ln untied", gemm);
+    run(CZ_ARCH_BERT, CZ_LAYOUT_POST_LN, 0, 0, "bert", gemm);
+    run(CZ_ARCH_GPT, CZ_LAYOUT_POST_LN, 0, 0, "gpt", gemm);
+    run(CZ_ARCH_GPT, CZ_LAYOUT_PRE_LN, 0, 0, "gpt pre_ln", gemm);
+    run(CZ_ARCH_GPT, CZ_LAYOUT_PRE_LN, 1, 0, "gpt pre_ln untied", gemm);
+    /* µP (model.parametrization = mup), hidden 16 on base 8 */
+    run(CZ_ARCH_BERT, CZ_LAYOUT_POST_LN, 0, 8, "bert mup", gemm);
+    run(CZ_ARCH_GPT, CZ_LAYOUT_POST_LN, 0, 8, "gpt mup", gemm);
+    run(CZ_ARCH_GPT, CZ_LAYOUT_PRE_LN, 0, 8, "gpt pre_ln mup", gemm);
+    mup_base_is_standard(CZ_ARCH_BERT, CZ_LAYOUT_POST_LN, gemm);
+    mup_base_is_standard(CZ_ARCH_GPT, CZ_LAYOUT_POST_LN, gemm);
+    mup_base_is_standard(CZ_ARCH_GPT, CZ_LAYOUT_PRE_LN, gemm);
     /* deep models (BERT-large depth) get their memory planned too */
     cz_model_config deep = tiny_config(CZ_ARCH_BERT, 30, 8, 24, 2, 16);
     cz_model *m;

@@ -4,7 +4,9 @@
  * clipping and a skipped non-finite step; and agree with an independent
  * double-precision reference of the whole step. Moments gathered from the
  * sharded placement equal the replicated ones; scattered into a fresh
- * optimizer they continue the run bit for bit. */
+ * optimizer they continue the run bit for bit. The same with per-tensor
+ * learning-rate and weight-decay multipliers (µP's, cz_optimizer_set_multipliers),
+ * which LAMB refuses. */
 #include "cloze/optim.h"
 #include "cloze/rng.h"
 
@@ -22,6 +24,10 @@ static const int tnodecay[NT] = {0, 1, 0, 1, 0, 1, 0};
 #define CLIP_STEP 2
 #define NAN_STEP 4
 static cz_param_range ranges[NT];
+/* µP-like multipliers (lr / w, wd x w on "matrix-like" tensors), or none */
+static const double mult_lr[NT] = {0.25, 1, 0.25, 1, 0.5, 1, 1};
+static const double mult_wd[NT] = {4, 1, 4, 1, 2, 1, 1};
+static int use_mult;
 
 static float grad_of(int r, int s, size_t i) {
     if (s == NAN_STEP && i == 17 && r == 0) return NAN;
@@ -69,16 +75,18 @@ static void reference(const cz_optim_config *c, int lamb, int p, int mb, double 
         if (!isfinite(norms[s])) continue;
         double clip = norms[s] > c->clip_norm ? c->clip_norm / norms[s] : 1;
         t++;
-        double lr = cz_lr_at(c, s, STEPS);
+        double lr0 = cz_lr_at(c, s, STEPS);
         double c1 = 1 - pow(c->beta1, t), c2 = 1 - pow(c->beta2, t);
         for (int k = 0; k < NT; k++) {
             double wn = 0, un = 0;
+            double lr = lr0 * (use_mult ? mult_lr[k] : 1);
+            double wd = c->weight_decay * (use_mult ? mult_wd[k] : 1);
             for (size_t i = ranges[k].offset; i < ranges[k].offset + ranges[k].numel; i++) {
                 double gi = g[i] * clip;
                 m[i] = c->beta1 * m[i] + (1 - c->beta1) * gi;
                 v[i] = c->beta2 * v[i] + (1 - c->beta2) * gi * gi;
-                u[i] = (m[i] / c1) / (sqrt(v[i] / c2) + c->eps) +
-                       (ranges[k].no_decay ? 0 : c->weight_decay * w[i]);
+                u[i] =
+                    (m[i] / c1) / (sqrt(v[i] / c2) + c->eps) + (ranges[k].no_decay ? 0 : wd * w[i]);
                 wn += w[i] * w[i];
                 un += u[i] * u[i];
             }
@@ -112,7 +120,8 @@ static int make(const cz_comm *d, const cz_optim_config *c, const cz_comm_config
     if (cz_grad_sync_create(gs, d, dc, N, cz_placement_sync_mode(c->placement), CZ_GRAD_ASCENDING,
                             err) != 0)
         return -1;
-    return cz_optimizer_create(o, d, c, *gs, ranges, NT, err);
+    if (cz_optimizer_create(o, d, c, *gs, ranges, NT, err) != 0) return -1;
+    return use_mult ? cz_optimizer_set_multipliers(*o, mult_lr, mult_wd, err) : 0;
 }
 
 static void run(const cz_comm *d, const char *opt, const char *algo) {
@@ -239,5 +248,19 @@ int main(int argc, char **argv) {
     run(&d, "adamw", "ring");
     run(&d, "lamb", "ring");
     run(&d, "adamw", "mpi");
+    use_mult = 1;
+    run(&d, "adamw", "ring");
+    /* LAMB's trust ratio and µP's multipliers: refused, naming the key */
+    cz_optim_config c = ocfg("lamb");
+    cz_comm_config dc;
+    memset(&dc, 0, sizeof dc);
+    dc.allreduce = CZ_ALLREDUCE_RING;
+    cz_grad_sync *gs;
+    cz_optimizer *o;
+    cz_error err;
+    CHECK(make(&d, &c, &dc, &gs, &o, &err) != 0 && strstr(err.msg, "optim.name = lamb"),
+          "LAMB took multipliers");
+    cz_optimizer_free(o);
+    cz_grad_sync_free(gs);
     return mpi_test_end(&d);
 }

@@ -9,6 +9,10 @@ foreach(t train_layouts train_resume train_faults train_rundir slurm)
 endforeach()
 # one Slurm cluster on the machine at a time (test_sweep_slurm starts one too)
 set_tests_properties(test_slurm PROPERTIES RESOURCE_LOCK slurm)
+# µP: exact resume per placement, the multipliers kept in checkpoints, the
+# other parametrization refused, base width = standard (seconds)
+cloze_add_script_test(test_train_mup COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_train_mup.sh
+                      LABELS "mpi;train" TIMEOUT 300)
 # activation recomputation: bitwise the same weights (seconds)
 cloze_add_script_test(test_train_recompute COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_train_recompute.sh
                       LABELS "mpi;train" TIMEOUT 300)
@@ -41,4 +45,11 @@ cloze_add_unit_test(test_loss_watch LABELS "train")
 # --resume: a failed one leaves no run directory or run.lock behind; --resume
 # auto says in one line what it resumed or that it starts fresh (seconds)
 cloze_add_script_test(test_train_resume_start COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_train_resume_start.sh
+                      LABELS "mpi;train" TIMEOUT 300)
+# TensorBoard event files read by the tensorboard package: equal to metrics.jsonl and
+# results.jsonl, no step twice across resumes, damaged files cut (seconds; PyPI venv)
+cloze_add_script_test(test_train_tensorboard COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_train_tensorboard.sh
+                      LABELS "mpi;train" TIMEOUT 600)
+# cloze-train plot: PNG and SVG of a real run (decoded), one line on a file without steps (seconds)
+cloze_add_script_test(test_train_plot COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_train_plot.sh
                       LABELS "mpi;train" TIMEOUT 300)

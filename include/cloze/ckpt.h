@@ -51,6 +51,10 @@ typedef struct cz_blob {
  * word embedding first; a file without this blob has the layout of before
  * (hf.h cz_ckpt_get_params reads either) */
 #define CZ_BLOB_LAYOUT "layout"
+/* µP runs (model.parametrization = mup): the optimizer's per-tensor
+ * multipliers, float64 little-endian pairs (lr_mult, wd_mult) in the
+ * table's order; resume checks them against the run's */
+#define CZ_BLOB_MULTIPLIERS "multipliers"
 #define CZ_PARAMS_LAYOUT "word-embedding-first"
 /* a fine-tuning run's, besides those (hf.h formats and reads them): */
 #define CZ_BLOB_FT_HEAD "finetune.head"

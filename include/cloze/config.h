@@ -43,6 +43,7 @@ typedef struct cz_train_config {
     unsigned long long seed;
     int threads; /* threads per rank (BLIS + our kernels); 0 = cores / ranks on this node */
     int log_every;
+    int tensorboard;       /* train.tensorboard: event files beside metrics.jsonl */
     int eval_every;        /* 0 = only at the end */
     int eval_batches;      /* held-out micro-batches per evaluation */
     int ckpt_every;        /* 0 = only at the end */
@@ -56,6 +57,10 @@ typedef struct cz_train_config {
     double peak_gflops;          /* per rank, for MFU; 0 = measure at start-up */
 
     cz_ckpt_writer_choice ckpt_writer; /* train.ckpt_writer */
+    /* a GPT's samples during training (src/train/sample.c) */
+    int sample_every;                /* 0 = none */
+    int sample_tokens;               /* new tokens per sample */
+    char sample_prompt[CZ_PATH_MAX]; /* "" = the end-of-text token */
 } cz_train_config;
 
 typedef struct cz_config {

@@ -70,6 +70,21 @@ typedef struct cz_buf {
 /* Appends n bytes of s (doubling the capacity as needed). */
 int cz_buf_append(cz_buf *b, const char *s, size_t n, cz_error *err);
 void cz_buf_free(cz_buf *b);
+/* Parallel arrays (a table's columns: one index, several arrays) grown
+ * together by doubling. An item is the address of one array's pointer and
+ * its element size (CZ_GROW_ITEM). When n == *cap, every array is
+ * reallocated to twice *cap elements (`first` when *cap is 0), contents
+ * kept, and *cap set; otherwise nothing happens. On failure returns -1
+ * with "<what>: out of memory for <new cap> <unit>" and *cap unchanged:
+ * the arrays already grown hold their larger blocks, all of them still
+ * valid and freed by the caller as before. */
+typedef struct cz_grow_item {
+    void *array; /* the address of the array's pointer (T **) */
+    size_t elem; /* sizeof T */
+} cz_grow_item;
+#define CZ_GROW_ITEM(ptr) ((cz_grow_item){(void *)&(ptr), sizeof *(ptr)})
+int cz_grow(const cz_grow_item *items, int count, size_t n, uint32_t *cap, uint32_t first,
+            const char *what, const char *unit, cz_error *err);
 
 /* ---- files ---- */
 /* Writes a whole buffer to `path` safely: write to "path.tmp.<pid>", fsync,

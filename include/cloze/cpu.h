@@ -5,8 +5,8 @@
  * CPUID and one environment variable (below): the nn kernels and the
  * optimizer (cz_cpu_kernel_isa, CLOZE_KERNELS), the fp32 GEMM's BLIS
  * configuration (cz_cpu_blis_config, BLIS_ARCH_TYPE) and the bf16 GEMM's
- * kernel (cz_cpu_bf16_kernel, CLOZE_BF16_KERNEL). The kernels module only
- * runs what was decided. An ISA
+ * kernel (cz_cpu_choose over the table of src/kernels/gemm_bf16.c,
+ * CLOZE_BF16_KERNEL). The kernels module only runs what was decided. An ISA
  * extension counts as usable only when the CPU reports it AND the OS saves
  * its registers on a context switch (XCR0 bits, read with XGETBV): a CPU with
  * AVX-512 under a kernel that does not enable the ZMM state faults on the
@@ -26,7 +26,7 @@ typedef struct cz_cpu {
     /* AMX (CPUID.(7,0):EDX[24] tile, [22] bf16) with XCR0 bits 17
      * (XTILECFG) and 18 (XTILEDATA) enabled by the OS. Linux additionally
      * wants a per-process permission request before the first tile
-     * instruction (cz_cpu_bf16_kernel makes it). */
+     * instruction (cz_cpu_choose makes it). */
     int amx_tile, amx_bf16;
 } cz_cpu;
 
@@ -60,13 +60,14 @@ int cz_isa_parse(const char *name);
 
 /* The set the kernels run, decided once per process (the CPU does not
  * change under it, so this is the one cached answer in core besides the
- * log settings): cz_cpu_best_isa, or the environment's CLOZE_KERNELS=
- * scalar|baseline|avx2|avx512|auto when given. A forced set the CPU cannot
- * run is not taken: the best one is, with a warning, and
- * cz_cpu_kernel_isa_note says so (tests skip on it). */
+ * log settings) by core's rule (cz_cpu_choose) over the four sets (scalar
+ * rank 0: only when forced; then baseline, avx2, avx512 by width), with the
+ * environment's CLOZE_KERNELS=scalar|baseline|avx2|avx512|auto. A forced
+ * set the CPU cannot run is not taken: the best one is, with a warning,
+ * and cz_cpu_kernel_isa_refused says so (tests skip on it). */
 cz_isa cz_cpu_kernel_isa(void);
 /* How the choice was made, e.g. "avx2 (forced by CLOZE_KERNELS=avx2; the CPU
- * has avx512)" or "avx512 (best this CPU has)". */
+ * has avx512)" or "avx512 (the best this CPU has)". */
 const char *cz_cpu_kernel_isa_note(void);
 /* 1 when CLOZE_KERNELS asked for a set this CPU cannot run. */
 int cz_cpu_kernel_isa_refused(void);
@@ -88,38 +89,74 @@ const char *cz_cpu_blis_config(const cz_cpu *cpu, int force_avx512, char *why, i
 /* "AVX-512", "AVX2/FMA", "portable C" or "other" for a configuration name */
 const char *cz_cpu_blis_isa(const char *config);
 
-/* ---- the bf16 GEMM's kernel ----
- * NONE: the CPU has neither instruction, bf16 mode is refused.
- * VDPBF16PS: AVX512_BF16's vdpbf16ps, 16 lanes x 2 products per
- * instruction. AMX: the tile unit's tdpbf16ps (16 x 16 x 32 per
- * instruction), needs amx_tile + amx_bf16 (and AVX-512, which every such CPU
- * has) and Linux's permission.
- * AMX_EMULATED: the AMX kernel's packing, blocking and loops with the tile
- * instructions emulated in scalar C (Intel SDM semantics): runs on every
- * CPU, slowly; for tests and CI, never chosen by itself. */
-typedef enum {
-    CZ_BF16_NONE = 0,
-    CZ_BF16_VDPBF16PS,
-    CZ_BF16_AMX,
-    CZ_BF16_AMX_EMULATED
-} cz_bf16_kernel_id;
-/* "none", "vdpbf16ps", "amx", "amx-emulated" */
-const char *cz_bf16_kernel_name(cz_bf16_kernel_id id);
-/* Parses a name above ("auto" = -1); -2 for anything else. */
-int cz_bf16_kernel_parse(const char *name);
-/* The best this CPU and build can run without asking the OS: AMX, then
- * VDPBF16PS, else NONE (AMX's permission is asked by cz_cpu_bf16_kernel). */
-cz_bf16_kernel_id cz_cpu_best_bf16(const cz_cpu *cpu);
-/* The kernel bf16 products run, decided once per process: the best, or
- * CLOZE_BF16_KERNEL=auto|vdpbf16ps|amx|amx-emulated when given (a forced
- * kernel the CPU cannot run is not taken: the best one is, with a warning,
- * and cz_cpu_bf16_kernel_refused says so). Choosing AMX makes Linux's
- * permission request (arch_prctl ARCH_REQ_XCOMP_PERM for XTILEDATA) for the
- * whole process; a refusal falls back to VDPBF16PS with one logged line. */
-cz_bf16_kernel_id cz_cpu_bf16_kernel(void);
-/* How, e.g. "amx (the best this CPU has)" */
-const char *cz_cpu_bf16_kernel_note(void);
-int cz_cpu_bf16_kernel_refused(void);
+/* ---- choosing a kernel from a table: the one rule ----
+ * A kernel family whose kernels are descriptors in a table (the bf16 GEMM's:
+ * src/kernels/gemm_bf16.c) hands core each one's name, the CPU features it
+ * needs and its preference rank, and core decides which runs
+ * (cz_cpu_choose). The table stays with its functions in the family's
+ * module; the rule stays here. */
+
+/* What a kernel needs, as bits; each is usable (CPUID and the OS's XCR0)
+ * or not (cz_cpu_features). */
+enum {
+    CZ_NEEDS_X86 = 1u << 0,    /* an x86-64 build with GCC/Clang (CZ_HAVE_X86_ISAS) */
+    CZ_NEEDS_AVX2 = 1u << 1,   /* AVX2 + FMA */
+    CZ_NEEDS_AVX512 = 1u << 2, /* AVX-512 F, DQ, BW, VL + AVX2/FMA */
+    CZ_NEEDS_AVX512_BF16 = 1u << 3,
+    /* AMX-TILE + AMX-BF16. Linux also wants a per-process permission
+     * request before the first tile instruction (arch_prctl
+     * ARCH_REQ_XCOMP_PERM for XTILEDATA): cz_cpu_choose makes it for a
+     * kernel that needs this bit, once it is about to be chosen. */
+    CZ_NEEDS_AMX_BF16 = 1u << 4,
+};
+/* The CZ_NEEDS_ bits this CPU and build have (the permission not asked). */
+unsigned cz_cpu_features(const cz_cpu *cpu);
+
+typedef struct cz_cpu_choice {
+    const char *name; /* as the family's environment variable spells it */
+    unsigned needs;   /* CZ_NEEDS_ bits */
+    int rank;         /* higher is preferred; 0: runs only when forced */
+} cz_cpu_choice;
+
+/* The first time a kernel is about to be chosen, its family checks it
+ * (runs a small product against the reference): 0 when it is right, else
+ * -1 with why. It runs inside cz_cpu_guard, so a fault in it is a failed
+ * check, not a crash. */
+typedef int (*cz_cpu_check_fn)(int index, char *why, int len);
+
+typedef struct cz_cpu_chosen {
+    int index;   /* into the table; -1: none of it runs here */
+    int refused; /* the environment forced a kernel this CPU cannot run */
+    int failed;  /* a kernel was passed over: its check failed or faulted,
+                  * or the OS refused its permission (said in one line) */
+    char note[256];
+} cz_cpu_chosen;
+
+/* The one decision. Candidates are the kernels whose needs this CPU has:
+ * with `env` (the family's variable) unset, empty or "auto", those of rank
+ * > 0 from the highest rank down; with env naming a kernel, that one
+ * first. The first candidate whose OS permission is granted (AMX) and whose
+ * check passes is chosen; each one passed over is logged in one line and
+ * the next is tried: a kernel that fails its check or faults never runs
+ * the process's products. A name that is not in the table, or a kernel
+ * the CPU cannot run, is warned about once and the choice is as for
+ * "auto" (refused then says so). check may be NULL; n <= 64. */
+void cz_cpu_choose(const cz_cpu *cpu, const cz_cpu_choice *const *table, int n, const char *env,
+                   cz_cpu_check_fn check, cz_cpu_chosen *out);
+/* The index cz_cpu_choose takes with no environment variable, before any
+ * permission or check: the highest rank > 0 whose needs cpu has; -1 if
+ * none. Pure: for tests of the rule on made-up CPUs. */
+int cz_cpu_best_choice(const cz_cpu *cpu, const cz_cpu_choice *const *table, int n);
+
+/* Runs fn(index, why, len) on this thread so that a fault it causes
+ * (SIGILL: an instruction the CPU or OS does not allow; SIGSEGV, SIGBUS;
+ * SIGTRAP: a compiler's trap) returns -1 with the signal named in why
+ * instead of killing the process: the handlers are installed for the call
+ * and the previous ones put back (the OpenSSL way of probing an
+ * instruction set). fn must run on the calling thread alone (no OpenMP
+ * region: a jump out of one is undefined) and own no lock. Returns fn's
+ * result otherwise. */
+int cz_cpu_guard(cz_cpu_check_fn fn, int index, char *why, int len);
 
 /* ---- the CPUs this process may run on ----
  * Threads per rank come from the CPUs the process is allowed (its affinity

@@ -253,7 +253,8 @@ typedef struct cz_ft_options {
     const char *resume;      /* NULL, "auto" or a checkpoint */
     int allow_config_change; /* resume although the recipe changed (cz_train_options) */
     int quiet;
-    char label[128]; /* names the run in results.jsonl (the grid's point) */
+    int no_tensorboard; /* 1: train.tensorboard = false (no event files in out_dir) */
+    char label[128];    /* names the run in results.jsonl (the grid's point) */
 } cz_ft_options;
 
 void cz_ft_options_default(cz_ft_options *o);

@@ -12,8 +12,8 @@
  * gemm_bf16.c's loops and its kernels, gemm_bf16_avx512.c and
  * gemm_bf16_amx*.c) and the elementwise/attention kernels in their own
  * files. Which instruction set each family runs is decided in core, once
- * (cloze/cpu.h: cz_cpu_kernel_isa, cz_cpu_blis_config, cz_cpu_bf16_kernel);
- * the kernels run what was decided. */
+ * (cloze/cpu.h: cz_cpu_kernel_isa, cz_cpu_blis_config, and cz_cpu_choose
+ * over the bf16 kernels' table); the kernels run what was decided. */
 #ifndef CLOZE_KERNELS_H
 #define CLOZE_KERNELS_H
 
@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "cloze/core.h"
+#include "cloze/cpu.h"
 
 /* ---- GEMM ----
  * C[m x n] = alpha * op(A) * op(B) + beta * C, row-major, with leading
@@ -28,7 +29,7 @@
  * All matrix products of the model go through this one call. In fp32 it
  * runs BLIS with the configuration chosen at start-up (cz_gemm_setup); in
  * bf16 mode (cz_gemm_set_bf16) cloze's own bf16 kernel, vdpbf16ps or AMX
- * tiles, chosen once per process (cz_cpu_bf16_kernel). */
+ * tiles, chosen once per process (cz_bf16_kernel_chosen). */
 typedef struct cz_gemm_ctx cz_gemm_ctx;
 
 typedef enum {
@@ -106,6 +107,19 @@ void cz_gemm_mat(const cz_gemm_ctx *g, int trans_a, int trans_b, int m, int n, i
 void cz_gemm_ref(int trans_a, int trans_b, int m, int n, int k, float alpha, const float *a,
                  int lda, const float *b, int ldb, float beta, float *c, int ldc);
 
+/* ---- products of a few rows (token-by-token decoding) ----
+ * y[m, n] = x[m, k] op(W) (+ bias[n]; NULL = none), W row-major: [k, n]
+ * with trans = 0 (y = x W, GPT's Conv1D layout), [n, k] with trans = 1
+ * (y = x W^T, a Linear or the tied LM head). For m of a few rows (a
+ * decoder's batch), where a GEMM library's packing of W costs more than
+ * the product: every element of W is read from memory once for all m rows,
+ * W's rows contiguously, and the threads split the n outputs (each output's
+ * sum in one thread, in a fixed order). The reference sums in double. */
+void cz_skinny_gemm(float *y, const float *x, int m, const float *w, int trans, int k, int n,
+                    const float *bias);
+void cz_skinny_gemm_ref(float *y, const float *x, int m, const float *w, int trans, int k, int n,
+                        const float *bias);
+
 /* ---- the MFU denominator ----
  * The peak arithmetic rate of one rank running g's products on g's
  * threads, stated with where it came from. In order of preference:
@@ -129,10 +143,43 @@ typedef struct cz_peak {
 } cz_peak;
 int cz_gemm_peak(const cz_gemm_ctx *g, double given, cz_peak *out, cz_error *err);
 
+/* ---- the bf16 kernels: one table (src/kernels/gemm_bf16.c) ----
+ * Each bf16 micro-kernel is one descriptor (src/kernels/gemm_bf16.h) with
+ * its name, the CPU features it needs, its preference rank and its
+ * functions; the table lists the descriptors this build has, and an index
+ * into it is a kernel's id. Today: "amx" (AMX tiles, tdpbf16ps; rank 2),
+ * "vdpbf16ps" (AVX512_BF16; rank 1) and "amx-emulated" (the AMX kernel with
+ * the tiles in scalar C; rank 0: only when forced, for tests). */
+int cz_bf16_kernel_count(void);
+/* The name of entry i, as CLOZE_BF16_KERNEL spells it; NULL outside. */
+const char *cz_bf16_kernel_name(int i);
+/* The entry of a name; -1 for "auto", -2 for a name not in the table. */
+int cz_bf16_kernel_parse(const char *name);
+/* The entry core's rule picks for cpu with no CLOZE_BF16_KERNEL, before
+ * any permission or check (cz_cpu_best_choice); -1 for none. */
+int cz_bf16_kernel_best(const cz_cpu *cpu);
+/* The kernel bf16 products run, decided once per process by core's rule
+ * (cz_cpu_choose: CPUID, CLOZE_BF16_KERNEL, AMX's permission) over the
+ * table: its entry, or -1 where none runs (bf16 mode is then refused).
+ * Before a kernel is chosen it checks itself: a product of small integers
+ * (every sum exact in fp32, so any order of additions gives the same bits)
+ * against cz_gemm_bf16_ref, bit for bit, inside core's fault guard; a
+ * mismatch, a fault (a tile instruction the CPU or OS refuses) or a refused
+ * permission is logged in one line and the next kernel by rank is tried. */
+int cz_bf16_kernel_chosen(void);
+/* How, e.g. "amx (the best this CPU has)" or "vdpbf16ps (the best this CPU
+ * has; amx not used: ...)" */
+const char *cz_bf16_kernel_note(void);
+/* 1 when CLOZE_BF16_KERNEL forced a kernel this CPU cannot run */
+int cz_bf16_kernel_refused(void);
+/* 1 when a kernel was passed over (its check failed or faulted, or the OS
+ * refused its permission) */
+int cz_bf16_kernel_failed(void);
+
 /* ---- bf16 mode (src/kernels/gemm_bf16.c) ----
  * on = 1: every later cz_gemm on g rounds the elements of op(A) and op(B) to
  * bfloat16 (round to nearest even) and accumulates in fp32 on the kernel
- * core chose (cz_cpu_bf16_kernel: AMX's tdpbf16ps, AVX512_BF16's
+ * core chose (cz_bf16_kernel_chosen: AMX's tdpbf16ps, AVX512_BF16's
  * vdpbf16ps, or their emulation when forced with CLOZE_BF16_KERNEL); C,
  * alpha, beta and everything outside the products stay fp32 (fp32 master
  * weights). The kernels add the same exact products in different orders:

@@ -121,7 +121,48 @@ typedef struct cz_model_config {
      * tie_word_embeddings = false), in the heads' range of the buffer, its
      * padding rows 0 as the word embedding's. */
     int untied_head;
+    /* model.parametrization (cz_parametrization) and model.mup_base_width:
+     * the Maximal Update Parametrization below */
+    int parametrization;
+    int mup_base_width;
+    float mup_attn_mult; /* model.mup_attn_mult: sqrt(d0) below; 0 = auto */
 } cz_model_config;
+
+/* model.parametrization: how initialisation, learning rates and two
+ * forward multipliers depend on the width H.
+ *   STANDARD  as the papers (BERT, GPT-1, GPT-2): every weight at std
+ *             init_range, one learning rate, logits = h W_e^T, attention
+ *             logits q.k / sqrt(d_head).
+ *   MUP       the Maximal Update Parametrization (Yang et al. 2022,
+ *             "Tensor Programs V", Table 8 for Adam), as Microsoft's `mup`
+ *             package (1.0) applies it with base shapes at hidden =
+ *             mup_base_width (intermediate and heads scaled in
+ *             proportion), width multiplier w = hidden / mup_base_width:
+ *             - matrix-like tensors (both dimensions grow with width: every
+ *               layer's q/k/v, attention output and FFN maps, BERT's MLM
+ *               transform and pooler): init std init_range / sqrt(w)
+ *               (mup.init: variance proportional to 1 / fan_in), learning
+ *               rate lr / w and weight decay wd x w (mup.MuAdamW; the decay
+ *               per step lr x wd stays that of the base width);
+ *             - vector-like tensors (embeddings, biases, LayerNorms, the
+ *               NSP classifier, BERT's MLM bias): std init_range, lr, wd;
+ *             - the readouts (GPT's tied LM head, BERT's tied MLM decoder
+ *               and its NSP classifier) are mup.MuReadout /
+ *               MuSharedReadout with output_mult 1: logits = (h / w) W^T
+ *               + b (the bias outside the multiplier);
+ *             - attention logits q.k x a / d_head (mup's rule: 1/d_head,
+ *               not 1/sqrt(d_head)), a = model.mup_attn_mult, by default
+ *               (0) sqrt(mup_base_width / heads): the standard
+ *               1/sqrt(d_head) at the base width when the head count is
+ *               fixed across widths. When heads grow with the width at a
+ *               fixed d_head, give a = sqrt(d_head) (mup's examples: 8,
+ *               for d_head 64): d_head does not change, and neither does
+ *               the scale.
+ *             At hidden == mup_base_width every multiplier is 1 and the
+ *             model is bitwise the standard one. Pre-training and feature
+ *             heads only; AdamW only (optim.h). */
+typedef enum { CZ_PARAM_STANDARD = 0, CZ_PARAM_MUP = 1 } cz_parametrization;
+#define CZ_PARAMETRIZATION_WORDS "standard|mup"
 
 typedef enum { CZ_RECOMPUTE_NONE = 0, CZ_RECOMPUTE_LAYERS = 1 } cz_recompute;
 
@@ -199,6 +240,36 @@ const cz_tensor_info *cz_model_find_tensor(const cz_model *m, const char *name);
  * the residual projections at std init_range / sqrt(2L) (GPT-2 Sec. 2.3);
  * the word embedding's padding rows (vocab_pad_to) 0. */
 void cz_model_init_weights(cz_model *m, uint64_t seed);
+
+/* µP (cz_parametrization) of tensor i of m's table: whether it is
+ * matrix-like, the std of its initial normal before the 2-std truncation,
+ * and the multipliers of the learning rate and the weight decay (all 1 and
+ * std init_range, or init_range / sqrt(2L) for GPT-2's residual
+ * projections, under STANDARD). */
+typedef struct cz_tensor_mup {
+    int matrix_like;
+    double init_std;
+    double lr_mult, wd_mult;
+} cz_tensor_mup;
+void cz_model_tensor_mup(const cz_model *m, int i, cz_tensor_mup *out);
+/* w = hidden / mup_base_width under MUP, 1 under STANDARD */
+double cz_model_width_mult(const cz_model_config *c);
+/* The readouts' output multiplier (1 / w) and the attention logits' scale */
+float cz_model_output_mult(const cz_model *m);
+float cz_model_attn_scale(const cz_model_config *c);
+/* Overrides the readouts' output multiplier: the coordinate check's planted
+ * fault (cloze-sweep coordcheck, CLOZE_COORDCHECK_FAULT), nothing else. */
+void cz_model_set_output_mult(cz_model *m, float mult);
+
+/* µP's coordinate check (Yang et al. 2022, Sec. D.1; mup's coord_check):
+ * after a forward of batch b (dropout off, recompute none), the mean
+ * absolute value of out[0] the embeddings' output (the first layer's
+ * input), out[1 + 2l] layer l's attention output and out[2 + 2l] its FFN
+ * output (what each adds to the residual stream: post-LN the sum before
+ * its LayerNorm minus the sub-layer's input), out[2L + 1] the logits over
+ * the rows with a target (GPT). Returns the count (2L + 2), -1 when max is
+ * too small, the model recomputes or is not GPT's pre-training model. */
+int cz_model_coord_stats(const cz_model *m, const cz_batch *b, double *out, int max);
 
 /* The memory plan made by cz_model_create, in bytes. */
 typedef struct cz_model_memory {

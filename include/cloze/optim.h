@@ -188,6 +188,24 @@ typedef struct cz_step_report {
 int cz_optimizer_step(cz_optimizer *o, float *params, float *grads, int micro_batches, double lr,
                       cz_step_report *rep, cz_error *err);
 
+/* Per-tensor multipliers of the learning rate and the weight decay, one
+ * pair per range (copied; NULL: 1): tensor r is updated with learning rate
+ * lr x lr_mult[r] and weight decay weight_decay x wd_mult[r], so its
+ * decoupled decay per step is lr x weight_decay x lr_mult[r] x wd_mult[r].
+ * µP (model.h, cz_parametrization) sets them as mup.MuAdamW does:
+ * cz_optim_model_multipliers. A range whose multipliers are both 1 is
+ * updated with the very bits it had without them. AdamW only: with LAMB
+ * (whose trust ratio rescales each tensor's step) it refuses, naming
+ * optim.name. Every rank calls it with the same values. */
+int cz_optimizer_set_multipliers(cz_optimizer *o, const double *lr_mult, const double *wd_mult,
+                                 cz_error *err);
+/* The multipliers m's tensors take (cz_model_tensor_mup), n = its tensor
+ * count each; returns 1 when any is not 1 (µP), 0 when all are. */
+int cz_optim_model_multipliers(const cz_model *m, double *lr_mult, double *wd_mult);
+/* The multipliers in effect (n_ranges each; 1 where none were set). */
+const double *cz_optimizer_lr_mults(const cz_optimizer *o);
+const double *cz_optimizer_wd_mults(const cz_optimizer *o);
+
 /* Number of updates applied so far (the t of bias correction). */
 long cz_optimizer_steps_done(const cz_optimizer *o);
 void cz_optimizer_set_steps_done(cz_optimizer *o, long t);

@@ -20,6 +20,7 @@ typedef enum {
     CZ_RNG_DROPOUT = 2,  /* a = step, b = global sample index, c = layer<<8|site */
     CZ_RNG_INSTANCE = 3, /* a = epoch, b = global sample index (data building) */
     CZ_RNG_SHUFFLE = 4,  /* a = epoch                                         */
+    CZ_RNG_GENERATE = 5, /* a = sequence of a generated batch (infer.h)       */
     CZ_RNG_TEST = 99,
 } cz_rng_purpose;
 

@@ -356,6 +356,50 @@ typedef struct cz_report_options {
  * not an error: the report says the plots were skipped and why. */
 int cz_sweep_report(const cz_report_options *o, cz_error *err);
 
+/* ---- coordinate check (cloze-sweep coordcheck; coordcheck.c) ----
+ * µP's diagnostic: each width of `model` (hidden = widths[i], intermediate
+ * in proportion, heads as given, dropout off; model.arch = gpt) trains
+ * `steps` AdamW steps (optim's lr, betas, eps, weight decay; µP's
+ * per-tensor multipliers under mup) on synthetic bigram batches of
+ * batch x seq tokens, under the standard parametrization and under µP on
+ * base_width; log gets each width's mean |activation| of the embeddings,
+ * each block's attention and FFN outputs and the logits after the steps
+ * (cz_model_coord_stats, mean over `seeds` seeds), out_dir (when given) coordcheck.csv, the
+ * figure's data, its gnuplot script and coordcheck.png / .svg.
+ * fault_output_mult > 0 plants a fault: the readouts' multiplier forced to
+ * it (1: "left at 1"), for the test that the check catches it. */
+#define CZ_COORDCHECK_MAX_WIDTHS 16
+typedef struct cz_coordcheck_options {
+    cz_model_config model;
+    cz_optim_config optim;
+    const int *widths;
+    int n_widths;
+    int base_width;
+    int steps, batch, seq, threads;
+    uint64_t seed;
+    int seeds; /* the statistics are means over seeds seed, seed + 1, ... */
+    const char *out_dir;
+    const char *gnuplot; /* NULL: gnuplot on PATH */
+    float fault_output_mult;
+    /* depth_axis: widths[] are depths (model.layers) at the configured
+     * width instead; the sites are then the embeddings, the mean over the
+     * blocks of their attention and of their FFN outputs, and the logits */
+    int depth_axis;
+} cz_coordcheck_options;
+
+/* The verdict's numbers: under µP the largest max / min across widths of
+ * any site (and which), both parametrizations' logits growth from the
+ * first width to the last. */
+typedef struct cz_coordcheck_verdict {
+    int n_sites;
+    double mup_worst;
+    char mup_worst_site[32];
+    double standard_logits_growth, mup_logits_growth;
+} cz_coordcheck_verdict;
+
+int cz_sweep_coordcheck(const cz_coordcheck_options *o, cz_coordcheck_verdict *v, FILE *log,
+                        cz_error *err);
+
 /* 1530000 -> "1.53M", 2.4e13 -> "24T" (tables and listings). */
 const char *cz_sweep_format_count(double v, char *buf, size_t len);
 

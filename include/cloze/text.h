@@ -99,6 +99,13 @@ int cz_tokenizer_load_wordpiece(cz_tokenizer **out, const char *vocab_path,
 /* GPT-2 BPE from encoder.json + vocab.bpe (merges). */
 int cz_tokenizer_load_bpe(cz_tokenizer **out, const char *encoder_json, const char *merges_path,
                           cz_error *err);
+/* The same from the files' bytes in memory (a checkpoint's vocab.* blobs);
+ * the names are for messages. The bytes are not kept. */
+int cz_tokenizer_load_wordpiece_mem(cz_tokenizer **out, const char *vocab_name, const void *vocab,
+                                    size_t len, const cz_tokenizer_options *o, cz_error *err);
+int cz_tokenizer_load_bpe_mem(cz_tokenizer **out, const char *encoder_name, const void *encoder,
+                              size_t encoder_len, const char *merges_name, const void *merges,
+                              size_t merges_len, cz_error *err);
 void cz_tokenizer_free(cz_tokenizer *t);
 
 cz_tokenizer_kind cz_tokenizer_kind_of(const cz_tokenizer *t);

@@ -19,6 +19,7 @@
 #include "cloze/core.h"
 #include "cloze/data.h"
 #include "cloze/model.h"
+#include "cloze/tfevents.h"
 
 typedef struct cz_train_options {
     const char *resume;      /* NULL: fresh run (refuses a run dir with checkpoints);
@@ -68,6 +69,10 @@ typedef struct cz_train_task {
     /* 1: each micro-batch is padded to its longest sequence, not to data.seq
      * (cz_batch_view_packed): the same function, fewer operations */
     int pad_to_longest;
+    /* Rank 0, after each evaluate: its figures for the run's TensorBoard
+     * events (train.tensorboard), at most max into v (tags that stay valid
+     * until the next call); returns how many. NULL: none. */
+    int (*eval_scalars)(void *ctx, cz_scalar *v, int max);
 } cz_train_task;
 
 /* The compute set-up of one rank as cz_train_run makes it, for programs
@@ -90,6 +95,18 @@ void cz_train_catch_signals(void);
 
 int cz_train_run_task(const cz_comm *world, const cz_config *cfg, const cz_train_options *opt,
                       const cz_train_task *task, cz_error *err);
+
+/* cloze-train plot: a run's loss, accuracy (a GPT: perplexity) and
+ * learning-rate curves, training and held-out, from RUN_DIR/metrics.jsonl
+ * (the last attempt at each step) and a fine-tuning run's results.jsonl,
+ * drawn by gnuplot into OUT.png and OUT.svg with the script OUT.gp (its
+ * data inline). Fails in one line when the file has no step records. */
+typedef struct cz_plot_options {
+    const char *run_dir;
+    const char *out;     /* NULL: RUN_DIR/curves */
+    const char *gnuplot; /* NULL: gnuplot on PATH */
+} cz_plot_options;
+int cz_train_plot(const cz_plot_options *o, cz_error *err);
 
 /* The divergence watch of the step loop: warns when a finite loss blows up
  * (optim.lr far too high) long before the non-finite check would fire.

@@ -769,6 +769,16 @@ int cz_hf_export(cz_model *m, const cz_hf_vocab *v, const char *dir, cz_error *e
                        "Hugging Face's OpenAIGPT has the tanh GELU and an FFN of 4 x n_embd; this "
                        "model has gelu %s and intermediate %d",
                        c->gelu_tanh ? "tanh" : "erf", c->intermediate);
+    /* µP away from its base width computes h W^T / w and q.k sqrt(d0)/d,
+     * which transformers' BertForPreTraining and GPT2LMHeadModel cannot say */
+    if (c->parametrization == CZ_PARAM_MUP && cz_model_width_mult(c) != 1.0)
+        return cz_fail(err,
+                       "model.parametrization = mup: outside cloze this model needs its logits "
+                       "multiplied by %g (mup's MuReadout, base %d / hidden %d) and attention "
+                       "logits scaled by %g instead of 1/sqrt(d_head), which Hugging Face's "
+                       "models do not do; export a standard-parametrization model",
+                       cz_model_output_mult(m), c->mup_base_width, c->hidden,
+                       (double)cz_model_attn_scale(c));
     if (c->arch == CZ_ARCH_GPT && c->head != CZ_HEAD_PRETRAIN)
         return cz_fail(err, "a fine-tuned GPT has three tokens added to its vocabulary (GPT-1 "
                             "Sec. 3.3), which export-hf does not write: export its pre-trained "

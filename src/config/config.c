@@ -752,6 +752,12 @@ static int validate_cross(const cz_config *c, const load_ctx *ctx, cz_error *err
         return fail_key(ctx, KEY_INDEX("optim", "name"), err,
                         "optim.name = lamb with dist.exact = true: LAMB's per-tensor norms "
                         "follow the bucket layout; use adamw or dist.exact = false");
+    /* µP's per-tensor learning rates are mup's MuAdam rule; LAMB's trust
+     * ratio rescales each tensor's step to its norm, which µP does not define */
+    if (m->parametrization == CZ_PARAM_MUP && o->kind == CZ_OPT_LAMB)
+        return fail_key(ctx, KEY_INDEX("optim", "name"), err,
+                        "optim.name = lamb: model.parametrization = mup defines per-tensor "
+                        "learning rates for Adam(W) only; use optim.name = adamw");
     /* Open MPI's collectives reduce fp32 in their own order: no bf16 wire */
     if (c->dist.grad_wire == CZ_WIRE_BF16 && c->dist.allreduce == CZ_ALLREDUCE_MPI)
         return fail_key(ctx, KEY_INDEX("dist", "grad_wire"), err,

@@ -29,6 +29,7 @@
 _Static_assert(sizeof(cz_arch) == sizeof(int), "cz_arch must be int-sized");
 _Static_assert(sizeof(cz_recompute) == sizeof(int), "cz_recompute must be int-sized");
 _Static_assert(sizeof(cz_layout) == sizeof(int), "cz_layout must be int-sized");
+_Static_assert(sizeof(cz_parametrization) == sizeof(int), "cz_parametrization must be int-sized");
 _Static_assert(sizeof(cz_gemm_choice) == sizeof(int), "cz_gemm_choice must be int-sized");
 _Static_assert(sizeof(cz_ckpt_writer_choice) == sizeof(int),
                "cz_ckpt_writer_choice must be int-sized");
@@ -66,6 +67,20 @@ const cz_key cz_config_keys[] = {
      .def = "tied", .choices = "tied|untied",
      .meaning = "GPT's LM head: tied = the word embedding (GPT-1, GPT-2); untied = a matrix of "
                 "its own, lm_head.weight (Hugging Face's tie_word_embeddings = false)"},
+    {KEY("model", "parametrization", CZ_KEY_WORD_INDEX, model.parametrization),
+     .resume = CZ_RESUME_REFUSED, .def = "standard", .choices = CZ_PARAMETRIZATION_WORDS,
+     .meaning = "standard: one learning rate, init std init_range; mup: the Maximal Update "
+                "Parametrization (mup's MuAdamW, MuReadout, 1/d attention) relative to "
+                "mup_base_width, so that hyperparameters tuned at that width transfer"},
+    {KEY("model", "mup_base_width", CZ_KEY_INT, model.mup_base_width), .resume = CZ_RESUME_REFUSED,
+     .def = "0", .min = 0, .max = 65536,
+     .meaning = "mup: the hidden size at which every µP multiplier is 1 (the proxy model "
+                "the hyperparameters were tuned on); required with parametrization = mup"},
+    {KEY("model", "mup_attn_mult", CZ_KEY_FLOAT, model.mup_attn_mult), .resume = CZ_RESUME_REFUSED,
+     .def = "0", .min = 0, .max = 1e6,
+     .meaning = "mup: attention logits q.k x mup_attn_mult / d_head (mup's 1/d rule); 0 = "
+                "sqrt(mup_base_width / heads), the standard scale at the base width with a fixed "
+                "head count; with heads growing at a fixed d_head give sqrt(d_head), e.g. 8"},
     {KEY("model", "hidden", CZ_KEY_INT, model.hidden), .resume = CZ_RESUME_REFUSED, .def = "768",
      .min = 1, .max = 65536, .meaning = "hidden size H"},
     {KEY("model", "layers", CZ_KEY_INT, model.layers), .resume = CZ_RESUME_REFUSED, .def = "12",
@@ -168,6 +183,10 @@ const cz_key cz_config_keys[] = {
     {KEY("train", "log_every", CZ_KEY_INT, train.log_every), .resume = CZ_RESUME_ACCEPTED,
      .def = "100", .min = 1, .max = NOMAX,
      .meaning = "steps between log lines (metrics.jsonl records every step)"},
+    {KEY("train", "tensorboard", CZ_KEY_BOOL, train.tensorboard), .resume = CZ_RESUME_ACCEPTED,
+     .def = "true",
+     .meaning = "rank 0 writes metrics.jsonl's figures as TensorBoard event files "
+                "(events.out.tfevents.*) into the run directory too"},
     {KEY("train", "eval_every", CZ_KEY_INT, train.eval_every), .resume = CZ_RESUME_ACCEPTED,
      .def = "0", .min = 0, .max = NOMAX,
      .meaning = "steps between held-out evaluations; 0 = only at the end"},
@@ -198,6 +217,15 @@ const cz_key cz_config_keys[] = {
     {KEY("train", "peak_gflops", CZ_KEY_DOUBLE, train.peak_gflops), .resume = CZ_RESUME_ACCEPTED,
      .def = "0", .min = 0, .max = NOMAX,
      .meaning = "per-rank peak GFLOP/s for MFU; 0 = measure at start-up"},
+    {KEY("train", "sample_every", CZ_KEY_INT, train.sample_every), .resume = CZ_RESUME_ACCEPTED,
+     .def = "0", .min = 0, .max = NOMAX,
+     .meaning = "GPT: steps between samples of train.sample_tokens tokens from "
+                "train.sample_prompt, printed and appended to RUN_DIR/samples.jsonl; 0 = none"},
+    {KEY("train", "sample_tokens", CZ_KEY_INT, train.sample_tokens), .resume = CZ_RESUME_ACCEPTED,
+     .def = "32", .min = 1, .max = NOMAX, .meaning = "new tokens per sample (train.sample_every)"},
+    {KEY("train", "sample_prompt", CZ_KEY_STRING, train.sample_prompt),
+     .resume = CZ_RESUME_ACCEPTED, .def = "",
+     .meaning = "the samples' prompt; \"\" = the vocabulary's end-of-text token"},
 
     /* ---- optim: AdamW (Loshchilov & Hutter) as in BERT App. A.2 ---- */
     {KEY("optim", "name", CZ_KEY_WORD_INDEX, optim.kind), .resume = CZ_RESUME_REFUSED,

@@ -6,6 +6,8 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <setjmp.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,80 +86,68 @@ const char *cz_cpu_describe(const cz_cpu *cpu, char *buf, int len) {
     return buf;
 }
 
-/* ---- the kernels' instruction set ---- */
+/* ---- the kernels' instruction set ----
+ * A table for core's rule (cz_cpu_choose, below), as the bf16 kernels'
+ * is: scalar only when forced, then by width. */
 
-static const char *const isa_names[] = {"scalar", "baseline", "avx2", "avx512"};
+static const cz_cpu_choice isa_table[] = {
+    {"scalar", 0, 0},
+    {"baseline", 0, 1},
+    {"avx2", CZ_NEEDS_X86 | CZ_NEEDS_AVX2, 2},
+    {"avx512", CZ_NEEDS_X86 | CZ_NEEDS_AVX512, 3},
+};
+#define N_ISAS ((int)(sizeof isa_table / sizeof isa_table[0]))
+
+static void isa_choices(const cz_cpu_choice *choices[N_ISAS]) {
+    for (int i = 0; i < N_ISAS; i++) choices[i] = &isa_table[i];
+}
 
 const char *cz_isa_name(cz_isa isa) {
-    return isa >= CZ_ISA_SCALAR && isa <= CZ_ISA_AVX512 ? isa_names[isa] : "unknown";
+    return isa >= CZ_ISA_SCALAR && isa <= CZ_ISA_AVX512 ? isa_table[isa].name : "unknown";
 }
 
 int cz_isa_parse(const char *name) {
     if (!strcmp(name, "auto")) return -1;
-    for (int i = 0; i <= CZ_ISA_AVX512; i++)
-        if (!strcmp(name, isa_names[i])) return i;
+    for (int i = 0; i < N_ISAS; i++)
+        if (!strcmp(name, isa_table[i].name)) return i;
     return -2;
 }
 
 cz_isa cz_cpu_best_isa(const cz_cpu *cpu) {
-    if (CZ_HAVE_X86_ISAS && cpu->avx512f && cpu->avx512bw && cpu->avx512vl && cpu->avx512dq &&
-        cpu->fma)
-        return CZ_ISA_AVX512;
-    if (CZ_HAVE_X86_ISAS && cpu->avx2 && cpu->fma) return CZ_ISA_AVX2;
-    return CZ_ISA_BASELINE;
+    const cz_cpu_choice *choices[N_ISAS];
+    isa_choices(choices);
+    int best = cz_cpu_best_choice(cpu, choices, N_ISAS);
+    return best < 0 ? CZ_ISA_BASELINE : (cz_isa)best;
 }
 
 static struct {
     pthread_once_t once;
-    cz_isa isa;
-    int refused;
-    char note[160];
-} kernel_isa = {PTHREAD_ONCE_INIT, CZ_ISA_SCALAR, 0, ""};
+    cz_cpu_chosen chosen;
+} kernel_isa = {PTHREAD_ONCE_INIT, {CZ_ISA_SCALAR, 0, 0, ""}};
 
 static void decide_kernel_isa(void) {
     cz_cpu cpu;
     cz_cpu_detect(&cpu);
-    cz_isa best = cz_cpu_best_isa(&cpu);
-    const char *env = getenv("CLOZE_KERNELS");
-    int want = env && *env ? cz_isa_parse(env) : -1;
-    if (want == -2) {
-        cz_warn("CLOZE_KERNELS=%s is not one of scalar, baseline, avx2, avx512, auto: using %s",
-                env, cz_isa_name(best));
-        want = -1;
-    }
-    if (want < 0) {
-        kernel_isa.isa = best;
-        snprintf(kernel_isa.note, sizeof kernel_isa.note, "%s (the widest this CPU has)",
-                 cz_isa_name(best));
-    } else if ((cz_isa)want > best) {
-        kernel_isa.isa = best;
-        kernel_isa.refused = 1;
-        snprintf(kernel_isa.note, sizeof kernel_isa.note,
-                 "%s (CLOZE_KERNELS=%s asked for more than this CPU has)", cz_isa_name(best), env);
-        cz_warn("CLOZE_KERNELS=%s: this CPU cannot run it; the kernels run %s", env,
-                cz_isa_name(best));
-    } else {
-        kernel_isa.isa = (cz_isa)want;
-        snprintf(kernel_isa.note, sizeof kernel_isa.note,
-                 "%s (forced by CLOZE_KERNELS=%s; the "
-                 "CPU has %s)",
-                 cz_isa_name(kernel_isa.isa), env, cz_isa_name(best));
-    }
+    const cz_cpu_choice *choices[N_ISAS];
+    isa_choices(choices);
+    cz_cpu_choose(&cpu, choices, N_ISAS, "CLOZE_KERNELS", NULL, &kernel_isa.chosen);
+    if (kernel_isa.chosen.index < 0)
+        kernel_isa.chosen.index = CZ_ISA_BASELINE; /* (needs nothing) */
 }
 
 cz_isa cz_cpu_kernel_isa(void) {
     pthread_once(&kernel_isa.once, decide_kernel_isa);
-    return kernel_isa.isa;
+    return (cz_isa)kernel_isa.chosen.index;
 }
 
 const char *cz_cpu_kernel_isa_note(void) {
     pthread_once(&kernel_isa.once, decide_kernel_isa);
-    return kernel_isa.note;
+    return kernel_isa.chosen.note;
 }
 
 int cz_cpu_kernel_isa_refused(void) {
     pthread_once(&kernel_isa.once, decide_kernel_isa);
-    return kernel_isa.refused;
+    return kernel_isa.chosen.refused;
 }
 
 /* ---- the fp32 GEMM's BLIS configuration ---- */
@@ -194,27 +184,31 @@ const char *cz_cpu_blis_isa(const char *config) {
     return "other";
 }
 
-/* ---- the bf16 GEMM's kernel ---- */
+/* ---- choosing a kernel from a table ---- */
 
-static const char *const bf16_names[] = {"none", "vdpbf16ps", "amx", "amx-emulated"};
-
-const char *cz_bf16_kernel_name(cz_bf16_kernel_id id) {
-    return id >= CZ_BF16_NONE && id <= CZ_BF16_AMX_EMULATED ? bf16_names[id] : "unknown";
+unsigned cz_cpu_features(const cz_cpu *cpu) {
+    unsigned f = 0;
+    if (!CZ_HAVE_X86_ISAS) return 0; /* no x86 kernel is built to use them */
+    f |= CZ_NEEDS_X86;
+    if (cpu->avx2 && cpu->fma) f |= CZ_NEEDS_AVX2;
+    if (has_avx512(cpu)) f |= CZ_NEEDS_AVX512;
+    if (has_avx512(cpu) && cpu->avx512_bf16) f |= CZ_NEEDS_AVX512_BF16;
+    if (cpu->amx_tile && cpu->amx_bf16) f |= CZ_NEEDS_AMX_BF16;
+    return f;
 }
 
-int cz_bf16_kernel_parse(const char *name) {
-    if (!strcmp(name, "auto")) return -1;
-    for (int i = CZ_BF16_VDPBF16PS; i <= CZ_BF16_AMX_EMULATED; i++)
-        if (!strcmp(name, bf16_names[i])) return i;
-    return -2;
+static int runs_on(const cz_cpu_choice *c, unsigned have) {
+    return (c->needs & ~have) == 0;
 }
 
-cz_bf16_kernel_id cz_cpu_best_bf16(const cz_cpu *cpu) {
-    /* the AMX kernel's file is compiled for AVX-512 too (its packing and
-     * epilogue); every CPU with AMX has it, a VM could still hide it */
-    if (CZ_HAVE_X86_ISAS && cpu->amx_tile && cpu->amx_bf16 && has_avx512(cpu)) return CZ_BF16_AMX;
-    if (CZ_HAVE_X86_ISAS && has_avx512(cpu) && cpu->avx512_bf16) return CZ_BF16_VDPBF16PS;
-    return CZ_BF16_NONE;
+int cz_cpu_best_choice(const cz_cpu *cpu, const cz_cpu_choice *const *table, int n) {
+    unsigned have = cz_cpu_features(cpu);
+    int best = -1;
+    for (int i = 0; i < n; i++)
+        if (table[i]->rank > 0 && runs_on(table[i], have) &&
+            (best < 0 || table[i]->rank > table[best]->rank))
+            best = i;
+    return best;
 }
 
 #if defined(__linux__) && defined(__x86_64__)
@@ -236,68 +230,106 @@ static int amx_permission(char *why, int len) {
 }
 #endif
 
-static struct {
-    pthread_once_t once;
-    cz_bf16_kernel_id id;
-    int refused;
-    char note[192];
-} bf16_kernel = {PTHREAD_ONCE_INIT, CZ_BF16_NONE, 0, ""};
+/* ---- the fault guard ----
+ * One guarded call at a time (the mutex): the handlers are process-wide,
+ * and the jump buffer is the guarded thread's. A fault on another thread
+ * meanwhile would also jump here; the callers run in a pthread_once at
+ * start-up, when nothing else computes. */
+static pthread_mutex_t guard_lock = PTHREAD_MUTEX_INITIALIZER;
+static sigjmp_buf guard_jump;
+static const int guard_signals[] = {SIGILL, SIGSEGV, SIGBUS, SIGTRAP};
+#define GUARD_N ((int)(sizeof guard_signals / sizeof guard_signals[0]))
 
-static void decide_bf16_kernel(void) {
-    cz_cpu cpu;
-    cz_cpu_detect(&cpu);
-    cz_bf16_kernel_id best = cz_cpu_best_bf16(&cpu);
-    const char *env = getenv("CLOZE_BF16_KERNEL");
-    int want = env && *env ? cz_bf16_kernel_parse(env) : -1;
-    char why[96] = "";
-    if (want == -2) {
-        cz_warn("CLOZE_BF16_KERNEL=%s is not one of vdpbf16ps, amx, amx-emulated, auto: using %s",
-                env, cz_bf16_kernel_name(best));
-        want = -1;
-    }
-    /* AMX needs the OS's permission; without it the next best is taken */
-    int amx_ok = best == CZ_BF16_AMX && (want < 0 || want == CZ_BF16_AMX);
-    if (amx_ok && !amx_permission(why, sizeof why)) {
-        best = has_avx512(&cpu) && cpu.avx512_bf16 ? CZ_BF16_VDPBF16PS : CZ_BF16_NONE;
-        cz_info("gemm bf16: AMX not usable (%s): %s instead", why, cz_bf16_kernel_name(best));
-    }
-    /* what the CPU can run: everything up to the best, AMX only as best */
-    int can = want == CZ_BF16_AMX_EMULATED || want == (int)best ||
-              (want == CZ_BF16_VDPBF16PS && has_avx512(&cpu) && cpu.avx512_bf16);
-    if (want < 0) {
-        bf16_kernel.id = best;
-        snprintf(bf16_kernel.note, sizeof bf16_kernel.note, "%s (the best this CPU has%s%s)",
-                 cz_bf16_kernel_name(best), why[0] ? "; AMX: " : "", why);
-    } else if (!can) {
-        bf16_kernel.id = best;
-        bf16_kernel.refused = 1;
-        snprintf(bf16_kernel.note, sizeof bf16_kernel.note,
-                 "%s (CLOZE_BF16_KERNEL=%s asked for more than this CPU has)",
-                 cz_bf16_kernel_name(best), env);
-        if (!why[0]) /* (a refused permission was said above) */
-            cz_warn("CLOZE_BF16_KERNEL=%s: this CPU cannot run it; bf16 products run %s", env,
-                    cz_bf16_kernel_name(best));
-    } else {
-        bf16_kernel.id = (cz_bf16_kernel_id)want;
-        snprintf(bf16_kernel.note, sizeof bf16_kernel.note,
-                 "%s (forced by CLOZE_BF16_KERNEL=%s; the CPU has %s)",
-                 cz_bf16_kernel_name(bf16_kernel.id), env, cz_bf16_kernel_name(best));
-    }
+static void guard_handler(int sig) {
+    siglongjmp(guard_jump, sig);
 }
 
-cz_bf16_kernel_id cz_cpu_bf16_kernel(void) {
-    pthread_once(&bf16_kernel.once, decide_bf16_kernel);
-    return bf16_kernel.id;
+int cz_cpu_guard(cz_cpu_check_fn fn, int index, char *why, int len) {
+    pthread_mutex_lock(&guard_lock);
+    struct sigaction on, old[GUARD_N];
+    memset(&on, 0, sizeof on);
+    on.sa_handler = guard_handler;
+    sigemptyset(&on.sa_mask);
+    for (int i = 0; i < GUARD_N; i++) sigaction(guard_signals[i], &on, &old[i]);
+    volatile int rc;
+    /* savemask 1: the jump restores the signal mask the kernel blocked the
+     * faulting signal in */
+    int sig = sigsetjmp(guard_jump, 1);
+    if (sig == 0)
+        rc = fn(index, why, len);
+    else {
+        rc = -1;
+        snprintf(why, (size_t)len, "it faulted (%s)", strsignal(sig));
+    }
+    for (int i = 0; i < GUARD_N; i++) sigaction(guard_signals[i], &old[i], NULL);
+    pthread_mutex_unlock(&guard_lock);
+    return rc;
 }
 
-const char *cz_cpu_bf16_kernel_note(void) {
-    pthread_once(&bf16_kernel.once, decide_bf16_kernel);
-    return bf16_kernel.note;
+/* Permission and check of table[i]: 1 when it may run, else 0 with why */
+static int usable(const cz_cpu_choice *c, int i, cz_cpu_check_fn check, char *why, int len) {
+    if ((c->needs & CZ_NEEDS_AMX_BF16) && !amx_permission(why, len)) return 0;
+    if (check && cz_cpu_guard(check, i, why, len) != 0) return 0;
+    return 1;
 }
 
-int cz_cpu_bf16_kernel_refused(void) {
-    pthread_once(&bf16_kernel.once, decide_bf16_kernel);
-    return bf16_kernel.refused;
+void cz_cpu_choose(const cz_cpu *cpu, const cz_cpu_choice *const *table, int n, const char *env,
+                   cz_cpu_check_fn check, cz_cpu_chosen *out) {
+    memset(out, 0, sizeof *out);
+    out->index = -1;
+    if (n > 64) n = 64; /* (tables hold a handful) */
+    unsigned have = cz_cpu_features(cpu);
+    const char *want_name = getenv(env);
+    int want = -1;
+    if (want_name && *want_name && strcmp(want_name, "auto") != 0) {
+        for (int i = 0; i < n && want < 0; i++)
+            if (!strcmp(want_name, table[i]->name)) want = i;
+        if (want < 0) {
+            char names[160] = "";
+            for (int i = 0; i < n; i++)
+                snprintf(names + strlen(names), sizeof names - strlen(names), "%s, ",
+                         table[i]->name);
+            cz_warn("%s=%s is not one of %sauto: choosing as for auto", env, want_name, names);
+        } else if (!runs_on(table[want], have)) {
+            cz_warn("%s=%s: this CPU cannot run it; choosing as for auto", env, want_name);
+            out->refused = 1;
+            want = -1;
+        }
+    }
+    /* the candidates in order: the forced one, then by rank */
+    int tried[64] = {0};
+    char why[160] = "", passed[200] = "";
+    for (int step = 0; step <= n && out->index < 0; step++) {
+        int i = -1;
+        if (step == 0)
+            i = want;
+        else
+            for (int j = 0; j < n; j++)
+                if (!tried[j] && table[j]->rank > 0 && runs_on(table[j], have) &&
+                    (i < 0 || table[j]->rank > table[i]->rank))
+                    i = j;
+        if (i < 0) continue;
+        tried[i] = 1;
+        if (usable(table[i], i, check, why, sizeof why)) {
+            out->index = i;
+            break;
+        }
+        /* the one line that says a kernel was passed over */
+        out->failed = 1;
+        cz_warn("%s: kernel %s not used: %s; trying the next one", env, table[i]->name, why);
+        snprintf(passed + strlen(passed), sizeof passed - strlen(passed), "; %s not used: %s",
+                 table[i]->name, why);
+    }
+    const char *name = out->index >= 0 ? table[out->index]->name : "none";
+    int best = cz_cpu_best_choice(cpu, table, n);
+    if (want >= 0 && out->index == want)
+        snprintf(out->note, sizeof out->note, "%s (forced by %s=%s; the CPU has %s)", name, env,
+                 want_name, best >= 0 ? table[best]->name : "none");
+    else if (out->refused)
+        snprintf(out->note, sizeof out->note, "%s (%s=%s asked for more than this CPU has%s)", name,
+                 env, want_name, passed);
+    else
+        snprintf(out->note, sizeof out->note, "%s (the best this CPU has%s)", name, passed);
 }
 
 /* ---- allowed CPUs and threads per rank ---- */

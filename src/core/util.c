@@ -174,6 +174,21 @@ int cz_buf_append(cz_buf *b, const char *s, size_t n, cz_error *err) {
     return 0;
 }
 
+int cz_grow(const cz_grow_item *items, int count, size_t n, uint32_t *cap, uint32_t first,
+            const char *what, const char *unit, cz_error *err) {
+    if (n < *cap) return 0;
+    uint32_t c = *cap ? 2 * *cap : first;
+    if (c <= *cap) return cz_fail(err, "%s: more than %u %s", what, *cap, unit);
+    for (int i = 0; i < count; i++) {
+        void **array = (void **)items[i].array;
+        void *grown = realloc(*array, (size_t)c * items[i].elem);
+        if (!grown) return cz_fail(err, "%s: out of memory for %u %s", what, c, unit);
+        *array = grown;
+    }
+    *cap = c;
+    return 0;
+}
+
 void cz_buf_free(cz_buf *b) {
     free(b->data);
     memset(b, 0, sizeof *b);

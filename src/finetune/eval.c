@@ -404,6 +404,8 @@ int ft_evaluate(void *ctx, cz_model *m, const cz_comm *comm, long step, int fina
         if (rc == 0) {
             double sc = ft_score_of(r->task.metric, &s);
             write_result(r, step, final, &s, comm->size);
+            r->dev_last = s;
+            r->dev_new = 1;
             if (!r->o->quiet)
                 cz_info("dev @ step %ld (epoch %.2f): %s %.2f over %ld examples", step,
                         (double)step / (double)r->steps_per_epoch, ft_metric_name(r->task.metric),
@@ -423,4 +425,36 @@ int ft_evaluate(void *ctx, cz_model *m, const cz_comm *comm, long step, int fina
     }
     if (final && r->o->test_path[0]) return evaluate_test(r, m, comm, step, err);
     return 0;
+}
+
+/* The dev figures just written to results.jsonl as TensorBoard scalars
+ * "dev/<name>": the numbers of its line (printed as put_scores does and
+ * read back), so that both files say the same to a float32. */
+static int dev_scalar(ft_run *r, cz_scalar *v, int k, const char *name, double x) {
+    char num[64];
+    snprintf(num, sizeof num, "%.6f", x);
+    snprintf(r->dev_tags[k], sizeof r->dev_tags[0], "dev/%s", name);
+    v[k] = (cz_scalar){r->dev_tags[k], strtod(num, NULL)};
+    return k + 1;
+}
+
+int ft_eval_scalars(void *ctx, cz_scalar *v, int max) {
+    ft_run *r = ctx;
+    if (!r->dev_new || max < 5) return 0;
+    r->dev_new = 0;
+    const cz_ft_scores *s = &r->dev_last;
+    int k = dev_scalar(r, v, 0, "score", ft_score_of(r->task.metric, s));
+    if (r->task.kind == CZ_FT_CLASSIFY || r->task.kind == CZ_FT_CHOICE) {
+        k = dev_scalar(r, v, k, "accuracy", 100 * s->accuracy);
+        k = dev_scalar(r, v, k, "f1", 100 * s->f1);
+        k = dev_scalar(r, v, k, "mcc", 100 * s->mcc);
+    } else if (r->task.kind == CZ_FT_SPAN) {
+        k = dev_scalar(r, v, k, "exact", s->exact);
+        k = dev_scalar(r, v, k, "f1", s->squad_f1);
+    } else {
+        k = dev_scalar(r, v, k, "precision", s->precision);
+        k = dev_scalar(r, v, k, "recall", s->recall);
+        k = dev_scalar(r, v, k, "f1", s->entity_f1);
+    }
+    return k;
 }

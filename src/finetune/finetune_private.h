@@ -62,6 +62,9 @@ typedef struct ft_run {
     char head_blob[128], task_blob[4096];
     cz_blob blobs[2];
     FILE *results;
+    cz_ft_scores dev_last; /* rank 0: the last dev evaluation's, for ft_eval_scalars */
+    int dev_new;
+    char dev_tags[5][24];
     int made[2]; /* rank 0's set-up created OUT, OUT/vocab (undo_made) */
 } ft_run;
 
@@ -88,6 +91,9 @@ void ft_put_split_result(FILE *f, const ft_run *r, ft_split split, const cz_ft_d
                          const char *written);
 /* The train runtime's evaluation of a run (cz_train_task.evaluate). */
 int ft_evaluate(void *ctx, cz_model *m, const cz_comm *comm, long step, int final, cz_error *err);
+/* Rank 0: the dev figures ft_evaluate just wrote, as TensorBoard scalars
+ * (cz_train_task.eval_scalars); 0 when it scored nothing since the last call. */
+int ft_eval_scalars(void *ctx, cz_scalar *v, int max);
 
 /* ---- run.c ---- */
 int ft_base_load(ft_base *b, const char *init, cz_error *err);

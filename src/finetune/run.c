@@ -249,6 +249,7 @@ static int make_config(ft_run *r, int ranks, cz_config *cfg, cz_error *err) {
     snprintf(ov[n++], sizeof ov[0], "train.keep_last=1");
     snprintf(ov[n++], sizeof ov[0], "train.stop_after_steps=%ld", o->stop_after);
     snprintf(ov[n++], sizeof ov[0], "train.run_dir=%s", o->out_dir);
+    snprintf(ov[n++], sizeof ov[0], "train.tensorboard=%s", o->no_tensorboard ? "false" : "true");
     const char *ovp[24];
     for (int i = 0; i < n; i++) ovp[i] = ov[i];
     if (cz_config_load(cfg, NULL, ovp, n, err)) return -1;
@@ -465,7 +466,8 @@ static int ft_train(ft_run *r, cz_config *cfg, cz_error *err) {
     char meta[1400];
     int nb = 2;
     if (r->base.has_vocab) nb += cz_hf_vocab_blobs(&r->base.vocab, meta, sizeof meta, all + 2);
-    cz_train_task task = {r, build_sample, init_model, ft_evaluate, all, nb, !o->pad_max};
+    cz_train_task task = {r,   build_sample, init_model,  ft_evaluate,
+                          all, nb,           !o->pad_max, ft_eval_scalars};
     cz_train_options to = {
         .resume = o->resume, .quiet = o->quiet, .allow_config_change = o->allow_config_change};
     int rc = cz_train_run_task(r->world, cfg, &to, &task, err);

@@ -1,6 +1,6 @@
 /* GEMM: fp32 through BLIS, with the configuration core chose from CPUID
  * (cz_cpu_blis_config); bf16 mode through gemm_bf16.c, with the kernel
- * core chose (cz_cpu_bf16_kernel).
+ * core chose (cz_bf16_kernel_chosen).
  *
  * Row-major buffers are passed to BLIS with explicit strides (row stride =
  * ld, column stride = 1), so no copies or transposes are made here; BLIS packs
@@ -183,12 +183,17 @@ int cz_gemm_set_bf16(cz_gemm_ctx *g, int on, cz_error *err) {
         cz_info("gemm: %s", g->description);
         return 0;
     }
-    /* which kernel: core's decision (cz_cpu_bf16_kernel, CLOZE_BF16_KERNEL) */
-    const cz_bf16_kernel *kern = cz_bf16_kernel_for(cz_cpu_bf16_kernel());
+    /* which kernel: core's rule over the table (cz_bf16_kernel_chosen) */
+    const cz_bf16_kernel *kern = cz_bf16_kernel_at(cz_bf16_kernel_chosen());
     if (!kern) {
         cz_cpu cpu;
         char line[256];
         cz_cpu_detect(&cpu);
+        if (cz_bf16_kernel_failed())
+            return cz_fail(err,
+                           "gemm: no bf16 kernel passed its check on this CPU (%s); use "
+                           "model.matmul_precision = \"fp32\"",
+                           cz_bf16_kernel_note());
         return cz_fail(err,
                        "gemm: bf16 matrix products need AVX512_BF16 (vdpbf16ps) or AMX, which "
                        "this CPU lacks (%s); use model.matmul_precision = \"fp32\"",
@@ -196,7 +201,7 @@ int cz_gemm_set_bf16(cz_gemm_ctx *g, int on, cz_error *err) {
     }
     if (!(g->bf16 = cz_gemm_bf16_work_create(kern, g->threads, err))) return -1;
     snprintf(g->description, sizeof g->description, "bf16 %s, %s, fp32 accumulation, %d thread(s)",
-             cz_cpu_bf16_kernel_note(), kern->detail, g->threads);
+             cz_bf16_kernel_note(), kern->detail, g->threads);
     cz_info("gemm: %s", g->description);
     return 0;
 }
@@ -227,7 +232,7 @@ const char *cz_gemm_describe(const cz_gemm_ctx *g) {
 }
 
 const char *cz_gemm_kernel(const cz_gemm_ctx *g) {
-    return g->bf16 ? g->bf16->kern->name : g->bf16_ref ? "bf16 reference" : g->kernel;
+    return g->bf16 ? g->bf16->kern->choice.name : g->bf16_ref ? "bf16 reference" : g->kernel;
 }
 
 void cz_gemm_ref(int ta, int tb, int m, int n, int k, float alpha, const float *a, int lda,

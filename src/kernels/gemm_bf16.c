@@ -24,8 +24,9 @@
  * The blocking, the packing and the micro-kernel come from the kernel's
  * descriptor (gemm_bf16.h: the contract; the kernels: gemm_bf16_avx512.c,
  * the vdpbf16ps 8 x 48 register tile; gemm_bf16_amx.h, AMX tiles, real and
- * emulated). Which kernel runs is decided once per process in core
- * (cz_cpu_bf16_kernel).
+ * emulated), listed in one table (below). Which kernel runs is core's rule
+ * (cz_cpu_choose), applied to the table once per process
+ * (cz_bf16_kernel_chosen).
  *
  * Threads: OpenMP, each thread one rectangle of C (the rows or the columns
  * cut into equal ranges) computed by the loops above with its own packing
@@ -36,6 +37,7 @@
 
 #include <math.h>
 #include <omp.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -70,19 +72,39 @@ void cz_gemm_bf16_ref(int ta, int tb, int m, int n, int k, float alpha, const fl
 
 /* ---- the table ---- */
 
-const cz_bf16_kernel *cz_bf16_kernel_for(cz_bf16_kernel_id id) {
-    switch (id) {
-#if CZ_HAVE_X86_ISAS
-    case CZ_BF16_VDPBF16PS:
-        return &cz_bf16_kernel_vdpbf16ps;
-    case CZ_BF16_AMX:
-        return &cz_bf16_kernel_amx;
-#endif
-    case CZ_BF16_AMX_EMULATED:
-        return &cz_bf16_kernel_amx_emulated;
-    default:
-        return NULL;
-    }
+#define CZ_BF16_ENTRY(v) &cz_bf16_kernel_##v,
+static const cz_bf16_kernel *const table[] = {CZ_BF16_KERNELS(CZ_BF16_ENTRY)};
+#undef CZ_BF16_ENTRY
+#define N_KERNELS ((int)(sizeof table / sizeof table[0]))
+
+/* the entries as core's rule reads them */
+static void choices_of(const cz_cpu_choice *choices[N_KERNELS]) {
+    for (int i = 0; i < N_KERNELS; i++) choices[i] = &table[i]->choice;
+}
+
+int cz_bf16_kernel_count(void) {
+    return N_KERNELS;
+}
+
+const cz_bf16_kernel *cz_bf16_kernel_at(int i) {
+    return i >= 0 && i < N_KERNELS ? table[i] : NULL;
+}
+
+const char *cz_bf16_kernel_name(int i) {
+    return i >= 0 && i < N_KERNELS ? table[i]->choice.name : NULL;
+}
+
+int cz_bf16_kernel_parse(const char *name) {
+    if (!strcmp(name, "auto")) return -1;
+    for (int i = 0; i < N_KERNELS; i++)
+        if (!strcmp(name, table[i]->choice.name)) return i;
+    return -2;
+}
+
+int cz_bf16_kernel_best(const cz_cpu *cpu) {
+    const cz_cpu_choice *choices[N_KERNELS];
+    choices_of(choices);
+    return cz_cpu_best_choice(cpu, choices, N_KERNELS);
 }
 
 /* pairs of a kc-long block, padded to the kernel's multiple */
@@ -367,4 +389,100 @@ void cz_gemm_bf16_run(cz_gemm_bf16_work *w, int ta, int tb, int m, int n, int k,
     const cz_bf16_weight *pre = NULL;
     if (b_weight && w->scope_open && m > 0 && n > 0 && k > 0) pre = packed_weight(w, tb, n, k, b);
     run(w, pre, ta, tb, m, n, k, alpha, a, b, beta, c, ldc);
+}
+
+/* ---- the check a kernel passes before it is chosen ----
+ * Two products of small integers (|a|, |b| <= 4, k = 67: every partial sum
+ * is an integer below 2^24, so exact in fp32 whatever the order of the
+ * additions): any right kernel gives cz_gemm_bf16_ref's bits. The shapes
+ * cross both kernels' micro-tiles (8 x 48 and 8 x 32, 32 x 32), an odd k
+ * (a half pair) and more than one 16-pair tile step; one product
+ * transposed with alpha 0.5 and beta 1 (the epilogue). It runs on this
+ * thread through gemm_block, outside any OpenMP region, inside core's
+ * fault guard (cz_cpu_guard): a tile instruction the CPU or OS refuses is a
+ * failed check. Its buffers are static (it runs once, under core's lock),
+ * so a fault leaks nothing. */
+#define CHECK_M 37
+#define CHECK_N 50
+#define CHECK_K 67
+#define CHECK_WORDS 16384 /* packed words of one operand; checked below */
+static uint32_t check_a_pack[CHECK_WORDS] __attribute__((aligned(64)));
+static uint32_t check_b_pack[CHECK_WORDS] __attribute__((aligned(64)));
+static unsigned char check_state[16384] __attribute__((aligned(64)));
+static float check_a[CHECK_M * CHECK_K], check_b[CHECK_K * CHECK_N];
+static float check_c[CHECK_M * CHECK_N], check_ref[CHECK_M * CHECK_N];
+
+static int self_check(int index, char *why, int len) {
+    const cz_bf16_kernel *kern = table[index];
+    uint32_t x = 12345;
+    for (int i = 0; i < CHECK_M * CHECK_K; i++) /* LCG (Numerical Recipes), values -4..4 */
+        check_a[i] = (float)((int)((x = x * 1664525u + 1013904223u) >> 28) % 9 - 4);
+    for (int i = 0; i < CHECK_K * CHECK_N; i++)
+        check_b[i] = (float)((int)((x = x * 1664525u + 1013904223u) >> 28) % 9 - 4);
+    for (int t = 0; t < 2; t++) {
+        /* t = 1: op(A) = A^T with A stored k x m, op(B) = B^T with B n x k */
+        int ta = t, tb = t, lda = ta ? CHECK_M : CHECK_K, ldb = tb ? CHECK_K : CHECK_N;
+        float alpha = t ? 0.5f : 1.0f, beta = t ? 1.0f : 0.0f;
+        const cz_bf16_kernel *k = tile_for(kern, CHECK_N);
+        int kp = packed_pairs(k, kc_for(k, CHECK_K) < CHECK_K ? kc_for(k, CHECK_K) : CHECK_K);
+        size_t a_words = (size_t)(CHECK_M + k->mr - 1) / k->mr * k->mr * kp;
+        size_t b_words = (size_t)(CHECK_N + k->nr - 1) / k->nr * k->nr * kp;
+        if (a_words > CHECK_WORDS || b_words > CHECK_WORDS || k->state_bytes > sizeof check_state) {
+            snprintf(why, (size_t)len, "its blocking is too large for the check's buffers");
+            return -1;
+        }
+        for (int i = 0; i < CHECK_M * CHECK_N; i++) check_c[i] = check_ref[i] = (float)(i % 7);
+        if (k->begin) k->begin(check_state);
+        gemm_block(k, check_state, check_a_pack, check_b_pack, NULL, ta, tb, CHECK_M, CHECK_N,
+                   CHECK_K, alpha, cz_mat_f32(check_a, lda), cz_mat_f32(check_b, ldb), beta,
+                   check_c, CHECK_N);
+        if (k->end) k->end(check_state);
+        cz_gemm_bf16_ref(ta, tb, CHECK_M, CHECK_N, CHECK_K, alpha, check_a, lda, check_b, ldb, beta,
+                         check_ref, CHECK_N);
+        for (int i = 0; i < CHECK_M * CHECK_N; i++)
+            if (memcmp(&check_c[i], &check_ref[i], 4) != 0) {
+                snprintf(why, (size_t)len,
+                         "its check product (%dx%dx%d, ta=tb=%d) gives C[%d,%d] = %.9g, the "
+                         "reference %.9g",
+                         CHECK_M, CHECK_N, CHECK_K, t, i / CHECK_N, i % CHECK_N, check_c[i],
+                         check_ref[i]);
+                return -1;
+            }
+    }
+    return 0;
+}
+
+/* ---- the one choice per process ---- */
+
+static struct {
+    pthread_once_t once;
+    cz_cpu_chosen chosen;
+} choice = {PTHREAD_ONCE_INIT, {-1, 0, 0, ""}};
+
+static void decide(void) {
+    cz_cpu cpu;
+    cz_cpu_detect(&cpu);
+    const cz_cpu_choice *choices[N_KERNELS];
+    choices_of(choices);
+    cz_cpu_choose(&cpu, choices, N_KERNELS, "CLOZE_BF16_KERNEL", self_check, &choice.chosen);
+}
+
+int cz_bf16_kernel_chosen(void) {
+    pthread_once(&choice.once, decide);
+    return choice.chosen.index;
+}
+
+const char *cz_bf16_kernel_note(void) {
+    pthread_once(&choice.once, decide);
+    return choice.chosen.note;
+}
+
+int cz_bf16_kernel_refused(void) {
+    pthread_once(&choice.once, decide);
+    return choice.chosen.refused;
+}
+
+int cz_bf16_kernel_failed(void) {
+    pthread_once(&choice.once, decide);
+    return choice.chosen.failed;
 }

@@ -12,10 +12,12 @@
  * edge of m, n or k is packed as zero and never stored. A panel of a
  * kernel takes mr * kp words, a B panel nr * kp words.
  *
- * The table (cz_bf16_kernel_for): vdpbf16ps (gemm_bf16_avx512.c), amx
- * (gemm_bf16_amx.c) and amx-emulated (gemm_bf16_amx_emul.c), the last two
- * one source (gemm_bf16_amx.h). Which one runs is core's decision
- * (cz_cpu_bf16_kernel, CLOZE_BF16_KERNEL). */
+ * The table (CZ_BF16_KERNELS below, one line a kernel): vdpbf16ps
+ * (gemm_bf16_avx512.c), amx (gemm_bf16_amx.c) and amx-emulated
+ * (gemm_bf16_amx_emul.c), the last two one source (gemm_bf16_amx.h). Which
+ * one runs is core's rule (cz_cpu_choose over the descriptors' `choice`,
+ * CLOZE_BF16_KERNEL), applied once per process by gemm_bf16.c
+ * (cz_bf16_kernel_chosen). */
 #ifndef CLOZE_GEMM_BF16_H
 #define CLOZE_GEMM_BF16_H
 
@@ -28,8 +30,10 @@
 #include "cloze/kernels.h"
 
 typedef struct cz_bf16_kernel {
-    cz_bf16_kernel_id id;
-    const char *name;   /* as CLOZE_BF16_KERNEL spells it */
+    /* name (as CLOZE_BF16_KERNEL spells it, the one spelling), the
+     * CZ_NEEDS_ features it runs on, preference rank (0: only when forced):
+     * what core's rule reads (cz_cpu_choose) */
+    cz_cpu_choice choice;
     const char *detail; /* blocking, e.g. "8x48 micro-tile, KC 256 MC 192 NC 3072" */
     int mr, nr;         /* micro-tile */
     int kc, mc, nc;     /* cache blocks: kc even, mc % mr == 0, nc % nr == 0 */
@@ -61,14 +65,39 @@ typedef struct cz_bf16_kernel {
     const struct cz_bf16_kernel *narrow;
 } cz_bf16_kernel;
 
-/* The entry of the table for id; NULL for CZ_BF16_NONE or one this build
- * does not have (vdpbf16ps and amx: x86-64 with GCC or Clang). */
-const cz_bf16_kernel *cz_bf16_kernel_for(cz_bf16_kernel_id id);
-extern const cz_bf16_kernel cz_bf16_kernel_amx_emulated;
+/* The table: every bf16 kernel this build has, X(v) per kernel for its
+ * descriptor `const cz_bf16_kernel cz_bf16_kernel_<v>` (its file defines
+ * it). Adding a kernel is its file and one line here. The order does not
+ * matter: rank decides. vdpbf16ps and amx exist on x86-64 with GCC or
+ * Clang (CZ_HAVE_X86_ISAS). */
 #if CZ_HAVE_X86_ISAS
-extern const cz_bf16_kernel cz_bf16_kernel_vdpbf16ps;
-extern const cz_bf16_kernel cz_bf16_kernel_amx;
+#define CZ_BF16_X86_KERNELS(X)                                                                     \
+    X(vdpbf16ps)                                                                                   \
+    X(amx)
+#else
+#define CZ_BF16_X86_KERNELS(X)
 #endif
+#define CZ_BF16_KERNELS(X)                                                                         \
+    CZ_BF16_X86_KERNELS(X)                                                                         \
+    X(amx_emulated)
+
+#define CZ_BF16_DECLARE(v) extern const cz_bf16_kernel cz_bf16_kernel_##v;
+CZ_BF16_KERNELS(CZ_BF16_DECLARE)
+#undef CZ_BF16_DECLARE
+
+/* The descriptor of entry i of the table (cz_bf16_kernel_count entries) */
+const cz_bf16_kernel *cz_bf16_kernel_at(int i);
+
+/* LDTILECFG's 64-byte operand (Intel SDM vol. 1, 3.2, "Tile
+ * configuration"): the AMX kernel writes it, its emulation reads it. */
+typedef struct {
+    uint8_t palette_id;
+    uint8_t start_row;
+    uint8_t reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} __attribute__((aligned(64))) cz_amx_tile_config;
+_Static_assert(sizeof(cz_amx_tile_config) == 64, "LDTILECFG takes 64 bytes");
 
 /* The upper 16 bits of cz_bf16_round(x): x as bf16, round to nearest even,
  * subnormals to signed zero (DAZ, as vcvtneps2bf16), NaN stays quiet NaN.

@@ -1,7 +1,8 @@
 /* The AMX kernel of the bf16 GEMM on the tile unit (gemm_bf16_amx.h, the
  * one source of its loops). This file alone is compiled with -mamx-tile
  * -mamx-bf16 (CMakeLists.txt); nothing here runs unless core chose AMX
- * (cz_cpu_bf16_kernel: CPUID, XCR0 and Linux's permission). */
+ * (cz_cpu_choose: CPUID, XCR0, Linux's permission and the kernel's
+ * check of itself, gemm_bf16.c). */
 #include "gemm_bf16.h"
 
 /* GCC spells the macros __AMX_TILE__ and __AMX_BF16__, Clang __AMXTILE__
@@ -12,8 +13,9 @@
 
 #define AMX_FN(x) amx_##x
 #define AMX_DESC cz_bf16_kernel_amx
-#define AMX_ID CZ_BF16_AMX
-#define AMX_NAME "amx"
+/* preferred wherever it runs; its file also carries AVX-512 (packing) */
+#define AMX_CHOICE                                                                                 \
+    { "amx", CZ_NEEDS_X86 | CZ_NEEDS_AVX512 | CZ_NEEDS_AMX_BF16, 2 }
 #define AMX_STATE_BYTES 0
 #define AMX_STATE(state) (void)(state)
 /* GCC 12's _tile_loadconfig tells the compiler it reads 8 bytes of the

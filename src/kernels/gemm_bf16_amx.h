@@ -14,7 +14,8 @@
  *
  * The includer defines, before including:
  *   AMX_FN(x)               the name of this copy's function x
- *   AMX_DESC, AMX_ID, AMX_NAME   its descriptor's variable, id and name
+ *   AMX_DESC, AMX_CHOICE    its descriptor's variable and its table
+ *                           entry's name, needs and rank (cz_cpu_choice)
  *   AMX_STATE_BYTES         per-thread state (the emulated tile registers)
  *   AMX_STATE(state)        declares `st` from the kernel's state pointer
  *   TILE_LOADCONFIG(cfg)  TILE_RELEASE()  TILE_ZERO(t)
@@ -46,20 +47,10 @@
 #define AMX_NR 32
 #define AMX_KP 16 /* pairs per tile row: 32 bf16 = 64 bytes */
 
-/* LDTILECFG's 64-byte operand (Intel SDM vol. 1, 3.2, "Tile
- * configuration"): palette 1, every tile 16 rows of 64 bytes. */
-typedef struct {
-    uint8_t palette_id;
-    uint8_t start_row;
-    uint8_t reserved[14];
-    uint16_t colsb[16];
-    uint8_t rows[16];
-} __attribute__((aligned(64))) AMX_FN(tile_config);
-_Static_assert(sizeof(AMX_FN(tile_config)) == 64, "LDTILECFG takes 64 bytes");
-
+/* palette 1, every tile 16 rows of 64 bytes (cz_amx_tile_config) */
 static void AMX_FN(begin)(void *state) {
     AMX_STATE(state);
-    AMX_FN(tile_config) cfg;
+    cz_amx_tile_config cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.palette_id = 1;
     for (int t = 0; t < 8; t++) {
@@ -216,8 +207,7 @@ static void AMX_FN(kernel)(void *state, int kp, const uint32_t *ap, const uint32
 }
 
 const cz_bf16_kernel AMX_DESC = {
-    .id = AMX_ID,
-    .name = AMX_NAME,
+    .choice = AMX_CHOICE,
     .detail = "32x32 C in 4 tiles, 2 A + 2 B tiles, KC 512 MC 256 NC 3072",
     .mr = AMX_MR,
     .nr = AMX_NR,

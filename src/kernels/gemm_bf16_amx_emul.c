@@ -27,6 +27,7 @@
 
 #include <float.h>
 #include <math.h>
+#include <stdlib.h>
 
 /* The 8 tile registers of one thread, in the kernel's per-thread state */
 typedef struct {
@@ -35,16 +36,19 @@ typedef struct {
     unsigned char data[8][16 * 64];
 } emu_tiles;
 
-typedef struct {
-    uint8_t palette_id;
-    uint8_t start_row;
-    uint8_t reserved[14];
-    uint16_t colsb[16];
-    uint8_t rows[16];
-} emu_config;
+/* CLOZE_BF16_PLANT (a test hook, tests/kernels.cmake): "error" makes every
+ * stored tile's first element wrong by one unit in the last place, "fault"
+ * makes loading a tile configuration trap (SIGILL on x86-64), as a wrong
+ * result or a refused tile instruction would on real tiles. The test sees
+ * the kernel's check of itself catch either and the choice fall back. */
+static int emu_plant(void) {
+    const char *p = getenv("CLOZE_BF16_PLANT");
+    return !p ? 0 : !strcmp(p, "error") ? 1 : !strcmp(p, "fault") ? 2 : 0;
+}
 
 static void emu_loadconfig(emu_tiles *st, const void *cfg) {
-    emu_config c;
+    if (emu_plant() == 2) __builtin_trap();
+    cz_amx_tile_config c;
     memcpy(&c, cfg, sizeof c);
     for (int t = 0; t < 8; t++) {
         st->rows[t] = c.rows[t] <= 16 ? c.rows[t] : 16;
@@ -70,6 +74,12 @@ static void emu_load(emu_tiles *st, int t, const void *base, size_t stride) {
 static void emu_store(const emu_tiles *st, int t, void *base, size_t stride) {
     for (int r = 0; r < st->rows[t]; r++)
         memcpy((unsigned char *)base + r * stride, st->data[t] + r * 64, st->colsb[t]);
+    if (emu_plant() == 1) {
+        uint32_t u;
+        memcpy(&u, base, 4);
+        u ^= 1;
+        memcpy(base, &u, 4);
+    }
 }
 
 /* bf16 (the upper half of an fp32) as fp32, subnormals read as zero */
@@ -124,8 +134,9 @@ static void emu_dpbf16ps(emu_tiles *st, int tc, int ta, int tb) {
 
 #define AMX_FN(x) amx_emulated_##x
 #define AMX_DESC cz_bf16_kernel_amx_emulated
-#define AMX_ID CZ_BF16_AMX_EMULATED
-#define AMX_NAME "amx-emulated"
+/* runs everywhere; rank 0: only when forced (tests) */
+#define AMX_CHOICE                                                                                 \
+    { "amx-emulated", 0, 0 }
 #define AMX_STATE_BYTES sizeof(emu_tiles)
 #define AMX_STATE(state) emu_tiles *st = (emu_tiles *)(state)
 #define TILE_LOADCONFIG(cfg) emu_loadconfig(st, cfg)

@@ -15,12 +15,12 @@
  * was no faster than 256, and 256 keeps the B micro-panel (256 x 48 bf16 =
  * 24 KiB) inside the 32 KiB L1 (docs/performance.md, "Design decisions").
  *
- * Only these functions carry the AVX-512 target (attributes, not file
- * flags): the library still runs on any x86-64, and core decides whether
- * this kernel is taken (cz_cpu_bf16_kernel). */
+ * This file alone is compiled for AVX512_BF16 (CMakeLists.txt,
+ * cloze_compile_for): the library still runs on any x86-64, and nothing
+ * here runs unless core's rule chose this kernel (cz_cpu_choose). */
 #include "gemm_bf16.h"
 
-#if CZ_HAVE_X86_ISAS
+#if CZ_HAVE_X86_ISAS && defined(__AVX512BF16__)
 #include <immintrin.h>
 
 #define MR 8
@@ -29,8 +29,6 @@
 #define NV_NARROW 2 /* the 8 x 32 variant */
 #define NR_NARROW (16 * NV_NARROW)
 
-#define BF16 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16,fma")))
-
 /* the first `count` lanes (count clipped to [0, 16]) */
 static inline __mmask16 lanes(int count) {
     return count >= 16 ? (__mmask16)0xffff : count <= 0 ? 0 : (__mmask16)((1u << count) - 1);
@@ -38,7 +36,7 @@ static inline __mmask16 lanes(int count) {
 
 /* 16 bf16 of row 2p then 16 of row 2p+1 (x16: already bf16, else floats
  * rounded by one vcvtne2ps2bf16), lanes past count zero */
-BF16 static inline __m512i two_rows16(int x16, const void *r0, const void *r1, int count) {
+static inline __m512i two_rows16(int x16, const void *r0, const void *r1, int count) {
     if (x16) {
         __mmask16 in = lanes(count);
         __m256i lo = _mm256_maskz_loadu_epi16(in, r0);
@@ -52,7 +50,7 @@ BF16 static inline __m512i two_rows16(int x16, const void *r0, const void *r1, i
 }
 
 /* The same for 8 values of each row */
-BF16 static inline __m256i two_rows8(int x16, const void *r0, const void *r1, int count) {
+static inline __m256i two_rows8(int x16, const void *r0, const void *r1, int count) {
     __mmask8 in = (__mmask8)lanes(count);
     if (x16) {
         __m128i lo = _mm_maskz_loadu_epi16(in, r0);
@@ -71,7 +69,7 @@ BF16 static inline __m256i two_rows8(int x16, const void *r0, const void *r1, in
  * bf16, x16), and one vpermw interleaves them into pairs. That replaced two
  * conversions, two widenings, a shift and an or per 16 words, on zmm even
  * for 8 (log, "bf16: the cut that packs less"). */
-BF16 static inline __attribute__((always_inline)) void
+static inline __attribute__((always_inline)) void
 pack_r_contiguous(uint32_t *dst, int R, int x16, const void *x, int ld, int rv, int kc) {
     const __m512i inter =
         _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6,
@@ -103,7 +101,7 @@ pack_r_contiguous(uint32_t *dst, int R, int x16, const void *x, int ld, int rv, 
  * unpacks and two of 128-bit lane shuffles, instead of a scalar store per
  * word. Rows past rv are zeros; pairs past kp are not written (the caller's
  * kp covers exactly the pairs of kc). */
-BF16 static inline __attribute__((always_inline)) void
+static inline __attribute__((always_inline)) void
 pack_k_contiguous(uint32_t *dst, int R, int x16, const void *x, int ld, int rv, int kc) {
     int kp = (kc + 1) / 2;
     for (int r0 = 0; r0 < R; r0 += 8) {
@@ -182,7 +180,7 @@ pack_k_contiguous(uint32_t *dst, int R, int x16, const void *x, int ld, int rv, 
  * columns run along memory), compiled for float and for bf16 input (the
  * inlined bodies with a constant x16). kp_align is 1: kp = (kc + 1) / 2,
  * no padding pairs to write. */
-BF16 static inline __attribute__((always_inline)) void
+static inline __attribute__((always_inline)) void
 pack_panel(uint32_t *dst, int R, int r_contig, int x16, const void *x, int ld, int v, int kc) {
     if (x16) {
         if (r_contig)
@@ -196,26 +194,24 @@ pack_panel(uint32_t *dst, int R, int r_contig, int x16, const void *x, int ld, i
     }
 }
 
-BF16 static void pack_a(uint32_t *dst, int ta, int a16, const void *a, int lda, int rv, int kc,
-                        int kp) {
+static void pack_a(uint32_t *dst, int ta, int a16, const void *a, int lda, int rv, int kc, int kp) {
     (void)kp;
     pack_panel(dst, MR, ta, a16, a, lda, rv, kc);
 }
 
 /* A B micro-panel of R columns (48 or 32) */
-BF16 static inline __attribute__((always_inline)) void
+static inline __attribute__((always_inline)) void
 pack_b_cols(uint32_t *dst, int R, int tb, int b16, const void *b, int ldb, int cv, int kc) {
     pack_panel(dst, R, !tb, b16, b, ldb, cv, kc);
 }
 
-BF16 static void pack_b(uint32_t *dst, int tb, int b16, const void *b, int ldb, int cv, int kc,
-                        int kp) {
+static void pack_b(uint32_t *dst, int tb, int b16, const void *b, int ldb, int cv, int kc, int kp) {
     (void)kp;
     pack_b_cols(dst, NR, tb, b16, b, ldb, cv, kc);
 }
 
-BF16 static void pack_b_narrow(uint32_t *dst, int tb, int b16, const void *b, int ldb, int cv,
-                               int kc, int kp) {
+static void pack_b_narrow(uint32_t *dst, int tb, int b16, const void *b, int ldb, int cv, int kc,
+                          int kp) {
     (void)kp;
     pack_b_cols(dst, NR_NARROW, tb, b16, b, ldb, cv, kc);
 }
@@ -224,7 +220,7 @@ BF16 static void pack_b_narrow(uint32_t *dst, int tb, int b16, const void *b, in
  * trip count in each of the two instances below (always inlined) and is
  * unrolled. Each element of C is one fp32 lane that adds its k pairs in
  * order, whatever nv: the 8 x 48 and 8 x 32 tiles give the same bits. */
-BF16 static inline __attribute__((always_inline)) void
+static inline __attribute__((always_inline)) void
 micro_kernel_nv(const int nv, int kp, const uint32_t *ap, const uint32_t *bp, float *c, int ldc,
                 int mr, int nr, float alpha, float beta) {
     __m512 acc[MR][NV];
@@ -267,14 +263,14 @@ micro_kernel_nv(const int nv, int kp, const uint32_t *ap, const uint32_t *bp, fl
     }
 }
 
-BF16 static void micro_kernel(void *state, int kp, const uint32_t *ap, const uint32_t *bp, float *c,
-                              int ldc, int mr, int nr, float alpha, float beta) {
+static void micro_kernel(void *state, int kp, const uint32_t *ap, const uint32_t *bp, float *c,
+                         int ldc, int mr, int nr, float alpha, float beta) {
     (void)state;
     micro_kernel_nv(NV, kp, ap, bp, c, ldc, mr, nr, alpha, beta);
 }
 
-BF16 static void micro_kernel_narrow(void *state, int kp, const uint32_t *ap, const uint32_t *bp,
-                                     float *c, int ldc, int mr, int nr, float alpha, float beta) {
+static void micro_kernel_narrow(void *state, int kp, const uint32_t *ap, const uint32_t *bp,
+                                float *c, int ldc, int mr, int nr, float alpha, float beta) {
     (void)state;
     micro_kernel_nv(NV_NARROW, kp, ap, bp, c, ldc, mr, nr, alpha, beta);
 }
@@ -282,8 +278,9 @@ BF16 static void micro_kernel_narrow(void *state, int kp, const uint32_t *ap, co
 /* What the two tiles share: the A panels (MR rows), the cache blocks and
  * one k block up to 768 (gemm_bf16.c, kc_for). */
 #define VDPBF16PS_COMMON                                                                           \
-    .id = CZ_BF16_VDPBF16PS, .name = "vdpbf16ps", .mr = MR, .kc = 256, .kc_max = 768, .mc = 192,   \
-    .nc = 3072, .kp_align = 1, .state_bytes = 0, .pack_a = pack_a, .begin = NULL, .end = NULL
+    .choice = {"vdpbf16ps", CZ_NEEDS_X86 | CZ_NEEDS_AVX512_BF16, 1}, .mr = MR, .kc = 256,          \
+    .kc_max = 768, .mc = 192, .nc = 3072, .kp_align = 1, .state_bytes = 0, .pack_a = pack_a,       \
+    .begin = NULL, .end = NULL
 
 /* The 8 x 32 tile, for products whose n the 48-column tile pads by over
  * 5 % more (BERT-mini's 256: 288; a head's 64 and 128); same bits
@@ -311,6 +308,8 @@ const cz_bf16_kernel cz_bf16_kernel_vdpbf16ps = {
     .narrow = &vdpbf16ps_narrow,
 };
 
+#elif CZ_HAVE_X86_ISAS
+#error "gemm_bf16_avx512.c needs AVX512_BF16's flags (CMakeLists.txt sets them for this file)"
 #else
 typedef int cz_gemm_bf16_avx512_unused; /* (ISO C: no empty translation unit) */
 #endif

@@ -553,3 +553,29 @@ void cz_bf16_load_n(float *y, const uint16_t *x, size_t n) {
         memcpy(&y[i], &u, 4);
     }
 }
+
+/* ---- products of a few rows (decoding) ---- */
+
+static float skinny_out(const float *x, int r, const float *w, int trans, int k, int n, int j,
+                        const float *bias) {
+    double s = bias ? bias[j] : 0.0;
+    for (int i = 0; i < k; i++)
+        s += (double)x[(size_t)r * k + i] * (trans ? w[(size_t)j * k + i] : w[(size_t)i * n + j]);
+    return (float)s;
+}
+
+void cz_skinny_gemm_ref(float *y, const float *x, int m, const float *w, int trans, int k, int n,
+                        const float *bias) {
+    for (int r = 0; r < m; r++)
+        for (int j = 0; j < n; j++)
+            y[(size_t)r * n + j] = skinny_out(x, r, w, trans, k, n, j, bias);
+}
+
+void cz_skinny_gemm(float *y, const float *x, int m, const float *w, int trans, int k, int n,
+                    const float *bias) {
+    VEC(skinny_gemm, y, x, m, w, trans, k, n, bias);
+#pragma omp parallel for schedule(static)
+    for (int j = 0; j < n; j++)
+        for (int r = 0; r < m; r++)
+            y[(size_t)r * n + j] = skinny_out(x, r, w, trans, k, n, j, bias);
+}

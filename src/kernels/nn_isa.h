@@ -49,6 +49,8 @@ typedef struct cz_nn_ops {
     void (*bf16_store)(uint16_t *y, const float *x, size_t n);
     void (*xent_bias_backward)(float *db, const float *probs, const int32_t *labels,
                                const float *scale, int n, int v);
+    void (*skinny_gemm)(float *y, const float *x, int m, const float *w, int trans, int k, int n,
+                        const float *bias);
 } cz_nn_ops;
 
 /* Defined where the build has them (x86-64 for the first two). */

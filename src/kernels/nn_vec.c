@@ -683,11 +683,68 @@ static void CZ_ISA_FN(bf16_store)(uint16_t *y, const float *x, size_t n) {
     bf16_convert(NULL, y, x, n);
 }
 
+/* ---- products of a few rows (cz_skinny_gemm) ---- */
+
+/* y rows r += x[r, i..i+3] W[i..i+3, j..j+kk) (q = 4 rows of W) or one row
+ * (q = 1): four W rows per pass quarter the traffic of the m output rows,
+ * which stay in L1 */
+static inline void skinny_rows(float *y, const float *x, int m, const float *w, int i, int q, int k,
+                               int n, int j, int kk) {
+    vf w0 = vload_n(w + (size_t)i * n + j, kk), w1 = w0, w2 = w0, w3 = w0;
+    if (q == 4) {
+        w1 = vload_n(w + (size_t)(i + 1) * n + j, kk);
+        w2 = vload_n(w + (size_t)(i + 2) * n + j, kk);
+        w3 = vload_n(w + (size_t)(i + 3) * n + j, kk);
+    }
+    for (int r = 0; r < m; r++) {
+        const float *xr = x + (size_t)r * k + i;
+        float *yr = y + (size_t)r * n + j;
+        vf s = vsplat(xr[0]) * w0;
+        if (q == 4) s += vsplat(xr[1]) * w1 + vsplat(xr[2]) * w2 + vsplat(xr[3]) * w3;
+        vstore_n(yr, vload_n(yr, kk) + s, kk);
+    }
+}
+
+static void CZ_ISA_FN(skinny_gemm)(float *y, const float *x, int m, const float *w, int trans,
+                                   int k, int n, const float *bias) {
+    if (trans) { /* y[r, v] = x[r] . W[v]: W's row v once, for 4 rows of x at a time */
+#pragma omp parallel for schedule(static)
+        for (int v = 0; v < n; v++) {
+            const float *wv = w + (size_t)v * k;
+            for (int r0 = 0; r0 < m; r0 += 4) {
+                int rn = m - r0 < 4 ? m - r0 : 4;
+                vf a[4] = {vsplat(0.0f), vsplat(0.0f), vsplat(0.0f), vsplat(0.0f)};
+                VLOOP(i, kk, k, {
+                    vf wi = vload_n(wv + i, kk);
+                    for (int r = 0; r < rn; r++)
+                        a[r] += vload_n(x + (size_t)(r0 + r) * k + i, kk) * wi;
+                });
+                for (int r = 0; r < rn; r++)
+                    y[(size_t)(r0 + r) * n + v] = vsum(a[r]) + (bias ? bias[v] : 0.0f);
+            }
+        }
+        return;
+    }
+#pragma omp parallel
+    { /* each thread a contiguous range of VL-column blocks */
+        int nt = omp_get_num_threads(), id = omp_get_thread_num(), blocks = (n + VL - 1) / VL;
+        int j0 = (int)((long)blocks * id / nt) * VL, j1 = (int)((long)blocks * (id + 1) / nt) * VL;
+        j1 = j1 < n ? j1 : n;
+        for (int r = 0; r < m; r++)
+            for (int j = j0; j < j1; j++) y[(size_t)r * n + j] = bias ? bias[j] : 0.0f;
+        int i = 0;
+        for (; i + 4 <= k; i += 4)
+            for (int j = j0; j < j1; j += VL) skinny_rows(y, x, m, w, i, 4, k, n, j, j1 - j);
+        for (; i < k; i++)
+            for (int j = j0; j < j1; j += VL) skinny_rows(y, x, m, w, i, 1, k, n, j, j1 - j);
+    }
+}
+
 const cz_nn_ops CZ_CAT(cz_nn_ops_, CZ_ISA_SUFFIX) = {
     CZ_ISA_FN(layernorm_forward), CZ_ISA_FN(layernorm_backward), CZ_ISA_FN(gelu_forward),
     CZ_ISA_FN(gelu_backward),     CZ_ISA_FN(add_bias),           CZ_ISA_FN(bias_backward),
     CZ_ISA_FN(attn_softmax),      CZ_ISA_FN(softmax_backward),   CZ_ISA_FN(dropout),
     CZ_ISA_FN(dropout_rows),      CZ_ISA_FN(embedding_forward),  CZ_ISA_FN(embedding_backward),
     CZ_ISA_FN(xent_forward),      CZ_ISA_FN(xent_backward),      CZ_ISA_FN(bf16_round),
-    CZ_ISA_FN(bf16_store),        CZ_ISA_FN(xent_bias_backward),
+    CZ_ISA_FN(bf16_store),        CZ_ISA_FN(xent_bias_backward), CZ_ISA_FN(skinny_gemm),
 };

@@ -111,8 +111,8 @@ static void attn_head_scores_backward(const cz_gemm_ctx *g, const attn_head_args
  * dropout) over all B*A*T rows, so those kernels get enough rows to use
  * every thread; then P V per pair. */
 void model_attention_forward(cz_model *m, layer *ly, int l, const cz_batch *b) {
-    int T = b->seq, H = m->cfg.hidden, A = m->cfg.heads, d = H / A, B = b->batch;
-    float scale = 1.0f / sqrtf((float)d);
+    int T = b->seq, A = m->cfg.heads, B = b->batch;
+    float scale = cz_model_attn_scale(&m->cfg); /* 1/sqrt(d), or µP's (model.h) */
     int causal = m->cfg.arch == CZ_ARCH_GPT;
     PHASE(gemm,
           attn_per_head(m, B * A, attn_head_scores, &(attn_head_args){m, ly, b, scale, NULL}));
@@ -128,8 +128,8 @@ void model_attention_forward(cz_model *m, layer *ly, int l, const cz_batch *b) {
 
 /* From dctx [N, H] to dqkv [N, 3H]. */
 void model_attention_backward(cz_model *m, layer *ly, int l, const cz_batch *b) {
-    int T = b->seq, H = m->cfg.hidden, A = m->cfg.heads, d = H / A, B = b->batch;
-    float scale = 1.0f / sqrtf((float)d);
+    int T = b->seq, A = m->cfg.heads, B = b->batch;
+    float scale = cz_model_attn_scale(&m->cfg); /* 1/sqrt(d), or µP's (model.h) */
     const float *pd = ly->probs;
     if (attn_dropping(m, b)) { /* the forward's mask, regenerated */
         PHASE(attention, attn_dropout(m, b, l, m->probs_drop, ly->probs));

@@ -169,6 +169,7 @@ int cz_model_create(cz_model **out, const cz_model_config *cfg, int max_batch, i
     cz_model *m = cz_alloc(sizeof *m, err);
     if (!m) return -1;
     m->cfg = *cfg;
+    m->out_mult = cz_model_output_mult_of(cfg);
     m->max_b = max_batch;
     m->max_t = max_seq;
     m->max_p = cfg->arch == CZ_ARCH_BERT && cfg->head == CZ_HEAD_PRETRAIN ? max_pred : 0;

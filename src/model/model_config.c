@@ -115,6 +115,32 @@ int cz_model_config_check(const cz_model_config *c, const char **key, cz_error *
         return cz_fail(err, "model.lm_weight = %g: the auxiliary LM loss is GPT's, >= 0",
                        (double)c->lm_weight),
                blame(key, "lm_weight");
+    if (c->parametrization != CZ_PARAM_STANDARD && c->parametrization != CZ_PARAM_MUP)
+        return cz_fail(err, "model.parametrization = %d is neither standard (0) nor mup (1)",
+                       c->parametrization),
+               blame(key, "parametrization");
+    if (c->parametrization == CZ_PARAM_MUP && c->mup_base_width < 1)
+        return cz_fail(err,
+                       "model.mup_base_width = %d: model.parametrization = mup needs a base "
+                       "width >= 1 (the hidden size its multipliers are 1 at)",
+                       c->mup_base_width),
+               blame(key, "mup_base_width");
+    if (!(c->mup_attn_mult >= 0 && c->mup_attn_mult < 1e6))
+        return cz_fail(err,
+                       "model.mup_attn_mult = %g must be >= 0 (0: sqrt(mup_base_width / heads))",
+                       (double)c->mup_attn_mult),
+               blame(key, "mup_attn_mult");
+    if (c->parametrization == CZ_PARAM_MUP && c->head != CZ_HEAD_PRETRAIN &&
+        c->head != CZ_HEAD_NONE)
+        return cz_fail(err, "model.parametrization = mup covers the pre-training heads only (the "
+                            "fine-tuning heads have no µP readout); fine-tune with standard"),
+               blame(key, "parametrization");
+    /* mup's MuReadout for an untied head has its own init rule, which the
+     * reference test (tests/reference/mup_reference.py) does not cover yet */
+    if (c->parametrization == CZ_PARAM_MUP && c->untied_head)
+        return cz_fail(err, "model.parametrization = mup covers the tied LM head only "
+                            "(model.lm_head = tied); an untied head has no µP readout here"),
+               blame(key, "parametrization");
     return 0;
 }
 

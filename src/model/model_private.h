@@ -12,6 +12,8 @@
  * The files, each calling only the ones above it in this list:
  *   model_config.c    the configuration's rules (cz_model_config_check)
  *                     and the shapes a model is made for
+ *   mup.c             the Maximal Update Parametrization's multipliers
+ *                     (model.h, cz_parametrization), from the table
  *   blocks.c          the parameter table's entries, the buffers, the one
  *                     product path (bf16 or fp32), linear maps, dropout
  *                     streams
@@ -90,6 +92,8 @@ struct cz_model {
     cz_model_config cfg;
     int max_b, max_t, max_p;
     const cz_gemm_ctx *gemm;
+    /* the readouts' output multiplier: 1, or 1 / w under µP (mup.c) */
+    float out_mult;
     /* products in bf16: the configuration's model.matmul_precision, which
      * the context runs (memory.c checks it); 0 without a context */
     int bf16;
@@ -196,6 +200,12 @@ enum { MEM_PARAMS, MEM_LAYER_INPUTS, MEM_LAYER_ACTS, MEM_OTHER };
 
 /* cz_model_create's checks of its configuration and shapes; -1 with err */
 int model_check_create(const cz_model_config *c, int max_b, int max_t, int max_p, cz_error *err);
+
+/* ---- mup.c ---- */
+/* the std of tensor k's initial normal (before the 2-std truncation) */
+double model_init_std(const cz_model *m, int k);
+/* the readouts' output multiplier of a configuration: 1 / w (1 standard) */
+float cz_model_output_mult_of(const cz_model_config *c);
 
 /* ---- blocks.c ---- */
 

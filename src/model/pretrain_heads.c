@@ -8,6 +8,33 @@
 
 #include "model_private.h"
 
+/* NSP's classifier, a readout under µP (mup.MuReadout: logits =
+ * (pooled x out_mult) W^T + b); out_mult = 1 is the plain linear map. */
+static void nsp_forward(cz_model *m, int B) {
+    int H = m->cfg.hidden;
+    if (m->out_mult == 1.0f) {
+        model_lin_forward(m, &m->nsp, m->pooled, H, B, m->nsp_logits, 2);
+        return;
+    }
+    model_gemm_weight(m, 0, 1, B, 2, H, m->out_mult, m->pooled, H, PARAM(m->nsp.w), H, 0.0f,
+                      m->nsp_logits, 2);
+    cz_add_bias(m->nsp_logits, PARAM(m->nsp.b), B, 2, 2);
+}
+
+/* d(nsp_logits) -> dW, db, d(pooled) into m->dcls */
+static void nsp_backward(cz_model *m, int B) {
+    int H = m->cfg.hidden;
+    if (m->out_mult == 1.0f) {
+        model_lin_backward(m, &m->nsp, m->nsp_logits, 2, m->pooled, H, B, m->dcls, H, 0.0f);
+        return;
+    }
+    cz_bias_backward(GRAD(m->nsp.b), m->nsp_logits, B, 2, 2);
+    model_gemm(m, 1, 0, 2, H, B, m->out_mult, m->nsp_logits, 2, m->pooled, H, 1.0f, GRAD(m->nsp.w),
+               H);
+    model_gemm_weight(m, 0, 0, B, H, 2, m->out_mult, m->nsp_logits, 2, PARAM(m->nsp.w), H, 0.0f,
+                      m->dcls, H);
+}
+
 /* MLM: transform (dense + GELU + LN) of the hidden states at the masked
  * positions, decoder tied to the word embeddings plus an output bias;
  * NSP: pooler (dense + tanh) of [CLS], then a 2-way classifier. */
@@ -27,7 +54,9 @@ void model_bert_heads_forward(cz_model *m, const cz_batch *b, cz_losses *out) {
     PHASE(elementwise,
           cz_layernorm_forward(m->mlm_z, m->mlm_mean, m->mlm_rstd, m->mlm_g, PARAM(m->mlm_ln_g),
                                PARAM(m->mlm_ln_b), rows, H, c->layer_norm_eps));
-    model_gemm_weight(m, 0, 1, rows, V, H, 1.0f, m->mlm_z, H, PARAM(m->wte), H, 0.0f, m->logits, V);
+    /* µP's MuSharedReadout: logits = (z x out_mult) W_e^T + bias (model.h) */
+    model_gemm_weight(m, 0, 1, rows, V, H, m->out_mult, m->mlm_z, H, PARAM(m->wte), H, 0.0f,
+                      m->logits, V);
     cz_add_bias(m->logits, PARAM(m->mlm_bias), rows, V, V);
     PHASE(loss, cz_xent_forward(m->logits, m->row_loss, m->row_argmax, m->row_label, rows, V));
     double wsum = 0, lsum = 0;
@@ -50,7 +79,7 @@ void model_bert_heads_forward(cz_model *m, const cz_batch *b, cz_losses *out) {
         memcpy(m->cls + (size_t)s * H, xf + (size_t)s * T * H, H * sizeof(float));
     model_lin_forward(m, &m->pooler, m->cls, H, B, m->pooled, H);
     for (size_t i = 0; i < (size_t)B * H; i++) m->pooled[i] = tanhf(m->pooled[i]);
-    model_lin_forward(m, &m->nsp, m->pooled, H, B, m->nsp_logits, 2);
+    nsp_forward(m, B);
     PHASE(loss, cz_xent_forward(m->nsp_logits, m->nsp_loss, m->nsp_argmax, b->nsp_labels, B, 2));
     double nsum = 0;
     long ncorrect = 0;
@@ -84,10 +113,10 @@ void model_bert_heads_backward(cz_model *m, const cz_batch *b, float grad_scale)
         PHASE(loss, cz_xent_backward(m->logits, m->row_label, m->row_scale, rows, V));
         PHASE(elementwise, cz_bias_backward(GRAD(m->mlm_bias), m->logits, rows, V, V));
     }
-    model_gemm_mat(m, 1, 0, V, H, rows, 1.0f, dl, cz_mat_f32(m->mlm_z, H), 0, 1.0f, GRAD(m->wte),
-                   H);
-    model_gemm_mat(m, 0, 0, rows, H, V, 1.0f, dl, cz_mat_f32(PARAM(m->wte), H), 1, 0.0f, m->dmlm,
-                   H);
+    model_gemm_mat(m, 1, 0, V, H, rows, m->out_mult, dl, cz_mat_f32(m->mlm_z, H), 0, 1.0f,
+                   GRAD(m->wte), H);
+    model_gemm_mat(m, 0, 0, rows, H, V, m->out_mult, dl, cz_mat_f32(PARAM(m->wte), H), 1, 0.0f,
+                   m->dmlm, H);
     PHASE(elementwise,
           cz_layernorm_backward(m->dmlm2, GRAD(m->mlm_ln_g), GRAD(m->mlm_ln_b), m->dmlm, m->mlm_g,
                                 m->mlm_mean, m->mlm_rstd, PARAM(m->mlm_ln_g), rows, H));
@@ -104,7 +133,7 @@ void model_bert_heads_backward(cz_model *m, const cz_batch *b, float grad_scale)
 
     for (int s = 0; s < B; s++) m->nsp_scale[s] *= grad_scale;
     PHASE(loss, cz_xent_backward(m->nsp_logits, b->nsp_labels, m->nsp_scale, B, 2));
-    model_lin_backward(m, &m->nsp, m->nsp_logits, 2, m->pooled, H, B, m->dcls, H, 0.0f);
+    nsp_backward(m, B);
     for (size_t i = 0; i < (size_t)B * H; i++) /* tanh' = 1 - tanh^2 */
         m->dcls[i] *= 1.0f - m->pooled[i] * m->pooled[i];
     model_lin_backward(m, &m->pooler, m->dcls, H, m->cls, H, B, m->pooled, H, 0.0f);
@@ -139,7 +168,8 @@ static void restore_padding_columns(float *a, int n, int v, int vrows) {
 void model_gpt_head_forward(cz_model *m, const cz_batch *b, cz_losses *out) {
     const cz_model_config *c = &m->cfg;
     int H = c->hidden, V = c->vocab_size, VR = m->vrows, n = b->batch * b->seq;
-    model_gemm_weight(m, 0, 1, n, VR, H, 1.0f, m->x[c->layers], H, PARAM(m->lm_head), H, 0.0f,
+    /* µP's MuSharedReadout: logits = (h x out_mult) W_e^T (model.h) */
+    model_gemm_weight(m, 0, 1, n, VR, H, m->out_mult, m->x[c->layers], H, PARAM(m->lm_head), H, 0.0f,
                       m->logits, VR);
     PHASE(loss, drop_padding_columns(m->logits, n, V, VR));
     PHASE(loss, cz_xent_forward(m->logits, m->row_loss, m->row_argmax, b->targets, n, V));
@@ -162,7 +192,8 @@ void model_gpt_head_backward(cz_model *m, const cz_batch *b, float grad_scale) {
     for (int i = 0; i < n; i++) m->row_scale[i] *= grad_scale;
     PHASE(loss, cz_xent_backward(m->logits, b->targets, m->row_scale, n, V));
     PHASE(loss, restore_padding_columns(m->logits, n, V, VR));
-    model_gemm(m, 1, 0, VR, H, n, 1.0f, m->logits, VR, m->x[c->layers], H, 1.0f, GRAD(m->lm_head),
-               H);
-    model_gemm_weight(m, 0, 0, n, H, VR, 1.0f, m->logits, VR, PARAM(m->lm_head), H, 0.0f, m->dy, H);
+    model_gemm(m, 1, 0, VR, H, n, m->out_mult, m->logits, VR, m->x[c->layers], H, 1.0f,
+               GRAD(m->lm_head), H);
+    model_gemm_weight(m, 0, 0, n, H, VR, m->out_mult, m->logits, VR, PARAM(m->lm_head), H, 0.0f, m->dy,
+                      H);
 }

@@ -292,9 +292,7 @@ void cz_model_init_weights(cz_model *m, uint64_t seed) {
             for (size_t i = 0; i < t->numel; i++) w[i] = v;
             continue;
         }
-        float std = kind == KIND_RESID_WEIGHT
-                        ? (float)(m->cfg.init_range / sqrt(2.0 * m->cfg.layers))
-                        : m->cfg.init_range;
+        float std = (float)model_init_std(m, k);
         cz_rng_stream s = cz_rng_stream_make(seed, CZ_RNG_INIT, (uint64_t)m->tensor_key[k], 0, 0);
 #pragma omp parallel for schedule(static)
         for (size_t i = 0; i < t->numel; i++) {

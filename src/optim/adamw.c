@@ -27,6 +27,18 @@ int cz_optim_ranges_from_tensors(const cz_tensor_info *t, int n, const cz_optim_
     return 0;
 }
 
+int cz_optim_model_multipliers(const cz_model *m, double *lr_mult, double *wd_mult) {
+    int any = 0;
+    for (int i = 0; i < cz_model_num_tensors(m); i++) {
+        cz_tensor_mup t;
+        cz_model_tensor_mup(m, i, &t);
+        lr_mult[i] = t.lr_mult;
+        wd_mult[i] = t.wd_mult;
+        any |= t.lr_mult != 1.0 || t.wd_mult != 1.0;
+    }
+    return any;
+}
+
 /* The copy of the loops for this CPU (optim_simd.h): fast = 0 and
  * CLOZE_KERNELS=scalar take the baseline copy, the reference. */
 static const cz_optim_ops *ops(int fast) {

@@ -58,8 +58,11 @@ struct cz_optimizer {
     double *part, *part2; /* per-segment partial sums */
     block *blk;           /* this rank's blocks, in segment order */
     int n_blk;
-    double *bsum, *bsum2; /* per-block sums of squares */
-    double *trust;        /* LAMB, per tensor */
+    double *bsum, *bsum2;      /* per-block sums of squares */
+    double *trust;             /* LAMB, per tensor */
+    double *lr_mult, *wd_mult; /* per tensor (cz_optimizer_set_multipliers), 1 by default */
+    int has_mult;              /* any multiplier not 1 */
+    double lr_now;             /* the step's learning rate, before the multipliers */
     long t;
     /* dist.exact: the norm in one order that no layout decides (exact_norm) */
     int exact;
@@ -215,7 +218,12 @@ int cz_optimizer_create(cz_optimizer **out, const cz_comm *c, const cz_optim_con
     o->part = cz_alloc(((size_t)o->n_seg + 1) * sizeof(double), err);
     o->part2 = cz_alloc(((size_t)o->n_seg + 1) * sizeof(double), err);
     o->trust = cz_alloc(((size_t)n_ranges + 1) * sizeof(double), err);
-    if (!o->v || (o->kind == CZ_OPT_LAMB && !o->u) || !o->part || !o->part2 || !o->trust) goto fail;
+    o->lr_mult = cz_alloc(((size_t)n_ranges + 1) * sizeof(double), err);
+    o->wd_mult = cz_alloc(((size_t)n_ranges + 1) * sizeof(double), err);
+    if (!o->v || (o->kind == CZ_OPT_LAMB && !o->u) || !o->part || !o->part2 || !o->trust ||
+        !o->lr_mult || !o->wd_mult)
+        goto fail;
+    for (int r = 0; r < n_ranges; r++) o->lr_mult[r] = o->wd_mult[r] = 1.0;
     *out = o;
     return 0;
 fail:
@@ -234,10 +242,42 @@ void cz_optimizer_free(cz_optimizer *o) {
     cz_free(o->part2);
     cz_free(o->trust);
     cz_free(o->xsum);
+    cz_free(o->lr_mult);
+    cz_free(o->wd_mult);
     free(o->blk);
     cz_free(o->bsum);
     cz_free(o->bsum2);
     free(o);
+}
+
+int cz_optimizer_set_multipliers(cz_optimizer *o, const double *lr_mult, const double *wd_mult,
+                                 cz_error *err) {
+    int any = 0;
+    for (int r = 0; r < o->n_ranges; r++) {
+        double a = lr_mult ? lr_mult[r] : 1.0, d = wd_mult ? wd_mult[r] : 1.0;
+        if (!(a > 0 && isfinite(a) && d >= 0 && isfinite(d)))
+            return cz_fail(err,
+                           "optim: tensor %d: learning-rate multiplier %g, weight-decay "
+                           "multiplier %g (need > 0 and >= 0, finite)",
+                           r, a, d);
+        any |= a != 1.0 || d != 1.0;
+    }
+    if (any && o->kind == CZ_OPT_LAMB)
+        return cz_fail(err, "optim.name = lamb: per-tensor learning-rate multipliers (µP, "
+                            "model.parametrization = mup) are defined for Adam(W) only");
+    for (int r = 0; r < o->n_ranges; r++) {
+        o->lr_mult[r] = lr_mult ? lr_mult[r] : 1.0;
+        o->wd_mult[r] = wd_mult ? wd_mult[r] : 1.0;
+    }
+    o->has_mult = any;
+    return 0;
+}
+
+const double *cz_optimizer_lr_mults(const cz_optimizer *o) {
+    return o->lr_mult;
+}
+const double *cz_optimizer_wd_mults(const cz_optimizer *o) {
+    return o->wd_mult;
 }
 
 long cz_optimizer_steps_done(const cz_optimizer *o) {
@@ -319,17 +359,32 @@ static void make_coef(const cz_optimizer *o, double lr, float clip, cz_adam_coef
 }
 
 static float decay_of(const cz_optimizer *o, const cz_adam_coef *k, const block *b) {
-    return o->ranges[o->seg[b->seg].range].no_decay ? 0.0f : k->wd;
+    int r = o->seg[b->seg].range;
+    if (o->ranges[r].no_decay) return 0.0f;
+    return o->wd_mult[r] == 1.0 ? k->wd : (float)(o->cfg.weight_decay * o->wd_mult[r]);
+}
+
+/* Block b's coefficients: k, with the learning rate times its tensor's
+ * multiplier (the product in double, rounded once, as make_coef rounds lr) */
+static const cz_adam_coef *coef_of(const cz_optimizer *o, const cz_adam_coef *k, const block *b,
+                                   cz_adam_coef *kb) {
+    double a = o->lr_mult[o->seg[b->seg].range];
+    if (a == 1.0) return k;
+    *kb = *k;
+    kb->lr = (float)(o->lr_now * a);
+    return kb;
 }
 
 static void adamw_update(cz_optimizer *o, const cz_adam_coef *k, float scale, float *params,
                          const float *grads) {
     const block *blk = o->blk;
 #pragma omp parallel for schedule(static)
-    for (int b = 0; b < o->n_blk; b++)
-        cz_optim_adamw_block(k, scale, decay_of(o, k, &blk[b]), params + blk[b].off,
-                             grads + blk[b].off, o->m + blk[b].moff, o->v + blk[b].moff,
-                             blk[b].count, 1);
+    for (int b = 0; b < o->n_blk; b++) {
+        cz_adam_coef kb;
+        cz_optim_adamw_block(coef_of(o, k, &blk[b], &kb), scale, decay_of(o, k, &blk[b]),
+                             params + blk[b].off, grads + blk[b].off, o->m + blk[b].moff,
+                             o->v + blk[b].moff, blk[b].count, 1);
+    }
 }
 
 static int lamb_update(cz_optimizer *o, const cz_adam_coef *k, float scale, float *params,
@@ -430,10 +485,12 @@ static int adamw_update_gathered(cz_optimizer *o, const cz_adam_coef *k, float s
         int b1 = b0;
         while (b1 < o->n_blk && blk[b1].off >= off && blk[b1].off < off + count) b1++;
 #pragma omp parallel for schedule(static)
-        for (int b = b0; b < b1; b++)
-            cz_optim_adamw_block(k, scale, decay_of(o, k, &blk[b]), params + blk[b].off,
-                                 grads + blk[b].off, o->m + blk[b].moff, o->v + blk[b].moff,
-                                 blk[b].count, 1);
+        for (int b = b0; b < b1; b++) {
+            cz_adam_coef kb;
+            cz_optim_adamw_block(coef_of(o, k, &blk[b], &kb), scale, decay_of(o, k, &blk[b]),
+                                 params + blk[b].off, grads + blk[b].off, o->m + blk[b].moff,
+                                 o->v + blk[b].moff, blk[b].count, 1);
+        }
         b0 = b1;
         pthread_mutex_lock(&j.mu);
         j.updated = kb + 1;
@@ -479,6 +536,7 @@ int cz_optimizer_step(cz_optimizer *o, float *params, float *grads, int micro_ba
     if (c > 0 && norm > c) rep->clip_scale = c / norm;
     cz_adam_coef k;
     make_coef(o, lr, (float)rep->clip_scale, &k);
+    o->lr_now = lr;
     if (o->kind == CZ_OPT_LAMB) {
         if (lamb_update(o, &k, scale, params, grads, err) != 0) return -1;
     } else if (o->overlap) {

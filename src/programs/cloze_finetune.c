@@ -67,6 +67,7 @@ static const char HELP[] =
     "  --allow-config-change  with --resume: continue although the recipe changed what\n"
     "                       the run means (lr, batch, seed, ...; refused otherwise)\n"
     "  --quiet              no progress lines\n"
+    "  --no-tensorboard     no TensorBoard event files in DIR (train.tensorboard)\n"
     "grid: --lr, --batch, --epochs take comma lists (BERT's: 2e-5,3e-5,5e-5 16,32 2,3,4);\n"
     "      --restarts N seeds seed..seed+N-1 per point (1). Each point runs in\n"
     "      DIR/lr<X>-b<N>-e<N>-s<N>/; DIR/grid.jsonl gets every point, every configuration's\n"
@@ -209,10 +210,13 @@ static int parse_flag(args *a, const char *k) {
     const struct {
         const char *name;
         int *on;
-    } flags[] = {
-        {"--no-header", &a->no_header},       {"--eval-every-epoch", &a->o.eval_epochs},
-        {"--similarity", &a->similarity},     {"--allow-config-change", &a->o.allow_config_change},
-        {"--random-init", &a->o.random_init}, {"--quiet", &a->o.quiet}};
+    } flags[] = {{"--no-header", &a->no_header},
+                 {"--eval-every-epoch", &a->o.eval_epochs},
+                 {"--similarity", &a->similarity},
+                 {"--allow-config-change", &a->o.allow_config_change},
+                 {"--random-init", &a->o.random_init},
+                 {"--quiet", &a->o.quiet},
+                 {"--no-tensorboard", &a->o.no_tensorboard}};
     for (size_t f = 0; f < sizeof flags / sizeof flags[0]; f++)
         if (!strcmp(k, flags[f].name)) {
             *flags[f].on = 1;

@@ -4,9 +4,11 @@
 #include "cloze/core.h"
 #include "cloze/sweep.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define MAX_ARGS 64
@@ -35,6 +37,13 @@ static void usage(FILE *out) {
             "  report SPEC    rewrite results.csv, then DIR/report/: report.md (tables in the\n"
             "                 layout of BERT's Table 6, fitted laws), PNG and SVG figures\n"
             "  report --results FILE.csv --out DIR   the report of any results.csv\n"
+            "  coordcheck CONFIG   µP's coordinate check: the GPT model of a cloze-train\n"
+            "                 configuration at each of --widths, --steps AdamW steps under\n"
+            "                 the standard parametrization and under µP (base --base-width),\n"
+            "                 mean |activation| of the embeddings, each block's attention\n"
+            "                 and FFN outputs and the logits against width; exit 1 unless\n"
+            "                 every µP scale stays within a factor 2 across the widths and\n"
+            "                 the standard logits grow by more (docs/sweeps.md)"
             "  task SPEC --index I   inside a Slurm array task: run point I through\n"
             "                 launch/cloze.sbatch, then its fine-tuning (what submit's array\n"
             "                 script calls)\n"
@@ -56,7 +65,16 @@ static void usage(FILE *out) {
             "                     --sbatch-arg=--time=04:00:00\n"
             "  --dry-run          submit: write the scripts and print the sbatch commands\n"
             "  --results FILE     report: read this results.csv\n"
-            "  --out DIR          report: write the report here (default DIR/report)\n"
+            "  --out DIR          report: write the report here (default DIR/report);\n"
+            "                     coordcheck: coordcheck.csv and its figure here\n"
+            "  --widths LIST      coordcheck: widths (model.hidden), comma-separated\n"
+            "                     (default 64,128,256,512)\n"
+            "  --depths LIST      coordcheck: depths (model.layers) at the configured width\n"
+            "                     instead; the blocks' mean scales, no verdict\n"
+            "  --base-width N     coordcheck: µP's base width (default: model.mup_base_width,\n"
+            "                     else the first width)\n"
+            "  --steps N          coordcheck: AdamW steps per width (default 3)\n"
+            "  --seeds N          coordcheck: average over N seeds (default 3)"
             "  --quiet            fewer lines\n"
             "  --help             this text\n"
             "\n"
@@ -79,6 +97,8 @@ typedef struct args {
     int max_parallel, dry_run, quiet;
     int index;
     const char *results, *out;
+    const char *widths, *depths;
+    int base_width, steps, seeds;
 } args;
 
 static int parse_int(const char *s, int *out) {
@@ -94,6 +114,8 @@ static int parse_args(int argc, char **argv, args *a) {
     a->progress = 60;
     a->probe = 3;
     a->index = -1;
+    a->steps = 3;
+    a->seeds = 3;
     for (int i = 1; i < argc; i++) {
         const char *s = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -139,6 +161,19 @@ static int parse_args(int argc, char **argv, args *a) {
             a->results = v;
         } else if (OPT("--out") || OPT_EQ("--out")) {
             a->out = v;
+        } else if (OPT("--widths") || OPT_EQ("--widths")) {
+            a->widths = v;
+        } else if (OPT("--depths") || OPT_EQ("--depths")) {
+            a->depths = v;
+        } else if (OPT("--base-width") || OPT_EQ("--base-width")) {
+            if (parse_int(v, &a->base_width) || a->base_width < 1)
+                return fprintf(stderr, "cloze-sweep: --base-width %s: a positive integer\n", v), -1;
+        } else if (OPT("--seeds") || OPT_EQ("--seeds")) {
+            if (parse_int(v, &a->seeds) || a->seeds < 1 || a->seeds > 100)
+                return fprintf(stderr, "cloze-sweep: --seeds %s: in [1, 100]\n", v), -1;
+        } else if (OPT("--steps") || OPT_EQ("--steps")) {
+            if (parse_int(v, &a->steps) || a->steps < 1 || a->steps > 1000)
+                return fprintf(stderr, "cloze-sweep: --steps %s: in [1, 1000]\n", v), -1;
         } else if (!strcmp(s, "--dry-run")) {
             a->dry_run = 1;
         } else if (!strcmp(s, "--quiet")) {
@@ -147,7 +182,8 @@ static int parse_args(int argc, char **argv, args *a) {
             static const char *const with_value[] = {
                 "--set",        "--dir",   "-n",         "--ranks", "-t",
                 "--threads",    "--only",  "--progress", "--probe", "--max-parallel",
-                "--sbatch-arg", "--index", "--results",  "--out"};
+                "--sbatch-arg", "--index", "--results",  "--out",   "--widths",
+                "--base-width", "--steps", "--seeds",    "--depths"};
             for (size_t k = 0; !v && k < sizeof with_value / sizeof *with_value; k++)
                 if (!strcmp(s, with_value[k]))
                     return fprintf(stderr, "cloze-sweep: %s: needs a value (try --help)\n", s), -1;
@@ -592,6 +628,94 @@ static int cmd_report(cz_sweep *s, const args *a) {
     return 0;
 }
 
+/* µP's coordinate check of a cloze-train configuration's model (the
+ * configuration's keys and --set; CLOZE_COORDCHECK_FAULT=output_mult_1
+ * plants the fault its test must catch: the readouts' multiplier at 1). */
+static int cmd_coordcheck(const args *a) {
+    cz_error err = {{0}};
+    cz_config cfg;
+    if (cz_config_load(&cfg, a->spec, a->set, a->n_set, &err) != 0) {
+        fprintf(stderr, "cloze-sweep: error: %s\n", err.msg);
+        return 1;
+    }
+    int widths[CZ_COORDCHECK_MAX_WIDTHS], n = 0;
+    if (a->widths && a->depths) {
+        fprintf(stderr, "cloze-sweep coordcheck: give --widths or --depths, not both\n");
+        return 2;
+    }
+    const char *list = a->depths ? a->depths : a->widths ? a->widths : "64,128,256,512";
+    for (const char *p = list; *p;) {
+        char *end;
+        long w = strtol(p, &end, 10);
+        if (end == p || w < 1 || w > 65536 || (*end && *end != ',') ||
+            n == CZ_COORDCHECK_MAX_WIDTHS) {
+            fprintf(stderr, "cloze-sweep: --%s %s: up to %d positive integers, comma-separated\n",
+                    a->depths ? "depths" : "widths", list, CZ_COORDCHECK_MAX_WIDTHS);
+            return 2;
+        }
+        widths[n++] = (int)w;
+        p = *end ? end + 1 : end;
+    }
+    const char *fault = getenv("CLOZE_COORDCHECK_FAULT");
+    if (fault && *fault && strcmp(fault, "output_mult_1")) {
+        fprintf(stderr, "cloze-sweep: CLOZE_COORDCHECK_FAULT=%s: the one fault is output_mult_1\n",
+                fault);
+        return 2;
+    }
+    cz_coordcheck_options o = {0};
+    o.model = cfg.model;
+    if (!o.model.intermediate) o.model.intermediate = 4 * o.model.hidden;
+    o.optim = cfg.optim;
+    o.widths = widths;
+    o.n_widths = n;
+    o.base_width = a->base_width              ? a->base_width
+                   : cfg.model.mup_base_width ? cfg.model.mup_base_width
+                   : a->depths                ? cfg.model.hidden
+                                              : widths[0];
+    o.steps = a->steps;
+    o.batch = cfg.train.micro_batch;
+    o.seq = cfg.data.seq;
+    o.threads = a->cli.threads > 0 ? a->cli.threads : 1;
+    o.seed = cfg.train.seed;
+    o.seeds = a->seeds;
+    o.out_dir = a->out;
+    o.fault_output_mult = fault && *fault ? 1.0f : 0.0f;
+    o.depth_axis = a->depths != NULL;
+    if (a->out && mkdir(a->out, 0755) != 0 && errno != EEXIST) {
+        fprintf(stderr, "cloze-sweep: error: --out %s: %s\n", a->out, strerror(errno));
+        return 1;
+    }
+    printf("coordcheck: %s, %s %d, heads %d, %s %s, base width %d, %d AdamW steps at lr "
+           "%g, batch %d x %d tokens, mean of %d seed(s)%s\n",
+           cfg.model.arch == CZ_ARCH_GPT ? (cfg.model.layout ? "GPT-2 layout" : "GPT-1") : "BERT",
+           a->depths ? "hidden" : "layers", a->depths ? cfg.model.hidden : cfg.model.layers,
+           cfg.model.heads, a->depths ? "depths" : "widths", list, o.base_width, o.steps,
+           cfg.optim.lr, o.batch, o.seq, o.seeds,
+           fault && *fault ? " (PLANTED FAULT: readout multiplier 1)" : "");
+    cz_coordcheck_verdict v;
+    if (cz_sweep_coordcheck(&o, &v, stdout, &err) != 0) {
+        fprintf(stderr, "cloze-sweep: error: %s\n", err.msg);
+        return 1;
+    }
+    if (o.depth_axis) { /* a diagnostic across depth: no verdict (docs/sweeps.md) */
+        printf("coordcheck: depths %s at width %d: µP's largest spread across depths x %.3g "
+               "(%s); logits x %.3g (standard) and x %.3g (µP) from %d to %d layers\n",
+               list, cfg.model.hidden, v.mup_worst, v.mup_worst_site, v.standard_logits_growth,
+               v.mup_logits_growth, widths[0], widths[n - 1]);
+        if (a->out)
+            printf("coordcheck: %s/coordcheck.csv, coordcheck.png, coordcheck.svg\n", a->out);
+        return 0;
+    }
+    int ok = v.mup_worst <= 2.0 && v.standard_logits_growth > v.mup_logits_growth &&
+             v.standard_logits_growth > 2.0;
+    printf("coordcheck: µP: every scale within a factor %.3g across the widths (worst: %s; limit "
+           "2); standard: logits x %.3g from width %d to %d (µP x %.3g): %s\n",
+           v.mup_worst, v.mup_worst_site, v.standard_logits_growth, widths[0], widths[n - 1],
+           v.mup_logits_growth, ok ? "ok" : "FAILED");
+    if (a->out) printf("coordcheck: %s/coordcheck.csv, coordcheck.png, coordcheck.svg\n", a->out);
+    return ok ? 0 : 1;
+}
+
 static int cmd_submit(cz_sweep *s, const cz_sweep_tools *t, const args *a) {
     cz_error err = {{0}};
     if (cz_sweep_materialize(s, &err) != 0) {
@@ -673,13 +797,15 @@ int main(int argc, char **argv) {
                         "one of plan, run, submit, status, report, task (try --help)\n");
         return 2;
     }
-    static const char *const commands[] = {"plan", "run", "submit", "status", "report", "task"};
+    static const char *const commands[] = {"plan",   "run",  "submit",    "status",
+                                           "report", "task", "coordcheck"};
     int known = 0;
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         known |= !strcmp(a.command, commands[i]);
     if (!known) {
         fprintf(stderr,
-                "cloze-sweep: unknown command '%s' (plan, run, submit, status, report, task)\n",
+                "cloze-sweep: unknown command '%s' (plan, run, submit, status, report, task, "
+                "coordcheck)\n",
                 a.command);
         return 2;
     }
@@ -699,6 +825,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "cloze-sweep %s: no SPEC given (try --help)\n", a.command);
         return 2;
     }
+    if (!strcmp(a.command, "coordcheck")) return cmd_coordcheck(&a);
     cz_error err = {{0}};
     cz_sweep *s;
     if (cz_sweep_load(&s, a.spec, &a.cli, &err) != 0) {

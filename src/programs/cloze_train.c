@@ -15,6 +15,7 @@ static void usage(FILE *out) {
                  "--start-fresh]\n"
                  "                   [--allow-config-change] [--quiet]\n"
                  "       mpirun -np N cloze-train CONFIG ...      (one rank per process)\n"
+                 "       cloze-train plot RUN_DIR [--out PREFIX]  (the run's curves: plot --help)\n"
                  "\n"
                  "Pre-trains the model described by CONFIG (a libconfig file, see conf/ and\n"
                  "docs/config.md) on the shards named by data.train_manifest.\n"
@@ -38,13 +39,66 @@ static void usage(FILE *out) {
                  "  --help            this text\n"
                  "\n"
                  "The run directory (train.run_dir) receives config.cfg (the effective\n"
-                 "configuration), metrics.jsonl, train.log lines on stderr, and checkpoints\n"
-                 "ckpt-<step>.lz4, and run.lock: one job at a time uses a run directory (a\n"
-                 "second is refused, naming the holder's host and pid). SIGUSR1 or SIGTERM: write\n"
-                 "a checkpoint and exit 0.\n");
+                 "configuration), metrics.jsonl and the same figures as TensorBoard event files\n"
+                 "(events.out.tfevents.*, for tensorboard --logdir; train.tensorboard), train.log\n"
+                 "lines on stderr, checkpoints ckpt-<step>.lz4, and run.lock: one job at a time\n"
+                 "uses a run directory (a second is refused, naming the holder's host and pid).\n"
+                 "SIGUSR1 or SIGTERM: write a checkpoint and exit 0.\n");
+}
+
+static void plot_usage(FILE *out) {
+    fprintf(out, "usage: cloze-train plot RUN_DIR [--out PREFIX] [--gnuplot PATH]\n"
+                 "\n"
+                 "Draws a run's loss, accuracy (a GPT: perplexity) and learning-rate curves,\n"
+                 "training and held-out, from RUN_DIR/metrics.jsonl (and a cloze-finetune\n"
+                 "run's results.jsonl: its dev score) with gnuplot. Where a resumed run redid\n"
+                 "steps, the later attempt is drawn; each training step faint, under its moving\n"
+                 "average over about a fiftieth of the run. A running job can be drawn too.\n"
+                 "\n"
+                 "  --out PREFIX      write PREFIX.png, PREFIX.svg and PREFIX.gp (the gnuplot\n"
+                 "                    script, its data inline: `gnuplot PREFIX.gp` in PREFIX's\n"
+                 "                    directory redraws them); default RUN_DIR/curves\n"
+                 "  --gnuplot PATH    the gnuplot to run (default: gnuplot on PATH;\n"
+                 "                    Debian: apt-get install gnuplot-nox)\n"
+                 "  --help            this text\n");
+}
+
+/* cloze-train plot: no MPI, one process. */
+static int plot_main(int argc, char **argv) {
+    cz_plot_options po = {0};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            plot_usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "--out") && i + 1 < argc) {
+            po.out = argv[++i];
+        } else if (!strcmp(a, "--gnuplot") && i + 1 < argc) {
+            po.gnuplot = argv[++i];
+        } else if (a[0] == '-' || po.run_dir) {
+            fprintf(stderr, "cloze-train plot: unexpected argument '%s' (try --help)\n", a);
+            return 2;
+        } else {
+            po.run_dir = a;
+        }
+    }
+    if (!po.run_dir) {
+        plot_usage(stderr);
+        return 2;
+    }
+    cz_error err = {{0}};
+    if (cz_train_plot(&po, &err) != 0) {
+        fprintf(stderr, "cloze-train plot: %s\n", err.msg);
+        return 1;
+    }
+    char out[CZ_PATH_MAX + 16];
+    snprintf(out, sizeof out, "%s", po.out ? po.out : po.run_dir);
+    printf("wrote %s%s.png and .svg\n", out, po.out ? "" : "/curves");
+    return 0;
 }
 
 int main(int argc, char **argv) {
+    if (argc > 1 && !strcmp(argv[1], "plot")) return plot_main(argc - 1, argv + 1);
     cz_train_catch_signals(); /* a stop signal during start-up is kept for the run */
     const char *config_path = NULL;
     const char *overrides[MAX_OVERRIDES];

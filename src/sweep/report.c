@@ -880,6 +880,8 @@ static int write_fits_and_figures(const cz_report_options *o, const report *R, c
             "# written by cloze-sweep report. Run: gnuplot plots.gp\n",
             o->results);
     int rc = R->n > 0 ? write_figures(R, F, o->out_dir, gp, err) : 0;
+    /* a learning-rate x width sweep: the µTransfer figure (mutransfer.c) */
+    if (rc == 0 && R->n > 0 && sw_mutransfer_figure(&R->c, o->out_dir, gp, err) < 0) rc = -1;
     fclose(gp);
     return rc;
 }
@@ -958,6 +960,7 @@ static int write_markdown(const cz_report_options *o, const report *R, const fit
                 fprintf(md, "- `%s`: %s\n", text(&R->c, r, k_name), text(&R->c, r, k_err));
     }
     if (R->n > 0) write_laws(md, o, R, F, plotted, plots_why);
+    if (R->n > 0) sw_mutransfer_text(&R->c, md, plotted);
     if (fclose(md) != 0 && rc == 0) rc = cz_fail(err, "%s: out of memory", path);
     if (rc == 0) rc = cz_write_file_atomic(path, md_text, md_len, err);
     free(md_text);

@@ -13,7 +13,9 @@
  *   ft_run.c    running a point's fine-tuning, then rewriting the results
  *   slurm.c     the job array and the report job
  *   fit.c       least-squares fits
+ *   mutransfer.c  the report's µTransfer figure and table (lr x width)
  *   report.c    report.md, fits.json and the figures from results.csv alone
+ *   coordcheck.c  µP's coordinate check (cloze-sweep coordcheck): calls none
  *
  * Every allocation is checked: running out of memory is a cz_error that
  * travels up to cloze-sweep's main like any other. */
@@ -74,5 +76,16 @@ int sw_launcher_argv(char **argv, char *ranks, char *threads, const cz_sweep *s,
                      const cz_sweep_tools *t);
 /* The line of log that best says why a run failed. */
 void sw_last_error_line(const char *log, char *buf, size_t len);
+
+/* ---- mutransfer.c ---- */
+/* A learning-rate x width sweep (optim.lr and model.hidden each with 2 or
+ * more values among the done rows): mutransfer.dat in out_dir and its
+ * figure's commands in gp (held-out loss against log2(lr), a line per
+ * width, a panel per model.parametrization); 1 when written, 0 when the
+ * results are no such sweep, -1 with err. */
+int sw_mutransfer_figure(const cz_sweep_csv *c, const char *out_dir, FILE *gp, cz_error *err);
+/* report.md's section of it: the figure, each width's best learning rate
+ * (seed spread) and its drift in factors of 2; nothing when no such sweep. */
+void sw_mutransfer_text(const cz_sweep_csv *c, FILE *md, int plotted);
 
 #endif

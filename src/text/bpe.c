@@ -145,13 +145,23 @@ int cz_tokenizer_load_bpe(cz_tokenizer **out, const char *encoder_json, const ch
     *out = NULL;
     void *enc = NULL, *mer = NULL;
     size_t elen, mlen;
+    int rc = -1;
+    if (cz_read_file(encoder_json, &enc, &elen, err) == 0 &&
+        cz_read_file(merges_path, &mer, &mlen, err) == 0)
+        rc = cz_tokenizer_load_bpe_mem(out, encoder_json, enc, elen, merges_path, mer, mlen, err);
+    cz_free(enc), cz_free(mer);
+    return rc;
+}
+
+int cz_tokenizer_load_bpe_mem(cz_tokenizer **out, const char *encoder_json, const void *enc,
+                              size_t elen, const char *merges_path, const void *mer, size_t mlen,
+                              cz_error *err) {
+    *out = NULL;
     cz_tokenizer *t = calloc(1, sizeof *t);
     if (!t) return cz_fail(err, "%s: out of memory", encoder_json);
     t->kind = CZ_TOK_BPE;
     cz_tokenizer_options_default(&t->opt);
     t->unk_id = -1;
-    if (cz_read_file(encoder_json, &enc, &elen, err) || cz_read_file(merges_path, &mer, &mlen, err))
-        goto fail;
     t->fingerprint = cz_vocab_fingerprint(enc, elen, mer, mlen);
     if (cz_strtab_init(&t->vocab, 65536, err) || load_encoder(t, encoder_json, enc, elen, err) ||
         load_merges(t, merges_path, mer, mlen, err))
@@ -172,11 +182,9 @@ int cz_tokenizer_load_bpe(cz_tokenizer **out, const char *encoder_json, const ch
         t->byte_id[b] = (uint32_t)id;
         t->unicode_to_byte_lo[t->byte_to_unicode[b]] = (unsigned char)b;
     }
-    cz_free(enc), cz_free(mer);
     *out = t;
     return 0;
 fail:
-    cz_free(enc), cz_free(mer);
     cz_tokenizer_free(t);
     return -1;
 }

@@ -88,15 +88,8 @@ int cz_strtab_put(cz_strtab *t, const char *s, size_t len, uint32_t id, cz_error
         if (strtab_grow(t, err)) return -1;
         return cz_strtab_put(t, s, len, id, err);
     }
-    if (t->n == t->cap) {
-        uint32_t cap = t->cap ? 2 * t->cap : 1024;
-        uint32_t *off = realloc(t->off, cap * sizeof *off);
-        if (off) t->off = off;
-        uint32_t *ln = realloc(t->len, cap * sizeof *ln);
-        if (ln) t->len = ln;
-        if (!off || !ln) return cz_fail(err, "tokenizer: out of memory for %u tokens", cap);
-        t->cap = cap;
-    }
+    const cz_grow_item columns[] = {CZ_GROW_ITEM(t->off), CZ_GROW_ITEM(t->len)};
+    if (cz_grow(columns, 2, t->n, &t->cap, 1024, "tokenizer", "tokens", err)) return -1;
     if (t->blob_len + len + 1 > t->blob_cap) {
         size_t cap = t->blob_cap ? t->blob_cap : 4096;
         while (cap < t->blob_len + len + 1) cap *= 2;

@@ -30,11 +30,16 @@ int cz_tokenizer_load_wordpiece(cz_tokenizer **out, const char *vocab_path,
     void *data;
     size_t len;
     if (cz_read_file(vocab_path, &data, &len, err)) return -1;
+    int rc = cz_tokenizer_load_wordpiece_mem(out, vocab_path, data, len, o, err);
+    cz_free(data);
+    return rc;
+}
+
+int cz_tokenizer_load_wordpiece_mem(cz_tokenizer **out, const char *vocab_path, const void *data,
+                                    size_t len, const cz_tokenizer_options *o, cz_error *err) {
+    *out = NULL;
     cz_tokenizer *t = calloc(1, sizeof *t);
-    if (!t) {
-        cz_free(data);
-        return cz_fail(err, "%s: out of memory", vocab_path);
-    }
+    if (!t) return cz_fail(err, "%s: out of memory", vocab_path);
     t->kind = CZ_TOK_WORDPIECE;
     if (o)
         t->opt = *o;
@@ -81,12 +86,10 @@ int cz_tokenizer_load_wordpiece(cz_tokenizer **out, const char *vocab_path,
         goto fail;
     }
     if (cz_tokenizer_index_ids(t, err)) goto fail;
-    cz_free(data);
     *out = t;
     return 0;
 fail:
     cz_fail_prefix(err, "%s", vocab_path);
-    cz_free(data);
     cz_tokenizer_free(t);
     return -1;
 }

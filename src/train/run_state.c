@@ -7,6 +7,8 @@
  *   state    cz_run_state below: step, data position, optimizer step count
  *   params   the flat parameter buffer (n floats, model layout)
  *   adam_m, adam_v   the optimizer moments, gathered from their owners
+ *   multipliers   µP runs: the per-tensor learning-rate and
+ *            weight-decay multipliers (resume refuses a run whose differ)
  * There is no generator state to save: every random number is a function of
  * (seed, step, sample index) (include/cloze/rng.h), so step + data position
  * + seed restore it exactly. */
@@ -51,6 +53,83 @@ int cz_run_verdict(cz_run *r, int rc, cz_error *err) {
     return -1;
 }
 
+/* The optimizer's multipliers as CZ_BLOB_MULTIPLIERS lays them out: (lr,
+ * wd) per tensor, in r->mult (owned by r) */
+static double *multipliers_blob(cz_run *r) {
+    if (!r->mult) r->mult = malloc(2 * sizeof(double) * (size_t)(r->n_ranges + 1));
+    if (!r->mult) return NULL;
+    const double *a = cz_optimizer_lr_mults(r->opt), *d = cz_optimizer_wd_mults(r->opt);
+    for (int i = 0; i < r->n_ranges; i++) {
+        r->mult[2 * i] = a[i];
+        r->mult[2 * i + 1] = d[i];
+    }
+    return r->mult;
+}
+
+int cz_run_set_multipliers(cz_run *r, cz_error *err) {
+    int nt = cz_model_num_tensors(r->model);
+    double *a = cz_alloc(2 * sizeof(double) * (size_t)(nt + 1), err);
+    if (!a) return -1;
+    r->has_mult = cz_optim_model_multipliers(r->model, a, a + nt);
+    int rc = r->has_mult ? cz_optimizer_set_multipliers(r->opt, a, a + nt, err) : 0;
+    cz_free(a);
+    return rc;
+}
+
+/* A µP checkpoint's multipliers against the run's (the same rule, so they
+ * differ only when the rule changed between the two clozes): a resumed run
+ * must keep the learning rates it was trained with. */
+static int check_multipliers(cz_run *r, const cz_ckpt *c, const char *path, cz_error *err) {
+    size_t n = 0;
+    const double *saved = cz_ckpt_get(c, CZ_BLOB_MULTIPLIERS, &n);
+    if (!saved && !r->has_mult) return 0;
+    if (!saved)
+        return cz_fail(err,
+                       "%s: %s: absent, but this run (model.parametrization = mup) has per-tensor "
+                       "learning-rate multipliers",
+                       path, CZ_BLOB_MULTIPLIERS);
+    if (n != 2 * sizeof(double) * (size_t)r->n_ranges)
+        return cz_fail(err, "%s: %s: %zu bytes, this run's %d tensors need %zu", path,
+                       CZ_BLOB_MULTIPLIERS, n, r->n_ranges,
+                       2 * sizeof(double) * (size_t)r->n_ranges);
+    const double *now = multipliers_blob(r);
+    if (!now) return cz_fail(err, "%s: out of memory", path);
+    for (int i = 0; i < r->n_ranges; i++)
+        if (memcmp(&saved[2 * i], &now[2 * i], 2 * sizeof(double)))
+            return cz_fail(err,
+                           "%s: %s: tensor %s: saved lr x %g, wd x %g; this run's lr x %g, wd x "
+                           "%g",
+                           path, CZ_BLOB_MULTIPLIERS, cz_model_tensor(r->model, i)->name,
+                           saved[2 * i], saved[2 * i + 1], now[2 * i], now[2 * i + 1]);
+    return 0;
+}
+
+/* µP's weights compute another function under the standard
+ * parametrization (and at another base width): no --allow-config-change
+ * loads them into such a run. */
+static int same_parametrization(const char *what, const cz_model_config *old,
+                                const cz_model_config *now, cz_error *err) {
+    static const char *const words[] = {"standard", "mup"};
+    if (old->parametrization != now->parametrization)
+        return cz_fail(err,
+                       "%s: model.parametrization: the checkpoint's run is %s, this run %s; its "
+                       "weights (initial scales, readout and attention multipliers) mean another "
+                       "model here",
+                       what, words[old->parametrization & 1], words[now->parametrization & 1]);
+    if (now->parametrization == CZ_PARAM_MUP && old->mup_base_width != now->mup_base_width)
+        return cz_fail(err,
+                       "%s: model.mup_base_width: the checkpoint's run has %d, this run %d; "
+                       "its multipliers differ",
+                       what, old->mup_base_width, now->mup_base_width);
+    if (now->parametrization == CZ_PARAM_MUP &&
+        cz_model_attn_scale(old) != cz_model_attn_scale(now))
+        return cz_fail(err,
+                       "%s: model.mup_attn_mult: the checkpoint's run scales attention logits by "
+                       "%g, this run by %g",
+                       what, (double)cz_model_attn_scale(old), (double)cz_model_attn_scale(now));
+    return 0;
+}
+
 int cz_run_save_checkpoint(cz_run *r, cz_error *err) {
     float *m = NULL, *v = NULL;
     int rc = 0;
@@ -78,7 +157,7 @@ int cz_run_save_checkpoint(cz_run *r, cz_error *err) {
         size_t bytes = sizeof(float) * r->n_params;
         int64_t step_le = r->step; /* little-endian hosts only (see shard.h) */
         enum { MAX_TASK_BLOBS = 8 };
-        cz_blob blobs[8 + MAX_TASK_BLOBS] = {
+        cz_blob blobs[9 + MAX_TASK_BLOBS] = {
             {CZ_BLOB_STEP, &step_le, sizeof step_le},
             {CZ_BLOB_CONFIG, config_text, config_text ? strlen(config_text) : 0},
             {CZ_BLOB_STATE, &st, sizeof st},
@@ -93,6 +172,9 @@ int cz_run_save_checkpoint(cz_run *r, cz_error *err) {
         if (r->exact)
             blobs[nb++] = (cz_blob){CZ_BLOB_EXACT, cz_exact_scales(r->exact),
                                     sizeof(int32_t) * (size_t)cz_exact_n_tensors(r->exact)};
+        double *mult = multipliers_blob(r);
+        if (r->has_mult && mult)
+            blobs[nb++] = (cz_blob){CZ_BLOB_MULTIPLIERS, mult, 2 * sizeof(double) * r->n_ranges};
         /* and what a task keeps beside them (cz_train_task.blobs) */
         for (int i = 0; r->task && i < r->task->n_blobs && i < MAX_TASK_BLOBS; i++)
             blobs[nb++] = r->task->blobs[i];
@@ -105,7 +187,7 @@ int cz_run_save_checkpoint(cz_run *r, cz_error *err) {
          * its result. Otherwise the writer writes before it returns
          * (docs/checkpoints.md). */
         double t0 = cz_now();
-        int take[8 + MAX_TASK_BLOBS] = {0}; /* the moments: this copy is not needed after */
+        int take[9 + MAX_TASK_BLOBS] = {0}; /* the moments: this copy is not needed after */
         for (int i = 0; i < nb; i++)
             take[i] = blobs[i].data && (blobs[i].data == m || blobs[i].data == v);
         if (!r->ckpt_writer &&
@@ -383,6 +465,7 @@ static int check_config(cz_run *r, const char *path, const char *saved, size_t s
                        "differs, and --allow-config-change cannot load its weights into another "
                        "shape",
                        path, key, va, vb);
+    if (same_parametrization(path, &old.model, &r->cfg.model, err) != 0) return -1;
     if (cz_config_resume_diff(&old, &r->cfg, 0, diff, sizeof diff) > 0)
         cz_info("%s: accepted changes from the checkpoint's run: %s%s", path, diff,
                 old.train.steps != r->cfg.train.steps
@@ -415,6 +498,7 @@ static int load_on_coordinator(cz_run *r, const char *path, cz_run_state *st, fl
                      "with the model configuration the checkpoint was written with",
                      path, (unsigned long long)st->n_params, r->n_params);
     if (rc == 0 && saved) rc = check_config(r, path, saved, saved_len, err);
+    if (rc == 0) rc = check_multipliers(r, c, path, err);
     size_t bytes = sizeof(float) * r->n_params;
     if (rc == 0)
         rc = cz_ckpt_get_params(c, path, CZ_BLOB_PARAMS, r->model, cz_model_params(r->model), err);
@@ -496,6 +580,12 @@ int cz_run_init_from(cz_run *r, cz_error *err) {
                            "this run's is %s; set model.%s to match",
                            from, field ? "'s " : "", field ? field : "", key, va, vb, key);
         }
+        if (r->cfg.model.parametrization == CZ_PARAM_MUP)
+            return cz_fail(err,
+                           "model.init_from = %s: a Hugging Face model is in the standard "
+                           "parametrization; model.parametrization = mup would compute another "
+                           "function with its weights",
+                           from);
         if (cz_hf_check_weights(from, &hc, err) != 0 || cz_hf_load(r->model, from, &rep, err) != 0)
             return cz_fail_prefix(err, "model.init_from = %s", from);
         if (r->comm.rank == 0)
@@ -518,6 +608,8 @@ int cz_run_init_from(cz_run *r, cz_error *err) {
                          "model.init_from = %s: its model.%s = %s, this run's is %s; set "
                          "model.%s to match",
                          from, key, va, vb, key);
+        else if (same_parametrization(from, &old.model, &r->cfg.model, err) != 0)
+            rc = -1;
         else if (cz_model_vocab_rows(&old.model) != cz_model_vocab_rows(&r->cfg.model))
             rc = cz_fail(err,
                          "model.init_from = %s: its word embedding has %d rows "

