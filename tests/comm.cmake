@@ -16,3 +16,11 @@ target_link_libraries(test_comm_algos PRIVATE cloze)
 foreach(np 1 2 4 6)
   cloze_add_mpi_test(test_comm_algos_np${np} ${np} test_comm_algos TIMEOUT 120)
 endforeach()
+
+# dist.exact's int64 sums: planted values over fp32's range, the same bits as one
+# rank in every algorithm and layout, the exact sum where double holds it (seconds)
+add_executable(test_exact_sum ${CLOZE_TEST_DIR}/test_exact_sum.c)
+target_link_libraries(test_exact_sum PRIVATE cloze)
+foreach(np 1 2 3 4)
+  cloze_add_mpi_test(test_exact_sum_np${np} ${np} test_exact_sum TIMEOUT 120)
+endforeach()

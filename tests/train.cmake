@@ -16,6 +16,10 @@ cloze_add_script_test(test_train_mup COMMAND bash ${CLOZE_TEST_DIR}/scripts/test
 # activation recomputation: bitwise the same weights (seconds)
 cloze_add_script_test(test_train_recompute COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_train_recompute.sh
                       LABELS "mpi;train" TIMEOUT 300)
+# dist.exact: the same metrics and checkpoint bytes on 1-4 ranks (uneven on 3), every
+# algorithm, placement, bucket size, overlap, threads; resume 4 -> 3 ranks (about a minute)
+cloze_add_script_test(test_train_exact COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_train_exact.sh
+                      LABELS "mpi;train" TIMEOUT 600)
 # threads per rank from the affinity mask (taskset) and the OpenMP places, warnings when
 # oversubscribed, none for 1 x 2 on 2 CPUs under OMP_PROC_BIND (seconds)
 cloze_add_script_test(test_train_threads COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_train_threads.sh

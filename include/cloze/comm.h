@@ -45,6 +45,10 @@ int cz_comm_init(cz_comm *c, int *argc, char ***argv, cz_error *err);
  * gradient thread's, a training run's inside a program). */
 int cz_comm_dup(const cz_comm *c, cz_comm *out, cz_error *err);
 /* Frees the communicator; ends MPI when cz_comm_init started it. */
+/* This rank alone as a job of one (MPI started already): what a one-rank
+ * run would compute, e.g. a test's reference for exact sums. Freed by
+ * cz_comm_finalize. */
+int cz_comm_self(cz_comm *c, cz_error *err);
 void cz_comm_finalize(cz_comm *c);
 /* 1 when comm may be called from a second thread while this one calls it
  * too (MPI_THREAD_MULTIPLE): the gradient sync then overlaps backward. */
@@ -180,6 +184,7 @@ typedef struct cz_comm_config {
     double timeout_s;       /* longest wait for a peer before the job stops */
     cz_grad_wire grad_wire; /* gradients on the wire: fp32 or bf16 */
     int overlap;            /* 1: buckets reduced while backward runs; 0: after it */
+    int exact;              /* 1: exact gradient sums (cz_exact), dist.exact */
     int calibrate;          /* measure the network at start-up (cz_comm_calibrate) */
     double calibrate_s;     /* ... within about this many seconds */
     char cluster_file[CZ_PATH_MAX]; /* a calibration written before ("": none) */
@@ -248,6 +253,46 @@ int cz_allgather(const cz_comm *c, cz_allreduce_algo algo, float *buf, size_t n,
  * chunks gathered, so rank 0's bits equal cz_allreduce's); others: scratch. */
 int cz_reduce(const cz_comm *c, cz_allreduce_algo algo, float *buf, size_t n, float *scratch,
               cz_error *err);
+
+/* In place int64 sum over ranks (the exact sum below): integer addition is
+ * associative, so every algorithm gives the same bits (ring, hierarchical,
+ * torus2d on their contexts as above; mpi: MPI_Allreduce). */
+int cz_allreduce_i64(const cz_comm *c, cz_allreduce_algo algo, int64_t *buf, size_t n,
+                     cz_error *err);
+
+/* ---- exact, order-independent gradient sums (exact.c; dist.exact) ----
+ * Every micro-batch's fp32 gradient is added as int64 fixed point with one
+ * power-of-two scale 2^s per tensor, chosen so that |g| 2^s < 2^(62 -
+ * ceil(log2 M)) for each of the step's M micro-batches: no partial sum of
+ * any order overflows, so the sum does not depend on how the micro-batches
+ * were dealt to ranks, in what order they were added, nor on the
+ * algorithm, buckets or placement (docs/distributed-design.md, "Exact
+ * sums"). The scale of a step is predicted from the previous step's exact
+ * maximum; a value over the bound is detected per value, every rank learns
+ * it, and the caller recomputes the step with the scale of this step's
+ * maximum (cz_exact_finish's *retry). */
+typedef struct cz_exact cz_exact;
+/* n floats in tensors starting at tensor_off[0] = 0 < ... < n (sorted). */
+int cz_exact_create(cz_exact **out, size_t n, const size_t *tensor_off, int n_tensors,
+                    cz_error *err);
+void cz_exact_free(cz_exact *x);
+/* A step of `micro_batches` micro-batches over all ranks begins. */
+void cz_exact_begin(cz_exact *x, int micro_batches);
+/* Adds one micro-batch's gradient g[0..n) (this rank's). */
+void cz_exact_add(cz_exact *x, const float *g);
+/* Collective: the sum over every rank's micro-batches into out[0..n), the
+ * same bits on every rank. *retry = 1: a value exceeded the bound
+ * somewhere (or the scales were unknown): nothing was summed; begin again
+ * and add the same micro-batches (the scales now fit them). A NaN or an
+ * infinity anywhere: out is all NaN (the optimizer's non-finite rule skips
+ * the step) and the scales stay. */
+int cz_exact_finish(cz_exact *x, const cz_comm *c, cz_allreduce_algo algo, float *out, int *retry,
+                    cz_error *err);
+/* The next step's scales as one int32 exponent per tensor (values are
+ * expected below 2^e; INT32_MIN: unknown), for checkpoints: what a resumed
+ * run must use to continue bit for bit. */
+int cz_exact_n_tensors(const cz_exact *x);
+int32_t *cz_exact_scales(cz_exact *x);
 
 /* ---- the bucket layout ---- */
 typedef struct cz_bucket_layout {

@@ -164,6 +164,12 @@ int cz_optimizer_create(cz_optimizer **out, const cz_comm *c, const cz_optim_con
                         const cz_grad_sync *gs, const cz_param_range *ranges, int n_ranges,
                         cz_error *err);
 void cz_optimizer_free(cz_optimizer *o);
+/* dist.exact = on (train calls it once the gradient sync leaves the whole
+ * exactly summed gradient on every rank): the global norm is computed on
+ * every rank in one fixed order of the whole buffer, so it does not depend
+ * on the rank count, buckets or placement. AdamW only (LAMB's per-tensor
+ * norms follow the layout: refused). */
+int cz_optimizer_set_exact(cz_optimizer *o, cz_error *err);
 
 typedef struct cz_step_report {
     double grad_norm;  /* global norm of the averaged gradient, before clipping */

@@ -49,7 +49,11 @@ typedef struct cz_plan_row {
     /* with dist.allreduce (auto: auto's pick for one bucket) and dist.bucket_mb */
     cz_allreduce_algo algo;
     double step, tokens_per_s, efficiency; /* efficiency: against 1 host x the same rph */
-    double mem_mib;                        /* per rank: weights, gradients, moments, activations */
+    /* dist.exact = true's step with the same algorithm (int64 sums: twice the
+     * bytes, one all-reduce after backward, all exposed); step is this one
+     * when the configuration sets dist.exact, default_step the fp32 sum's */
+    double exact_step, exact_exposed, default_step;
+    double mem_mib; /* per rank: weights, gradients, moments, activations */
     /* the planner's choice: the fastest step over algorithms and bucket sizes */
     cz_allreduce_algo best_algo;
     double best_bucket_mb, best_step;

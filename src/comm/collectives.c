@@ -158,3 +158,30 @@ int cz_reduce(const cz_comm *c, cz_allreduce_algo algo, float *buf, size_t n, fl
     }
     return cz_fail(err, "comm: unknown all-reduce algorithm %d", (int)algo);
 }
+
+/* The exact sum's all-reduce (exact.c): int64 elements, added as integers,
+ * so every algorithm, piece size and order gives the same bits. */
+int cz_allreduce_i64(const cz_comm *c, cz_allreduce_algo algo, int64_t *buf, size_t n,
+                     cz_error *err) {
+    if (c->size == 1 || n == 0) return 0;
+    cz_coll *b = bound(c, algo);
+    if (b) return cz_coll_allreduce_i64(b, buf, n, err);
+    switch (algo) {
+    case CZ_ALLREDUCE_HIERARCHICAL:
+    case CZ_ALLREDUCE_TORUS2D:
+    case CZ_ALLREDUCE_AUTO:
+        return no_context(c, algo, err);
+    case CZ_ALLREDUCE_RING:
+        return cz_ring_allreduce_i64(c, buf, n, err);
+    case CZ_ALLREDUCE_MPI:
+        for (size_t off = 0; off < n; off += MPI_PIECE) {
+            int len = (int)(n - off < MPI_PIECE ? n - off : MPI_PIECE);
+            if (MPI_Allreduce(MPI_IN_PLACE, buf + off, len, MPI_INT64_T, MPI_SUM, c->impl->mpi) !=
+                MPI_SUCCESS)
+                return cz_fail(err, "comm: rank %d: MPI_Allreduce (int64) failed at offset %zu",
+                               c->rank, off);
+        }
+        return 0;
+    }
+    return cz_fail(err, "comm: unknown all-reduce algorithm %d", (int)algo);
+}

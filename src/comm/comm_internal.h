@@ -51,6 +51,8 @@ long cz_comm_tcp_eager_limit(void);
 int cz_ring_allreduce(const cz_comm *c, float *buf, size_t n, float *scratch, cz_error *err);
 int cz_ring_reduce_scatter(const cz_comm *c, float *buf, size_t n, float *scratch, cz_error *err);
 int cz_ring_allgather(const cz_comm *c, float *buf, size_t n, cz_error *err);
+/* The ring's all-reduce of int64 elements (the exact sum, exact.c). */
+int cz_ring_allreduce_i64(const cz_comm *c, int64_t *buf, size_t n, cz_error *err);
 
 /* A barrier that waits without spinning (MPI_Ibarrier and short sleeps),
  * so that the ranks being measured get the cores (calibrate.c). */
@@ -163,6 +165,9 @@ int cz_coll_allreduce(cz_coll *c, float *buf, size_t n, cz_error *err);
 int cz_coll_reduce_scatter(cz_coll *c, float *buf, size_t n, cz_error *err);
 /* each rank provides its chunk; afterwards all of buf */
 int cz_coll_allgather(cz_coll *c, float *buf, size_t n, cz_error *err);
+/* In place, int64 elements added as integers (exact.c): any order of
+ * additions gives the same bits */
+int cz_coll_allreduce_i64(cz_coll *c, int64_t *buf, size_t n, cz_error *err);
 /* Waits for one request at most the context's deadline (dist.timeout_s);
  * past it, the liveness probe's verdict, `what` naming the wait
  * (deadline.c). */

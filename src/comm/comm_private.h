@@ -16,6 +16,7 @@
  *   collectives.c cz_allreduce & co. by algorithm
  *   layout.c      the collectives over a bucket layout
  *   grad_sync.c   the gradient sync
+ *   exact.c       exact gradient sums: int64 fixed point, per-tensor scales
  *   calibrate.c   the network measured at start-up, the cluster file */
 #ifndef CLOZE_COMM_PRIVATE_H
 #define CLOZE_COMM_PRIVATE_H
@@ -76,6 +77,7 @@ struct cz_coll {
     size_t piece;   /* floats per message of the current call (ring.c) */
     int wire_bf16;  /* reduce-scatter and the all-reduce send bf16 (dist.grad_wire) */
     uint16_t *wire; /* bf16 staging, indexed like the buffer (ring.c) */
+    int i64;        /* during an exact sum (cz_coll_allreduce_i64): int64 elements */
     size_t wire_len;
     char why[768];
 };

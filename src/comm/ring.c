@@ -82,7 +82,9 @@ static int block_pieces(const cz_coll *c, int level, int b, size_t n, comm_piece
  * sets the call's piece size. */
 static int ensure_space(cz_coll *c, int q, size_t n, cz_error *err) {
     size_t max_chunk = (n + (size_t)c->p - 1) / (size_t)c->p;
-    size_t block = max_chunk * (size_t)c->shape.outer;
+    /* an int64 element (c->i64) takes the room of two floats */
+    size_t block = max_chunk * (size_t)c->shape.outer * (c->i64 ? 2 : 1);
+    block = (block + 1) & ~(size_t)1; /* the second half stays 8-byte aligned */
     c->piece = ring_piece(max_chunk);
     size_t pieces = (size_t)c->shape.outer * (n_pieces(max_chunk, c->piece) + 1);
     size_t reqs = (size_t)(2 * q + 2) * pieces;
@@ -133,16 +135,30 @@ static float from_wire(uint16_t w) {
     return f;
 }
 
-/* Where a piece packed at `packed` lands in a receive buffer of fp32 or bf16. */
-static void *recv_at(float *t, size_t packed, int bf16) {
-    return bf16 ? (void *)((uint16_t *)t + packed) : (void *)(t + packed);
+/* Where a piece packed at `packed` lands in a receive buffer of fp32, bf16
+ * or int64 (c->i64). */
+static void *recv_at(const cz_coll *c, float *t, size_t packed, int bf16) {
+    return c->i64 ? (void *)((int64_t *)(void *)t + packed)
+           : bf16 ? (void *)((uint16_t *)t + packed)
+                  : (void *)(t + packed);
+}
+
+/* Element `off` of the caller's buffer, whose elements are int64 on an
+ * exact sum (c->i64), else floats. */
+static void *elem_at(const cz_coll *c, float *buf, size_t off) {
+    return c->i64 ? (void *)((int64_t *)(void *)buf + off) : (void *)(buf + off);
+}
+
+static MPI_Datatype elem_type(const cz_coll *c, int bf16) {
+    return c->i64 ? MPI_INT64_T : bf16 ? MPI_UINT16_T : MPI_FLOAT;
 }
 
 /* One piece out: fp32 as it is, or rounded to bf16 (x is then rounded in
  * place: what is sent is what stays). */
 static int send_piece(cz_coll *c, float *buf, const comm_piece *pc, int bf16, int dest, int tag,
                       MPI_Comm comm, MPI_Request *req) {
-    if (!bf16) return MPI_Isend(buf + pc->off, pc->len, MPI_FLOAT, dest, tag, comm, req);
+    if (!bf16)
+        return MPI_Isend(elem_at(c, buf, pc->off), pc->len, elem_type(c, 0), dest, tag, comm, req);
     to_wire(c->wire + pc->off, buf + pc->off, pc->len);
     return MPI_Isend(c->wire + pc->off, pc->len, MPI_UINT16_T, dest, tag, comm, req);
 }
@@ -219,8 +235,8 @@ int comm_ring_reduce_scatter(cz_coll *c, int level, float *buf, size_t n, cz_err
     ring r = ring_at(c, level);
     if (r.q == 1 || n == 0) return 0;
     if (ensure_space(c, r.q, n, err) != 0) return -1;
-    int q = r.q, m = r.m, steps = q - 1, bf16 = c->wire_bf16;
-    MPI_Datatype type = bf16 ? MPI_UINT16_T : MPI_FLOAT;
+    int q = r.q, m = r.m, steps = q - 1, bf16 = c->wire_bf16 && !c->i64;
+    MPI_Datatype type = elem_type(c, bf16);
     size_t half = c->tmp_len / 2, per = c->pieces_len / 2;
     comm_piece *pr = c->pieces, *ps = c->pieces + per;
     MPI_Request *rreq = c->req, *sreq = c->req + 2 * per; /* rreq: 2 halves of `per` */
@@ -230,7 +246,7 @@ int comm_ring_reduce_scatter(cz_coll *c, int level, float *buf, size_t n, cz_err
         int rb = ((m - 2 - s) % q + 2 * q) % q, k = block_pieces(c, level, rb, n, pr);
         float *t = c->tmp + (size_t)(s % 2) * half;
         for (int j = 0; j < k; j++)
-            if (MPI_Irecv(recv_at(t, pr[j].packed, bf16), pr[j].len, type, r.prev, s, r.comm,
+            if (MPI_Irecv(recv_at(c, t, pr[j].packed, bf16), pr[j].len, type, r.prev, s, r.comm,
                           &rreq[(size_t)(s % 2) * per + j]) != MPI_SUCCESS)
                 return fail_step(c, level, "reduce-scatter", s, r.prev, err);
     }
@@ -247,7 +263,14 @@ int comm_ring_reduce_scatter(cz_coll *c, int level, float *buf, size_t n, cz_err
                              r.prev, err) != 0)
                 return -1;
             float *acc = buf + pr[j].off;
-            if (bf16) {
+            if (c->i64) {
+                /* exact sums: integer addition is associative, so the
+                 * order above no longer shows in the bits (unsigned: the
+                 * caller's bound keeps every partial sum in range) */
+                uint64_t *a = (uint64_t *)elem_at(c, buf, pr[j].off);
+                const uint64_t *in = (const uint64_t *)recv_at(c, t, pr[j].packed, 0);
+                for (int e = 0; e < pr[j].len; e++) a[e] += in[e];
+            } else if (bf16) {
                 const uint16_t *in = (const uint16_t *)t + pr[j].packed;
                 for (int e = 0; e < pr[j].len; e++) acc[e] = from_wire(in[e]) + acc[e];
             } else {
@@ -268,7 +291,7 @@ int comm_ring_reduce_scatter(cz_coll *c, int level, float *buf, size_t n, cz_err
         if (s + 2 < steps) {
             int rb2 = ((m - 4 - s) % q + 4 * q) % q, k2 = block_pieces(c, level, rb2, n, pr);
             for (int j = 0; j < k2; j++)
-                if (MPI_Irecv(recv_at(t, pr[j].packed, bf16), pr[j].len, type, r.prev, s + 2,
+                if (MPI_Irecv(recv_at(c, t, pr[j].packed, bf16), pr[j].len, type, r.prev, s + 2,
                               r.comm, &rreq[(size_t)(s % 2) * per + j]) != MPI_SUCCESS)
                     return fail_step(c, level, "reduce-scatter", s + 2, r.prev, err);
         }
@@ -283,20 +306,20 @@ int comm_ring_reduce_scatter(cz_coll *c, int level, float *buf, size_t n, cz_err
 int comm_ring_allgather(cz_coll *c, int level, float *buf, size_t n, int bf16, cz_error *err) {
     ring r = ring_at(c, level);
     if (r.q == 1 || n == 0) return 0;
-    bf16 = bf16 && c->wire_bf16;
+    bf16 = bf16 && c->wire_bf16 && !c->i64;
     if (ensure_space(c, r.q, n, err) != 0) return -1;
     int q = r.q, m = r.m, steps = q - 1;
     size_t per = c->pieces_len / 2;
     comm_piece *pc = c->pieces, *ps = c->pieces + per;
     MPI_Request *rreq = c->req, *sreq = c->req + (size_t)steps * per;
-    MPI_Datatype type = bf16 ? MPI_UINT16_T : MPI_FLOAT;
+    MPI_Datatype type = elem_type(c, bf16);
     long ns = 0;
     /* bf16: pieces arrive in the wire buffer at their offsets, are forwarded
      * from there as they are, and widened into buf at the end */
     for (int s = 0; s < steps; s++) {
         int k = block_pieces(c, level, ((m - s - 1) % q + q) % q, n, pc);
         for (int j = 0; j < k; j++)
-            if (MPI_Irecv(bf16 ? (void *)(c->wire + pc[j].off) : (void *)(buf + pc[j].off),
+            if (MPI_Irecv(bf16 ? (void *)(c->wire + pc[j].off) : elem_at(c, buf, pc[j].off),
                           pc[j].len, type, r.prev, s, r.comm,
                           &rreq[(size_t)s * per + j]) != MPI_SUCCESS)
                 return fail_step(c, level, "all-gather", s, r.prev, err);
@@ -312,7 +335,7 @@ int comm_ring_allgather(cz_coll *c, int level, float *buf, size_t n, int bf16, c
             if (wait_bounded(c, 1, &rreq[(size_t)s * per + j], level, "all-gather", s, r.prev,
                              err) != 0)
                 return -1;
-            void *fwd = bf16 ? (void *)(c->wire + pc[j].off) : (void *)(buf + pc[j].off);
+            void *fwd = bf16 ? (void *)(c->wire + pc[j].off) : elem_at(c, buf, pc[j].off);
             if (s + 1 < steps &&
                 MPI_Isend(fwd, pc[j].len, type, r.next, s + 1, r.comm, &sreq[ns++]) != MPI_SUCCESS)
                 return fail_step(c, level, "all-gather", s + 1, r.next, err);
@@ -340,9 +363,10 @@ enum { ONCE_REDUCE_SCATTER = 1, ONCE_ALLGATHER = 2, ONCE_ALLREDUCE = 3 };
 
 /* The flat ring on a borrowed communicator, for one call: no deadline, no
  * host names. */
-static int ring_once(MPI_Comm comm, int what, float *buf, size_t n, cz_error *err) {
+static int ring_once(MPI_Comm comm, int what, float *buf, size_t n, int i64, cz_error *err) {
     cz_coll t;
     memset(&t, 0, sizeof t);
+    t.i64 = i64;
     t.algo = CZ_ALLREDUCE_RING;
     t.comm = t.inner = comm;
     t.outer = t.alive = MPI_COMM_NULL;
@@ -370,14 +394,18 @@ static int ring_once(MPI_Comm comm, int what, float *buf, size_t n, cz_error *er
 
 int cz_ring_reduce_scatter(const cz_comm *c, float *buf, size_t n, float *scratch, cz_error *err) {
     (void)scratch; /* the streamed ring keeps two blocks in flight: its own scratch */
-    return ring_once(c->impl->mpi, ONCE_REDUCE_SCATTER, buf, n, err);
+    return ring_once(c->impl->mpi, ONCE_REDUCE_SCATTER, buf, n, 0, err);
 }
 
 int cz_ring_allgather(const cz_comm *c, float *buf, size_t n, cz_error *err) {
-    return ring_once(c->impl->mpi, ONCE_ALLGATHER, buf, n, err);
+    return ring_once(c->impl->mpi, ONCE_ALLGATHER, buf, n, 0, err);
 }
 
 int cz_ring_allreduce(const cz_comm *c, float *buf, size_t n, float *scratch, cz_error *err) {
     (void)scratch;
-    return ring_once(c->impl->mpi, ONCE_ALLREDUCE, buf, n, err);
+    return ring_once(c->impl->mpi, ONCE_ALLREDUCE, buf, n, 0, err);
+}
+
+int cz_ring_allreduce_i64(const cz_comm *c, int64_t *buf, size_t n, cz_error *err) {
+    return ring_once(c->impl->mpi, ONCE_ALLREDUCE, (float *)(void *)buf, n, 1, err);
 }

@@ -37,6 +37,17 @@ int cz_coll_allreduce(cz_coll *c, float *buf, size_t n, cz_error *err) {
     return allgather(c, buf, n, 1, err);
 }
 
+/* The exact sum (exact.c): the same rings and pieces over int64 elements,
+ * added as integers, never bf16 on the wire. */
+int cz_coll_allreduce_i64(cz_coll *c, int64_t *buf, size_t n, cz_error *err) {
+    c->i64 = 1;
+    float *b = (float *)(void *)buf;
+    int rc = cz_coll_reduce_scatter(c, b, n, err);
+    if (rc == 0) rc = allgather(c, b, n, 0, err);
+    c->i64 = 0;
+    return rc;
+}
+
 /* ---- creation ---- */
 
 int cz_coll_opts_from_config(cz_coll_opts *o, const cz_comm_config *cfg, double bytes,

@@ -32,6 +32,10 @@ int cz_comm_from_mpi(cz_comm *c, MPI_Comm comm, cz_error *err) {
     return wrap(c, comm, err);
 }
 
+int cz_comm_self(cz_comm *c, cz_error *err) {
+    return cz_comm_from_mpi(c, MPI_COMM_SELF, err);
+}
+
 int cz_comm_dup(const cz_comm *c, cz_comm *out, cz_error *err) {
     if (wrap(out, c->impl->mpi, err) != 0) return -1;
     out->impl->thread_level = c->impl->thread_level; /* a test may have lowered it */

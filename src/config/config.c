@@ -743,6 +743,15 @@ static int validate_cross(const cz_config *c, const load_ctx *ctx, cz_error *err
         return fail_key(ctx, KEY_INDEX("optim", "warmup_steps"), err,
                         "optim.warmup_steps = %ld exceeds train.steps = %ld", o->warmup_steps,
                         t->steps);
+    /* exact sums travel as int64: a bf16 wire would round them */
+    if (c->dist.exact && c->dist.grad_wire == CZ_WIRE_BF16)
+        return fail_key(ctx, KEY_INDEX("dist", "grad_wire"), err,
+                        "dist.grad_wire = \"bf16\" cannot carry dist.exact = true's int64 sums: "
+                        "set dist.grad_wire = \"fp32\" or dist.exact = false");
+    if (c->dist.exact && o->kind == CZ_OPT_LAMB)
+        return fail_key(ctx, KEY_INDEX("optim", "name"), err,
+                        "optim.name = lamb with dist.exact = true: LAMB's per-tensor norms "
+                        "follow the bucket layout; use adamw or dist.exact = false");
     /* µP's per-tensor learning rates are mup's MuAdam rule; LAMB's trust
      * ratio rescales each tensor's step to its norm, which µP does not define */
     if (m->parametrization == CZ_PARAM_MUP && o->kind == CZ_OPT_LAMB)

@@ -171,7 +171,8 @@ const cz_key cz_config_keys[] = {
      .meaning = "sequences per optimizer step over all ranks (BERT: 256)"},
     {KEY("train", "micro_batch", CZ_KEY_INT, train.micro_batch), .resume = CZ_RESUME_ACCEPTED,
      .def = "32", .min = 1, .max = NOMAX,
-     .meaning = "sequences per forward/backward on one rank; divides global_batch / ranks"},
+     .meaning = "sequences per forward/backward on one rank; divides global_batch; at most "
+                "global_batch / micro_batch ranks"},
     {KEY("train", "seed", CZ_KEY_U64, train.seed), .resume = CZ_RESUME_REFUSED, .def = "12345",
      .min = 0, .max = NOMAX,
      .meaning = "seed of every random choice (init, data, masking, dropout); < 2^63"},
@@ -307,6 +308,11 @@ const cz_key cz_config_keys[] = {
      .meaning = "gradients on the wire (ring, hierarchical, torus2d): bf16 sends every partial "
                 "sum rounded to bfloat16 and adds it in fp32 at each hop, half the bytes; the "
                 "weight all-gather stays fp32"},
+    {KEY("dist", "exact", CZ_KEY_BOOL, dist.exact), .resume = CZ_RESUME_ACCEPTED, .def = "false",
+     .meaning = "exact, order-independent gradient sums (int64 fixed point, a scale per "
+                "tensor) and exact reported sums: the same bits on any rank count, algorithm, "
+                "bucket size, overlap and placement; twice fp32's bytes on the wire "
+                "(docs/distributed.md)"},
     /* the optimizer owns its placement: stored in cz_optim_config */
     {KEY("dist", "placement", CZ_KEY_WORD_INDEX, optim.placement), .resume = CZ_RESUME_ACCEPTED,
      .def = "sharded", .choices = CZ_PLACEMENT_WORDS,

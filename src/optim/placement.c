@@ -64,6 +64,9 @@ struct cz_optimizer {
     int has_mult;              /* any multiplier not 1 */
     double lr_now;             /* the step's learning rate, before the multipliers */
     long t;
+    /* dist.exact: the norm in one order that no layout decides (exact_norm) */
+    int exact;
+    double *xsum; /* [ceil(n / CZ_OPTIM_BLOCK)] */
 };
 
 /* Does this rank update segment s? */
@@ -238,6 +241,7 @@ void cz_optimizer_free(cz_optimizer *o) {
     cz_free(o->part);
     cz_free(o->part2);
     cz_free(o->trust);
+    cz_free(o->xsum);
     cz_free(o->lr_mult);
     cz_free(o->wd_mult);
     free(o->blk);
@@ -292,11 +296,43 @@ static int exchange_partials(cz_optimizer *o, double *part, cz_error *err) {
     return rc == 0 ? 0 : cz_fail_prefix(err, "optim: exchange of norm partials");
 }
 
+int cz_optimizer_set_exact(cz_optimizer *o, cz_error *err) {
+    if (o->kind == CZ_OPT_LAMB)
+        return cz_fail(err, "optim.name = lamb with dist.exact = on: LAMB's per-tensor norms "
+                            "follow the bucket layout; use adamw or dist.exact = off");
+    size_t nb = (o->n + CZ_OPTIM_BLOCK - 1) / CZ_OPTIM_BLOCK;
+    o->xsum = cz_alloc((nb + 1) * sizeof(double), err);
+    if (!o->xsum) return -1;
+    o->exact = 1;
+    return 0;
+}
+
+/* dist.exact: every rank holds the whole summed gradient, so each computes
+ * the norm itself over blocks of CZ_OPTIM_BLOCK from offset 0, the block
+ * sums added in order: an order fixed by n alone, the same for every rank
+ * count, bucket size and placement, with no exchange. */
+static double exact_norm(cz_optimizer *o, const float *grads, float scale) {
+    long nb = (long)((o->n + CZ_OPTIM_BLOCK - 1) / CZ_OPTIM_BLOCK);
+#pragma omp parallel for schedule(static)
+    for (long b = 0; b < nb; b++) {
+        size_t off = (size_t)b * CZ_OPTIM_BLOCK;
+        size_t cnt = o->n - off < CZ_OPTIM_BLOCK ? o->n - off : CZ_OPTIM_BLOCK;
+        o->xsum[b] = cz_optim_sumsq_block(grads + off, scale, cnt, 1);
+    }
+    double total = 0;
+    for (long b = 0; b < nb; b++) total += o->xsum[b];
+    return sqrt(total);
+}
+
 /* The global norm of the averaged gradient (g * scale, float). The average
  * is not written back: the update multiplies by scale again on the fly
  * (same float product), which saves a write pass over the gradients. */
 static int global_norm(cz_optimizer *o, const float *grads, float scale, double *norm,
                        cz_error *err) {
+    if (o->exact) {
+        *norm = exact_norm(o, grads, scale);
+        return 0;
+    }
     const block *blk = o->blk;
 #pragma omp parallel for schedule(static)
     for (int b = 0; b < o->n_blk; b++)

@@ -116,6 +116,38 @@ static sync_cost sync_cost_of(const cz_config *cfg, const cz_plan_cluster *cl, c
     return c;
 }
 
+/* dist.exact: the step's micro-batch gradients summed as int64 (8 bytes a
+ * value, twice fp32's), in one all-reduce of the whole buffer once backward
+ * has ended (comm's exact sums: nothing overlaps), so all of it is
+ * exposed; the weights come back as the placement sends them. The
+ * conversions to and from int64 (a pass over the gradient per micro-batch)
+ * are not priced. */
+static double exact_exposed(const cz_config *cfg, const cz_plan_cluster *cl, const plan_model *pm,
+                            int hosts, cz_allreduce_algo algo, int gx, double backward) {
+    int rph = cl->ranks_per_host, p = hosts * rph;
+    if (p == 1) return 0;
+    size_t n2 = 2 * pm->n; /* int64 as two floats' bytes */
+    cz_bucket_layout l;
+    sync_layout(&l, n2, (double)n2 * 4 / 1048576.0 + 1, p); /* one bucket */
+    double ready = (double)n2, at = backward;
+    cz_sync_scenario sc = {.net = &cl->net,
+                           .hosts = hosts,
+                           .ranks_per_host = rph,
+                           .algo = algo,
+                           .grid_x = gx,
+                           .layout = &l,
+                           .order = CZ_GRAD_ASCENDING,
+                           .mode = CZ_SYNC_ALLREDUCE,
+                           .ready = &ready,
+                           .ready_t = &at,
+                           .n_ready = 1,
+                           .backward_s = backward,
+                           .rows = (cz_rows_tail){0, cfg->model.vocab_size, cfg->model.hidden}};
+    cz_sync_prediction pr;
+    cz_sync_predict(&sc, &pr);
+    return pr.exposed;
+}
+
 static const cz_allreduce_algo plan_algo[CZ_PLAN_ALGOS] = {
     CZ_ALLREDUCE_RING, CZ_ALLREDUCE_HIERARCHICAL, CZ_ALLREDUCE_TORUS2D};
 
@@ -189,10 +221,16 @@ int cz_plan_row_make(const cz_config *cfg, const cz_plan_cluster *cl, int hosts,
                       : (sync_cost){0, 0, 0};
     row->gather = c.gather;
     row->step = row->compute + c.exposed + row->optim + c.gather + row->control;
+    row->exact_exposed = exact_exposed(cfg, cl, &pm, hosts, row->algo, gx, row->backward);
+    row->exact_step = row->compute + row->exact_exposed + row->optim + c.gather + row->control;
+    double default_step = row->step;
+    if (cfg->dist.exact) row->step = row->exact_step;
     /* the planner's choice: every algorithm that applies, bucket sizes from
      * 1 MiB up to one bucket */
     static const double buckets[] = {1, 2, 4, 8, 16, 25, 50, 100, 200, 0};
-    row->best_step = row->step;
+    /* (of the fp32 sums: exact sums do not depend on the buckets) */
+    row->default_step = default_step;
+    row->best_step = default_step;
     row->best_algo = row->algo;
     row->best_bucket_mb = cz_grad_bucket_bytes(&cfg->dist, pm.n) / 1048576.0;
     for (int k = 0; k < CZ_PLAN_ALGOS && p > 1; k++) {

@@ -171,10 +171,13 @@ static void print_table(const cz_config *cfg, const cz_plan_cluster *cl, const c
            "parameter (%s)\n",
            cl->compute.gflops, 100 * cl->compute.backward_share, cl->compute.optim_ns,
            cl->compute.source);
-    printf("# seconds per step; all-reduce columns: reduction time (exposed after backward)\n");
-    printf("%6s %6s %9s %17s %17s %17s %8s %8s %8s %9s %9s %11s %5s  %s\n", "hosts", "ranks",
-           "compute", "ring", "hierarchical", "torus2d", "optim", "gather", "exposed", "step",
-           "mem_MiB", "tokens/s", "eff", "choice (step s)");
+    printf("# seconds per step; all-reduce columns: reduction time (exposed after backward); "
+           "step: %s; fp32/exact: the step with fp32 sums and with dist.exact's int64 sums "
+           "(2x the bytes, after backward), exact/fp32 their ratio\n",
+           cfg->dist.exact ? "exact sums (dist.exact)" : "fp32 sums");
+    printf("%6s %6s %9s %17s %17s %17s %8s %8s %8s %9s %9s %9s %7s %9s %11s %5s  %s\n", "hosts",
+           "ranks", "compute", "ring", "hierarchical", "torus2d", "optim", "gather", "exposed",
+           "step", "fp32", "exact", "ratio", "mem_MiB", "tokens/s", "eff", "choice (step s)");
     for (int i = 0; i < n; i++) {
         const cz_plan_row *r = &rows[i];
         char t[3][40];
@@ -183,11 +186,12 @@ static void print_table(const cz_config *cfg, const cz_plan_cluster *cl, const c
         int k = r->algo == CZ_ALLREDUCE_HIERARCHICAL ? CZ_PLAN_HIER
                 : r->algo == CZ_ALLREDUCE_TORUS2D    ? CZ_PLAN_TORUS
                                                      : CZ_PLAN_RING;
-        printf("%6d %6d %9.3f %17s %17s %17s %8.3f %8.3f %8.3f %9.3f %9.0f %11.0f %5.2f  %s "
-               "%g MiB (%.3f)\n",
+        printf("%6d %6d %9.3f %17s %17s %17s %8.3f %8.3f %8.3f %9.3f %9.3f %9.3f %7.3f %9.0f "
+               "%11.0f %5.2f  %s %g MiB (%.3f)\n",
                r->hosts, r->ranks, r->compute, t[0], t[1], t[2], r->optim, r->gather,
-               r->ranks > 1 ? r->exposed[k] : 0.0, r->step, r->mem_mib, r->tokens_per_s,
-               r->efficiency, algo_name(r->best_algo), r->best_bucket_mb, r->best_step);
+               r->ranks > 1 ? r->exposed[k] : 0.0, r->step, r->default_step, r->exact_step,
+               r->exact_step / r->default_step, r->mem_mib, r->tokens_per_s, r->efficiency,
+               algo_name(r->best_algo), r->best_bucket_mb, r->best_step);
     }
 }
 
@@ -222,6 +226,9 @@ static void print_json(const cz_plan_row *rows, int n) {
         printf(",\"algo\":\"%s\"", algo_name(r->algo));
         json_time("exposed", r->ranks > 1 ? r->exposed[k] : 0.0);
         json_time("step", r->step);
+        json_time("default_step", r->default_step);
+        json_time("exact_step", r->exact_step);
+        json_time("exact_exposed", r->exact_exposed);
         json_time("tokens_per_s", r->tokens_per_s);
         json_time("efficiency", r->efficiency);
         json_time("mem_mib", r->mem_mib);

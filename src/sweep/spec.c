@@ -806,10 +806,13 @@ static void resolve_point(const cz_sweep *s, cz_sweep_point *p) {
             return;
         }
     }
-    long per_rank = (long)c->train.micro_batch * s->ranks;
-    if (c->train.global_batch % per_rank != 0) {
+    /* cloze-train's rule: micro-batches dealt one per rank in turn, at
+     * least one per rank (counts may differ by one) */
+    if (c->train.global_batch % c->train.micro_batch != 0 ||
+        c->train.global_batch / c->train.micro_batch < s->ranks) {
         snprintf(p->error, sizeof p->error,
-                 "train.global_batch=%d is not a multiple of train.micro_batch x ranks = %d x %d",
+                 "train.global_batch=%d / train.micro_batch=%d is not a whole number of "
+                 "micro-batches, at least one per rank (%d ranks)",
                  c->train.global_batch, c->train.micro_batch, s->ranks);
         return;
     }

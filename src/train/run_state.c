@@ -157,7 +157,7 @@ int cz_run_save_checkpoint(cz_run *r, cz_error *err) {
         size_t bytes = sizeof(float) * r->n_params;
         int64_t step_le = r->step; /* little-endian hosts only (see shard.h) */
         enum { MAX_TASK_BLOBS = 8 };
-        cz_blob blobs[8 + MAX_TASK_BLOBS] = {
+        cz_blob blobs[9 + MAX_TASK_BLOBS] = {
             {CZ_BLOB_STEP, &step_le, sizeof step_le},
             {CZ_BLOB_CONFIG, config_text, config_text ? strlen(config_text) : 0},
             {CZ_BLOB_STATE, &st, sizeof st},
@@ -166,10 +166,16 @@ int cz_run_save_checkpoint(cz_run *r, cz_error *err) {
             {CZ_BLOB_ADAM_V, v, bytes},
             {CZ_BLOB_LAYOUT, CZ_PARAMS_LAYOUT, strlen(CZ_PARAMS_LAYOUT)},
         };
-        int nb = 7; /* and what a task keeps beside them (cz_train_task.blobs) */
+        int nb = 7;
+        /* dist.exact: the next step's scales, without which a resumed run
+         * would quantise its next gradients differently */
+        if (r->exact)
+            blobs[nb++] = (cz_blob){CZ_BLOB_EXACT, cz_exact_scales(r->exact),
+                                    sizeof(int32_t) * (size_t)cz_exact_n_tensors(r->exact)};
         double *mult = multipliers_blob(r);
         if (r->has_mult && mult)
             blobs[nb++] = (cz_blob){CZ_BLOB_MULTIPLIERS, mult, 2 * sizeof(double) * r->n_ranges};
+        /* and what a task keeps beside them (cz_train_task.blobs) */
         for (int i = 0; r->task && i < r->task->n_blobs && i < MAX_TASK_BLOBS; i++)
             blobs[nb++] = r->task->blobs[i];
         char path[CZ_PATH_MAX + 32];
@@ -181,7 +187,7 @@ int cz_run_save_checkpoint(cz_run *r, cz_error *err) {
          * its result. Otherwise the writer writes before it returns
          * (docs/checkpoints.md). */
         double t0 = cz_now();
-        int take[6 + MAX_TASK_BLOBS] = {0}; /* the moments: this copy is not needed after */
+        int take[9 + MAX_TASK_BLOBS] = {0}; /* the moments: this copy is not needed after */
         for (int i = 0; i < nb; i++)
             take[i] = blobs[i].data && (blobs[i].data == m || blobs[i].data == v);
         if (!r->ckpt_writer &&
@@ -469,7 +475,7 @@ static int check_config(cz_run *r, const char *path, const char *saved, size_t s
 }
 
 static int load_on_coordinator(cz_run *r, const char *path, cz_run_state *st, float **m, float **v,
-                               cz_error *err) {
+                               int32_t *exact, cz_error *err) {
     cz_ckpt *c = NULL;
     if (cz_ckpt_read(path, &c, err) != 0) return -1;
     int rc = cz_ckpt_get_exact(c, CZ_BLOB_STATE, st, sizeof *st, err);
@@ -503,6 +509,11 @@ static int load_on_coordinator(cz_run *r, const char *path, cz_run_state *st, fl
     }
     if (rc == 0) rc = cz_ckpt_get_params(c, path, CZ_BLOB_ADAM_M, r->model, *m, err);
     if (rc == 0) rc = cz_ckpt_get_params(c, path, CZ_BLOB_ADAM_V, r->model, *v, err);
+    /* dist.exact's scales, when the checkpoint has them for this model's
+     * tensors; else the first step finds them (a discovery pass) */
+    size_t xlen = 0;
+    const void *x = rc == 0 && exact ? cz_ckpt_get(c, CZ_BLOB_EXACT, &xlen) : NULL;
+    if (x && xlen == sizeof(int32_t) * (size_t)cz_exact_n_tensors(r->exact)) memcpy(exact, x, xlen);
     cz_ckpt_free(c);
     return rc;
 }
@@ -513,9 +524,10 @@ int cz_run_resume(cz_run *r, const char *resume, cz_error *err) {
     cz_run_state st;
     memset(&st, 0, sizeof st);
     float *m = NULL, *v = NULL;
+    int32_t *exact = r->exact ? cz_exact_scales(r->exact) : NULL;
     if (r->comm.rank == 0) {
         found = choose_checkpoint(r, resume, path, sizeof path, err);
-        if (found == 1 && load_on_coordinator(r, path, &st, &m, &v, err) != 0) found = -1;
+        if (found == 1 && load_on_coordinator(r, path, &st, &m, &v, exact, err) != 0) found = -1;
     }
     found = cz_comm_share_verdict(&r->comm, 0, found, err);
     if (found < 0) r->err_shared = 1;
@@ -528,6 +540,9 @@ int cz_run_resume(cz_run *r, const char *resume, cz_error *err) {
     if (rc == 0)
         rc =
             cz_comm_bcast(&r->comm, cz_model_params(r->model), sizeof(float) * r->n_params, 0, err);
+    if (rc == 0 && exact)
+        rc = cz_comm_bcast(&r->comm, exact, sizeof(int32_t) * (size_t)cz_exact_n_tensors(r->exact),
+                           0, err);
     if (rc == 0) rc = cz_optimizer_scatter_moments(r->opt, m, v, err);
     cz_free(m);
     cz_free(v);

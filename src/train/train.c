@@ -124,15 +124,20 @@ static int make_phase(const cz_run *r, int which, cz_phase *ph, cz_error *err) {
     ph->micro_batch =
         which == 1 && d->phase2_micro_batch > 0 ? d->phase2_micro_batch : t->micro_batch;
     if (r->cfg.model.arch == CZ_ARCH_GPT) ph->max_pred = 0;
-    long per_step = (long)ph->micro_batch * r->comm.size;
-    if (ph->global_batch % per_step != 0)
-        return cz_fail(err,
-                       "%sglobal_batch=%d is not divisible by micro_batch x ranks = %d x %d; "
-                       "choose a global batch that is a multiple of %ld",
-                       which ? "phase 2: " : "train.", ph->global_batch, ph->micro_batch,
-                       r->comm.size, per_step);
-    ph->accum = (int)(ph->global_batch / per_step);
+    const char *pre = which ? "data.phase2_" : "train.";
+    if (ph->global_batch % ph->micro_batch != 0)
+        return cz_fail(err, "%sglobal_batch=%d is not a multiple of %smicro_batch=%d", pre,
+                       ph->global_batch, pre, ph->micro_batch);
+    /* micro-batches are dealt m = r, r + p, ...: ranks may run one fewer
+     * than others (8 on 3 ranks: 3, 3, 2), but each must run one */
     ph->micro_batches = ph->global_batch / ph->micro_batch;
+    if (ph->micro_batches < r->comm.size)
+        return cz_fail(err,
+                       "%sglobal_batch / %smicro_batch = %d / %d = %d micro-batches a step, "
+                       "fewer than the %d ranks: run at most %d ranks, or lower %smicro_batch",
+                       pre, pre, ph->global_batch, ph->micro_batch, ph->micro_batches, r->comm.size,
+                       ph->micro_batches, pre);
+    ph->accum = (ph->micro_batches + r->comm.size - 1) / r->comm.size;
     return 0;
 }
 
@@ -315,6 +320,20 @@ static int setup_optimizer(cz_run *r, cz_error *err) {
     if (cz_optimizer_create(&r->opt, &r->comm, &r->cfg.optim, r->gs, r->ranges, r->n_ranges, err) !=
         0)
         return -1;
+    if (r->cfg.dist.exact) {
+        /* one scale per tensor of the model's table (never per bucket) */
+        size_t *off = malloc((size_t)nt * sizeof *off);
+        if (!off) return cz_fail(err, "train: out of memory");
+        for (int i = 0; i < nt; i++) off[i] = r->ranges[i].offset;
+        int rc = cz_exact_create(&r->exact, r->n_params, off, nt, err);
+        free(off);
+        int most = r->phase[0].micro_batches > r->phase[1].micro_batches
+                       ? r->phase[0].micro_batches
+                       : r->phase[1].micro_batches;
+        r->slots = rc == 0 ? calloc((size_t)most * CZ_STAT_FIELDS, sizeof(double)) : NULL;
+        if (rc != 0 || !r->slots || cz_optimizer_set_exact(r->opt, err) != 0)
+            return rc != 0 ? -1 : r->slots ? -1 : cz_fail(err, "train: out of memory");
+    }
     return cz_run_set_multipliers(r, err);
 }
 
@@ -366,9 +385,11 @@ static int setup(cz_run *r, const cz_comm *world, const cz_config *cfg, const cz
                 (double)r->n_params / 1e6, r->comm.size, r->threads, cz_gemm_describe(r->gemm),
                 cz_kernels_describe());
         cz_info("MFU denominator per rank: %s", r->peak.source);
-        cz_info("batch: global %d = micro %d x %d rank(s) x %d accumulation, seq %d, %ld steps",
-                r->phase[0].global_batch, r->phase[0].micro_batch, r->comm.size, r->phase[0].accum,
-                r->phase[0].seq, t->steps);
+        cz_info("batch: global %d = micro %d x %d micro-batch(es) on %d rank(s) (up to %d each), "
+                "seq %d, %ld steps%s",
+                r->phase[0].global_batch, r->phase[0].micro_batch, r->phase[0].micro_batches,
+                r->comm.size, r->phase[0].accum, r->phase[0].seq, t->steps,
+                r->exact ? "; exact sums (dist.exact): the same bits on any allocation" : "");
         if (r->phase2_start < t->steps)
             cz_info("phase 2 from step %ld: seq %d, max_pred %d, global batch %d",
                     r->phase2_start + 1, r->phase[1].seq, r->phase[1].max_pred,
@@ -384,6 +405,8 @@ static void teardown(cz_run *r) {
     cz_metrics_close(r);
     cz_run_release_dir(r);
     cz_optimizer_free(r->opt);
+    cz_exact_free(r->exact);
+    free(r->slots);
     cz_comm_watch(&r->comm, NULL);
     cz_grad_sync_free(r->gs);
     cz_free(r->stages[0]);
@@ -431,20 +454,32 @@ static void add_losses(cz_step_stats *s, const cz_losses *l) {
 /* Sums the step's figures over ranks (same result on every rank: the
  * non-finite verdict must be shared). Losses are means over micro-batches. */
 static int reduce_step_stats(cz_run *r, cz_step_stats *s, int micro_batches, cz_error *err) {
-    double v[13] = {s->loss,
-                    s->mlm_loss,
-                    s->nsp_loss,
-                    s->lm_loss,
-                    (double)s->mlm_correct,
-                    (double)s->mlm_count,
-                    (double)s->nsp_correct,
-                    (double)s->nsp_count,
-                    s->task_loss,
-                    (double)s->task_correct,
-                    (double)s->task_count,
-                    s->tokens,
-                    s->flops};
-    if (cz_comm_allreduce_doubles(&r->comm, v, 13, CZ_OP_SUM, err) != 0) return -1;
+    double v[CZ_STAT_FIELDS] = {s->loss,
+                                s->mlm_loss,
+                                s->nsp_loss,
+                                s->lm_loss,
+                                (double)s->mlm_correct,
+                                (double)s->mlm_count,
+                                (double)s->nsp_correct,
+                                (double)s->nsp_count,
+                                s->task_loss,
+                                (double)s->task_correct,
+                                (double)s->task_count,
+                                s->tokens,
+                                s->flops};
+    if (r->exact) {
+        /* each slot is one rank's: a sum of bit patterns and zeros moves
+         * it whole; then the micro-batches in their global order, as one
+         * rank alone adds them */
+        uint64_t *u = (uint64_t *)(void *)r->slots;
+        if (cz_comm_allreduce_u64(&r->comm, u, micro_batches * CZ_STAT_FIELDS, CZ_OP_SUM, err) != 0)
+            return -1;
+        memset(v, 0, sizeof v);
+        for (int m = 0; m < micro_batches; m++)
+            for (int j = 0; j < CZ_STAT_FIELDS; j++) v[j] += r->slots[m * CZ_STAT_FIELDS + j];
+    } else if (cz_comm_allreduce_doubles(&r->comm, v, CZ_STAT_FIELDS, CZ_OP_SUM, err) != 0) {
+        return -1;
+    }
     s->loss = v[0] / micro_batches;
     s->mlm_loss = v[1] / micro_batches;
     s->nsp_loss = v[2] / micro_batches;
@@ -476,27 +511,17 @@ static int nan_injected_at(const char *s, long step) {
     return 0;
 }
 
-/* ---- one optimizer step ---- */
-
-static int train_step(cz_run *r, cz_step_stats *s, cz_error *err) {
-    const cz_phase *ph = phase_at(r, r->step);
-    cz_batch_buf *buf = &r->buf[ph != &r->phase[0]];
-    double t0 = cz_now();
-    memset(s, 0, sizeof *s);
-    s->step = r->step;
-    s->seq = ph->seq;
-    float *grads = cz_model_grads(r->model);
-    cz_model_zero_grads(r->model);
+/* This rank's micro-batches of the step: m = rank, rank + p, ... < M (the
+ * same micro-batches whatever the rank count: 1 rank x accumulation 2 ==
+ * 2 ranks x 1; 8 on 3 ranks: 3, 3, 2). Without dist.exact the gradients
+ * add up in grads and the sync reduces them from the last backward on;
+ * with it each micro-batch's gradient goes alone into the exact sums and
+ * its figures into its slot. */
+static int run_micro_batches(cz_run *r, const cz_phase *ph, cz_batch_buf *buf, cz_step_stats *s,
+                             float *grads, cz_error *err) {
+    int p = r->comm.size, M = ph->micro_batches;
     cz_grad_sync *gs = r->gs;
-    /* the weights stay as they are until the optimizer: in bf16 mode each
-     * is packed once for all the products of the micro-batches (an error
-     * below ends the run; the next scope would re-pack anyway) */
-    cz_gemm_weights_begin(r->gemm);
-    /* micro-batch m = a * ranks + rank holds samples base + m*b .. +b-1: the
-     * same micro-batches whatever the rank count (1 rank x accumulation 2 ==
-     * 2 ranks x accumulation 1) */
-    for (int a = 0; a < ph->accum; a++) {
-        int m = a * r->comm.size + r->comm.rank;
+    for (int m = r->comm.rank; m < M; m += p) {
         uint64_t first = r->samples_done + (uint64_t)m * (uint64_t)ph->micro_batch;
         if (build_micro_batch(r, buf, r->train_data, first, ph->micro_batch, ph->seq, ph->max_pred,
                               err) != 0)
@@ -509,12 +534,41 @@ static int train_step(cz_run *r, cz_step_stats *s, cz_error *err) {
         b.step = (uint64_t)r->step;
         cz_losses l;
         if (cz_model_forward(r->model, &b, &l, err) != 0) return -1;
-        add_losses(s, &l);
         /* what this micro-batch computed: b.seq is the padded length, less
          * than ph->seq for a task padded to its longest sequence */
-        s->tokens += (double)b.batch * b.seq;
-        s->flops += 3.0 * cz_model_forward_flops(&r->cfg.model, b.seq, ph->max_pred) * b.batch;
-        int last = a == ph->accum - 1;
+        double tokens = (double)b.batch * b.seq;
+        double flops = 3.0 * cz_model_forward_flops(&r->cfg.model, b.seq, ph->max_pred) * b.batch;
+        int last = m + p >= M;
+        if (r->exact) {
+            double *v = r->slots + (size_t)m * CZ_STAT_FIELDS;
+            double f[CZ_STAT_FIELDS] = {l.loss,
+                                        l.mlm_loss,
+                                        l.nsp_loss,
+                                        l.lm_loss,
+                                        (double)l.mlm_correct,
+                                        (double)l.mlm_count,
+                                        (double)l.nsp_correct,
+                                        (double)l.nsp_count,
+                                        l.task_loss,
+                                        (double)l.task_correct,
+                                        (double)l.task_count,
+                                        tokens,
+                                        flops};
+            memcpy(v, f, sizeof f);
+            s->tokens += tokens; /* this rank's, for its own progress line */
+            s->flops += flops;
+            /* the micro-batch's own gradient, alone */
+            cz_model_zero_grads(r->model);
+            if (last && nan_injected_at(r->inject_nan_steps, r->step)) grads[0] = NAN;
+            double t_bwd = cz_now();
+            cz_model_backward(r->model, &b, 1.0f);
+            if (last) s->backward_seconds = cz_now() - t_bwd;
+            cz_exact_add(r->exact, grads);
+            continue;
+        }
+        add_losses(s, &l);
+        s->tokens += tokens;
+        s->flops += flops;
         /* only the last micro-batch finishes gradients: overlap starts there */
         if (last) {
             /* poisoned before the backward that adds to it, so the NaN is
@@ -531,13 +585,65 @@ static int train_step(cz_run *r, cz_step_stats *s, cz_error *err) {
         cz_model_backward(r->model, &b, 1.0f);
         if (last) s->backward_seconds = cz_now() - t_bwd;
     }
+    return 0;
+}
+
+/* ---- one optimizer step ---- */
+
+static int train_step(cz_run *r, cz_step_stats *s, cz_error *err) {
+    const cz_phase *ph = phase_at(r, r->step);
+    cz_batch_buf *buf = &r->buf[ph != &r->phase[0]];
+    double t0 = cz_now();
+    memset(s, 0, sizeof *s);
+    s->step = r->step;
+    s->seq = ph->seq;
+    float *grads = cz_model_grads(r->model);
+    cz_model_zero_grads(r->model);
+    cz_grad_sync *gs = r->gs;
+    /* the weights stay as they are until the optimizer: in bf16 mode each
+     * is packed once for all the products of the micro-batches (an error
+     * below ends the run; the next scope would re-pack anyway) */
+    cz_gemm_weights_begin(r->gemm);
+    int M = ph->micro_batches;
+    double summing = 0; /* dist.exact: the sums' finish, not compute */
+    for (int attempt = 0;; attempt++) {
+        int unknown = r->exact && cz_exact_scales(r->exact)[0] == INT32_MIN;
+        if (r->exact) {
+            cz_exact_begin(r->exact, M);
+            memset(r->slots, 0, (size_t)M * CZ_STAT_FIELDS * sizeof(double));
+        }
+        if (run_micro_batches(r, ph, buf, s, grads, err) != 0) return -1;
+        if (!r->exact) break;
+        /* the sum over every rank's micro-batches, into grads on every rank */
+        int retry = 0;
+        double t_sum = cz_now();
+        if (cz_exact_finish(r->exact, cz_grad_sync_comm(gs), cz_grad_sync_algo(gs), grads, &retry,
+                            err) != 0)
+            return -1;
+        s->grad_comm_seconds = cz_now() - t_sum;
+        summing += s->grad_comm_seconds;
+        if (!retry) break;
+        if (attempt > 0)
+            return cz_fail(err,
+                           "step %ld: exact sums: the recomputed step still exceeds its "
+                           "scales (a gradient that is not a function of the step alone)",
+                           r->step);
+        if (r->comm.rank == 0 && !r->quiet)
+            cz_info("step %ld: exact sums: %s; the step is computed again with this step's scales",
+                    r->step + 1,
+                    unknown ? "no scales yet (a run's first step)"
+                            : "a gradient outgrew its predicted scale");
+        s->tokens = s->flops = 0;
+    }
     cz_gemm_weights_end(r->gemm);
     cz_model_set_grad_hook(r->model, NULL, NULL);
     cz_model_set_grad_rows_hook(r->model, NULL, NULL);
-    s->compute_seconds = cz_now() - t0;
-    if (cz_grad_sync_finish(gs, err) != 0) return -1;
-    s->grad_comm_seconds = cz_grad_sync_comm_seconds(gs);
-    s->grad_rows = (double)cz_grad_sync_tail_rows(gs);
+    s->compute_seconds = cz_now() - t0 - summing;
+    if (!r->exact) {
+        if (cz_grad_sync_finish(gs, err) != 0) return -1;
+        s->grad_comm_seconds = cz_grad_sync_comm_seconds(gs);
+        s->grad_rows = (double)cz_grad_sync_tail_rows(gs);
+    }
     double lr = cz_lr_at(&r->cfg.optim, r->step, r->cfg.train.steps);
     cz_step_report rep;
     double t_opt = cz_now();
@@ -555,6 +661,7 @@ static int train_step(cz_run *r, cz_step_stats *s, cz_error *err) {
     s->seconds = cz_now() - t0;
     /* what the step waited for the communication backward did not hide */
     s->comm_wait = cz_grad_sync_wait_seconds(gs);
+    if (r->exact) s->comm_wait = s->grad_comm_seconds; /* after backward: all exposed */
     r->samples_done += (uint64_t)ph->global_batch;
     s->samples_done = r->samples_done;
     return 0;
@@ -578,17 +685,39 @@ static int evaluate(cz_run *r, cz_error *err) {
     cz_eval_stats e;
     memset(&e, 0, sizeof e);
     int batches = r->cfg.train.eval_batches > 0 ? r->cfg.train.eval_batches : 1;
+    /* dist.exact: each batch's figures in its slot, summed in batch order */
+    enum { EVAL_FIELDS = 8 };
+    double *slot = r->exact ? calloc((size_t)batches * EVAL_FIELDS, sizeof(double)) : NULL;
+    if (r->exact && !slot) return cz_fail(err, "evaluation: out of memory");
     cz_gemm_weights_begin(r->gemm); /* the same weights for every batch */
     for (int m = r->comm.rank; m < batches; m += r->comm.size) {
         uint64_t first = (uint64_t)m * (uint64_t)ph->micro_batch;
-        if (build_micro_batch(r, buf, r->eval_data, first, ph->micro_batch, ph->seq, ph->max_pred,
-                              err) != 0)
-            return -1;
-        cz_batch b = cz_batch_view(buf, ph->micro_batch);
-        b.max_pred = ph->max_pred;
-        b.train = 0;
         cz_losses l;
-        if (cz_model_forward(r->model, &b, &l, err) != 0) return -1;
+        cz_batch b;
+        int rc = build_micro_batch(r, buf, r->eval_data, first, ph->micro_batch, ph->seq,
+                                   ph->max_pred, err);
+        if (rc == 0) {
+            b = cz_batch_view(buf, ph->micro_batch);
+            b.max_pred = ph->max_pred;
+            b.train = 0;
+            rc = cz_model_forward(r->model, &b, &l, err);
+        }
+        if (rc != 0) {
+            free(slot);
+            return -1;
+        }
+        if (slot) {
+            double f[EVAL_FIELDS] = {l.mlm_loss * (double)l.mlm_count,
+                                     l.lm_loss * (double)l.lm_count,
+                                     (double)l.mlm_correct,
+                                     (double)l.mlm_count,
+                                     (double)l.nsp_correct,
+                                     (double)l.nsp_count,
+                                     (double)l.lm_count,
+                                     (double)ph->micro_batch};
+            memcpy(slot + (size_t)m * EVAL_FIELDS, f, sizeof f);
+            continue;
+        }
         e.mlm_loss_sum += l.mlm_loss * (double)l.mlm_count;
         e.lm_loss_sum += l.lm_loss * (double)l.lm_count;
         e.mlm_correct += l.mlm_correct;
@@ -602,7 +731,17 @@ static int evaluate(cz_run *r, cz_error *err) {
     double v[8] = {e.mlm_loss_sum,      e.lm_loss_sum,         (double)e.mlm_correct,
                    (double)e.mlm_count, (double)e.nsp_correct, (double)e.nsp_count,
                    (double)e.lm_count,  (double)e.samples};
-    if (cz_comm_allreduce_doubles(&r->comm, v, 8, CZ_OP_SUM, err) != 0) return -1;
+    if (slot) {
+        int rc = cz_comm_allreduce_u64(&r->comm, (uint64_t *)(void *)slot, batches * EVAL_FIELDS,
+                                       CZ_OP_SUM, err);
+        memset(v, 0, sizeof v);
+        for (int m = 0; rc == 0 && m < batches; m++)
+            for (int j = 0; j < EVAL_FIELDS; j++) v[j] += slot[(size_t)m * EVAL_FIELDS + j];
+        free(slot);
+        if (rc != 0) return -1;
+    } else if (cz_comm_allreduce_doubles(&r->comm, v, 8, CZ_OP_SUM, err) != 0) {
+        return -1;
+    }
     e.mlm_loss_sum = v[0];
     e.lm_loss_sum = v[1];
     e.mlm_correct = (long)v[2];

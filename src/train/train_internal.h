@@ -16,7 +16,7 @@
 typedef struct cz_phase {
     int seq, max_pred;
     int global_batch, micro_batch;
-    int accum;         /* micro-batches per rank per step */
+    int accum;         /* micro-batches per rank per step, at most (ranks may run one less) */
     int micro_batches; /* over all ranks: global_batch / micro_batch */
 } cz_phase;
 
@@ -42,6 +42,10 @@ typedef struct cz_run {
     cz_grad_stage *stages[2];
     int n_stages[2];
     cz_optimizer *opt;
+    /* dist.exact: the int64 sums, and each micro-batch's figures by its
+     * global index (CZ_STAT_FIELDS doubles each), summed in that order */
+    cz_exact *exact;
+    double *slots;
     cz_ckpt_writer *ckpt_writer; /* rank 0: writes the checkpoints */
     int ckpt_background;         /* ... in a thread of its own (train.ckpt_writer) */
     cz_data *train_data, *eval_data;
@@ -91,6 +95,10 @@ typedef struct cz_step_stats {
     double grad_rows; /* word-embedding rows reduced after backward (the ranks' union) */
     uint64_t samples_done;
 } cz_step_stats;
+
+/* dist.exact: a checkpoint's scales of the exact sums (cz_exact_scales) */
+#define CZ_BLOB_EXACT "exact.exponents"
+enum { CZ_STAT_FIELDS = 13 };
 
 typedef struct cz_eval_stats {
     double mlm_loss_sum, lm_loss_sum; /* summed over counted positions */
