@@ -118,8 +118,14 @@ def content(path):
         return None  # times, host and pid; config.cfg is the input
     return open(path, "rb").read()
 compared, differ = 0, []
+# TensorBoard's event files: named by the time and host they were opened,
+# holding wall times; their scalars are metrics.jsonl's, which is compared
+def event_file(f):
+    return f.startswith("events.out.tfevents.")
 for root, _, files in os.walk(old):
     for f in sorted(files):
+        if event_file(f):
+            continue
         a = os.path.join(root, f)
         rel = os.path.relpath(a, old)
         b = os.path.join(new, rel)
@@ -134,6 +140,8 @@ for root, _, files in os.walk(old):
             differ.append(rel)
 for root, _, files in os.walk(new):
     for f in files:
+        if event_file(f):
+            continue
         rel = os.path.relpath(os.path.join(root, f), new)
         if not os.path.exists(os.path.join(old, rel)):
             differ.append(rel + " (absent in old)")
