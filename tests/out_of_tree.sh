@@ -53,10 +53,11 @@ else
   copy_tarball
 fi
 cmake -S "$tmp/src" -B "$tmp/build" -DCMAKE_BUILD_TYPE=Release >/dev/null
-# the programs are what the sweep tests and the install need, and the sweep's
-# unit test (test_sweep_csv) is one of the tests
+# the programs are what the sweep tests and the install need (the install
+# copies every program), and the sweep's unit test (test_sweep_csv) is one
+# of the tests
 cmake --build "$tmp/build" -j"$jobs" --target cloze-train cloze-finetune cloze-sweep cloze-ckpt \
-  cloze-prep cloze-plan test_sweep_csv >/dev/null
+  cloze-prep cloze-plan cloze-generate test_sweep_csv >/dev/null
 ctest --test-dir "$tmp/build" --output-on-failure -j"$jobs" -R '^test_sweep'
 
 # ---- 2. install, remove the sources and the build, sweep from the prefix
