@@ -20,3 +20,9 @@ cloze_add_script_test(test_finetune_predict
 # classification with the auxiliary LM loss, multiple choice on 1 and 2 ranks
 cloze_add_script_test(test_finetune_gpt2 COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_finetune_gpt2.sh
                       LABELS "mpi;finetune" TIMEOUT 600)
+# --exact (dist.exact): a fine-tuning run on 1, 2 and 3 ranks (uneven), its
+# grid and predict give the same metrics, dev and test results and bytes of
+# checkpoint; without --exact 1 and 3 ranks differ
+cloze_add_script_test(test_finetune_exact
+                      COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_finetune_exact.sh
+                      LABELS "mpi;finetune" TIMEOUT 600)
