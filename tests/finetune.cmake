@@ -26,3 +26,8 @@ cloze_add_script_test(test_finetune_gpt2 COMMAND bash ${CLOZE_TEST_DIR}/scripts/
 cloze_add_script_test(test_finetune_exact
                       COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_finetune_exact.sh
                       LABELS "mpi;finetune" TIMEOUT 600)
+# a sweep point pre-trained with dist.exact = true fine-tunes with --exact:
+# the same one-point sweep on 1 and 2 ranks, the same fine-tuned params
+cloze_add_script_test(test_finetune_exact_sweep
+                      COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_finetune_exact_sweep.sh
+                      LABELS "mpi;sweep;finetune" TIMEOUT 300)
