@@ -351,10 +351,10 @@ static int check_as_key(const char *option, const char *key, double v, cz_error 
  * number that does not follow the rank count: the micro-batches are the
  * terms of the step's sums and the dev set's evaluation batches, so the
  * same ones must be formed on any allocation for the same bits
- * (docs/distributed-design.md, "Exact sums"). 4 examples deal BERT's
- * batches of 32 and 16 over up to 8 and 4 ranks, and a forward of 4 x 128
- * tokens still fills the GEMMs' blocks; each micro-batch costs one pass
- * converting the gradient into the sums. */
+ * (docs/distributed-design.md, "Exact sums"). 4 examples let BERT's
+ * batches of 32 and 16 run on up to 8 and 4 ranks, while the pass that
+ * converts each micro-batch's gradient into the sums runs batch / 4 times
+ * a step, not once per example. */
 #define FT_EXACT_MICRO 4
 static int ft_micro_batch(const cz_ft_options *o, int ranks) {
     if (o->micro_batch > 0) return o->micro_batch;
