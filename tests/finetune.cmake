@@ -20,3 +20,14 @@ cloze_add_script_test(test_finetune_predict
 # classification with the auxiliary LM loss, multiple choice on 1 and 2 ranks
 cloze_add_script_test(test_finetune_gpt2 COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_finetune_gpt2.sh
                       LABELS "mpi;finetune" TIMEOUT 600)
+# --exact (dist.exact): a fine-tuning run on 1, 2 and 3 ranks (uneven), its
+# grid and predict give the same metrics, dev and test results and bytes of
+# checkpoint; without --exact 1 and 3 ranks differ
+cloze_add_script_test(test_finetune_exact
+                      COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_finetune_exact.sh
+                      LABELS "mpi;finetune" TIMEOUT 600)
+# a sweep point pre-trained with dist.exact = true fine-tunes with --exact:
+# the same one-point sweep on 1 and 2 ranks, the same fine-tuned params
+cloze_add_script_test(test_finetune_exact_sweep
+                      COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_finetune_exact_sweep.sh
+                      LABELS "mpi;sweep;finetune" TIMEOUT 300)

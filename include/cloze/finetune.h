@@ -240,7 +240,8 @@ typedef struct cz_ft_options {
     int max_seq, doc_stride, max_query, max_answer, n_best;
     double lr, warmup_fraction, weight_decay;
     int batch;       /* examples per optimizer step, over all ranks */
-    int micro_batch; /* per forward on one rank; 0 = batch / ranks */
+    int micro_batch; /* per forward on one rank; 0 = batch / ranks, with exact the largest
+                      * divisor of batch up to 4 (the same on any rank count) */
     int epochs;
     unsigned long long seed; /* data order, head initialisation, dropout */
     float lm_weight;         /* GPT: lambda of the auxiliary LM loss */
@@ -248,6 +249,7 @@ typedef struct cz_ft_options {
     int threads;             /* per rank; 0 = cores / ranks */
     int pad_max;             /* 1: batches padded to max_seq; 0: to their longest sequence */
     int eval_epochs;         /* 1: dev scores after every epoch, not only the last */
+    int exact;               /* 1: dist.exact: the same bits on any allocation */
     long stop_after;         /* > 0: stop with a checkpoint after N steps (time slices) */
     char out_dir[1024];
     const char *resume;      /* NULL, "auto" or a checkpoint */

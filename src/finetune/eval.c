@@ -319,6 +319,30 @@ int ft_any_failed(const cz_comm *comm, int rc, const char *what, cz_error *err) 
     return bad != 0;
 }
 
+/* Every rank's rows into every rank's buf: each row was filled by exactly
+ * one rank, zeros elsewhere. Summed as floats that is exact but for the
+ * sign of a zero (-0 + +0 = +0 in round to nearest: a -0 logit would stay
+ * -0 on one rank and print as 0 on two), so the rows travel as their bit
+ * patterns, added as integers: x + 0 = x for any pattern, on any rank
+ * count, as train.c moves its reported figures (dist.exact). */
+static int gather_rows(const cz_comm *comm, float *buf, size_t n, cz_error *err) {
+    if (comm->size == 1) return 0;
+    int64_t *bits = malloc((n + 1) * sizeof *bits);
+    if (!bits) return cz_fail(err, "out of memory for %zu logits", n);
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, buf + i, sizeof u);
+        bits[i] = (int64_t)u;
+    }
+    int rc = cz_allreduce_i64(comm, CZ_ALLREDUCE_RING, bits, n, err);
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        uint32_t u = (uint32_t)bits[i];
+        memcpy(buf + i, &u, sizeof u);
+    }
+    free(bits);
+    return rc;
+}
+
 /* The head's logits of every feature of f on every rank: each rank runs
  * every ranks-th micro-batch of r->micro sequences (whole examples), the
  * rows are summed over ranks. Rows: one per example for classification,
@@ -356,9 +380,7 @@ float *ft_split_logits(ft_run *r, cz_model *m, const cz_comm *comm, const cz_ft_
         for (int j = 0; j < n; j++)
             memcpy(logits + (size_t)(first + j) * w, z + (size_t)j * wb, wb * sizeof(float));
     }
-    /* every row was filled by exactly one rank, zeros elsewhere: the sum is exact */
-    if (ft_any_failed(comm, rc, "evaluation", err) ||
-        cz_reduce(comm, CZ_ALLREDUCE_RING, logits, n_rows * w, NULL, err)) {
+    if (ft_any_failed(comm, rc, "evaluation", err) || gather_rows(comm, logits, n_rows * w, err)) {
         free(logits);
         return NULL;
     }

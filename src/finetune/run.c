@@ -250,6 +250,7 @@ static int make_config(ft_run *r, int ranks, cz_config *cfg, cz_error *err) {
     snprintf(ov[n++], sizeof ov[0], "train.stop_after_steps=%ld", o->stop_after);
     snprintf(ov[n++], sizeof ov[0], "train.run_dir=%s", o->out_dir);
     snprintf(ov[n++], sizeof ov[0], "train.tensorboard=%s", o->no_tensorboard ? "false" : "true");
+    snprintf(ov[n++], sizeof ov[0], "dist.exact=%s", o->exact ? "true" : "false");
     const char *ovp[24];
     for (int i = 0; i < n; i++) ovp[i] = ov[i];
     if (cz_config_load(cfg, NULL, ovp, n, err)) return -1;
@@ -345,6 +346,24 @@ static int check_as_key(const char *option, const char *key, double v, cz_error 
     return cz_fail(err, "%s %g: must be %s", option, v, range);
 }
 
+/* Examples per forward: --micro-batch; else batch / ranks, or with --exact
+ * the largest divisor of --batch up to FT_EXACT_MICRO. Exact sums need a
+ * number that does not follow the rank count: the micro-batches are the
+ * terms of the step's sums and the dev set's evaluation batches, so the
+ * same ones must be formed on any allocation for the same bits
+ * (docs/distributed-design.md, "Exact sums"). 4 examples let BERT's
+ * batches of 32 and 16 run on up to 8 and 4 ranks, while the pass that
+ * converts each micro-batch's gradient into the sums runs batch / 4 times
+ * a step, not once per example. */
+#define FT_EXACT_MICRO 4
+static int ft_micro_batch(const cz_ft_options *o, int ranks) {
+    if (o->micro_batch > 0) return o->micro_batch;
+    if (!o->exact) return o->batch / ranks > 0 ? o->batch / ranks : 1;
+    int m = o->batch < FT_EXACT_MICRO ? o->batch : FT_EXACT_MICRO;
+    while (o->batch % m) m--;
+    return m;
+}
+
 /* The recipe's options, checked before anything is read or written, each
  * named as the user typed it. */
 static int check_options(const cz_ft_options *o, int ranks, cz_error *err) {
@@ -363,12 +382,21 @@ static int check_options(const cz_ft_options *o, int ranks, cz_error *err) {
                             "negative");
     if (o->doc_stride < 1 || o->max_query < 1 || o->max_answer < 1)
         return cz_fail(err, "--doc-stride, --max-query and --max-answer must be at least 1");
-    if (o->batch % ranks)
-        return cz_fail(err, "--batch %d is not a multiple of the %d ranks", o->batch, ranks);
-    int micro = o->micro_batch > 0 ? o->micro_batch : o->batch / ranks;
-    if ((o->batch / ranks) % micro)
-        return cz_fail(err, "--micro-batch %d does not divide batch / ranks = %d", micro,
-                       o->batch / ranks);
+    if (o->micro_batch == 0 && !o->exact && o->batch % ranks)
+        return cz_fail(err,
+                       "--batch %d is not a multiple of the %d ranks: give --micro-batch N (a "
+                       "divisor of --batch) or --exact to deal micro-batches unevenly",
+                       o->batch, ranks);
+    int micro = ft_micro_batch(o, ranks);
+    if (o->batch % micro)
+        return cz_fail(err, "--micro-batch %d does not divide --batch %d", micro, o->batch);
+    /* the train runtime deals micro-batch m to rank m mod ranks: every
+     * rank must get one (its own check would name train.* keys) */
+    if (o->batch / micro < ranks)
+        return cz_fail(err,
+                       "--batch / --micro-batch = %d / %d = %d micro-batches a step, fewer than "
+                       "the %d ranks: run at most %d ranks, or lower --micro-batch",
+                       o->batch, micro, o->batch / micro, ranks, o->batch / micro);
     return 0;
 }
 
@@ -378,7 +406,7 @@ static int setup_base(ft_run *r, cz_error *err) {
     const cz_ft_options *o = r->o;
     int ranks = r->world->size;
     if (check_options(o, ranks, err)) return -1;
-    r->micro = o->micro_batch > 0 ? o->micro_batch : o->batch / ranks;
+    r->micro = ft_micro_batch(o, ranks);
     return ft_base_load(&r->base, o->init, err);
 }
 

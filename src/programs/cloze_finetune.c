@@ -24,7 +24,8 @@ static const char HELP[] =
     "       cloze-finetune predict  --init FINETUNED --task TASK --input FILE --out DIR [options]\n"
     "       cloze-finetune features --init MODEL --input FILE --out FILE.safetensors\n"
     "                               [--task lines|tsv|conll] [--layers LIST]\n"
-    "       mpirun -np N cloze-finetune ...   (data-parallel: the same results on any rank count)\n"
+    "       mpirun -np N cloze-finetune ...   (data-parallel; --exact: the same bits on any rank "
+    "count)\n"
     "\n"
     "MODEL: a cloze checkpoint (cloze-train's, cloze-ckpt import-hf's, or a fine-tuned one)\n"
     "or a Hugging Face directory (BertModel / BertForPreTraining / OpenAIGPT*).\n"
@@ -56,10 +57,13 @@ static const char HELP[] =
     "  --doc-stride N       SQuAD: tokens between windows (128)\n"
     "  --max-query N        SQuAD: question tokens kept (64)\n"
     "  --max-answer N       SQuAD: longest answer in tokens (30)\n"
-    "  --micro-batch N      examples per forward on one rank (batch / ranks)\n"
+    "  --micro-batch N      examples per forward on one rank (batch / ranks; with --exact\n"
+    "                       the largest divisor of batch up to 4, on any rank count)\n"
     "  --pad longest|max    pad each batch to its longest sequence (the same results,\n"
     "                       faster) or to --max-seq (longest)\n"
     "  --threads N          threads per rank (0 = cores / ranks)\n"
+    "  --exact              exact sums (dist.exact): the same metrics, dev scores and\n"
+    "                       checkpoints on any rank count up to batch / micro-batch\n"
     "  --eval-every-epoch   dev scores after every epoch (else after the last)\n"
     "  --random-init        the architecture and vocabulary of MODEL, not its weights\n"
     "  --resume auto|PATH   run: continue a stopped run; grid: finished points are kept\n"
@@ -215,6 +219,7 @@ static int parse_flag(args *a, const char *k) {
                  {"--similarity", &a->similarity},
                  {"--allow-config-change", &a->o.allow_config_change},
                  {"--random-init", &a->o.random_init},
+                 {"--exact", &a->o.exact},
                  {"--quiet", &a->o.quiet},
                  {"--no-tensorboard", &a->o.no_tensorboard}};
     for (size_t f = 0; f < sizeof flags / sizeof flags[0]; f++)

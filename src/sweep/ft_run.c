@@ -16,7 +16,9 @@
 /* The cloze-finetune argument vector of task ft on checkpoint ckpt:
  * launch/cloze-mpirun -n R [-t T] cloze-finetune grid --init CKPT --task TASK
  * --train F --dev F --out DIR --restarts N [--lr L,..] [--batch B,..]
- * [--epochs E,..] [--threads T] ARGS... --resume auto */
+ * [--epochs E,..] [--threads T] [--exact] ARGS... --resume auto; --exact when the
+ * point pre-trained with dist.exact = true: its fine-tuning is then exact too,
+ * the same results on any rank count (docs/finetune.md) */
 typedef struct ft_argv {
     char ranks[16], threads[16], restarts[16];
     char lists[CZ_SWEEP_MAX_GRID][16 * 33];
@@ -25,7 +27,7 @@ typedef struct ft_argv {
 } ft_argv;
 
 static void build_argv(ft_argv *a, const cz_sweep *s, const cz_sweep_tools *t,
-                       const cz_sweep_finetune *ft, char *ckpt, char *dir) {
+                       const cz_sweep_finetune *ft, int exact, char *ckpt, char *dir) {
     int n = sw_launcher_argv(a->argv, a->ranks, a->threads, s, t);
     snprintf(a->restarts, sizeof a->restarts, "%d", ft->restarts);
     a->argv[n++] = (char *)t->finetune;
@@ -58,6 +60,7 @@ static void build_argv(ft_argv *a, const cz_sweep *s, const cz_sweep_tools *t,
         a->argv[n++] = "--threads";
         a->argv[n++] = a->threads;
     }
+    if (exact) a->argv[n++] = "--exact";
     for (int k = 0; k < ft->n_args; k++) a->argv[n++] = (char *)ft->args[k];
     a->argv[n++] = "--resume";
     a->argv[n++] = "auto";
@@ -103,7 +106,7 @@ static int run_task(cz_sweep *s, cz_sweep_point *p, int k, const cz_sweep_tools 
     cz_error err = {{0}};
     char why[CZ_ERROR_MAX + 256];
     ft_argv a;
-    build_argv(&a, s, t, ft, ckpt, dir);
+    build_argv(&a, s, t, ft, p->cfg.dist.exact, ckpt, dir);
     char *want = args_text(&a);
     if (!want) return write_state(dir, "out of memory", &err), 0;
     if (cz_make_dirs(dir, &err) != 0) {
