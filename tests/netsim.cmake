@@ -26,7 +26,8 @@ cloze_add_script_test(test_slurm_netsim_lost COMMAND bash ${CLOZE_TEST_DIR}/scri
 # requeued job lost its daemon on h1 ("ORTE has lost communication with a
 # remote daemon", exit 205) whenever its run outlasted the first run's
 # KillWait + 2 s: under ctest -j2 once, 3 times in 3 on a machine loaded
-# 7-14 by other builds, and with 600 steps (a restart of over a minute).
+# 7-14 by other builds, and with 600 steps (a restart that needs over a
+# minute) at load 12.
 set_tests_properties(test_slurm_netsim_lost PROPERTIES RUN_SERIAL TRUE)
 # A sweep whose points span 2 nodes each, submitted as a job array to that
 # Slurm: results.csv equal to the same spec run on one machine.
