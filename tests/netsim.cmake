@@ -23,9 +23,9 @@ cloze_add_script_test(test_slurm_netsim_lost COMMAND bash ${CLOZE_TEST_DIR}/scri
 # dist.timeout_s = 3, the srun probes' 20 s, Open MPI's daemon keepalive
 # (10 s + 3 x 2 s), and the requeue's cred_expire = 20 s against KillWait =
 # 10 s (launch/cloze-netsim). With cred_expire = 5 s and KillWait's 30 s the
-# requeued job lost its daemon on h1 ("ORTE has lost communication with a
-# remote daemon", exit 205) whenever its run outlasted the first run's
-# KillWait + 2 s: under ctest -j2 once, 3 times in 3 on a machine loaded
+# requeued job lost a daemon ("ORTE has lost communication with a remote
+# daemon", exit 205) whenever its run outlasted the first run's KillWait +
+# 2 s: on h2 once under ctest -j2, on h1 3 times in 3 on a machine loaded
 # 7-14 by other builds, and with 600 steps (a restart that needs over a
 # minute) at load 12.
 set_tests_properties(test_slurm_netsim_lost PROPERTIES RUN_SERIAL TRUE)
