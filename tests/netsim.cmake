@@ -15,18 +15,19 @@ cloze_add_script_test(test_slurm_netsim COMMAND bash ${CLOZE_TEST_DIR}/scripts/t
                       LABELS "mpi;netsim;slurm" TIMEOUT 600)
 # A node lost mid-job under that Slurm: named in one line, marked down, the
 # job requeued onto the 3 nodes that remain and resumed from its newest
-# checkpoint on 6 ranks, exactly as a 6-rank resume of that checkpoint.
+# checkpoint on 6 ranks; with exact sums (dist.exact) every metrics line and
+# checkpoint equal those of one rank on one host, byte for byte.
 cloze_add_script_test(test_slurm_netsim_lost COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_slurm_netsim_lost.sh
                       LABELS "mpi;netsim;slurm" TIMEOUT 600)
-# It runs alone: once under ctest -j2 (8 ranks of another test beside its
-# 8, on 2 cores) the requeued job lost its daemon on h2 ("ORTE has lost
-# communication with a remote daemon", exit 205) and ended FAILED; alone it
-# passed every time. Its path rests on wall-clock bounds of the system it
-# tests: dist.timeout_s = 3, the srun probes' 20 s, Open MPI's daemon
-# keepalive (10 s + 3 x 2 s) and cred_expire = 5 s, the time a requeued job
-# waits before it may start again while its first run is still being
-# cleaned up on every node (the likely cause: a loaded slurmd finishing
-# that cleanup after the new run's daemon started; not proven).
+# It runs alone: its path rests on wall-clock bounds of the system it tests:
+# dist.timeout_s = 3, the srun probes' 20 s, Open MPI's daemon keepalive
+# (10 s + 3 x 2 s), and the requeue's cred_expire = 20 s against KillWait =
+# 10 s (launch/cloze-netsim). With cred_expire = 5 s and KillWait's 30 s the
+# requeued job lost a daemon ("ORTE has lost communication with a remote
+# daemon", exit 205) whenever its run outlasted the first run's KillWait +
+# 2 s: on h2 once under ctest -j2, on h1 3 times in 3 on a machine loaded
+# 7-14 by other builds, and with 600 steps (a restart that needs over a
+# minute) at load 12.
 set_tests_properties(test_slurm_netsim_lost PROPERTIES RUN_SERIAL TRUE)
 # A sweep whose points span 2 nodes each, submitted as a job array to that
 # Slurm: results.csv equal to the same spec run on one machine.

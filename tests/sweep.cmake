@@ -34,3 +34,8 @@ cloze_add_script_test(test_mup_coordcheck COMMAND bash ${CLOZE_TEST_DIR}/scripts
 # synthetic lr x width x parametrization results.csv (seconds)
 cloze_add_script_test(test_sweep_mutransfer COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_sweep_mutransfer.sh
                       LABELS sweep TIMEOUT 60)
+# dist.exact = true: a point's results.csv row (timing columns aside) and
+# checkpoint are the same on 1 and 2 ranks per point; without it they are
+# not (seconds)
+cloze_add_script_test(test_sweep_exact COMMAND bash ${CLOZE_TEST_DIR}/scripts/test_sweep_exact.sh
+                      LABELS "mpi;sweep" TIMEOUT 300)
