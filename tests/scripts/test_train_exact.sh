@@ -22,7 +22,7 @@
 # ranks for each model x precision, 20 runs) costs about 200 CPU-seconds
 # on Zen 4, since a mini run takes 4-8 CPU-seconds on 1 rank and 13-18 on
 # 8 (each rank adds the whole gradient into its int64 sums per micro-batch
-# and the all-reduce moves 8 bytes a value), against about 90 s for this
+# and the all-reduce moves 8 bytes a value), against a budget of 90 s for this
 # whole test on 2 cores; a tiny run takes under 1.5 CPU-seconds. So the
 # mini shapes carry the sizes, steps and 8 ranks, and the tiny
 # ones every factor.
