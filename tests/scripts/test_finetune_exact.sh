@@ -32,18 +32,8 @@ task=(--task tsv --text-a sentence --label label --train "$T/cls_train.tsv" --de
   --test "$T/cls_dev.tsv" --max-seq 32 --epochs 3 --lr 3e-3 --seed 3 --eval-every-epoch)
 cls=("${task[@]}" --batch 8 --micro-batch 2)
 
-# metrics.jsonl less timings, one line per record
-numbers() {
-  $PY -c '
-import json, re, sys
-skip = re.compile(r"seconds|per_s|mfu|rss|pred_")
-for line in open(sys.argv[1]):
-    r = json.loads(line)
-    r = {k: v for k, v in r.items() if not skip.search(k)}
-    if r and "resumed" not in r:  # the resume record aside
-        print(json.dumps(r, sort_keys=True))
-' "$1"
-}
+# metrics.jsonl less timings and predictions, one line per record
+numbers() { $PY "$SRC/tests/scripts/metrics_numbers.py" "$1"; }
 # results.jsonl less the seconds, the rank count and the run's directory
 results() { sed "s/\"ranks\":[0-9]*,//;s/,\"seconds\":[0-9.]*//;s#$(dirname "$1")#RUN#" "$1"; }
 blobs() { # the last checkpoint's params, adam_m, adam_v

@@ -73,14 +73,10 @@ mpi 1 "$BIN/cloze-train" $(args "$work/ref") 2>"$work/ref.log" || { cat "$work/r
 # metrics.jsonl less timings and the cost model's predictions, by step: the
 # job's holds the steps after its newest checkpoint before the loss twice
 # (8 ranks, then 6), each equal to the reference's
-$PY - "$work/ref/metrics.jsonl" "$run/metrics.jsonl" <<'EOF' || fail "the job's metrics differ from one rank's"
-import json, re, sys
-skip = re.compile(r"seconds|per_s|mfu|rss|pred_")
-def records(path):
-    for line in open(path):
-        r = {k: v for k, v in json.loads(line).items() if not skip.search(k)}
-        if r and "resumed" not in r:  # memory records and the resume record aside
-            yield r
+SCRIPTS="$SRC/tests/scripts" $PY - "$work/ref/metrics.jsonl" "$run/metrics.jsonl" <<'EOF' || fail "the job's metrics differ from one rank's"
+import json, os, sys
+sys.path.insert(0, os.environ["SCRIPTS"])
+from metrics_numbers import records
 ref = {r["step"]: json.dumps(r, sort_keys=True) for r in records(sys.argv[1])}
 seen, bad = [], 0
 for r in records(sys.argv[2]):

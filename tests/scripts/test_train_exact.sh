@@ -80,17 +80,7 @@ run() { # run MODEL NAME RANKS [--set ...]
     { cat "$work/$name.log"; exit 1; }
 }
 # metrics.jsonl less timings and predictions, one line per record
-numbers() {
-  $PY -c '
-import json, re, sys
-skip = re.compile(r"seconds|per_s|mfu|rss|pred_")
-for line in open(sys.argv[1]):
-    r = json.loads(line)
-    r = {k: v for k, v in r.items() if not skip.search(k)}
-    if r and "resumed" not in r:  # memory records and the resume record aside
-        print(json.dumps(r, sort_keys=True))
-' "$1"
-}
+numbers() { $PY "$SRC/tests/scripts/metrics_numbers.py" "$1"; }
 blobs() { # blobs RUN: the step-30 checkpoint's params, adam_m, adam_v
   local b
   for b in params adam_m adam_v; do
