@@ -38,17 +38,23 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Floats per piece for chunks of up to max_chunk floats: about 1/32 of a
- * chunk, at least CZ_RING_PIPE and at most CZ_RING_PIECE_MAX. Pipelining only
+/* Elements per piece for chunks of up to max_chunk elements: about 1/32 of
+ * a chunk, at least CZ_RING_PIPE and at most CZ_RING_PIECE_MAX_BYTES of
+ * them (CZ_RING_PIECE_MAX floats, half as many int64 values of dist.exact's
+ * sums): a larger piece passes Open MPI's TCP eager limit (world.c sets it
+ * just above that size) and goes by rendezvous, which ran BERT-base's int64
+ * all-reduce at half the link's rate (docs/distributed-design.md, "Eager
+ * pieces over TCP"). Pipelining only
  * needs a few pieces in flight per step (the fill costs one piece per
  * phase, <= 1/32 of a step); every further piece is one more message, each
  * with its own rendezvous and request, and on the simulated cluster 128
  * pieces a step ran slower than 32 (docs/distributed-design.md, "Piece size"). Both
  * ends compute it from (n, p), so they cut blocks alike; the bits do not
  * depend on it (the order of additions is per element). */
-static size_t ring_piece(size_t max_chunk) {
+static size_t ring_piece(size_t max_chunk, size_t elem_bytes) {
+    size_t most = CZ_RING_PIECE_MAX_BYTES / elem_bytes;
     size_t want = (max_chunk / 32 + 1023) & ~(size_t)1023;
-    return want < CZ_RING_PIPE ? CZ_RING_PIPE : want > CZ_RING_PIECE_MAX ? CZ_RING_PIECE_MAX : want;
+    return want < CZ_RING_PIPE ? CZ_RING_PIPE : want > most ? most : want;
 }
 
 static size_t n_pieces(size_t count, size_t piece) {
@@ -85,7 +91,7 @@ static int ensure_space(cz_coll *c, int q, size_t n, cz_error *err) {
     /* an int64 element (c->i64) takes the room of two floats */
     size_t block = max_chunk * (size_t)c->shape.outer * (c->i64 ? 2 : 1);
     block = (block + 1) & ~(size_t)1; /* the second half stays 8-byte aligned */
-    c->piece = ring_piece(max_chunk);
+    c->piece = ring_piece(max_chunk, c->i64 ? sizeof(int64_t) : sizeof(float));
     size_t pieces = (size_t)c->shape.outer * (n_pieces(max_chunk, c->piece) + 1);
     size_t reqs = (size_t)(2 * q + 2) * pieces;
     if (2 * block > c->tmp_len) {
